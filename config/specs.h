@@ -1,0 +1,79 @@
+// config/specs.h: the plain structs that configuration files are read into.
+//
+// They hold values in SI-based integer or double units named in the field (bytes, ns, bytes/s,
+// FLOP/s). Loaders in config/ fill them from YAML (with file:line:column errors); sim/,
+// real_runtime/ and calibration/ consume them. No YAML type appears here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+
+namespace poseidon::config {
+
+// ---- network -------------------------------------------------------------------------------
+
+enum class NetworkModelKind { kFlow, kAlphaBeta };
+enum class TopologyKind { kStar, kLeafSpine };
+
+struct NetworkSpec {
+  NetworkModelKind model = NetworkModelKind::kFlow;
+  TopologyKind topology = TopologyKind::kStar;
+  // NIC rate of every host, full duplex, in bytes per second (YAML: bandwidth_gbps, 1e9 bits).
+  double host_bandwidth_Bps = 10e9 / 8;
+  // One-way latency between two hosts on the same switch, in ns (YAML: latency_us). In the flow
+  // model it is split evenly over the two links of the route host->switch->host; a route over a
+  // spine crosses four links and so takes twice as long.
+  int64_t latency_ns = 5000;
+  // Payload bytes / wire bytes (headers, acknowledgements); 1 means none. Calibrated by
+  // `poseidon calibrate-net` (YAML: efficiency).
+  double efficiency = 1.0;
+  // Fixed cost per message in ns, added to its delivery (YAML: per_message_overhead_us).
+  int64_t per_message_overhead_ns = 0;
+  // Leaf-spine only.
+  int hosts_per_leaf = 16;
+  int spines = 2;
+  // Sum of host NIC rates under one leaf / sum of that leaf's uplink rates (>= 1; 1 = non-blocking).
+  double oversubscription = 1.0;
+  core::SourceLoc loc;
+};
+
+// ---- compute -------------------------------------------------------------------------------
+
+// A device described by datasheet figures, for roofline estimates (scenarios/devices/NAME.yaml).
+struct DeviceSpec {
+  std::string name;         // "k20"
+  std::string description;  // "NVIDIA Tesla K20 (Kepler GK110), datasheet"
+  double peak_flops = 0;            // fp32 FLOP/s (YAML: peak_tflops)
+  double memory_bandwidth_Bps = 0;  // bytes/s (YAML: memory_bandwidth_gbs, 1e9 bytes)
+  double compute_efficiency = 0.5;  // fraction of peak reached by conv/fc kernels
+  double memory_efficiency = 0.7;   // fraction of bandwidth reached by elementwise kernels
+  double pcie_bandwidth_Bps = 0;    // host<->device copies, bytes/s (YAML: pcie_gbs); 0 = CPU device
+  int64_t kernel_launch_ns = 0;     // fixed cost per layer pass (YAML: launch_overhead_us)
+  core::SourceLoc loc;
+};
+
+// Per-layer times measured at one batch size (scenarios/profiles/*.yaml), written by
+// `poseidon calibrate`.
+struct LayerTiming {
+  double fwd_ms = 0;
+  double bwd_ms = 0;
+};
+
+struct ProfileSpec {
+  std::string model;      // model name the profile was measured on
+  int64_t batch = 0;      // batch size of the measurement
+  std::string device;     // what it was measured on ("cpu: ...", "NVIDIA H200")
+  std::string backend;    // "cpu" | "cuda" | "synthetic"
+  std::map<std::string, LayerTiming> layers;  // by layer name
+  // Optional: parameter-server update cost (ms per MB of parameters) and host<->device copies.
+  double update_ms_per_mb = 0;
+  double pcie_bandwidth_Bps = 0;
+  std::map<std::string, std::string> provenance;  // date, command, commit, libraries, ...
+  core::SourceLoc loc;
+};
+
+}  // namespace poseidon::config

@@ -1,0 +1,116 @@
+// config/yaml_reader.h: strict, located reading of YAML files.
+//
+// Every user-facing YAML file (models, devices, profiles, scenarios, sweeps) is read through
+// MapReader, so that every error has one shape:
+//   FILE:LINE:COL: error: WHAT WAS WRONG; WHAT TO DO
+// and never aborts. MapReader tracks which keys were read; Finish() rejects any other key and
+// suggests the closest known one (a misspelt or unit-less key such as `bandwidth` gets
+// "did you mean 'bandwidth_gbps'?").
+//
+//   YamlFile f = YamlFile::Load("scenarios/demo.yaml");
+//   MapReader r(f.root(), f.path(), "scenario");
+//   int64_t it = r.Int("iterations", 10);
+//   r.Finish();
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "core/model.h"
+
+namespace poseidon::config {
+
+// Bad user input in a configuration file. what() is the full one-line message.
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(const std::string& msg) : std::runtime_error(msg) {}
+};
+
+core::SourceLoc LocOf(const YAML::Node& node, const std::string& file);
+[[noreturn]] void FailAt(const YAML::Node& node, const std::string& file, const std::string& msg);
+[[noreturn]] void FailAt(const core::SourceLoc& loc, const std::string& msg);
+
+// A parsed YAML document with the path it came from.
+class YamlFile {
+ public:
+  // Throws ConfigError for an unreadable file ("cannot read FILE: reason") or a syntax error
+  // ("FILE:LINE:COL: error: YAML syntax: ...").
+  static YamlFile Load(const std::string& path);
+  static YamlFile Parse(const std::string& text, const std::string& name);
+  const YAML::Node& root() const { return root_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  YAML::Node root_;
+  std::string path_;
+};
+
+// Reads one YAML mapping; `what` names it in messages ("scenario", "layer 'conv1'").
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string file, std::string what);
+
+  bool Has(const std::string& key) const;
+  // Required values: a missing key is an error naming the key and what it holds.
+  std::string String(const std::string& key);
+  int64_t Int(const std::string& key);
+  double Number(const std::string& key);
+  bool Bool(const std::string& key);
+  // Optional values with a default.
+  std::string String(const std::string& key, const std::string& def);
+  int64_t Int(const std::string& key, int64_t def);
+  double Number(const std::string& key, double def);
+  bool Bool(const std::string& key, bool def);
+  // Checked variants: value must be > 0 (or >= 0).
+  double PositiveNumber(const std::string& key);
+  double PositiveNumber(const std::string& key, double def);
+  double NonNegativeNumber(const std::string& key, double def);
+  int64_t PositiveInt(const std::string& key);
+  int64_t PositiveInt(const std::string& key, int64_t def);
+  // One of `choices` (e.g. {"star", "leaf_spine"}).
+  std::string Choice(const std::string& key, const std::vector<std::string>& choices,
+                     const std::string& def);
+  // Sub-nodes (marked as read). Required: missing is an error. Optional: empty Node if missing.
+  YAML::Node Node(const std::string& key);
+  YAML::Node OptionalNode(const std::string& key);
+  // Marks a key as known without reading it (handled elsewhere).
+  void Ignore(const std::string& key);
+
+  // Rejects keys that were never read: "unknown key 'X' in WHAT; did you mean 'Y'? known keys: ...".
+  void Finish() const;
+
+  const YAML::Node& node() const { return node_; }
+  const std::string& file() const { return file_; }
+  const std::string& what() const { return what_; }
+  core::SourceLoc Loc() const { return LocOf(node_, file_); }
+  core::SourceLoc Loc(const std::string& key) const;
+  [[noreturn]] void Fail(const std::string& msg) const;
+  [[noreturn]] void FailKey(const std::string& key, const std::string& msg) const;
+
+ private:
+  YAML::Node Get(const std::string& key, const char* expected);
+  YAML::Node node_;
+  std::string file_;
+  std::string what_;
+  mutable std::set<std::string> used_;
+};
+
+// Scalar conversions with located errors ("expected an integer, got 'ten'").
+int64_t AsInt(const YAML::Node& n, const std::string& file, const std::string& what);
+double AsNumber(const YAML::Node& n, const std::string& file, const std::string& what);
+bool AsBool(const YAML::Node& n, const std::string& file, const std::string& what);
+std::string AsString(const YAML::Node& n, const std::string& file, const std::string& what);
+
+// The known name closest to `name` by edit distance, or "" if none is close.
+std::string ClosestName(const std::string& name, const std::vector<std::string>& known);
+
+// Resolves `relative` against the directory of `base_file` (absolute paths are kept).
+std::string ResolvePath(const std::string& base_file, const std::string& relative);
+
+}  // namespace poseidon::config

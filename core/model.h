@@ -1,0 +1,173 @@
+// core/model.h: a neural-network model as the protocol core sees it.
+//
+// A ModelSpec is the plain description read from scenarios/models/NAME.yaml (by config/, which fills
+// the SourceLoc of every layer so that errors can name file:line:column). Model::Build derives the
+// layer DAG (Boost.Graph), a topological (forward) order, per-image output shapes, parameter blobs,
+// forward multiply-accumulates and activation bytes, and rejects inconsistent models with a
+// ModelError that names the layer and its place in the file.
+//
+//   ModelSpec spec = config::LoadModelFile("scenarios/models/alexnet.yaml");
+//   Model m = Model::Build(spec);
+//   m.total_params();   // 60,965,224
+//
+// All counts are per image (batch 1); multiply by the batch size where needed. Units: bytes are
+// fp32 bytes (4 per value). Thread-safety: a built Model is immutable and may be shared.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace poseidon::core {
+
+// Where a value came from in a user's file (1-based line and column; 0 when unknown).
+struct SourceLoc {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  // "file:line:column" (or just "file", or "<model>" when nothing is known).
+  std::string ToString() const;
+};
+
+// Bad model description (unknown layer kind, unknown bottom, shapes that do not fit, a cycle).
+// what() reads "FILE:LINE:COL: layer 'NAME' (KIND): what is wrong; what to do".
+class ModelError : public std::runtime_error {
+ public:
+  explicit ModelError(const std::string& msg) : std::runtime_error(msg) {}
+};
+
+enum class LayerKind {
+  kConv,
+  kPool,
+  kRelu,
+  kLrn,
+  kFc,
+  kDropout,
+  kConcat,
+  kSoftmaxLoss,
+  kBatchNorm,
+  kAdd,
+};
+
+// Registry of layer kinds by name ("conv", "pool", "relu", "lrn", "fc", "dropout", "concat",
+// "softmax_loss", "batchnorm", "add"). Returns false for an unknown name.
+bool LayerKindFromName(const std::string& name, LayerKind* kind);
+const char* LayerKindName(LayerKind kind);
+// "conv, pool, relu, ..." for error messages that list the known kinds.
+std::string KnownLayerKinds();
+
+enum class PoolMethod { kMax, kAvg };
+
+// One layer as written in the model file. Fields that do not apply to a kind are left at their
+// defaults; config/ rejects keys that do not belong to the kind.
+struct LayerSpec {
+  std::string name;
+  LayerKind kind = LayerKind::kRelu;
+  // Names of the layers feeding this one. Empty means "the previous layer in the file" (or the
+  // model input for the first layer). The special name "data" is the model input.
+  std::vector<std::string> bottoms;
+  // Optional group tag (for example "aux" for GoogLeNet's auxiliary heads); Build can leave a
+  // group out.
+  std::string group;
+
+  // conv: num_output, kernel, stride, pad, groups, bias. fc: num_output, bias.
+  int64_t num_output = 0;
+  int64_t kernel_h = 0, kernel_w = 0;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t groups = 1;
+  bool bias = true;
+  // pool: method, kernel/stride/pad above, or global pooling over the whole plane.
+  PoolMethod pool = PoolMethod::kMax;
+  bool global_pool = false;
+  // lrn (Caffe ACROSS_CHANNELS): local_size, alpha, beta, k.
+  int64_t local_size = 5;
+  double alpha = 1e-4, beta = 0.75, k = 1.0;
+  // dropout
+  double dropout_ratio = 0.5;
+  // batchnorm: learnable scale and shift (counted as parameters, 2*C); running mean/var are not
+  // parameters.
+  bool bn_affine = true;
+  // concat: along channels (axis 1), the only axis supported.
+
+  SourceLoc loc;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::string description;
+  // Per-image input shape (channels, height, width) and number of classes (informational).
+  int64_t input_c = 0, input_h = 0, input_w = 0;
+  int64_t num_classes = 0;
+  std::vector<LayerSpec> layers;
+  SourceLoc loc;  // where the model file starts
+};
+
+// Per-image shape of a layer's output (NCHW without N). FC outputs are {num_output, 1, 1}.
+struct Shape {
+  int64_t c = 0, h = 0, w = 0;
+  int64_t count() const { return c * h * w; }
+  bool operator==(const Shape&) const = default;
+};
+
+// One learnable parameter blob (a layer's weights or its bias). It is the unit the parameter
+// server chunks and places.
+struct ParamBlob {
+  std::string name;           // "conv1.weight", "conv1.bias", "bn1.scale", ...
+  std::vector<int64_t> dims;  // e.g. {out, in/groups, kh, kw}
+  int64_t count = 0;          // product of dims
+  int64_t bytes() const { return count * 4; }
+};
+
+struct Layer {
+  int id = 0;  // index in Model::layers(), which is a topological order
+  std::string name;
+  LayerKind kind = LayerKind::kRelu;
+  std::vector<int> bottoms;  // ids of input layers; empty for layers fed by the model input
+  std::vector<Shape> in_shapes;  // per bottom (the model input when bottoms is empty)
+  Shape out;
+  std::vector<ParamBlob> blobs;
+  int64_t params = 0;        // sum of blob counts
+  int64_t fwd_macs = 0;      // multiply-accumulates of the forward pass (conv and fc; 0 otherwise)
+  int64_t fwd_flops = 0;     // all floating-point ops of the forward pass (2*macs + elementwise)
+  int64_t out_bytes = 0;     // activation bytes written by the forward pass
+  int64_t in_bytes = 0;      // activation bytes read by the forward pass
+  // For kFc: M (inputs) and N (outputs) of the N x M weight, for sufficient factors.
+  int64_t fc_in = 0, fc_out = 0;
+  LayerSpec spec;
+};
+
+struct BuildOptions {
+  // Groups of layers to leave out (for example {"aux"}).
+  std::set<std::string> without_groups;
+};
+
+class Model {
+ public:
+  // Throws ModelError on an inconsistent description.
+  static Model Build(const ModelSpec& spec, const BuildOptions& options = {});
+
+  const std::string& name() const { return name_; }
+  const std::vector<Layer>& layers() const { return layers_; }
+  const Layer* FindLayer(const std::string& name) const;
+  Shape input_shape() const { return input_; }
+
+  int64_t total_params() const { return total_params_; }
+  int64_t forward_macs() const { return forward_macs_; }
+  int64_t forward_flops() const { return forward_flops_; }
+  int64_t activation_bytes() const { return activation_bytes_; }  // sum of out_bytes
+  // Ids of layers that have parameters, in forward order.
+  const std::vector<int>& param_layers() const { return param_layers_; }
+
+ private:
+  std::string name_;
+  Shape input_;
+  std::vector<Layer> layers_;
+  std::vector<int> param_layers_;
+  int64_t total_params_ = 0, forward_macs_ = 0, forward_flops_ = 0, activation_bytes_ = 0;
+};
+
+}  // namespace poseidon::core

@@ -1,0 +1,66 @@
+// sim/network/network_model.h: the simulator's view of the network.
+//
+// A NetworkModel moves messages ("flows") between hosts 0..num_hosts-1 in virtual time. It owns
+// no clock and no event queue: the simulated cluster calls StartFlow when a message is sent, asks
+// NextEventTime() for the earliest moment something finishes, and calls AdvanceTo(t) when the
+// engine reaches t, which reports every flow whose last byte arrived by t.
+//
+// Timing contract (both models): a flow of S payload bytes on a route with latency L (the sum of
+// the route's link latencies) and an uncontended bottleneck rate B (bytes/s of wire bytes) is
+// delivered at start + L + overhead + ceil(S / efficiency / B in ns). Under contention the flow
+// model shares each link max-min fairly among the flows crossing it and re-solves the rates when
+// a flow starts or ends; the alpha-beta model ignores contention.
+//
+// Determinism: results depend only on the sequence of calls. Flows finishing at the same ns are
+// reported in the order they were started.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/specs.h"
+
+namespace poseidon::sim {
+
+using TimeNs = int64_t;
+inline constexpr TimeNs kNever = std::numeric_limits<TimeNs>::max();
+
+struct FlowDone {
+  uint64_t tag = 0;        // the caller's tag given to StartFlow
+  TimeNs delivered_at = 0; // when the last byte reached the destination (>= the AdvanceTo time
+                           // for latency > 0: delivery may lie in the future; schedule it)
+};
+
+// Utilisation of one directed link over [0, now].
+struct LinkStats {
+  std::string name;            // "h3->s0", "leaf1->spine0", ...
+  double capacity_Bps = 0;
+  double bytes = 0;            // wire bytes carried
+  double busy_fraction = 0;    // time with at least one flow / now
+  double utilisation = 0;      // bytes / (capacity * now)
+};
+
+class NetworkModel {
+ public:
+  virtual ~NetworkModel() = default;
+  virtual int num_hosts() const = 0;
+  // Starts sending `payload_bytes` (>= 0) from host `src` to host `dst` (src != dst) at `now`;
+  // `now` never decreases between calls.
+  virtual void StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) = 0;
+  // Earliest time at which AdvanceTo would report a flow, or kNever.
+  virtual TimeNs NextEventTime() const = 0;
+  // Advances the model to `now` (>= every earlier call) and appends the flows whose transmission
+  // has finished by `now`, with their delivery time (finish + route latency + overhead).
+  virtual void AdvanceTo(TimeNs now, std::vector<FlowDone>* done) = 0;
+  virtual int active_flows() const = 0;
+  virtual std::vector<LinkStats> Links(TimeNs now) const = 0;
+};
+
+// Builds the model the spec asks for over `num_hosts` hosts. Throws std::invalid_argument for a
+// spec that cannot be built (already validated by config/ for user files).
+std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts);
+
+}  // namespace poseidon::sim
