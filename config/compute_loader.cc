@@ -1,1 +1,335 @@
-// placeholder: being written
+#include "config/compute_loader.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace poseidon::config {
+namespace {
+
+// Reads and checks `schema_version` (required in every file).
+void CheckSchemaVersion(MapReader& r, int supported, const char* kind) {
+  if (!r.Has("schema_version")) {
+    r.Fail(fmt::format("{} file has no 'schema_version'; add 'schema_version: {}' as its first key",
+                       kind, supported));
+  }
+  int64_t v = r.Int("schema_version");
+  if (v != supported) {
+    r.FailKey("schema_version",
+              fmt::format("unsupported schema_version {} for a {} file; this build reads version "
+                          "{}",
+                          v, kind, supported));
+  }
+}
+
+double RequiredNonNegative(MapReader& r, const std::string& key) {
+  double v = r.Number(key);
+  if (v < 0) r.FailKey(key, fmt::format("'{}' must not be negative, got {}", key, v));
+  return v;
+}
+
+// A fraction of a datasheet figure: 0 < x <= 1.
+double RequiredFraction(MapReader& r, const std::string& key) {
+  double v = r.Number(key);
+  if (!(v > 0 && v <= 1)) {
+    r.FailKey(key, fmt::format("'{}' must be in (0, 1] (the fraction of the datasheet figure that "
+                               "kernels reach), got {}",
+                               key, v));
+  }
+  return v;
+}
+
+std::string RequiredName(MapReader& r, const std::string& key) {
+  std::string v = r.String(key);
+  if (v.empty()) r.FailKey(key, fmt::format("'{}' must not be empty", key));
+  return v;
+}
+
+std::optional<double> OptionalNonNegative(MapReader& r, const std::string& key) {
+  if (!r.Has(key)) {
+    r.Ignore(key);
+    return std::nullopt;
+  }
+  return RequiredNonNegative(r, key);
+}
+
+void CheckPercentiles(MapReader& r, const std::optional<double>& p10,
+                      const std::optional<double>& p90, const std::string& p10_key,
+                      const std::string& p90_key) {
+  if (p10 && p90 && *p10 > *p90) {
+    r.FailKey(p90_key, fmt::format("'{}' ({}) is smaller than '{}' ({}); the 90th percentile "
+                                   "cannot be below the 10th",
+                                   p90_key, *p90, p10_key, *p10));
+  }
+}
+
+// A misspelt or unit-less key standing for a required one (`pcie: 6` for `pcie_gbs: 6`) is
+// reported at its own place with a "did you mean", rather than as "missing required key" at the
+// top of the mapping. Keys close to a key that is present are left to MapReader::Finish.
+void CheckMisspeltKeys(const MapReader& r, const std::vector<std::string>& keys) {
+  for (auto it = r.node().begin(); it != r.node().end(); ++it) {
+    if (!it->first.IsScalar()) continue;
+    const std::string& key = it->first.Scalar();
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    std::string hint = ClosestName(key, keys);
+    if (!hint.empty() && !r.Has(hint)) {
+      FailAt(it->first, r.file(),
+             fmt::format("unknown key '{}' in {}; did you mean '{}'? (units go in the key name)",
+                         key, r.what(), hint));
+    }
+  }
+}
+
+DeviceSpec ReadDevice(const YamlFile& f) {
+  MapReader r(f.root(), f.path(), "device file");
+  CheckMisspeltKeys(r, {"schema_version", "name", "description", "peak_tflops",
+                        "memory_bandwidth_gbs", "compute_efficiency", "memory_efficiency",
+                        "pcie_gbs", "launch_overhead_us", "source"});
+  CheckSchemaVersion(r, kDeviceSchemaVersion, "device");
+  DeviceSpec d;
+  d.loc = r.Loc();
+  d.name = RequiredName(r, "name");
+  d.description = r.String("description");
+  d.peak_flops = r.PositiveNumber("peak_tflops") * 1e12;
+  d.memory_bandwidth_Bps = r.PositiveNumber("memory_bandwidth_gbs") * 1e9;
+  d.compute_efficiency = RequiredFraction(r, "compute_efficiency");
+  d.memory_efficiency = RequiredFraction(r, "memory_efficiency");
+  d.pcie_bandwidth_Bps = RequiredNonNegative(r, "pcie_gbs") * 1e9;
+  d.kernel_launch_ns = std::llround(RequiredNonNegative(r, "launch_overhead_us") * 1e3);
+  d.source = RequiredName(r, "source");
+  r.Finish();
+  return d;
+}
+
+LayerTiming ReadLayerTiming(MapReader& r) {
+  LayerTiming t;
+  t.loc = r.Loc();
+  t.fwd_ms = RequiredNonNegative(r, "fwd_ms");
+  t.bwd_ms = RequiredNonNegative(r, "bwd_ms");
+  t.fwd_p10_ms = OptionalNonNegative(r, "fwd_p10_ms");
+  t.fwd_p90_ms = OptionalNonNegative(r, "fwd_p90_ms");
+  t.bwd_p10_ms = OptionalNonNegative(r, "bwd_p10_ms");
+  t.bwd_p90_ms = OptionalNonNegative(r, "bwd_p90_ms");
+  CheckPercentiles(r, t.fwd_p10_ms, t.fwd_p90_ms, "fwd_p10_ms", "fwd_p90_ms");
+  CheckPercentiles(r, t.bwd_p10_ms, t.bwd_p90_ms, "bwd_p10_ms", "bwd_p90_ms");
+  return t;
+}
+
+ProfileSpec ReadProfile(const YamlFile& f) {
+  const std::string& file = f.path();
+  MapReader r(f.root(), file, "profile file");
+  CheckMisspeltKeys(r, {"schema_version", "model", "batch", "device", "backend", "provenance",
+                        "layers"});
+  CheckSchemaVersion(r, kProfileSchemaVersion, "profile");
+  ProfileSpec p;
+  p.loc = r.Loc();
+  p.model = RequiredName(r, "model");
+  p.batch = r.PositiveInt("batch");
+  p.device = RequiredName(r, "device");
+  if (!r.Has("backend")) r.String("backend");  // the "missing required key" message
+  p.backend = r.Choice("backend", {"cpu", "cuda", "synthetic"}, "");
+  p.update_ms_per_mb = r.NonNegativeNumber("update_ms_per_mb", 0.0);
+  p.pcie_bandwidth_Bps = r.NonNegativeNumber("pcie_gbs", 0.0) * 1e9;
+
+  YAML::Node prov = r.Node("provenance");
+  if (!prov.IsMap()) {
+    FailAt(prov, file,
+           "'provenance' must be a mapping of strings (date, command, commit, libraries, ...); "
+           "write it as 'provenance: {date: \"...\", command: \"...\"}'");
+  }
+  for (auto it = prov.begin(); it != prov.end(); ++it) {
+    std::string key = AsString(it->first, file, "provenance key");
+    p.provenance[key] = AsString(it->second, file, fmt::format("provenance '{}'", key));
+  }
+
+  YAML::Node layers = r.Node("layers");
+  if (!layers.IsSequence()) {
+    FailAt(layers, file,
+           "'layers' must be a list with one entry per layer, e.g. "
+           "'- {name: conv1, fwd_ms: 1.5, bwd_ms: 3.0}'");
+  }
+  if (layers.size() == 0) FailAt(layers, file, "'layers' is empty; list every layer of the model");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    YAML::Node entry = layers[i];
+    MapReader lr(entry, file, fmt::format("layers entry {}", i + 1));
+    std::string name = RequiredName(lr, "name");
+    MapReader named(entry, file, fmt::format("layer '{}'", name));
+    CheckMisspeltKeys(named, {"name", "fwd_ms", "bwd_ms"});
+    named.Ignore("name");
+    LayerTiming t = ReadLayerTiming(named);
+    named.Finish();
+    auto [it, inserted] = p.layers.emplace(name, t);
+    if (!inserted) {
+      lr.FailKey("name", fmt::format("layer '{}' is listed twice (first at line {}); keep one entry",
+                                     name, it->second.loc.line));
+    }
+    p.layer_order.push_back(name);
+  }
+  r.Finish();
+  return p;
+}
+
+// --- writing -------------------------------------------------------------------------------
+
+bool IsReservedWord(const std::string& s) {
+  static const std::set<std::string> kWords = {"true", "false", "yes", "no", "on", "off",
+                                               "null", "y",    "n",   "~"};
+  std::string lower;
+  for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return kWords.count(lower) > 0;
+}
+
+bool LooksNumeric(const std::string& s) {
+  double v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+// A string as a YAML scalar: plain when that is unambiguous in block and flow context, else
+// double-quoted with escapes.
+std::string YamlString(const std::string& s) {
+  bool plain = !s.empty() && !IsReservedWord(s) && !LooksNumeric(s);
+  for (size_t i = 0; plain && i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    // A leading digit or sign is quoted too, so that no YAML reader (Python's included) takes
+    // "2025-01-01" or "0x10" for a date or a number.
+    bool ok = std::isalpha(c) || c == '_' ||
+              (i > 0 && (std::isdigit(c) || c == '.' || c == '-' || c == '+' || c == '/'));
+    if (!ok) plain = false;
+  }
+  if (plain) return s;
+  std::string q = "\"";
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"': q += "\\\""; break;
+      case '\\': q += "\\\\"; break;
+      case '\n': q += "\\n"; break;
+      case '\t': q += "\\t"; break;
+      case '\r': q += "\\r"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          q += fmt::format("\\x{:02x}", c);
+        } else {
+          q += ch;  // printable ASCII and UTF-8 bytes go through
+        }
+    }
+  }
+  return q + "\"";
+}
+
+// Shortest text that reads back to exactly `v` (fmt's default for doubles).
+std::string YamlNumber(double v) { return fmt::format("{}", v); }
+
+}  // namespace
+
+DeviceSpec LoadDeviceFile(const std::string& path) { return ReadDevice(YamlFile::Load(path)); }
+
+DeviceSpec ParseDeviceYaml(const std::string& text, const std::string& name) {
+  return ReadDevice(YamlFile::Parse(text, name));
+}
+
+ProfileSpec LoadProfileFile(const std::string& path) { return ReadProfile(YamlFile::Load(path)); }
+
+ProfileSpec ParseProfileYaml(const std::string& text, const std::string& name) {
+  return ReadProfile(YamlFile::Parse(text, name));
+}
+
+std::string FindDeviceFile(const std::string& name_or_path, const std::string& devices_dir,
+                           const core::SourceLoc& where) {
+  namespace fs = std::filesystem;
+  std::string prefix = where.file.empty() ? "" : where.ToString() + ": ";
+  auto ends_with = [&](const std::string& suffix) {
+    return name_or_path.size() >= suffix.size() &&
+           name_or_path.compare(name_or_path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  std::error_code ec;
+  if (name_or_path.find('/') != std::string::npos || ends_with(".yaml") || ends_with(".yml")) {
+    if (!fs::is_regular_file(name_or_path, ec)) {
+      throw ConfigError(fmt::format("{}error: device file '{}' does not exist; check the path, or "
+                                    "give a device name from {}",
+                                    prefix, name_or_path, devices_dir));
+    }
+    return name_or_path;
+  }
+  fs::path candidate = fs::path(devices_dir) / (name_or_path + ".yaml");
+  if (fs::is_regular_file(candidate, ec)) return candidate.string();
+
+  std::vector<std::string> known;
+  if (fs::is_directory(devices_dir, ec)) {
+    for (const auto& e : fs::directory_iterator(devices_dir, ec)) {
+      if (e.is_regular_file(ec) && e.path().extension() == ".yaml") {
+        known.push_back(e.path().stem().string());
+      }
+    }
+  }
+  std::sort(known.begin(), known.end());
+  std::string list;
+  for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+  std::string hint = ClosestName(name_or_path, known);
+  throw ConfigError(fmt::format(
+      "{}error: unknown device '{}'{}; known devices (in {}): {}; add {} or give a path to a "
+      "device file",
+      prefix, name_or_path, hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint),
+      devices_dir, list.empty() ? "none" : list, candidate.string()));
+}
+
+void WriteProfileYaml(const ProfileSpec& profile, std::ostream& out) {
+  out << "# Per-layer compute profile: times in ms for one pass over the whole batch.\n"
+      << "# Format: config/compute_loader.h.\n";
+  out << "schema_version: " << kProfileSchemaVersion << "\n";
+  out << "model: " << YamlString(profile.model) << "\n";
+  out << "batch: " << profile.batch << "\n";
+  out << "device: " << YamlString(profile.device) << "\n";
+  out << "backend: " << YamlString(profile.backend) << "\n";
+  if (profile.update_ms_per_mb > 0) {
+    out << "update_ms_per_mb: " << YamlNumber(profile.update_ms_per_mb) << "\n";
+  }
+  if (profile.pcie_bandwidth_Bps > 0) {
+    out << "pcie_gbs: " << YamlNumber(profile.pcie_bandwidth_Bps / 1e9) << "\n";
+  }
+  if (profile.provenance.empty()) {
+    out << "provenance: {}\n";
+  } else {
+    out << "provenance:\n";
+    for (const auto& [k, v] : profile.provenance) {
+      out << "  " << YamlString(k) << ": " << YamlString(v) << "\n";
+    }
+  }
+
+  std::vector<std::string> order;
+  std::set<std::string> seen;
+  for (const auto& name : profile.layer_order) {
+    if (profile.layers.count(name) && seen.insert(name).second) order.push_back(name);
+  }
+  for (const auto& [name, t] : profile.layers) {
+    if (seen.insert(name).second) order.push_back(name);
+  }
+  if (order.empty()) {
+    out << "layers: []\n";
+    return;
+  }
+  out << "layers:\n";
+  for (const auto& name : order) {
+    const LayerTiming& t = profile.layers.at(name);
+    out << "  - {name: " << YamlString(name) << ", fwd_ms: " << YamlNumber(t.fwd_ms)
+        << ", bwd_ms: " << YamlNumber(t.bwd_ms);
+    auto opt = [&](const char* key, const std::optional<double>& v) {
+      if (v) out << ", " << key << ": " << YamlNumber(*v);
+    };
+    opt("fwd_p10_ms", t.fwd_p10_ms);
+    opt("fwd_p90_ms", t.fwd_p90_ms);
+    opt("bwd_p10_ms", t.bwd_p10_ms);
+    opt("bwd_p90_ms", t.bwd_p90_ms);
+    out << "}\n";
+  }
+}
+
+}  // namespace poseidon::config

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,14 +54,18 @@ struct DeviceSpec {
   double memory_efficiency = 0.7;   // fraction of bandwidth reached by elementwise kernels
   double pcie_bandwidth_Bps = 0;    // host<->device copies, bytes/s (YAML: pcie_gbs); 0 = CPU device
   int64_t kernel_launch_ns = 0;     // fixed cost per layer pass (YAML: launch_overhead_us)
+  std::string source;               // where the datasheet figures come from (YAML: source)
   core::SourceLoc loc;
 };
 
 // Per-layer times measured at one batch size (scenarios/profiles/*.yaml), written by
 // `poseidon calibrate`.
 struct LayerTiming {
-  double fwd_ms = 0;
+  double fwd_ms = 0;  // the time replayed (calibration writes the median of its repetitions)
   double bwd_ms = 0;
+  // Optional spread of the measurement (10th / 90th percentile), for jitter models later.
+  std::optional<double> fwd_p10_ms, fwd_p90_ms, bwd_p10_ms, bwd_p90_ms;
+  core::SourceLoc loc;  // the layer's entry in the profile file
 };
 
 struct ProfileSpec {
@@ -69,10 +74,14 @@ struct ProfileSpec {
   std::string device;     // what it was measured on ("cpu: ...", "NVIDIA H200")
   std::string backend;    // "cpu" | "cuda" | "synthetic"
   std::map<std::string, LayerTiming> layers;  // by layer name
-  // Optional: parameter-server update cost (ms per MB of parameters) and host<->device copies.
+  // Optional (0 = not given): parameter-server update cost in ms per MB (1e6 bytes) of
+  // parameters, and host<->device copy bandwidth in bytes/s (YAML: pcie_gbs).
   double update_ms_per_mb = 0;
   double pcie_bandwidth_Bps = 0;
   std::map<std::string, std::string> provenance;  // date, command, commit, libraries, ...
+  // Layer names in the order of the file (forward order when calibration wrote it);
+  // WriteProfileYaml writes this order, then any layer not listed here in name order.
+  std::vector<std::string> layer_order;
   core::SourceLoc loc;
 };
 

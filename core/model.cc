@@ -1,1 +1,480 @@
-// placeholder: being written
+// core/model.cc: the layer registry and Model::Build (DAG, shapes, parameters, MACs, bytes).
+//
+// Shape rules are Caffe's, so that the shipped models reproduce the published sizes:
+//   conv     out = floor((H + 2p - k) / s) + 1
+//   pooling  out = ceil((H + 2p - k) / s) + 1, minus one when pad > 0 and the last window would
+//            start inside the padding ((out - 1) * s >= H + p); global pooling gives 1x1
+//   fc       flattens its input: M = c * h * w
+#include "core/model.h"
+
+#include <algorithm>
+#include <iterator>
+#include <utility>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/strong_components.hpp>
+#include <boost/graph/topological_sort.hpp>
+
+namespace poseidon::core {
+namespace {
+
+struct KindName {
+  LayerKind kind;
+  const char* name;
+};
+
+// The registry: one row per kind. Order is the order error messages list the kinds in.
+constexpr KindName kKinds[] = {
+    {LayerKind::kConv, "conv"},
+    {LayerKind::kPool, "pool"},
+    {LayerKind::kRelu, "relu"},
+    {LayerKind::kLrn, "lrn"},
+    {LayerKind::kFc, "fc"},
+    {LayerKind::kDropout, "dropout"},
+    {LayerKind::kConcat, "concat"},
+    {LayerKind::kSoftmaxLoss, "softmax_loss"},
+    {LayerKind::kBatchNorm, "batchnorm"},
+    {LayerKind::kAdd, "add"},
+};
+
+constexpr int64_t kBytesPerValue = 4;  // fp32
+const char* const kInputName = "data";
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// The known name closest to `name`, or "" when none is close enough to be a likely typo.
+std::string Closest(const std::string& name, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, name.size() / 3) + 1;
+  for (const auto& k : known) {
+    size_t d = EditDistance(name, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  return best;
+}
+
+std::string Str(int64_t v) { return std::to_string(v); }
+std::string HxW(int64_t h, int64_t w) { return Str(h) + "x" + Str(w); }
+std::string ShapeStr(const Shape& s) { return Str(s.c) + "x" + Str(s.h) + "x" + Str(s.w); }
+
+[[noreturn]] void FailLayer(const LayerSpec& l, const std::string& msg) {
+  throw ModelError(l.loc.ToString() + ": error: layer '" + l.name + "' (" + LayerKindName(l.kind) +
+                   "): " + msg);
+}
+
+[[noreturn]] void FailModel(const ModelSpec& spec, const std::string& msg) {
+  throw ModelError(spec.loc.ToString() + ": error: model '" + spec.name + "': " + msg);
+}
+
+ParamBlob MakeBlob(const std::string& name, std::vector<int64_t> dims) {
+  ParamBlob b;
+  b.name = name;
+  b.count = 1;
+  for (int64_t d : dims) b.count *= d;
+  b.dims = std::move(dims);
+  return b;
+}
+
+void RequireBottoms(const LayerSpec& l, size_t n, size_t min, size_t max) {
+  if (n >= min && n <= max) return;
+  std::string want = min == max ? Str(static_cast<int64_t>(min))
+                                : "at least " + Str(static_cast<int64_t>(min));
+  FailLayer(l, "takes " + want + " input" + (min == 1 && max == 1 ? "" : "s") + ", got " +
+                   Str(static_cast<int64_t>(n)) + "; fix its 'bottom' list");
+}
+
+// Window geometry shared by conv and pool: checks and the padded input size.
+void CheckWindow(const LayerSpec& l, const Shape& in, int64_t kh, int64_t kw) {
+  if (kh <= 0 || kw <= 0) {
+    FailLayer(l, "kernel must be positive, got " + HxW(kh, kw) + "; set 'kernel'");
+  }
+  if (l.stride_h <= 0 || l.stride_w <= 0) {
+    FailLayer(l, "stride must be positive, got " + HxW(l.stride_h, l.stride_w) + "; set 'stride'");
+  }
+  if (l.pad_h < 0 || l.pad_w < 0) {
+    FailLayer(l, "pad must not be negative, got " + HxW(l.pad_h, l.pad_w) + "; set 'pad'");
+  }
+  if (kh > in.h + 2 * l.pad_h || kw > in.w + 2 * l.pad_w) {
+    FailLayer(l, "kernel " + HxW(kh, kw) + " is larger than the padded input " +
+                     HxW(in.h + 2 * l.pad_h, in.w + 2 * l.pad_w) + " (input " + ShapeStr(in) +
+                     ", pad " + HxW(l.pad_h, l.pad_w) +
+                     "); use a smaller kernel, more padding, or remove a downsampling layer before it");
+  }
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Fills out, blobs, macs and flops of one layer from its input shapes.
+void InferLayer(Layer& layer) {
+  const LayerSpec& l = layer.spec;
+  const std::vector<Shape>& in = layer.in_shapes;
+  switch (l.kind) {
+    case LayerKind::kConv: {
+      RequireBottoms(l, in.size(), 1, 1);
+      const Shape& x = in[0];
+      if (l.num_output <= 0) {
+        FailLayer(l, "num_output must be positive, got " + Str(l.num_output) + "; set 'num_output'");
+      }
+      if (l.groups <= 0) FailLayer(l, "groups must be positive, got " + Str(l.groups));
+      if (x.c % l.groups != 0) {
+        FailLayer(l, "input channels " + Str(x.c) + " are not divisible by groups " +
+                         Str(l.groups) + "; change 'groups' or the channels of the layer before it");
+      }
+      if (l.num_output % l.groups != 0) {
+        FailLayer(l, "num_output " + Str(l.num_output) + " is not divisible by groups " +
+                         Str(l.groups) + "; change 'num_output' or 'groups'");
+      }
+      CheckWindow(l, x, l.kernel_h, l.kernel_w);
+      layer.out = {l.num_output, (x.h + 2 * l.pad_h - l.kernel_h) / l.stride_h + 1,
+                   (x.w + 2 * l.pad_w - l.kernel_w) / l.stride_w + 1};
+      const int64_t in_per_group = x.c / l.groups;
+      layer.blobs.push_back(
+          MakeBlob(l.name + ".weight", {l.num_output, in_per_group, l.kernel_h, l.kernel_w}));
+      if (l.bias) layer.blobs.push_back(MakeBlob(l.name + ".bias", {l.num_output}));
+      layer.fwd_macs = layer.out.count() * in_per_group * l.kernel_h * l.kernel_w;
+      layer.fwd_flops = 2 * layer.fwd_macs + (l.bias ? layer.out.count() : 0);
+      break;
+    }
+    case LayerKind::kPool: {
+      RequireBottoms(l, in.size(), 1, 1);
+      const Shape& x = in[0];
+      int64_t kh = l.kernel_h, kw = l.kernel_w;
+      if (l.global_pool) {
+        kh = x.h;
+        kw = x.w;
+        layer.out = {x.c, 1, 1};
+      } else {
+        CheckWindow(l, x, kh, kw);
+        if (l.pad_h >= kh || l.pad_w >= kw) {
+          FailLayer(l, "pad " + HxW(l.pad_h, l.pad_w) + " must be smaller than the kernel " +
+                           HxW(kh, kw) + "; reduce 'pad'");
+        }
+        int64_t oh = CeilDiv(x.h + 2 * l.pad_h - kh, l.stride_h) + 1;
+        int64_t ow = CeilDiv(x.w + 2 * l.pad_w - kw, l.stride_w) + 1;
+        // Caffe: the last window must start inside the image, not in the padding.
+        if (l.pad_h > 0 && (oh - 1) * l.stride_h >= x.h + l.pad_h) --oh;
+        if (l.pad_w > 0 && (ow - 1) * l.stride_w >= x.w + l.pad_w) --ow;
+        layer.out = {x.c, oh, ow};
+      }
+      // One compare or add per window element.
+      layer.fwd_flops = layer.out.count() * kh * kw;
+      break;
+    }
+    case LayerKind::kRelu:
+      RequireBottoms(l, in.size(), 1, 1);
+      layer.out = in[0];
+      layer.fwd_flops = layer.out.count();
+      break;
+    case LayerKind::kLrn:
+      RequireBottoms(l, in.size(), 1, 1);
+      if (l.local_size <= 0 || l.local_size % 2 == 0) {
+        FailLayer(l, "local_size must be a positive odd number, got " + Str(l.local_size) +
+                         "; set 'local_size' (Caffe's default is 5)");
+      }
+      layer.out = in[0];
+      // Square, windowed sum (local_size adds), scale and offset, power, multiply.
+      layer.fwd_flops = layer.out.count() * (l.local_size + 5);
+      break;
+    case LayerKind::kFc: {
+      RequireBottoms(l, in.size(), 1, 1);
+      if (l.num_output <= 0) {
+        FailLayer(l, "num_output must be positive, got " + Str(l.num_output) + "; set 'num_output'");
+      }
+      const int64_t m = in[0].count();
+      layer.fc_in = m;
+      layer.fc_out = l.num_output;
+      layer.out = {l.num_output, 1, 1};
+      layer.blobs.push_back(MakeBlob(l.name + ".weight", {l.num_output, m}));
+      if (l.bias) layer.blobs.push_back(MakeBlob(l.name + ".bias", {l.num_output}));
+      layer.fwd_macs = m * l.num_output;
+      layer.fwd_flops = 2 * layer.fwd_macs + (l.bias ? l.num_output : 0);
+      break;
+    }
+    case LayerKind::kDropout:
+      RequireBottoms(l, in.size(), 1, 1);
+      if (!(l.dropout_ratio >= 0.0 && l.dropout_ratio < 1.0)) {
+        FailLayer(l, "ratio must be in [0, 1), got " + std::to_string(l.dropout_ratio) +
+                         "; set 'ratio'");
+      }
+      layer.out = in[0];
+      layer.fwd_flops = layer.out.count();  // multiply by the scaled mask
+      break;
+    case LayerKind::kConcat: {
+      RequireBottoms(l, in.size(), 1, SIZE_MAX);
+      Shape out = in[0];
+      for (size_t i = 1; i < in.size(); ++i) {
+        if (in[i].h != out.h || in[i].w != out.w) {
+          FailLayer(l, "inputs must have the same height and width to be concatenated along "
+                       "channels, but '" + l.bottoms[0] + "' is " + ShapeStr(in[0]) + " and '" +
+                           l.bottoms[i] + "' is " + ShapeStr(in[i]) +
+                           "; check the strides and padding of the branches");
+        }
+        out.c += in[i].c;
+      }
+      layer.out = out;
+      break;  // a copy, no arithmetic
+    }
+    case LayerKind::kSoftmaxLoss:
+      RequireBottoms(l, in.size(), 1, 1);
+      layer.out = in[0];
+      layer.fwd_flops = 3 * layer.out.count();  // max-subtract/exp, sum, divide
+      break;
+    case LayerKind::kBatchNorm:
+      RequireBottoms(l, in.size(), 1, 1);
+      layer.out = in[0];
+      if (l.bn_affine) {
+        layer.blobs.push_back(MakeBlob(l.name + ".scale", {in[0].c}));
+        layer.blobs.push_back(MakeBlob(l.name + ".shift", {in[0].c}));
+      }
+      // Normalize (subtract, multiply) and, if affine, scale and shift.
+      layer.fwd_flops = layer.out.count() * (l.bn_affine ? 4 : 2);
+      break;
+    case LayerKind::kAdd:
+      RequireBottoms(l, in.size(), 2, SIZE_MAX);
+      for (size_t i = 1; i < in.size(); ++i) {
+        if (!(in[i] == in[0])) {
+          FailLayer(l, "inputs must have the same shape to be added, but '" + l.bottoms[0] +
+                           "' is " + ShapeStr(in[0]) + " and '" + l.bottoms[i] + "' is " +
+                           ShapeStr(in[i]) + "; add a projection (1x1 conv) on the shortcut");
+        }
+      }
+      layer.out = in[0];
+      layer.fwd_flops = layer.out.count() * static_cast<int64_t>(in.size() - 1);
+      break;
+  }
+  if (layer.out.c <= 0 || layer.out.h <= 0 || layer.out.w <= 0) {
+    FailLayer(l, "output shape " + ShapeStr(layer.out) + " is empty; check kernel, stride and pad");
+  }
+  for (const ParamBlob& b : layer.blobs) layer.params += b.count;
+  layer.out_bytes = layer.out.count() * kBytesPerValue;
+  for (const Shape& s : in) layer.in_bytes += s.count() * kBytesPerValue;
+}
+
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS>;
+
+}  // namespace
+
+std::string SourceLoc::ToString() const {
+  std::string s = file.empty() ? "<model>" : file;
+  if (line > 0) {
+    // Appended piecewise: `":" + std::to_string(...)` trips GCC 12's false -Wrestrict warning.
+    s += ':';
+    s += std::to_string(line);
+    s += ':';
+    s += std::to_string(column);
+  }
+  return s;
+}
+
+bool LayerKindFromName(const std::string& name, LayerKind* kind) {
+  for (const KindName& k : kKinds) {
+    if (name == k.name) {
+      if (kind != nullptr) *kind = k.kind;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* LayerKindName(LayerKind kind) {
+  for (const KindName& k : kKinds) {
+    if (k.kind == kind) return k.name;
+  }
+  return "unknown";
+}
+
+std::string KnownLayerKinds() {
+  std::string s;
+  for (const KindName& k : kKinds) s += (s.empty() ? "" : ", ") + std::string(k.name);
+  return s;
+}
+
+const Layer* Model::FindLayer(const std::string& name) const {
+  for (const Layer& l : layers_) {
+    if (l.name == name) return &l;
+  }
+  return nullptr;
+}
+
+Model Model::Build(const ModelSpec& spec, const BuildOptions& options) {
+  const std::vector<LayerSpec>& all = spec.layers;
+  if (all.empty()) FailModel(spec, "has no layers; add a 'layers' list");
+  if (spec.input_c <= 0 || spec.input_h <= 0 || spec.input_w <= 0) {
+    FailModel(spec, "input shape " + ShapeStr({spec.input_c, spec.input_h, spec.input_w}) +
+                        " must be positive; set input channels, height and width");
+  }
+
+  // 1. Names: unique, not the reserved input name. Groups: every group left out must exist.
+  std::map<std::string, size_t> index;  // layer name -> position in the file
+  std::set<std::string> groups;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const LayerSpec& l = all[i];
+    if (l.name.empty()) FailLayer(l, "has an empty name; give every layer a unique name");
+    if (l.name == kInputName) {
+      FailLayer(l, "'data' is the name of the model input; rename the layer");
+    }
+    auto [it, inserted] = index.emplace(l.name, i);
+    if (!inserted) {
+      FailLayer(l, "duplicate layer name (first defined at " + all[it->second].loc.ToString() +
+                       "); give every layer a unique name");
+    }
+    if (!l.group.empty()) groups.insert(l.group);
+  }
+  for (const std::string& g : options.without_groups) {
+    if (groups.count(g) == 0) {
+      std::string known;
+      for (const auto& k : groups) known += (known.empty() ? "" : ", ") + k;
+      FailModel(spec, "has no layer group '" + g + "' to leave out; known groups: " +
+                          (known.empty() ? "(none)" : known));
+    }
+  }
+
+  // 2. Resolve bottoms by name over the whole file (so that leaving a group out never changes
+  // what a kept layer reads), then drop the left-out groups.
+  std::vector<std::vector<size_t>> bottoms(all.size());  // file positions; empty = model input
+  for (size_t i = 0; i < all.size(); ++i) {
+    const LayerSpec& l = all[i];
+    if (l.bottoms.empty()) {
+      if (i > 0) bottoms[i].push_back(i - 1);
+      continue;
+    }
+    for (const std::string& b : l.bottoms) {
+      if (b == kInputName) {
+        if (l.bottoms.size() != 1) {
+          FailLayer(l, "the model input 'data' must be a layer's only bottom; feed it through a "
+                       "layer first");
+        }
+        continue;
+      }
+      auto it = index.find(b);
+      if (it == index.end()) {
+        std::vector<std::string> known{kInputName};
+        for (const auto& [name, pos] : index) known.push_back(name);
+        std::string hint = Closest(b, known);
+        FailLayer(l, "unknown bottom '" + b + "'" +
+                         (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
+                         " a bottom names another layer of the model or 'data' (the input)");
+      }
+      if (it->second == i) FailLayer(l, "lists itself as a bottom; a layer cannot read its own output");
+      bottoms[i].push_back(it->second);
+    }
+  }
+  std::vector<bool> kept(all.size());
+  std::vector<size_t> kept_pos;  // file positions of kept layers
+  for (size_t i = 0; i < all.size(); ++i) {
+    kept[i] = options.without_groups.count(all[i].group) == 0;
+    if (kept[i]) kept_pos.push_back(i);
+  }
+  if (kept_pos.empty()) FailModel(spec, "no layers are left after leaving out groups");
+  std::vector<int> vertex_of(all.size(), -1);
+  for (size_t v = 0; v < kept_pos.size(); ++v) vertex_of[kept_pos[v]] = static_cast<int>(v);
+  for (size_t i : kept_pos) {
+    for (size_t b : bottoms[i]) {
+      if (!kept[b]) {
+        FailLayer(all[i], "reads '" + all[b].name + "' of group '" + all[b].group +
+                              "', which is left out; put this layer in that group too, or keep "
+                              "the group");
+      }
+    }
+  }
+
+  // 3. The DAG: an edge bottom -> top per input. Boost's topological_sort detects cycles; the
+  // order itself is Kahn's algorithm preferring the earliest layer in the file, so that a file
+  // written in forward order keeps its order (and layer ids follow the file).
+  const size_t n = kept_pos.size();
+  Graph g(n);
+  for (size_t v = 0; v < n; ++v) {
+    for (size_t b : bottoms[kept_pos[v]]) boost::add_edge(vertex_of[b], static_cast<int>(v), g);
+  }
+  try {
+    std::vector<Graph::vertex_descriptor> reverse_order;
+    boost::topological_sort(g, std::back_inserter(reverse_order));
+  } catch (const boost::not_a_dag&) {
+    std::vector<int> component(n);
+    boost::strong_components(g, component.data());
+    std::map<int, std::vector<size_t>> members;
+    for (size_t v = 0; v < n; ++v) members[component[v]].push_back(v);
+    for (size_t v = 0; v < n; ++v) {
+      const auto& cyc = members[component[v]];
+      if (cyc.size() < 2) continue;
+      std::string names;
+      for (size_t u : cyc) names += (names.empty() ? "" : ", ") + all[kept_pos[u]].name;
+      FailLayer(all[kept_pos[v]], "is part of a cycle (layers " + names +
+                                      "); a model must be acyclic, fix the 'bottom' lists");
+    }
+    FailModel(spec, "the layer graph has a cycle; fix the 'bottom' lists");
+  }
+  std::vector<size_t> order;  // vertices in forward order
+  {
+    std::vector<size_t> pending(n);
+    std::set<size_t> ready;
+    for (size_t v = 0; v < n; ++v) {
+      pending[v] = boost::in_degree(v, g);
+      if (pending[v] == 0) ready.insert(v);
+    }
+    while (!ready.empty()) {
+      size_t v = *ready.begin();
+      ready.erase(ready.begin());
+      order.push_back(v);
+      for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) {
+        size_t t = boost::target(*e, g);
+        if (--pending[t] == 0) ready.insert(t);
+      }
+    }
+  }
+
+  // 4. Shapes, parameters and costs in forward order.
+  Model m;
+  m.name_ = spec.name;
+  m.input_ = {spec.input_c, spec.input_h, spec.input_w};
+  std::vector<int> id_of_vertex(n, -1);
+  m.layers_.reserve(n);
+  for (size_t v : order) {
+    const LayerSpec& l = all[kept_pos[v]];
+    Layer layer;
+    layer.id = static_cast<int>(m.layers_.size());
+    layer.name = l.name;
+    layer.kind = l.kind;
+    layer.spec = l;
+    if (bottoms[kept_pos[v]].empty()) {
+      layer.in_shapes.push_back(m.input_);
+    } else {
+      for (size_t b : bottoms[kept_pos[v]]) {
+        int id = id_of_vertex[vertex_of[b]];
+        layer.bottoms.push_back(id);
+        layer.in_shapes.push_back(m.layers_[id].out);
+      }
+    }
+    // Error messages name bottoms by the names in the file; an implicit bottom gets its name too.
+    if (layer.spec.bottoms.empty()) {
+      layer.spec.bottoms.push_back(layer.bottoms.empty() ? kInputName
+                                                         : m.layers_[layer.bottoms[0]].name);
+    }
+    InferLayer(layer);
+    id_of_vertex[v] = layer.id;
+    m.total_params_ += layer.params;
+    m.forward_macs_ += layer.fwd_macs;
+    m.forward_flops_ += layer.fwd_flops;
+    m.activation_bytes_ += layer.out_bytes;
+    if (layer.params > 0) m.param_layers_.push_back(layer.id);
+    m.layers_.push_back(std::move(layer));
+  }
+  return m;
+}
+
+}  // namespace poseidon::core

@@ -33,7 +33,8 @@ struct SourceLoc {
 };
 
 // Bad model description (unknown layer kind, unknown bottom, shapes that do not fit, a cycle).
-// what() reads "FILE:LINE:COL: layer 'NAME' (KIND): what is wrong; what to do".
+// what() reads "FILE:LINE:COL: error: layer 'NAME' (KIND): what is wrong; what to do" (model-wide
+// problems: "FILE: error: model 'NAME': ...").
 class ModelError : public std::runtime_error {
  public:
   explicit ModelError(const std::string& msg) : std::runtime_error(msg) {}
@@ -137,6 +138,8 @@ struct Layer {
   int64_t in_bytes = 0;      // activation bytes read by the forward pass
   // For kFc: M (inputs) and N (outputs) of the N x M weight, for sufficient factors.
   int64_t fc_in = 0, fc_out = 0;
+  // The layer as written, except that `bottoms` always names its inputs: an implicit bottom is
+  // filled in with the previous layer's name, or "data" for the model input.
   LayerSpec spec;
 };
 

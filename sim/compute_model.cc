@@ -1,1 +1,225 @@
-// placeholder: being written
+#include "sim/compute_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "config/yaml_reader.h"
+#include "core/types.h"
+
+namespace poseidon::sim {
+namespace {
+
+// The work of one pass, F (FLOPs) and D (bytes), per the table in the header.
+struct Work {
+  double flops = 0;
+  double bytes = 0;
+  bool none = false;  // no backward pass at all
+};
+
+Work ForwardWork(const core::Layer& l, double b) {
+  return {b * static_cast<double>(l.fwd_flops),
+          b * static_cast<double>(l.in_bytes + l.out_bytes) + 4.0 * static_cast<double>(l.params)};
+}
+
+Work BackwardWork(const core::Layer& l, double b) {
+  const double flops = static_cast<double>(l.fwd_flops);
+  const double in = static_cast<double>(l.in_bytes);
+  const double out = static_cast<double>(l.out_bytes);
+  const double pb = 4.0 * static_cast<double>(l.params);
+  const bool fed_by_input = l.bottoms.empty();
+  if (l.params > 0) {
+    if (fed_by_input) return {b * flops, b * (in + out) + 2 * pb};
+    return {2 * b * flops, b * (2 * in + out) + 2 * pb};
+  }
+  if (fed_by_input) return {0, 0, true};
+  if (l.kind == core::LayerKind::kSoftmaxLoss) return {b * in / 4, 2 * b * in};
+  return {b * flops, 2 * b * (in + out)};
+}
+
+}  // namespace
+
+ComputeModel ComputeModel::FromDevice(const core::Model& model, const config::DeviceSpec& device,
+                                      int64_t batch) {
+  POSEIDON_CHECK(batch > 0) << "batch " << batch;
+  POSEIDON_CHECK(device.peak_flops > 0 && device.memory_bandwidth_Bps > 0)
+      << "device '" << device.name << "' has no peak_flops or memory bandwidth";
+  POSEIDON_CHECK(device.compute_efficiency > 0 && device.memory_efficiency > 0)
+      << "device '" << device.name << "' efficiencies must be > 0";
+  POSEIDON_CHECK(device.pcie_bandwidth_Bps >= 0 && device.kernel_launch_ns >= 0);
+
+  ComputeModel c;
+  c.kind_ = Kind::kRoofline;
+  c.batch_ = batch;
+  c.effective_flops_ = device.peak_flops * device.compute_efficiency;
+  c.effective_memory_Bps_ = device.memory_bandwidth_Bps * device.memory_efficiency;
+  c.launch_ns_ = device.kernel_launch_ns;
+  c.pcie_Bps_ = device.pcie_bandwidth_Bps;
+
+  auto roofline = [&c](const Work& w) {
+    if (w.none) return 0.0;
+    return static_cast<double>(c.launch_ns_) +
+           1e9 * std::max(w.flops / c.effective_flops_, w.bytes / c.effective_memory_Bps_);
+  };
+  const double b = static_cast<double>(batch);
+  for (const core::Layer& l : model.layers()) {
+    c.fwd_base_.push_back(roofline(ForwardWork(l, b)));
+    c.bwd_base_.push_back(roofline(BackwardWork(l, b)));
+    c.fc_in_.push_back(l.kind == core::LayerKind::kFc ? l.fc_in : 0);
+    c.fc_out_.push_back(l.kind == core::LayerKind::kFc ? l.fc_out : 0);
+  }
+  c.base_source_ = fmt::format("roofline {} (batch {})", device.name, batch);
+  c.ComputeTotals();
+  return c;
+}
+
+ComputeModel ComputeModel::FromProfile(const core::Model& model,
+                                       const config::ProfileSpec& profile, int64_t batch,
+                                       const std::string& profile_file) {
+  POSEIDON_CHECK(batch > 0) << "batch " << batch;
+  POSEIDON_CHECK(profile.batch > 0) << "profile batch " << profile.batch;
+  core::SourceLoc where = profile.loc;
+  if (where.file.empty()) where.file = profile_file;
+
+  std::vector<std::string> missing;
+  for (const core::Layer& l : model.layers()) {
+    if (!profile.layers.count(l.name)) missing.push_back(l.name);
+  }
+  if (!missing.empty()) {
+    std::string names;
+    const size_t shown = std::min<size_t>(missing.size(), 5);
+    for (size_t i = 0; i < shown; ++i) names += fmt::format("{}'{}'", i ? ", " : "", missing[i]);
+    if (missing.size() > shown) names += fmt::format(" and {} more", missing.size() - shown);
+    config::FailAt(where, fmt::format("profile '{}' has no times for layer{} {} of model '{}'; "
+                                      "re-run `poseidon calibrate` for this model, or add the "
+                                      "layer to the profile",
+                                      profile_file, missing.size() > 1 ? "s" : "", names,
+                                      model.name()));
+  }
+
+  ComputeModel c;
+  c.kind_ = Kind::kProfile;
+  c.batch_ = batch;
+  c.pcie_Bps_ = profile.pcie_bandwidth_Bps;
+  c.update_ms_per_mb_ = profile.update_ms_per_mb;
+  const double ratio = static_cast<double>(batch) / static_cast<double>(profile.batch);
+  for (const core::Layer& l : model.layers()) {
+    const config::LayerTiming& t = profile.layers.at(l.name);
+    c.fwd_base_.push_back(t.fwd_ms * 1e6 * ratio);
+    c.bwd_base_.push_back(t.bwd_ms * 1e6 * ratio);
+    c.fc_in_.push_back(l.kind == core::LayerKind::kFc ? l.fc_in : 0);
+    c.fc_out_.push_back(l.kind == core::LayerKind::kFc ? l.fc_out : 0);
+  }
+
+  c.base_source_ = fmt::format("profile {}", profile_file);
+  if (batch != profile.batch) {
+    c.base_source_ += fmt::format(" (batch {} scaled to {})", profile.batch, batch);
+    c.warnings_.push_back(fmt::format(
+        "{}: profile measured at batch {}, used at batch {}: times scaled linearly by {} "
+        "(fixed per-pass costs and cache effects are not modelled; calibrate at batch {} for "
+        "measured times)",
+        profile_file, profile.batch, batch, ratio, batch));
+  }
+  if (profile.model != model.name()) {
+    c.warnings_.push_back(fmt::format("{}: profile was measured on model '{}', used for model "
+                                      "'{}'; layers are matched by name",
+                                      profile_file, profile.model, model.name()));
+  }
+  std::set<std::string> in_model;
+  for (const core::Layer& l : model.layers()) in_model.insert(l.name);
+  std::vector<std::string> extra;
+  for (const auto& [name, t] : profile.layers) {
+    if (!in_model.count(name)) extra.push_back(name);
+  }
+  if (!extra.empty()) {
+    std::string names;
+    for (const auto& n : extra) names += (names.empty() ? "" : ", ") + n;
+    c.warnings_.push_back(fmt::format("{}: {} profile layer{} not in model '{}', ignored: {}",
+                                      profile_file, extra.size(), extra.size() > 1 ? "s" : "",
+                                      model.name(), names));
+  }
+  c.ComputeTotals();
+  return c;
+}
+
+ComputeModel ComputeModel::ScaledBy(double slowdown) const {
+  POSEIDON_CHECK(slowdown > 0 && std::isfinite(slowdown)) << "slowdown " << slowdown;
+  ComputeModel c = *this;
+  c.slowdown_ = slowdown_ * slowdown;
+  c.ComputeTotals();
+  return c;
+}
+
+int64_t ComputeModel::Scaled(double base_ns) const { return std::llround(base_ns * slowdown_); }
+
+void ComputeModel::ComputeTotals() {
+  total_fwd_ns_ = 0;
+  total_bwd_ns_ = 0;
+  for (int i = 0; i < num_layers(); ++i) {
+    total_fwd_ns_ += fwd_ns(i);
+    total_bwd_ns_ += bwd_ns(i);
+  }
+  source_ = base_source_;
+  if (slowdown_ != 1.0) source_ += fmt::format(", slowed down x{}", slowdown_);
+}
+
+int64_t ComputeModel::fwd_ns(int layer_id) const {
+  POSEIDON_CHECK(layer_id >= 0 && layer_id < num_layers()) << "layer " << layer_id;
+  return Scaled(fwd_base_[static_cast<size_t>(layer_id)]);
+}
+
+int64_t ComputeModel::bwd_ns(int layer_id) const {
+  POSEIDON_CHECK(layer_id >= 0 && layer_id < num_layers()) << "layer " << layer_id;
+  return Scaled(bwd_base_[static_cast<size_t>(layer_id)]);
+}
+
+int64_t ComputeModel::total_fwd_ns() const { return total_fwd_ns_; }
+int64_t ComputeModel::total_bwd_ns() const { return total_bwd_ns_; }
+
+int64_t ComputeModel::CopyNs(int64_t bytes) const {
+  if (bytes <= 0 || pcie_Bps_ <= 0) return 0;
+  return std::llround(1e9 * static_cast<double>(bytes) / pcie_Bps_);
+}
+
+int64_t ComputeModel::UpdateNs(int64_t param_bytes) const {
+  if (param_bytes <= 0) return 0;
+  const double b = static_cast<double>(param_bytes);
+  // ms per 1e6 bytes = 1e6 ns per 1e6 bytes = ns per byte.
+  if (update_ms_per_mb_ > 0) return std::llround(update_ms_per_mb_ * b);
+  return std::llround(1e9 * 5.0 * b / host_memory_Bps_);
+}
+
+int64_t ComputeModel::SfbRebuildNs(int layer_id, int64_t K) const {
+  POSEIDON_CHECK(layer_id >= 0 && layer_id < num_layers()) << "layer " << layer_id;
+  const size_t i = static_cast<size_t>(layer_id);
+  POSEIDON_CHECK(fc_in_[i] > 0 && fc_out_[i] > 0) << "layer " << layer_id << " is not an FC layer";
+  POSEIDON_CHECK(K >= 0) << "K " << K;
+  if (K == 0) return 0;
+  const double k = static_cast<double>(K);
+  const double m = static_cast<double>(fc_in_[i]);
+  const double n = static_cast<double>(fc_out_[i]);
+  double base = 0;
+  if (kind_ == Kind::kRoofline) {
+    const double flops = 2 * k * m * n;
+    const double bytes = 4 * (k * (m + n) + 2 * m * n);
+    base = static_cast<double>(launch_ns_) +
+           1e9 * std::max(flops / effective_flops_, bytes / effective_memory_Bps_);
+  } else {
+    base = fwd_base_[i] * k / static_cast<double>(batch_);
+  }
+  return Scaled(base);
+}
+
+void ComputeModel::set_host_memory_bandwidth(double bytes_per_s) {
+  POSEIDON_CHECK(bytes_per_s > 0) << bytes_per_s;
+  host_memory_Bps_ = bytes_per_s;
+}
+
+void ComputeModel::set_pcie_bandwidth(double bytes_per_s) {
+  POSEIDON_CHECK(bytes_per_s >= 0) << bytes_per_s;
+  pcie_Bps_ = bytes_per_s;
+}
+
+}  // namespace poseidon::sim

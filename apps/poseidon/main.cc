@@ -1,0 +1,140 @@
+// poseidon: the command-line program. One binary, one subcommand per job; each parses its flags
+// and calls the libraries. Bad input ends with one "poseidon: error: ..." line and exit code 2.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "apps/poseidon/models_command.h"
+#include "config/scenario.h"
+#include "config/yaml_reader.h"
+#include "core/model.h"
+#include "sim/simulation.h"
+#include "sim/sweep.h"
+
+namespace {
+
+using poseidon::config::ConfigError;
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !(out << text) || !out.flush()) {
+    throw ConfigError(fmt::format("{}: error: cannot write file; check the folder exists and is "
+                                  "writable",
+                                  path));
+  }
+}
+
+int Simulate(const std::string& scenario, const std::string& format, const std::string& trace,
+             const std::string& output, bool baseline) {
+  poseidon::config::ScenarioSpec s = poseidon::config::LoadScenarioFile(scenario);
+  poseidon::sim::SimOptions opts;
+  opts.record_trace = !trace.empty();
+  opts.baseline = baseline;
+  poseidon::sim::ScenarioResult r = poseidon::sim::SimulateScenario(s, opts);
+  if (r.deadlocked) {
+    std::cerr << "poseidon: error: the simulation deadlocked: every actor waits and nothing is "
+                 "pending. Who waits for what:\n"
+              << r.deadlock_report;
+    return 3;
+  }
+  poseidon::sim::OutputFormat f = format == "csv"    ? poseidon::sim::OutputFormat::kCsv
+                                  : format == "json" ? poseidon::sim::OutputFormat::kJson
+                                                     : poseidon::sim::OutputFormat::kTable;
+  std::string text = poseidon::sim::FormatResult(r, f);
+  if (output.empty()) {
+    std::cout << text;
+  } else {
+    WriteFile(output, text);
+  }
+  if (!trace.empty()) {
+    WriteFile(trace, r.chrome_trace);
+    std::cerr << "trace written to " << trace << " (open it in https://ui.perfetto.dev)\n";
+  }
+  return 0;
+}
+
+int Sweep(const std::string& sweep_file, const std::string& output, int jobs) {
+  poseidon::config::SweepSpec sw = poseidon::config::LoadSweepFile(sweep_file);
+  const bool tty = isatty(fileno(stderr));
+  std::string csv = poseidon::sim::RunSweep(sw, jobs, [&](int done, int total) {
+    if (tty) {
+      std::cerr << fmt::format("\rsweep {}: {}/{} points", sw.name, done, total) << std::flush;
+    } else if (done == total || done % std::max(1, total / 10) == 0) {
+      std::cerr << fmt::format("sweep {}: {}/{} points\n", sw.name, done, total);
+    }
+  });
+  if (tty) std::cerr << "\n";
+  if (output.empty()) {
+    std::cout << csv;
+  } else {
+    WriteFile(output, csv);
+    std::cerr << fmt::format("wrote {} rows to {}\n", sw.points.size(), output);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"poseidon: simulate and run data-parallel deep-learning training over Ethernet"};
+  app.require_subcommand(1);
+  std::string data_dir = POSEIDON_DATA_DIR;
+  app.add_option("--data-dir", data_dir, "folder with models/, devices/, profiles/")
+      ->capture_default_str();
+
+  CLI::App* models = app.add_subcommand("models", "list the model library or show one model");
+  models->require_subcommand(1);
+  CLI::App* models_list = models->add_subcommand("list", "one line per model");
+  CLI::App* models_show = models->add_subcommand("show", "per-layer table and totals");
+  std::string model_name;
+  std::vector<std::string> without;
+  models_show->add_option("model", model_name, "model name or path to a .yaml file")->required();
+  models_show->add_option("--without", without, "leave out a layer group (e.g. aux)");
+
+  CLI::App* simulate = app.add_subcommand("simulate", "simulate one scenario");
+  std::string scenario = std::string(POSEIDON_DATA_DIR) + "/demo.yaml";
+  std::string format = "table", trace, output;
+  bool no_baseline = false;
+  simulate->add_option("scenario", scenario, "scenario YAML file")->capture_default_str();
+  simulate->add_option("--format", format, "table | csv | json")
+      ->check(CLI::IsMember({"table", "csv", "json"}));
+  simulate->add_option("--trace", trace, "write a Chrome-trace JSON timeline (Perfetto)");
+  simulate->add_option("-o,--output", output, "write the result here instead of stdout");
+  simulate->add_flag("--no-baseline", no_baseline, "skip the one-node run used for the speedup");
+
+  CLI::App* sweep = app.add_subcommand("sweep", "simulate every point of a sweep, one CSV row each");
+  std::string sweep_file, sweep_out;
+  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  sweep->add_option("sweep", sweep_file, "sweep YAML file")->required();
+  sweep->add_option("-o,--output", sweep_out, "CSV file (default: stdout)");
+  sweep->add_option("-j,--jobs", jobs, "threads")->capture_default_str()->check(CLI::PositiveNumber);
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const std::string models_dir = data_dir + "/models";
+    if (models_list->parsed()) return poseidon::app::RunModelsList(models_dir, std::cout);
+    if (models_show->parsed()) {
+      return poseidon::app::RunModelsShow(model_name, models_dir,
+                                          std::set<std::string>(without.begin(), without.end()),
+                                          std::cout);
+    }
+    if (simulate->parsed()) return Simulate(scenario, format, trace, output, !no_baseline);
+    if (sweep->parsed()) return Sweep(sweep_file, sweep_out, jobs);
+  } catch (const ConfigError& e) {
+    std::cerr << "poseidon: " << e.what() << "\n";
+    return 2;
+  } catch (const poseidon::core::ModelError& e) {
+    std::cerr << "poseidon: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "poseidon: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,78 @@
+// config/compute_loader.h: device files (roofline figures) and measured per-layer profiles.
+//
+// Two YAML formats feed sim::ComputeModel:
+//
+// Device file (scenarios/devices/NAME.yaml): datasheet figures of one accelerator, every key
+// required, units in the key names.
+//
+//   schema_version: 1
+//   name: k20                         # should equal the file's stem; scenarios say `device: k20`
+//   description: "NVIDIA Tesla K20 (Kepler GK110), datasheet figures"
+//   peak_tflops: 3.52                 # fp32 peak, 1e12 FLOP/s          (> 0)
+//   memory_bandwidth_gbs: 208         # device memory, 1e9 bytes/s      (> 0)
+//   compute_efficiency: 0.5           # fraction of peak conv/fc reach  (0 < x <= 1)
+//   memory_efficiency: 0.7            # fraction of bandwidth reached   (0 < x <= 1)
+//   pcie_gbs: 6                       # effective host<->device, 1e9 bytes/s; 0 = CPU device
+//   launch_overhead_us: 5             # fixed cost per layer pass       (>= 0)
+//   source: "NVIDIA Tesla K20 board specification"
+//
+// Profile file (scenarios/profiles/*.yaml, written by `poseidon calibrate`): per-layer times
+// of one model at one batch size. `layers` is a list (file order = forward order) of one flow
+// mapping per layer, so a profile reads as a table:
+//
+//   schema_version: 1
+//   model: alexnet
+//   batch: 256                        # images per pass the times were measured at  (> 0)
+//   device: "NVIDIA H200"
+//   backend: cuda                     # cpu | cuda | synthetic
+//   update_ms_per_mb: 0.4             # optional: server SGD update, ms per 1e6 param bytes
+//   pcie_gbs: 50                      # optional: measured host<->device copies, 1e9 bytes/s
+//   provenance:                       # free-form strings: date, command, commit, libraries
+//     date: "2025-01-01"
+//     command: "poseidon calibrate ..."
+//   layers:
+//     - {name: conv1, fwd_ms: 1.25, bwd_ms: 2.5, fwd_p10_ms: 1.2, fwd_p90_ms: 1.3}
+//     - {name: relu1, fwd_ms: 0.1, bwd_ms: 0.12}
+//
+// Layer entries: name, fwd_ms, bwd_ms (>= 0, the time for the whole batch; calibration writes
+// the median) and optionally fwd_p10_ms, fwd_p90_ms, bwd_p10_ms, bwd_p90_ms (>= 0, p10 <= p90).
+// A layer name may appear once.
+//
+// Every bad input (unknown key, missing or unsupported schema_version, negative time, a value
+// that is not a number, duplicate layer) throws one ConfigError "FILE:LINE:COL: error: ...; what
+// to do". Thread-safety: free functions without shared state.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "config/specs.h"
+#include "config/yaml_reader.h"
+
+namespace poseidon::config {
+
+inline constexpr int kDeviceSchemaVersion = 1;
+inline constexpr int kProfileSchemaVersion = 1;
+
+DeviceSpec LoadDeviceFile(const std::string& path);
+// Same from text already in memory; `name` is used as the file name in messages.
+DeviceSpec ParseDeviceYaml(const std::string& text, const std::string& name);
+
+// Resolves a scenario's `device:` value. A value that contains '/' or ends in .yaml/.yml is a
+// path (it must exist); anything else is a name looked up as DEVICES_DIR/NAME.yaml. An unknown
+// name throws ConfigError listing the known devices (the *.yaml stems of devices_dir), with a
+// "did you mean" hint; `where` (the scenario's `device:` key), when given, prefixes the message.
+std::string FindDeviceFile(const std::string& name_or_path, const std::string& devices_dir,
+                           const core::SourceLoc& where = {});
+
+ProfileSpec LoadProfileFile(const std::string& path);
+ProfileSpec ParseProfileYaml(const std::string& text, const std::string& name);
+
+// Writes `profile` in the format above: fixed key order, layers in profile.layer_order then by
+// name, optional keys only when set (update_ms_per_mb > 0, pcie_bandwidth_Bps > 0, percentiles
+// present), numbers in the shortest form that reads back to the same double, strings quoted when
+// YAML would otherwise misread them. LoadProfileFile of the output gives back the same values
+// (pcie to within rounding of the 1e9 unit conversion).
+void WriteProfileYaml(const ProfileSpec& profile, std::ostream& out);
+
+}  // namespace poseidon::config

@@ -1,0 +1,269 @@
+#include "config/scenario.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "config/compute_loader.h"
+#include "config/model_loader.h"
+
+namespace poseidon::config {
+namespace fs = std::filesystem;
+
+#ifndef POSEIDON_DATA_DIR
+#define POSEIDON_DATA_DIR "scenarios"
+#endif
+
+std::string DefaultDataDir() { return POSEIDON_DATA_DIR; }
+
+namespace {
+
+bool LooksLikePath(const std::string& v) {
+  return v.find('/') != std::string::npos || v.ends_with(".yaml") || v.ends_with(".yml");
+}
+
+std::vector<std::string> YamlStems(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Resolves `value` of kind "models" | "devices" | "profiles" for the scenario in `file`.
+std::string FindData(const std::string& kind, const std::string& value, const std::string& file,
+                     const core::SourceLoc& where) {
+  if (LooksLikePath(value)) {
+    std::string p = ResolvePath(file, value);
+    if (!fs::is_regular_file(p)) {
+      FailAt(where, fmt::format("{} file '{}' not found (resolved to {}); check the path", kind,
+                                value, p));
+    }
+    return p;
+  }
+  std::error_code ec;
+  fs::path dir = fs::absolute(fs::path(file), ec).parent_path();
+  for (int depth = 0; depth < 8 && !dir.empty(); ++depth) {
+    fs::path candidate = dir / kind / (value + ".yaml");
+    if (fs::is_regular_file(candidate)) return candidate.lexically_normal().string();
+    if (dir == dir.parent_path()) break;
+    dir = dir.parent_path();
+  }
+  fs::path builtin = fs::path(DefaultDataDir()) / kind / (value + ".yaml");
+  if (fs::is_regular_file(builtin)) return builtin.string();
+  std::vector<std::string> known = YamlStems((fs::path(DefaultDataDir()) / kind).string());
+  std::string list;
+  for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+  std::string hint = ClosestName(value, known);
+  FailAt(where, fmt::format("unknown {} '{}'{}; known {}: {} (or give a path to a .yaml file)",
+                            kind.substr(0, kind.size() - 1), value,
+                            hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint), kind,
+                            list));
+}
+
+void ReadNetwork(MapReader& r, NetworkSpec* n) {
+  n->loc = r.Loc();
+  n->model = r.Choice("model", {"flow", "alpha_beta"}, "flow") == "flow"
+                 ? NetworkModelKind::kFlow
+                 : NetworkModelKind::kAlphaBeta;
+  n->topology = r.Choice("topology", {"star", "leaf_spine"}, "star") == "star"
+                    ? TopologyKind::kStar
+                    : TopologyKind::kLeafSpine;
+  n->host_bandwidth_Bps = r.PositiveNumber("bandwidth_gbps") * 1e9 / 8;
+  n->latency_ns = std::llround(r.NonNegativeNumber("latency_us", 5) * 1e3);
+  n->efficiency = r.PositiveNumber("efficiency", 1.0);
+  if (n->efficiency > 1) r.FailKey("efficiency", "efficiency is payload/wire bytes and must be <= 1");
+  n->per_message_overhead_ns = std::llround(r.NonNegativeNumber("per_message_overhead_us", 0) * 1e3);
+  const bool leaf = n->topology == TopologyKind::kLeafSpine;
+  if (!leaf) {
+    for (const char* k : {"hosts_per_leaf", "spines", "oversubscription"}) {
+      if (r.Has(k)) r.FailKey(k, fmt::format("'{}' applies to topology: leaf_spine only", k));
+    }
+  }
+  n->hosts_per_leaf = static_cast<int>(r.PositiveInt("hosts_per_leaf", 16));
+  n->spines = static_cast<int>(r.PositiveInt("spines", 2));
+  n->oversubscription = r.PositiveNumber("oversubscription", 1.0);
+  if (n->oversubscription < 1) {
+    r.FailKey("oversubscription", "oversubscription must be >= 1 (1 = non-blocking)");
+  }
+  r.Finish();
+}
+
+}  // namespace
+
+ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
+  ScenarioSpec s;
+  s.file = file;
+  MapReader r(root, file, "scenario");
+  if (!r.Has("schema_version")) {
+    r.Fail(fmt::format("scenario has no schema_version; add 'schema_version: {}' at the top",
+                       kScenarioSchemaVersion));
+  }
+  if (r.Int("schema_version") != kScenarioSchemaVersion) {
+    r.FailKey("schema_version", fmt::format("unsupported schema_version; this poseidon reads {}",
+                                            kScenarioSchemaVersion));
+  }
+  s.name = r.String("name", fs::path(file).stem().string());
+  s.description = r.String("description", "");
+
+  // model: NAME | PATH | {name: NAME, without: [GROUP, ...]}
+  YAML::Node model = r.Node("model");
+  std::string model_name;
+  if (model.IsMap()) {
+    MapReader m(model, file, "model");
+    model_name = m.String("name");
+    YAML::Node without = m.OptionalNode("without");
+    if (without) {
+      if (!without.IsSequence()) FailAt(without, file, "'without' must be a list of layer groups");
+      for (const auto& g : without) s.model_without.insert(AsString(g, file, "without"));
+    }
+    m.Finish();
+  } else {
+    model_name = AsString(model, file, "model");
+  }
+  s.model_file = FindData("models", model_name, file, LocOf(model, file));
+  s.model = LoadModelFile(s.model_file);
+
+  s.batch_per_worker = r.PositiveInt("batch_per_worker");
+  s.iterations = r.PositiveInt("iterations", 10);
+  s.warmup_iterations = r.Int("warmup_iterations", 1);
+  if (s.warmup_iterations < 0 || s.warmup_iterations >= s.iterations) {
+    r.FailKey("warmup_iterations",
+              fmt::format("warmup_iterations must be between 0 and iterations-1 ({})",
+                          s.iterations - 1));
+  }
+  const int64_t seed = r.Int("seed", 1);
+  if (seed < 0) r.FailKey("seed", "seed must not be negative");
+  s.seed = static_cast<uint64_t>(seed);
+
+  MapReader c(r.Node("cluster"), file, "cluster");
+  s.workers = static_cast<int>(c.PositiveInt("workers"));
+  s.servers = static_cast<int>(c.PositiveInt("servers", s.workers));
+  s.placement = c.Choice("placement", {"colocated", "dedicated"}, "colocated") == "colocated"
+                    ? ServerPlacement::kColocated
+                    : ServerPlacement::kDedicated;
+  if (c.Has("device")) {
+    s.device_file = FindData("devices", c.String("device"), file, c.Loc("device"));
+    s.device = LoadDeviceFile(s.device_file);
+  }
+  if (c.Has("profile")) {
+    s.profile_file = FindData("profiles", c.String("profile"), file, c.Loc("profile"));
+    s.profile = LoadProfileFile(s.profile_file);
+  }
+  if (!s.device && !s.profile) {
+    c.Fail("cluster needs a 'device' (roofline estimate, e.g. device: k20) or a measured "
+           "'profile' (e.g. profile: profiles/NAME.yaml)");
+  }
+  s.server_update_Bps = c.PositiveNumber("server_update_gbs", 10) * 1e9;
+  MapReader n(c.Node("network"), file, "network");
+  ReadNetwork(n, &s.network);
+  c.Finish();
+
+  YAML::Node proto = r.OptionalNode("protocol");
+  if (proto) {
+    MapReader p(proto, file, "protocol");
+    s.dwbp = p.Bool("dwbp", true);
+    s.chunk_bytes = p.PositiveInt("chunk_kib", 512) * 1024;
+    p.Finish();
+  }
+  r.Finish();
+  return s;
+}
+
+ScenarioSpec LoadScenarioFile(const std::string& path) {
+  YamlFile f = YamlFile::Load(path);
+  return ParseScenario(f.root(), path);
+}
+
+namespace {
+
+void SetPath(YAML::Node root, const std::string& path, const YAML::Node& value) {
+  YAML::Node node = root;
+  size_t start = 0;
+  for (;;) {
+    size_t dot = path.find('.', start);
+    std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (dot == std::string::npos) {
+      node[key] = value;
+      return;
+    }
+    YAML::Node child = node[key];
+    if (!child.IsMap()) {
+      node[key] = YAML::Node(YAML::NodeType::Map);
+      child = node[key];
+    }
+    node.reset(child);
+    start = dot + 1;
+  }
+}
+
+std::string ScalarText(const YAML::Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
+}
+
+}  // namespace
+
+SweepSpec LoadSweepFile(const std::string& path) {
+  YamlFile f = YamlFile::Load(path);
+  SweepSpec sw;
+  sw.file = path;
+  MapReader r(f.root(), path, "sweep");
+  if (!r.Has("schema_version") || r.Int("schema_version") != kScenarioSchemaVersion) {
+    r.Fail(fmt::format("sweep needs 'schema_version: {}'", kScenarioSchemaVersion));
+  }
+  sw.name = r.String("name", fs::path(path).stem().string());
+  std::string base = r.String("base");
+  sw.base_file = ResolvePath(path, base);
+  YAML::Node vary = r.Node("vary");
+  if (!vary.IsMap() || vary.size() == 0) {
+    FailAt(vary, path, "'vary' must map scenario keys (dotted paths) to lists of values");
+  }
+  for (auto it = vary.begin(); it != vary.end(); ++it) {
+    SweepAxis axis;
+    axis.path = AsString(it->first, path, "vary key");
+    if (!it->second.IsSequence() || it->second.size() == 0) {
+      FailAt(it->second, path, fmt::format("'{}' must be a non-empty list of values", axis.path));
+    }
+    for (const auto& v : it->second) axis.values.push_back(v);
+    sw.axes.push_back(std::move(axis));
+  }
+  r.Finish();
+
+  YamlFile base_doc = YamlFile::Load(sw.base_file);
+  size_t total = 1;
+  for (const auto& a : sw.axes) total *= a.values.size();
+  if (total > 100000) r.Fail(fmt::format("sweep has {} points; at most 100000", total));
+  std::vector<size_t> idx(sw.axes.size(), 0);
+  for (size_t p = 0; p < total; ++p) {
+    size_t rest = p;
+    for (size_t a = sw.axes.size(); a-- > 0;) {
+      idx[a] = rest % sw.axes[a].values.size();
+      rest /= sw.axes[a].values.size();
+    }
+    YAML::Node doc = YAML::Clone(base_doc.root());
+    SweepPoint point;
+    point.index = static_cast<int>(p);
+    for (size_t a = 0; a < sw.axes.size(); ++a) {
+      const YAML::Node& v = sw.axes[a].values[idx[a]];
+      SetPath(doc, sw.axes[a].path, v);
+      point.values.emplace_back(sw.axes[a].path, ScalarText(v));
+    }
+    try {
+      point.scenario = ParseScenario(doc, sw.base_file);
+    } catch (const ConfigError& e) {
+      std::string vals;
+      for (const auto& [k, v] : point.values) vals += fmt::format("{}{}={}", vals.empty() ? "" : ", ", k, v);
+      throw ConfigError(fmt::format("{} (sweep {} point {}: {})", e.what(), path, p, vals));
+    }
+    sw.points.push_back(std::move(point));
+  }
+  return sw;
+}
+
+}  // namespace poseidon::config

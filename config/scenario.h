@@ -1,0 +1,121 @@
+// config/scenario.h: a scenario (one simulated or live job) and a sweep (many scenarios).
+//
+// A scenario file names a model, a per-worker batch, a cluster (workers, shards, device or
+// measured profile, network) and a protocol. Everything it refers to by name (model, device,
+// profile) is resolved and loaded here, so the returned ScenarioSpec is self-contained.
+//
+//   schema_version: 1
+//   name: alexnet-8x-40g
+//   model: alexnet                 # or {name: googlenet, without: [aux]}, or a path
+//   batch_per_worker: 256
+//   iterations: 10                 # clocks each worker runs
+//   warmup_iterations: 1           # excluded from the reported statistics
+//   seed: 1
+//   cluster:
+//     workers: 8
+//     servers: 8                   # default: one shard per worker
+//     placement: colocated         # colocated (shard j on worker machine j) | dedicated
+//     device: k20                  # roofline from scenarios/devices/k20.yaml ...
+//     profile: ../profiles/x.yaml  # ... or measured per-layer times (wins when given)
+//     server_update_gbs: 10        # host memory bandwidth for the shards' SGD update
+//     network:
+//       model: flow                # flow (max-min sharing) | alpha_beta (no contention)
+//       topology: star             # star | leaf_spine
+//       bandwidth_gbps: 40         # every host NIC, full duplex, 1e9 bit/s
+//       latency_us: 5              # one-way, host to host through one switch
+//       efficiency: 1.0            # payload / wire bytes
+//       per_message_overhead_us: 0
+//       hosts_per_leaf: 16         # leaf_spine only
+//       spines: 2
+//       oversubscription: 1
+//   protocol:
+//     dwbp: true
+//     chunk_kib: 512
+//
+// Names are looked up next to the scenario first (a `models/`, `devices/` or `profiles/`
+// folder in the scenario's folder or any folder above it), then in the built-in data folder
+// (POSEIDON_DATA_DIR, the repository's scenarios/).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "config/specs.h"
+#include "config/yaml_reader.h"
+#include "core/model.h"
+
+namespace poseidon::config {
+
+inline constexpr int64_t kScenarioSchemaVersion = 1;
+
+enum class ServerPlacement { kColocated, kDedicated };
+
+struct ScenarioSpec {
+  std::string file;  // where it was read from
+  std::string name;
+  std::string description;
+  std::string model_file;
+  std::set<std::string> model_without;
+  core::ModelSpec model;
+  int64_t batch_per_worker = 0;
+  int64_t iterations = 10;
+  int64_t warmup_iterations = 1;
+  uint64_t seed = 1;
+  // cluster
+  int workers = 1;
+  int servers = 1;
+  ServerPlacement placement = ServerPlacement::kColocated;
+  std::string device_file;              // empty when a profile is given without a device
+  std::optional<DeviceSpec> device;
+  std::string profile_file;
+  std::optional<ProfileSpec> profile;
+  double server_update_Bps = 10e9;
+  NetworkSpec network;
+  // protocol
+  bool dwbp = true;
+  int64_t chunk_bytes = 512 * 1024;
+};
+
+// The folder the built-in models, devices and profiles live in.
+std::string DefaultDataDir();
+
+ScenarioSpec LoadScenarioFile(const std::string& path);
+// Parses an already loaded document; `file` names it in messages and anchors relative paths.
+ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file);
+
+// A sweep: a base scenario and the values to vary, one cartesian product.
+//
+//   schema_version: 1
+//   name: alexnet-scaling
+//   base: alexnet.yaml             # relative to the sweep file
+//   vary:                          # first key varies slowest; any scenario key by dotted path
+//     cluster.workers: [1, 2, 4, 8]
+//     cluster.network.bandwidth_gbps: [1, 10, 40]
+struct SweepAxis {
+  std::string path;               // "cluster.network.bandwidth_gbps"
+  std::vector<YAML::Node> values;
+};
+
+struct SweepPoint {
+  int index = 0;
+  std::vector<std::pair<std::string, std::string>> values;  // (path, value as written)
+  ScenarioSpec scenario;
+};
+
+struct SweepSpec {
+  std::string file;
+  std::string name;
+  std::string base_file;
+  std::vector<SweepAxis> axes;
+  std::vector<SweepPoint> points;  // every combination, validated, in row-major order
+};
+
+SweepSpec LoadSweepFile(const std::string& path);
+
+}  // namespace poseidon::config

@@ -1,0 +1,25 @@
+#include "core/messages.h"
+
+namespace poseidon::core {
+
+const char* MsgTypeName(MsgType t) {
+  switch (t) {
+    case MsgType::kRegister: return "register";
+    case MsgType::kStart: return "start";
+    case MsgType::kPushGrad: return "push";
+    case MsgType::kParams: return "params";
+    case MsgType::kDone: return "done";
+  }
+  return "unknown";
+}
+
+std::string Describe(const Message& m) {
+  std::string s = MsgTypeName(m.type);
+  s += " " + std::to_string(m.from) + "->" + std::to_string(m.to) + " clock " +
+       std::to_string(m.clock);
+  if (m.chunk >= 0) s += " chunk " + std::to_string(m.chunk);
+  s += " bytes " + std::to_string(m.payload_bytes);
+  return s;
+}
+
+}  // namespace poseidon::core

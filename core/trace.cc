@@ -1,0 +1,173 @@
+#include "core/trace.h"
+
+#include <charconv>
+#include <set>
+#include <utility>
+
+namespace poseidon::core {
+namespace {
+
+enum Lane { kLaneCompute = 0, kLaneCopy = 1, kLaneServer = 2, kLaneSend = 3, kLaneProtocol = 4 };
+
+void AppendInt(std::string* out, int64_t v) {
+  char buf[24];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  (void)ec;
+  out->append(buf, p);
+}
+
+// Nanoseconds as microseconds with three decimals: 1234567 -> "1234.567".
+void AppendMicros(std::string* out, int64_t ns) {
+  if (ns < 0) {
+    out->push_back('-');
+    ns = -ns;
+  }
+  AppendInt(out, ns / 1000);
+  out->push_back('.');
+  int64_t frac = ns % 1000;
+  out->push_back(static_cast<char>('0' + frac / 100));
+  out->push_back(static_cast<char>('0' + frac / 10 % 10));
+  out->push_back(static_cast<char>('0' + frac % 10));
+}
+
+void AppendJsonString(std::string* out, const std::string& s) {
+  out->push_back('"');
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out->append("\\u00");
+      const char* hex = "0123456789abcdef";
+      out->push_back(hex[(c >> 4) & 0xf]);
+      out->push_back(hex[c & 0xf]);
+    } else {
+      out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
+
+int LaneOf(const TraceEvent& e) {
+  switch (e.kind) {
+    case TraceKind::kTask:
+      switch (StreamOf(e.task)) {
+        case Stream::kCompute: return kLaneCompute;
+        case Stream::kCopy: return kLaneCopy;
+        case Stream::kServer: return kLaneServer;
+      }
+      return kLaneCompute;
+    case TraceKind::kMessage: return kLaneSend;
+    default: return kLaneProtocol;
+  }
+}
+
+const char* LaneName(int lane) {
+  switch (lane) {
+    case kLaneCompute: return "compute";
+    case kLaneCopy: return "copy";
+    case kLaneServer: return "update";
+    case kLaneSend: return "send";
+    default: return "protocol";
+  }
+}
+
+std::string LayerName(const Model& model, int32_t layer) {
+  if (layer < 0 || layer >= static_cast<int32_t>(model.layers().size())) return "";
+  return model.layers()[layer].name;
+}
+
+std::string EventName(const TraceEvent& e, const JobLayout& layout, const Model& model) {
+  switch (e.kind) {
+    case TraceKind::kIterationBegin: return "iteration " + std::to_string(e.clock);
+    case TraceKind::kIterationEnd: return "iteration end " + std::to_string(e.clock);
+    case TraceKind::kLayerSynced: return "synced " + LayerName(model, e.layer);
+    case TraceKind::kClockApplied: return "applied c" + std::to_string(e.chunk);
+    case TraceKind::kJobDone: return "job done";
+    case TraceKind::kTask: {
+      std::string s = TaskKindName(e.task);
+      if (e.layer >= 0) s += " " + LayerName(model, e.layer);
+      if (e.chunk >= 0) s += " c" + std::to_string(e.chunk);
+      return s;
+    }
+    case TraceKind::kMessage: {
+      std::string s = MsgTypeName(e.msg);
+      if (e.layer >= 0) s += " " + LayerName(model, e.layer);
+      if (e.chunk >= 0) s += " c" + std::to_string(e.chunk);
+      s += " -> " + layout.ActorName(e.peer);
+      return s;
+    }
+  }
+  return "event";
+}
+
+const char* Category(const TraceEvent& e) {
+  switch (e.kind) {
+    case TraceKind::kTask: return "compute";
+    case TraceKind::kMessage: return "network";
+    default: return "protocol";
+  }
+}
+
+}  // namespace
+
+void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& layout,
+                       const Model& model, std::string* out) {
+  out->append("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+  bool first = true;
+  auto begin_event = [&]() {
+    if (!first) out->append(",\n");
+    first = false;
+  };
+  // Metadata: name every machine and every (actor, lane) that appears, in a stable order.
+  std::set<std::pair<ActorId, int>> lanes;
+  for (const TraceEvent& e : events) lanes.insert({e.actor, LaneOf(e)});
+  std::set<int> machines;
+  for (const auto& [actor, lane] : lanes) machines.insert(layout.machine_of[actor]);
+  for (int m : machines) {
+    begin_event();
+    out->append("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
+    AppendInt(out, m);
+    out->append(",\"args\":{\"name\":\"machine ");
+    AppendInt(out, m);
+    out->append("\"}}");
+  }
+  for (const auto& [actor, lane] : lanes) {
+    begin_event();
+    out->append("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
+    AppendInt(out, layout.machine_of[actor]);
+    out->append(",\"tid\":");
+    AppendInt(out, actor * 8 + lane);
+    out->append(",\"args\":{\"name\":");
+    AppendJsonString(out, layout.ActorName(actor) + " " + LaneName(lane));
+    out->append("}}");
+  }
+  for (const TraceEvent& e : events) {
+    begin_event();
+    const bool span = e.kind == TraceKind::kTask || e.kind == TraceKind::kMessage;
+    out->append(span ? "{\"ph\":\"X\",\"name\":" : "{\"ph\":\"i\",\"s\":\"t\",\"name\":");
+    AppendJsonString(out, EventName(e, layout, model));
+    out->append(",\"cat\":\"");
+    out->append(Category(e));
+    out->append("\",\"pid\":");
+    AppendInt(out, layout.machine_of[e.actor]);
+    out->append(",\"tid\":");
+    AppendInt(out, e.actor * 8 + LaneOf(e));
+    out->append(",\"ts\":");
+    AppendMicros(out, e.ts);
+    if (span) {
+      out->append(",\"dur\":");
+      AppendMicros(out, e.dur);
+    }
+    out->append(",\"args\":{\"clock\":");
+    AppendInt(out, e.clock);
+    if (e.bytes > 0) {
+      out->append(",\"bytes\":");
+      AppendInt(out, e.bytes);
+    }
+    out->append("}}");
+  }
+  out->append("\n]}\n");
+}
+
+}  // namespace poseidon::core

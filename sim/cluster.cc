@@ -1,0 +1,282 @@
+#include "sim/cluster.h"
+
+#include <utility>
+
+#include "core/coordinator.h"
+#include "core/server.h"
+#include "core/worker.h"
+
+namespace poseidon::sim {
+
+using core::ActorId;
+using core::ComputeTask;
+using core::Message;
+using core::TaskKind;
+using core::TraceEvent;
+using core::TraceKind;
+
+// core::Host for one actor: forwards every action to the job with the actor's id.
+class SimJob::ActorHost final : public core::Host {
+ public:
+  ActorHost(SimJob* job, ActorId id) : job_(job), id_(id) {}
+  void Send(Message msg) override { job_->Send(id_, std::move(msg)); }
+  void StartCompute(const ComputeTask& task) override { job_->StartCompute(id_, task); }
+  void SetTimer(TimeNs, uint64_t) override {
+    POSEIDON_CHECK(false) << "timers are not used by the simulated protocol yet";
+  }
+  void Trace(const TraceEvent& e) override { job_->Trace(e); }
+
+ private:
+  SimJob* job_;
+  ActorId id_;
+};
+
+SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
+  const core::JobLayout& layout = config_.layout;
+  POSEIDON_CHECK(config_.model != nullptr);
+  POSEIDON_CHECK(static_cast<int>(config_.worker_compute.size()) == layout.num_workers)
+      << config_.worker_compute.size() << " compute models for " << layout.num_workers
+      << " workers";
+  placement_ = core::Placement::Build(*config_.model, layout.num_servers,
+                                      config_.protocol.chunk_bytes);
+  network_ = MakeNetworkModel(config_.network, layout.num_machines);
+  const int n = layout.num_actors();
+  for (ActorId a = 0; a < n; ++a) hosts_.push_back(std::make_unique<ActorHost>(this, a));
+  actors_.push_back(std::make_unique<core::Coordinator>(layout, hosts_[0].get()));
+  for (int w = 0; w < layout.num_workers; ++w) {
+    ActorId a = layout.worker(w);
+    actors_.push_back(std::make_unique<core::Worker>(a, *config_.model, placement_, layout,
+                                                     config_.protocol, hosts_[a].get(),
+                                                     &worker_store_));
+  }
+  for (int s = 0; s < layout.num_servers; ++s) {
+    ActorId a = layout.server(s);
+    actors_.push_back(std::make_unique<core::ServerShard>(a, placement_, layout, config_.protocol,
+                                                          hosts_[a].get(), &shard_store_));
+  }
+  streams_.resize(static_cast<size_t>(n) * core::kNumStreams);
+  nic_active_.assign(layout.num_machines, 0);
+  nic_since_.assign(layout.num_machines, 0);
+  nic_busy_total_.assign(layout.num_machines, 0);
+  nic_busy_at_iter_begin_.assign(layout.num_workers, 0);
+  compute_busy_total_.assign(layout.num_workers, 0);
+  compute_busy_at_iter_begin_.assign(layout.num_workers, 0);
+  run_.workers.resize(layout.num_workers);
+}
+
+SimJob::~SimJob() = default;
+
+uint32_t SimJob::AllocSlot() {
+  if (free_slot_ >= 0) {
+    uint32_t s = static_cast<uint32_t>(free_slot_);
+    free_slot_ = slots_[s].next_free;
+    return s;
+  }
+  slots_.emplace_back();
+  return static_cast<uint32_t>(slots_.size() - 1);
+}
+
+void SimJob::Send(ActorId from, Message msg) {
+  POSEIDON_CHECK(msg.from == from) << "actor " << from << " sent as " << msg.from;
+  POSEIDON_CHECK(msg.to >= 0 && msg.to < config_.layout.num_actors()) << core::Describe(msg);
+  ++run_.messages;
+  const int src = config_.layout.machine_of[from];
+  const int dst = config_.layout.machine_of[msg.to];
+  const uint32_t slot = AllocSlot();
+  const ActorId to = msg.to;
+  const int64_t wire = msg.wire_bytes();
+  slots_[slot].msg = std::move(msg);
+  slots_[slot].sent = now_;
+  if (src == dst) {
+    // Actors on one machine talk through memory; the copy is not modelled.
+    queue_.Push(now_, kDeliver, static_cast<uint32_t>(to), slot);
+    return;
+  }
+  ++run_.network_messages;
+  run_.network_payload_bytes += slots_[slot].msg.payload_bytes;
+  network_->StartFlow(now_, src, dst, wire, slot);
+  NicChange(src, +1);
+  NicChange(dst, +1);
+  ScheduleNetworkNow();
+}
+
+void SimJob::ScheduleNetworkNow() {
+  // All sends of this instant are handed to the network before it is asked for its next
+  // event, so simultaneous flows cost one re-solve.
+  if (net_pending_at_ <= now_) return;
+  net_pending_at_ = now_;
+  queue_.Push(now_, kNetwork, 0, ++net_generation_);
+}
+
+void SimJob::OnNetworkEvent(uint64_t generation) {
+  if (generation != net_generation_) return;  // superseded
+  done_scratch_.clear();
+  network_->AdvanceTo(now_, &done_scratch_);
+  for (const FlowDone& d : done_scratch_) {
+    const Slot& s = slots_[d.tag];
+    NicChange(config_.layout.machine_of[s.msg.from], -1);
+    NicChange(config_.layout.machine_of[s.msg.to], -1);
+    queue_.Push(d.delivered_at, kDeliver, static_cast<uint32_t>(s.msg.to), d.tag);
+  }
+  TimeNs next = network_->NextEventTime();
+  if (next == kNever) {
+    net_pending_at_ = kNever;
+    return;
+  }
+  POSEIDON_CHECK(next >= now_) << "network asked for the past: " << next << " < " << now_;
+  net_pending_at_ = next;
+  queue_.Push(next, kNetwork, 0, ++net_generation_);
+}
+
+void SimJob::NicChange(int machine, int delta) {
+  int& active = nic_active_[machine];
+  if (active == 0 && delta > 0) nic_since_[machine] = now_;
+  active += delta;
+  if (active == 0 && delta < 0) nic_busy_total_[machine] += now_ - nic_since_[machine];
+}
+
+void SimJob::StartCompute(ActorId actor, const ComputeTask& task) {
+  const int stream = static_cast<int>(core::StreamOf(task.kind));
+  StreamState& s = streams_[static_cast<size_t>(actor) * core::kNumStreams + stream];
+  s.queue.push_back(task);
+  if (!s.busy) StartNextTask(actor, stream);
+}
+
+void SimJob::StartNextTask(ActorId actor, int stream) {
+  StreamState& s = streams_[static_cast<size_t>(actor) * core::kNumStreams + stream];
+  if (s.queue.empty()) {
+    s.busy = false;
+    return;
+  }
+  s.busy = true;
+  s.started = now_;
+  const TimeNs dur = TaskDuration(actor, s.queue.front());
+  queue_.Push(now_ + dur, kTaskDone, static_cast<uint32_t>(actor), static_cast<uint64_t>(stream));
+}
+
+TimeNs SimJob::TaskDuration(ActorId actor, const ComputeTask& task) const {
+  const core::JobLayout& layout = config_.layout;
+  switch (task.kind) {
+    case TaskKind::kForward:
+      return config_.worker_compute[layout.WorkerIndex(actor)].fwd_ns(task.layer);
+    case TaskKind::kBackward:
+      return config_.worker_compute[layout.WorkerIndex(actor)].bwd_ns(task.layer);
+    case TaskKind::kCopyToHost:
+    case TaskKind::kCopyToDevice:
+      return config_.worker_compute[layout.WorkerIndex(actor)].CopyNs(task.bytes);
+    case TaskKind::kServerUpdate:
+      return config_.worker_compute[0].UpdateNs(task.bytes);
+  }
+  return 0;
+}
+
+void SimJob::Trace(const TraceEvent& e) {
+  const core::JobLayout& layout = config_.layout;
+  if (layout.IsWorker(e.actor)) {
+    const int w = layout.WorkerIndex(e.actor);
+    const int m = layout.machine_of[e.actor];
+    const TimeNs nic_now =
+        nic_busy_total_[m] + (nic_active_[m] > 0 ? now_ - nic_since_[m] : 0);
+    WorkerRun& wr = run_.workers[w];
+    if (e.kind == TraceKind::kIterationBegin) {
+      wr.iteration_begin.push_back(e.ts);
+      compute_busy_at_iter_begin_[w] = compute_busy_total_[w];
+      nic_busy_at_iter_begin_[w] = nic_now;
+    } else if (e.kind == TraceKind::kIterationEnd) {
+      wr.iteration_end.push_back(e.ts);
+      wr.compute_busy.push_back(compute_busy_total_[w] - compute_busy_at_iter_begin_[w]);
+      wr.nic_busy.push_back(nic_now - nic_busy_at_iter_begin_[w]);
+    }
+  }
+  if (config_.record_trace) run_.trace.push_back(e);
+}
+
+SimRun SimJob::Run() {
+  for (ActorId a = 0; a < config_.layout.num_actors(); ++a) {
+    queue_.Push(0, kStartActor, static_cast<uint32_t>(a), 0);
+  }
+  Event ev;
+  while (queue_.Pop(&ev)) {
+    now_ = ev.time;
+    ++run_.events;
+    switch (ev.kind) {
+      case kStartActor:
+        actors_[ev.target]->OnStart(now_);
+        break;
+      case kDeliver: {
+        const uint32_t slot = static_cast<uint32_t>(ev.arg);
+        Message msg = std::move(slots_[slot].msg);
+        const TimeNs sent = slots_[slot].sent;
+        slots_[slot].msg = Message();
+        slots_[slot].next_free = free_slot_;
+        free_slot_ = static_cast<int32_t>(slot);
+        if (config_.record_trace) {
+          TraceEvent e;
+          e.kind = TraceKind::kMessage;
+          e.ts = sent;
+          e.dur = now_ - sent;
+          e.actor = msg.from;
+          e.peer = msg.to;
+          e.layer = msg.layer;
+          e.chunk = msg.chunk;
+          e.clock = msg.clock;
+          e.bytes = msg.payload_bytes;
+          e.msg = msg.type;
+          run_.trace.push_back(e);
+        }
+        actors_[ev.target]->OnMessage(now_, msg);
+        break;
+      }
+      case kTaskDone: {
+        const ActorId actor = static_cast<ActorId>(ev.target);
+        const int stream = static_cast<int>(ev.arg);
+        StreamState& s = streams_[static_cast<size_t>(actor) * core::kNumStreams + stream];
+        const ComputeTask task = s.queue.front();
+        s.queue.pop_front();
+        if (stream == static_cast<int>(core::Stream::kCompute) &&
+            config_.layout.IsWorker(actor)) {
+          compute_busy_total_[config_.layout.WorkerIndex(actor)] += now_ - s.started;
+        }
+        if (config_.record_trace) {
+          TraceEvent e;
+          e.kind = TraceKind::kTask;
+          e.ts = s.started;
+          e.dur = now_ - s.started;
+          e.actor = actor;
+          e.layer = task.layer;
+          e.chunk = task.chunk;
+          e.clock = task.clock;
+          e.bytes = task.bytes;
+          e.task = task.kind;
+          run_.trace.push_back(e);
+        }
+        StartNextTask(actor, stream);
+        actors_[actor]->OnComputeDone(now_, task);
+        break;
+      }
+      case kNetwork:
+        OnNetworkEvent(ev.arg);
+        break;
+    }
+  }
+  run_.end_time = now_;
+  for (const auto& a : actors_) {
+    if (!a->finished()) {
+      run_.deadlocked = true;
+      run_.deadlock_report = DeadlockReport();
+      break;
+    }
+  }
+  run_.links = network_->Links(now_);
+  return std::move(run_);
+}
+
+std::string SimJob::DeadlockReport() const {
+  std::string s;
+  for (const auto& a : actors_) {
+    if (!a->finished()) s += a->WaitingFor() + "\n";
+  }
+  return s;
+}
+
+}  // namespace poseidon::sim

@@ -1,0 +1,122 @@
+// sim/cluster.h: a whole job -- coordinator, workers, server shards -- hosted on the
+// discrete-event engine, a network model and replayed compute.
+//
+// The protocol actors are the core's (core/worker.h, core/server.h, core/coordinator.h); this
+// file only hosts them: it implements core::Host for each actor, turns Send into a flow on the
+// network model (or an immediate local delivery between actors on one machine), turns
+// StartCompute into a task on one of the actor's FIFO streams whose duration comes from the
+// ComputeModel, and turns the engine's events back into the actors' On* calls.
+//
+//   SimJob job(config);
+//   SimRun run = job.Run();   // iteration times, breakdowns, link load, optional trace
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/specs.h"
+#include "core/host.h"
+#include "core/job.h"
+#include "core/model.h"
+#include "core/param_store.h"
+#include "core/placement.h"
+#include "sim/compute_model.h"
+#include "sim/engine.h"
+#include "sim/network/network_model.h"
+
+namespace poseidon::sim {
+
+struct SimJobConfig {
+  const core::Model* model = nullptr;
+  core::JobLayout layout;
+  core::ProtocolConfig protocol;
+  config::NetworkSpec network;
+  // Compute model of each worker (size num_workers; stragglers have slower ones). Server updates
+  // and copies use the worker 0 model's rates.
+  std::vector<ComputeModel> worker_compute;
+  bool record_trace = false;
+};
+
+struct WorkerRun {
+  std::vector<TimeNs> iteration_begin;
+  std::vector<TimeNs> iteration_end;
+  std::vector<TimeNs> compute_busy;  // per iteration: forward+backward task time
+  std::vector<TimeNs> nic_busy;      // per iteration: time this worker's machine NIC was busy
+};
+
+struct SimRun {
+  TimeNs end_time = 0;
+  std::vector<WorkerRun> workers;
+  std::vector<LinkStats> links;
+  uint64_t events = 0;
+  uint64_t messages = 0;
+  uint64_t network_messages = 0;
+  int64_t network_payload_bytes = 0;
+  bool deadlocked = false;
+  std::string deadlock_report;  // who waits for what, one actor a line
+  std::vector<core::TraceEvent> trace;
+};
+
+class SimJob {
+ public:
+  explicit SimJob(SimJobConfig config);
+  ~SimJob();
+  SimJob(const SimJob&) = delete;
+  SimJob& operator=(const SimJob&) = delete;
+
+  SimRun Run();
+
+ private:
+  class ActorHost;
+  struct StreamState {
+    std::deque<core::ComputeTask> queue;
+    bool busy = false;
+    TimeNs started = 0;
+  };
+  struct Slot {
+    core::Message msg;
+    TimeNs sent = 0;
+    int32_t next_free = -1;
+  };
+  enum EventKind : uint32_t { kStartActor, kDeliver, kTaskDone, kNetwork };
+
+  void Send(core::ActorId from, core::Message msg);
+  void StartCompute(core::ActorId actor, const core::ComputeTask& task);
+  void Trace(const core::TraceEvent& e);
+  void StartNextTask(core::ActorId actor, int stream);
+  TimeNs TaskDuration(core::ActorId actor, const core::ComputeTask& task) const;
+  uint32_t AllocSlot();
+  void ScheduleNetworkNow();
+  void OnNetworkEvent(uint64_t generation);
+  void NicChange(int machine, int delta);
+  std::string DeadlockReport() const;
+
+  SimJobConfig config_;
+  core::Placement placement_;
+  std::unique_ptr<NetworkModel> network_;
+  std::vector<std::unique_ptr<ActorHost>> hosts_;
+  std::vector<std::unique_ptr<core::Actor>> actors_;
+  core::PhantomWorkerStore worker_store_;
+  core::PhantomShardStore shard_store_;
+  std::vector<StreamState> streams_;  // actor * kNumStreams + stream
+  std::vector<Slot> slots_;
+  int32_t free_slot_ = -1;
+  EventQueue queue_;
+  TimeNs now_ = 0;
+  uint64_t net_generation_ = 0;
+  TimeNs net_pending_at_ = kNever;
+  std::vector<FlowDone> done_scratch_;
+  // NIC activity per machine: flows in flight touching it, and busy-time accounting.
+  std::vector<int> nic_active_;
+  std::vector<TimeNs> nic_since_;
+  std::vector<TimeNs> nic_busy_total_;
+  std::vector<TimeNs> nic_busy_at_iter_begin_;
+  std::vector<TimeNs> compute_busy_total_;
+  std::vector<TimeNs> compute_busy_at_iter_begin_;
+  SimRun run_;
+};
+
+}  // namespace poseidon::sim

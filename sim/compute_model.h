@@ -1,0 +1,145 @@
+// sim/compute_model.h: how long each layer's forward and backward pass takes on one worker.
+//
+// The simulator replays these times as compute tasks. They come from one of two sources:
+//
+//   * a measured profile (config::ProfileSpec, written by `poseidon calibrate`): per-layer times
+//     replayed as measured, scaled linearly when the scenario's batch differs from the profile's;
+//   * a roofline estimate from a device's datasheet figures (config::DeviceSpec) when nothing
+//     was measured.
+//
+//   core::Model m = core::Model::Build(config::LoadModelFile("scenarios/models/alexnet.yaml"));
+//   config::DeviceSpec k20 = config::LoadDeviceFile("scenarios/devices/k20.yaml");
+//   sim::ComputeModel c = sim::ComputeModel::FromDevice(m, k20, 256);
+//   c.fwd_ns(0);                           // conv1 forward, ns, whole batch of 256
+//   sim::ComputeModel slow = c.ScaledBy(1.5);  // a straggler
+//
+// ## Roofline (FromDevice)
+//
+// Per layer l, with batch B and the per-image counts of core::Layer:
+//   R = peak_flops * compute_efficiency                  (FLOP/s)
+//   W = memory_bandwidth_Bps * memory_efficiency         (bytes/s)
+//   Pb = 4 * params                                       (bytes of the layer's parameters)
+//   T(F, D) = kernel_launch_ns + 1e9 * max(F / R, D / W)  (ns; one launch per pass)
+//
+//   forward:  F = B * fwd_flops
+//             D = B * (in_bytes + out_bytes) + Pb         (read input and weights, write output)
+//   backward, by layer:
+//     with parameters (conv, fc, batchnorm):
+//       F = 2 * B * fwd_flops                             (data gradient + weight gradient)
+//       D = B * (2 * in_bytes + out_bytes) + 2 * Pb       (read output grad and input, write
+//                                                          input grad; read weights, write grads)
+//       -- fed by the model input (no data gradient, as in Caffe):
+//       F = B * fwd_flops,  D = B * (in_bytes + out_bytes) + 2 * Pb
+//     softmax_loss (gradient = probabilities - labels, cheap):
+//       F = B * in_bytes / 4,  D = 2 * B * in_bytes
+//     other layers without parameters (relu, pool, lrn, dropout, concat, add):
+//       F = B * fwd_flops,  D = 2 * B * (in_bytes + out_bytes)
+//       -- fed by the model input: no backward pass at all (0 ns, no launch).
+//
+// The efficiencies are flat fractions of the datasheet figures given in the device file; they
+// are not fitted per layer. A measured profile is always preferred when one exists.
+//
+// ## Profile replay (FromProfile)
+//
+//   fwd = fwd_ms * 1e6 * B / profile.batch   (ns; likewise bwd)
+// Every layer of the model must be in the profile (ConfigError otherwise). A batch that differs
+// from the profile's, a different model name or extra profile layers give a warning (warnings()).
+//
+// ## Other costs
+//
+//   CopyNs(b)   = 1e9 * b / pcie_Bps; 0 when pcie_Bps is 0 (a CPU device: nothing to copy).
+//                 pcie_Bps comes from the device (pcie_gbs) or the profile (pcie_gbs, when
+//                 given), and set_pcie_bandwidth overrides it.
+//   UpdateNs(b) = server-side SGD-with-momentum update of b parameter bytes:
+//                 update_ms_per_mb * b when the profile gives it (ms per 1e6 bytes = ns/byte),
+//                 else 1e9 * 5 * b / host_Bps (read param, grad, momentum; write param, momentum)
+//                 with host_Bps = kDefaultHostMemoryBps unless set_host_memory_bandwidth is used.
+//   SfbRebuildNs(l, K) = one sufficient-factor gradient rebuild of FC layer l (N x M weight) from
+//                 K factor pairs: K*M*N multiply-adds. Roofline: T(2*K*M*N, 4*(K*(M+N) + 2*M*N))
+//                 (read the factors, read-modify-write the gradient). Profile: the layer's forward
+//                 time * K / B (its forward pass is the same B x M x N GEMM).
+//
+// Every result is int64 ns rounded with llround from the double value; totals are sums of the
+// rounded per-layer values. ScaledBy(s) multiplies the device compute (forward, backward, SFB
+// rebuild) by s before rounding; copies and server updates are not scaled.
+//
+// Pure: no I/O, no clock, no randomness. A ComputeModel is an immutable-after-setup value;
+// concurrent const use is safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/specs.h"
+#include "core/model.h"
+
+namespace poseidon::sim {
+
+class ComputeModel {
+ public:
+  // Host memory bandwidth for the default server update estimate (bytes/s).
+  static constexpr double kDefaultHostMemoryBps = 10e9;
+
+  // Roofline estimate. batch > 0; the device as validated by config::LoadDeviceFile.
+  static ComputeModel FromDevice(const core::Model& model, const config::DeviceSpec& device,
+                                 int64_t batch);
+  // Measured times. Throws config::ConfigError (located at profile.loc, naming profile_file)
+  // when a layer of the model is missing from the profile.
+  static ComputeModel FromProfile(const core::Model& model, const config::ProfileSpec& profile,
+                                  int64_t batch, const std::string& profile_file);
+
+  // A copy whose compute (forward, backward, SFB rebuild) is `slowdown` times slower
+  // (slowdown > 0; 1.5 = a straggler at two thirds of the speed). Composes multiplicatively.
+  ComputeModel ScaledBy(double slowdown) const;
+
+  // Per layer (layer_id indexes core::Model::layers()), whole batch, ns.
+  int64_t fwd_ns(int layer_id) const;
+  int64_t bwd_ns(int layer_id) const;
+  int64_t total_fwd_ns() const;
+  int64_t total_bwd_ns() const;
+
+  int64_t CopyNs(int64_t bytes) const;
+  int64_t UpdateNs(int64_t param_bytes) const;
+  // layer_id must be an FC layer; K >= 0 (0 gives 0).
+  int64_t SfbRebuildNs(int layer_id, int64_t K) const;
+
+  void set_host_memory_bandwidth(double bytes_per_s);  // > 0
+  void set_pcie_bandwidth(double bytes_per_s);         // >= 0; 0 = no copies
+  double host_memory_bandwidth_Bps() const { return host_memory_Bps_; }
+  double pcie_bandwidth_Bps() const { return pcie_Bps_; }
+
+  int num_layers() const { return static_cast<int>(fwd_base_.size()); }
+  int64_t batch() const { return batch_; }
+  double slowdown() const { return slowdown_; }
+  // "roofline k20 (batch 256)" or "profile FILE" (with the batch scaling and slowdown, if any).
+  const std::string& source() const { return source_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+ private:
+  ComputeModel() = default;
+  int64_t Scaled(double base_ns) const;
+  void ComputeTotals();
+
+  enum class Kind { kRoofline, kProfile };
+  Kind kind_ = Kind::kRoofline;
+  int64_t batch_ = 0;
+  // Unscaled per-layer times in ns, before rounding.
+  std::vector<double> fwd_base_, bwd_base_;
+  // FC shapes (M inputs, N outputs; 0 for other layers), for SfbRebuildNs.
+  std::vector<int64_t> fc_in_, fc_out_;
+  int64_t total_fwd_ns_ = 0, total_bwd_ns_ = 0;
+  // Roofline rates (used by SfbRebuildNs on the roofline path).
+  double effective_flops_ = 0;       // peak_flops * compute_efficiency
+  double effective_memory_Bps_ = 0;  // memory_bandwidth_Bps * memory_efficiency
+  int64_t launch_ns_ = 0;
+  double pcie_Bps_ = 0;
+  double host_memory_Bps_ = kDefaultHostMemoryBps;
+  double update_ms_per_mb_ = 0;
+  double slowdown_ = 1.0;
+  std::string base_source_;
+  std::string source_;
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace poseidon::sim

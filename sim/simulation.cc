@@ -1,0 +1,228 @@
+#include "sim/simulation.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/trace.h"
+
+namespace poseidon::sim {
+
+core::Model BuildScenarioModel(const config::ScenarioSpec& s) {
+  core::BuildOptions opts;
+  opts.without_groups = s.model_without;
+  return core::Model::Build(s.model, opts);
+}
+
+ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model& model) {
+  ComputeModel c = s.profile
+                       ? ComputeModel::FromProfile(model, *s.profile, s.batch_per_worker,
+                                                   s.profile_file)
+                       : ComputeModel::FromDevice(model, *s.device, s.batch_per_worker);
+  if (s.profile && s.device && s.profile->pcie_bandwidth_Bps == 0) {
+    // A profile measured on a host-only backend says nothing of PCIe; the device file does.
+    c.set_pcie_bandwidth(s.device->pcie_bandwidth_Bps);
+  }
+  c.set_host_memory_bandwidth(s.server_update_Bps);
+  return c;
+}
+
+namespace {
+
+SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const ComputeModel& compute,
+              int workers, int servers, bool record_trace, core::JobLayout* layout_out) {
+  SimJobConfig cfg;
+  cfg.model = &model;
+  cfg.layout = s.placement == config::ServerPlacement::kColocated
+                   ? core::JobLayout::Colocated(workers, servers)
+                   : core::JobLayout::Dedicated(workers, servers);
+  cfg.protocol.dwbp = s.dwbp;
+  cfg.protocol.chunk_bytes = s.chunk_bytes;
+  cfg.protocol.iterations = s.iterations;
+  cfg.protocol.device_copies = compute.pcie_bandwidth_Bps() > 0;
+  cfg.network = s.network;
+  cfg.worker_compute.assign(workers, compute);
+  cfg.record_trace = record_trace;
+  if (layout_out) *layout_out = cfg.layout;
+  SimJob job(std::move(cfg));
+  return job.Run();
+}
+
+double Ms(double ns) { return ns / 1e6; }
+
+}  // namespace
+
+ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions& options) {
+  core::Model model = BuildScenarioModel(s);
+  ComputeModel compute = BuildComputeModel(s, model);
+  ScenarioResult r;
+  r.name = s.name;
+  r.model = model.name();
+  r.workers = s.workers;
+  r.servers = s.servers;
+  r.batch_per_worker = s.batch_per_worker;
+  r.compute_source = compute.source();
+  r.warnings = compute.warnings();
+
+  core::JobLayout layout;
+  SimRun run = RunJob(s, model, compute, s.workers, s.servers, options.record_trace, &layout);
+  r.events = run.events;
+  r.network_messages = run.network_messages;
+  r.links = run.links;
+  r.deadlocked = run.deadlocked;
+  r.deadlock_report = run.deadlock_report;
+  if (run.deadlocked) return r;
+
+  std::vector<double> samples;
+  double compute_sum = 0, nic_sum = 0;
+  for (const WorkerRun& w : run.workers) {
+    for (size_t c = static_cast<size_t>(s.warmup_iterations); c < w.iteration_end.size(); ++c) {
+      samples.push_back(static_cast<double>(w.iteration_end[c] - w.iteration_begin[c]));
+      compute_sum += static_cast<double>(w.compute_busy[c]);
+      nic_sum += static_cast<double>(w.nic_busy[c]);
+    }
+  }
+  const double n = static_cast<double>(samples.size());
+  double mean = 0;
+  for (double v : samples) mean += v;
+  mean /= n;
+  double var = 0;
+  for (double v : samples) var += (v - mean) * (v - mean);
+  r.measured_iterations = s.iterations - s.warmup_iterations;
+  r.iteration_ms = Ms(mean);
+  r.iteration_std_ms = Ms(std::sqrt(var / n));
+  r.iteration_min_ms = Ms(*std::min_element(samples.begin(), samples.end()));
+  r.iteration_max_ms = Ms(*std::max_element(samples.begin(), samples.end()));
+  r.compute_ms = Ms(compute_sum / n);
+  r.communication_ms = Ms(nic_sum / n);
+  r.wait_ms = r.iteration_ms - r.compute_ms;
+  r.throughput = static_cast<double>(s.workers * s.batch_per_worker) / (mean / 1e9);
+  r.network_gb_per_iteration =
+      static_cast<double>(run.network_payload_bytes) / static_cast<double>(s.iterations) / 1e9;
+
+  if (options.baseline) {
+    SimRun one = RunJob(s, model, compute, 1, 1, false, nullptr);
+    const WorkerRun& w = one.workers[0];
+    double sum = 0;
+    for (size_t c = static_cast<size_t>(s.warmup_iterations); c < w.iteration_end.size(); ++c) {
+      sum += static_cast<double>(w.iteration_end[c] - w.iteration_begin[c]);
+    }
+    const double one_mean = sum / static_cast<double>(s.iterations - s.warmup_iterations);
+    r.single_node_iteration_ms = Ms(one_mean);
+    r.speedup = r.throughput / (static_cast<double>(s.batch_per_worker) / (one_mean / 1e9));
+  }
+  if (options.record_trace) core::AppendChromeTrace(run.trace, layout, model, &r.chrome_trace);
+  return r;
+}
+
+std::string CsvHeader() {
+  return "name,model,workers,servers,batch_per_worker,iteration_ms,iteration_std_ms,"
+         "iteration_min_ms,iteration_max_ms,throughput_img_s,speedup,single_node_iteration_ms,"
+         "compute_ms,communication_ms,wait_ms,network_gb_per_iteration,max_link_utilisation";
+}
+
+namespace {
+double MaxLinkUtil(const ScenarioResult& r) {
+  double m = 0;
+  for (const auto& l : r.links) m = std::max(m, l.utilisation);
+  return m;
+}
+}  // namespace
+
+std::string CsvRow(const ScenarioResult& r) {
+  return fmt::format("{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.3f},{:.4f},{:.6f},{:.6f},"
+                     "{:.6f},{:.6f},{:.6f},{:.4f}",
+                     r.name, r.model, r.workers, r.servers, r.batch_per_worker, r.iteration_ms,
+                     r.iteration_std_ms, r.iteration_min_ms, r.iteration_max_ms, r.throughput,
+                     r.speedup, r.single_node_iteration_ms, r.compute_ms, r.communication_ms,
+                     r.wait_ms, r.network_gb_per_iteration, MaxLinkUtil(r));
+}
+
+namespace {
+
+std::string JsonEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (c == '\n') {
+      o += "\\n";
+    } else {
+      o += c;
+    }
+  }
+  return o;
+}
+
+std::vector<const LinkStats*> BusiestLinks(const ScenarioResult& r, size_t n) {
+  std::vector<const LinkStats*> v;
+  for (const auto& l : r.links) v.push_back(&l);
+  std::stable_sort(v.begin(), v.end(), [](const LinkStats* a, const LinkStats* b) {
+    return a->utilisation > b->utilisation;
+  });
+  if (v.size() > n) v.resize(n);
+  return v;
+}
+
+}  // namespace
+
+std::string FormatResult(const ScenarioResult& r, OutputFormat format) {
+  if (format == OutputFormat::kCsv) return CsvHeader() + "\n" + CsvRow(r) + "\n";
+  if (format == OutputFormat::kJson) {
+    std::string links;
+    for (const auto& l : r.links) {
+      links += fmt::format("{}{{\"link\":\"{}\",\"capacity_gbps\":{:.3f},\"gb\":{:.6f},"
+                           "\"busy_fraction\":{:.4f},\"utilisation\":{:.4f}}}",
+                           links.empty() ? "" : ",", JsonEscape(l.name),
+                           l.capacity_Bps * 8 / 1e9, l.bytes / 1e9, l.busy_fraction,
+                           l.utilisation);
+    }
+    std::string warnings;
+    for (const auto& w : r.warnings) {
+      warnings += fmt::format("{}\"{}\"", warnings.empty() ? "" : ",", JsonEscape(w));
+    }
+    return fmt::format(
+        "{{\"name\":\"{}\",\"model\":\"{}\",\"workers\":{},\"servers\":{},"
+        "\"batch_per_worker\":{},\"measured_iterations\":{},\"iteration_ms\":{:.6f},"
+        "\"iteration_std_ms\":{:.6f},\"iteration_min_ms\":{:.6f},\"iteration_max_ms\":{:.6f},"
+        "\"throughput_img_s\":{:.3f},\"speedup\":{:.4f},\"single_node_iteration_ms\":{:.6f},"
+        "\"breakdown_ms\":{{\"compute\":{:.6f},\"communication\":{:.6f},\"wait\":{:.6f}}},"
+        "\"network_gb_per_iteration\":{:.6f},\"events\":{},\"network_messages\":{},"
+        "\"compute_source\":\"{}\",\"warnings\":[{}],\"links\":[{}]}}\n",
+        JsonEscape(r.name), JsonEscape(r.model), r.workers, r.servers, r.batch_per_worker,
+        r.measured_iterations, r.iteration_ms, r.iteration_std_ms, r.iteration_min_ms,
+        r.iteration_max_ms, r.throughput, r.speedup, r.single_node_iteration_ms, r.compute_ms,
+        r.communication_ms, r.wait_ms, r.network_gb_per_iteration, r.events, r.network_messages,
+        JsonEscape(r.compute_source), warnings, links);
+  }
+  std::string o;
+  o += fmt::format("scenario        {}  (model {}, {} workers, {} shards, batch {}/worker)\n",
+                   r.name, r.model, r.workers, r.servers, r.batch_per_worker);
+  o += fmt::format("compute         {}\n", r.compute_source);
+  for (const auto& w : r.warnings) o += fmt::format("warning         {}\n", w);
+  o += fmt::format("iteration       {:.3f} ms  (std {:.3f}, min {:.3f}, max {:.3f}; {} measured)\n",
+                   r.iteration_ms, r.iteration_std_ms, r.iteration_min_ms, r.iteration_max_ms,
+                   r.measured_iterations);
+  o += fmt::format("throughput      {:.1f} images/s\n", r.throughput);
+  if (r.speedup > 0) {
+    o += fmt::format("speedup         {:.2f}x over one node ({:.3f} ms/iteration)\n", r.speedup,
+                     r.single_node_iteration_ms);
+  }
+  o += fmt::format("breakdown       compute {:.3f} ms, communication {:.3f} ms (NIC busy, "
+                   "overlaps compute), wait {:.3f} ms\n",
+                   r.compute_ms, r.communication_ms, r.wait_ms);
+  o += fmt::format("network         {:.4f} GB payload per iteration, {} messages in all\n",
+                   r.network_gb_per_iteration, r.network_messages);
+  o += "busiest links   ";
+  bool first = true;
+  for (const LinkStats* l : BusiestLinks(r, 4)) {
+    o += fmt::format("{}{} {:.1f}%", first ? "" : ", ", l->name, 100 * l->utilisation);
+    first = false;
+  }
+  o += "\n";
+  return o;
+}
+
+}  // namespace poseidon::sim

@@ -1,0 +1,72 @@
+// sim/simulation.h: run a scenario in the simulator and summarise it.
+//
+//   config::ScenarioSpec s = config::LoadScenarioFile("scenarios/demo.yaml");
+//   sim::ScenarioResult r = sim::SimulateScenario(s, {});
+//   std::cout << sim::FormatResult(r, sim::OutputFormat::kTable);
+//
+// Statistics skip the scenario's warm-up iterations. Iteration time is per worker and per
+// clock (begin of clock c to the moment every layer is fresh again); the breakdown is per
+// iteration, averaged over workers and measured clocks:
+//   compute       time the worker's compute stream was busy (forward + backward);
+//   communication time the worker machine's NIC was sending or receiving (may overlap compute);
+//   wait          iteration time - compute: the compute stream idled, waiting for parameters.
+// Speedup is throughput over the same scenario run on one worker with one co-located shard.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/scenario.h"
+#include "core/model.h"
+#include "sim/cluster.h"
+
+namespace poseidon::sim {
+
+struct SimOptions {
+  bool record_trace = false;
+  bool baseline = true;  // also simulate one node, for the speedup
+};
+
+struct ScenarioResult {
+  std::string name;
+  std::string model;
+  int workers = 0;
+  int servers = 0;
+  int64_t batch_per_worker = 0;
+  int64_t measured_iterations = 0;
+  double iteration_ms = 0;       // mean over workers and measured clocks
+  double iteration_std_ms = 0;   // standard deviation of the same samples
+  double iteration_min_ms = 0;
+  double iteration_max_ms = 0;
+  double throughput = 0;         // images/s of the whole job
+  double single_node_iteration_ms = 0;
+  double speedup = 0;
+  double compute_ms = 0;
+  double communication_ms = 0;
+  double wait_ms = 0;
+  uint64_t events = 0;
+  uint64_t network_messages = 0;
+  double network_gb_per_iteration = 0;  // payload bytes over the network per iteration, 1e9
+  std::vector<LinkStats> links;
+  std::string compute_source;
+  std::vector<std::string> warnings;
+  bool deadlocked = false;
+  std::string deadlock_report;
+  // Only with SimOptions::record_trace: Chrome-trace JSON of the run.
+  std::string chrome_trace;
+};
+
+// Builds the model, compute models and layout the scenario describes.
+core::Model BuildScenarioModel(const config::ScenarioSpec& s);
+ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model& model);
+
+ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions& options);
+
+enum class OutputFormat { kTable, kCsv, kJson };
+std::string FormatResult(const ScenarioResult& r, OutputFormat format);
+// CSV columns shared by `simulate --format csv` and `sweep` (which prepends its axes).
+std::string CsvHeader();
+std::string CsvRow(const ScenarioResult& r);
+
+}  // namespace poseidon::sim

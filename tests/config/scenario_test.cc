@@ -1,0 +1,187 @@
+// Scenario and sweep files: good ones load; each class of bad input gives one located message.
+#include "config/scenario.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace poseidon::config {
+namespace {
+
+const std::string kSrc = POSEIDON_SOURCE_DIR;
+
+// Writes `text` as a scenario next to the built-in ones (so names resolve) and loads it.
+class ScenarioFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("poseidon_scenario_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& text) {
+    std::string path = (dir_ / "s.yaml").string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  // The message of the ConfigError that loading `text` throws ("" if none).
+  std::string Error(const std::string& text) {
+    try {
+      LoadScenarioFile(Write(text));
+    } catch (const ConfigError& e) {
+      return e.what();
+    } catch (const core::ModelError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  std::filesystem::path dir_;
+};
+
+const char* kGood = R"(schema_version: 1
+model: cifar10_quick
+batch_per_worker: 50
+cluster:
+  workers: 4
+  device: k20
+  network:
+    bandwidth_gbps: 10
+)";
+
+TEST_F(ScenarioFile, GoodScenarioLoadsWithDefaults) {
+  ScenarioSpec s = LoadScenarioFile(Write(kGood));
+  EXPECT_EQ(s.workers, 4);
+  EXPECT_EQ(s.servers, 4);
+  EXPECT_EQ(s.placement, ServerPlacement::kColocated);
+  EXPECT_EQ(s.model.name, "cifar10_quick");
+  ASSERT_TRUE(s.device.has_value());
+  EXPECT_DOUBLE_EQ(s.network.host_bandwidth_Bps, 10e9 / 8);
+  EXPECT_EQ(s.network.latency_ns, 5000);
+  EXPECT_TRUE(s.dwbp);
+  EXPECT_EQ(s.chunk_bytes, 512 * 1024);
+}
+
+TEST_F(ScenarioFile, ShippedScenariosLoad) {
+  for (const char* f : {"/scenarios/demo.yaml", "/tests/golden/small.yaml"}) {
+    EXPECT_NO_THROW(LoadScenarioFile(kSrc + f)) << f;
+  }
+}
+
+TEST_F(ScenarioFile, SyntaxErrorNamesLineAndColumn) {
+  std::string e = Error("schema_version: 1\nmodel: [cifar10_quick\nbatch_per_worker: 5\n");
+  EXPECT_NE(e.find("s.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("YAML syntax"), std::string::npos) << e;
+}
+
+TEST_F(ScenarioFile, UnknownKeySuggestsTheUnitKey) {
+  std::string text = kGood;
+  text.replace(text.find("bandwidth_gbps"), 14, "bandwidth");
+  std::string e = Error(text);
+  EXPECT_NE(e.find("s.yaml:8:5: error: unknown key 'bandwidth'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'bandwidth_gbps'"), std::string::npos) << e;
+}
+
+TEST_F(ScenarioFile, MissingRequiredField) {
+  std::string text = kGood;
+  text.erase(text.find("batch_per_worker: 50\n"), 21);
+  std::string e = Error(text);
+  EXPECT_NE(e.find("s.yaml:1:1: error: scenario is missing required key 'batch_per_worker'"),
+            std::string::npos)
+      << e;
+}
+
+TEST_F(ScenarioFile, MistypedValue) {
+  std::string text = kGood;
+  text.replace(text.find("workers: 4"), 10, "workers: four");
+  std::string e = Error(text);
+  EXPECT_NE(e.find("s.yaml:5:12: error: workers: expected an integer, got 'four'"),
+            std::string::npos)
+      << e;
+}
+
+TEST_F(ScenarioFile, ValueWithUnitsInTheValue) {
+  std::string text = kGood;
+  text.replace(text.find("bandwidth_gbps: 10"), 18, "bandwidth_gbps: 10Gbps");
+  std::string e = Error(text);
+  EXPECT_NE(e.find("s.yaml:8:21: error: bandwidth_gbps: expected a number, got '10Gbps'"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("units go in the key name"), std::string::npos) << e;
+}
+
+TEST_F(ScenarioFile, NonPositiveValue) {
+  std::string text = kGood;
+  text.replace(text.find("workers: 4"), 10, "workers: 0");
+  EXPECT_NE(Error(text).find("'workers' must be a positive integer"), std::string::npos);
+}
+
+TEST_F(ScenarioFile, UnknownModelListsKnownOnes) {
+  std::string text = kGood;
+  text.replace(text.find("cifar10_quick"), 13, "alexnt");
+  std::string e = Error(text);
+  EXPECT_NE(e.find("s.yaml:2:8: error: unknown model 'alexnt' (did you mean 'alexnet'?)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("vgg16"), std::string::npos) << e;
+}
+
+TEST_F(ScenarioFile, UnknownChoiceListsChoices) {
+  std::string text = std::string(kGood) + "    topology: ring\n";
+  std::string e = Error(text);
+  EXPECT_NE(e.find("unknown topology 'ring'"), std::string::npos) << e;
+  EXPECT_NE(e.find("star, leaf_spine"), std::string::npos) << e;
+}
+
+TEST_F(ScenarioFile, MissingDeviceAndProfile) {
+  std::string text = kGood;
+  text.erase(text.find("  device: k20\n"), 14);
+  EXPECT_NE(Error(text).find("cluster needs a 'device'"), std::string::npos);
+}
+
+TEST_F(ScenarioFile, UnreadableFile) {
+  try {
+    LoadScenarioFile((dir_ / "missing.yaml").string());
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.yaml: error: cannot read file"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(ScenarioFile, MissingSchemaVersion) {
+  std::string text = kGood;
+  text.erase(0, text.find('\n') + 1);
+  EXPECT_NE(Error(text).find("no schema_version"), std::string::npos);
+}
+
+TEST(Sweep, ExpandsCartesianProductInOrder) {
+  SweepSpec sw = LoadSweepFile(kSrc + "/tests/golden/small_sweep.yaml");
+  ASSERT_EQ(sw.points.size(), 6u);
+  EXPECT_EQ(sw.points[0].scenario.workers, 1);
+  EXPECT_EQ(sw.points[2].scenario.workers, 1);
+  EXPECT_EQ(sw.points[3].scenario.workers, 2);
+  EXPECT_DOUBLE_EQ(sw.points[4].scenario.network.host_bandwidth_Bps, 10e9 / 8);
+  EXPECT_EQ(sw.points[5].values[1].second, "40");
+}
+
+TEST(Sweep, BadPointNamesThePoint) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("poseidon_sweep_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "sw.yaml") << "schema_version: 1\nbase: " << kSrc
+                                 << "/tests/golden/small.yaml\nvary:\n  cluster.workerz: [1, 2]\n";
+  try {
+    LoadSweepFile((dir / "sw.yaml").string());
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("unknown key 'workerz'"), std::string::npos) << m;
+    EXPECT_NE(m.find("point 0: cluster.workerz=1"), std::string::npos) << m;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace poseidon::config

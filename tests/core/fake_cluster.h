@@ -1,0 +1,151 @@
+// tests/core/fake_cluster.h: an in-memory host for unit tests of the protocol core.
+//
+// Every action goes into one FIFO; messages are delivered and compute tasks finish in the
+// order they were issued, one logical nanosecond apart. No network, no durations: it checks
+// protocol logic only. A seeded variant shuffles which pending action runs next, to explore
+// other legal schedules (messages on one (from, to) pair and tasks on one stream stay ordered).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/coordinator.h"
+#include "core/host.h"
+#include "core/job.h"
+#include "core/param_store.h"
+#include "core/placement.h"
+#include "core/server.h"
+#include "core/worker.h"
+
+namespace poseidon::testing {
+
+class FakeCluster {
+ public:
+  struct Action {
+    bool is_message = false;
+    core::Message msg;
+    core::ActorId actor = 0;  // for tasks
+    core::ComputeTask task;
+  };
+
+  FakeCluster(const core::Model& model, core::JobLayout layout, core::ProtocolConfig config,
+              uint64_t seed = 0)
+      : layout_(std::move(layout)), config_(config), rng_(seed), shuffle_(seed != 0) {
+    placement_ = core::Placement::Build(model, layout_.num_servers, config_.chunk_bytes);
+    for (core::ActorId a = 0; a < layout_.num_actors(); ++a) {
+      hosts_.push_back(std::make_unique<Host>(this, a));
+    }
+    actors_.push_back(std::make_unique<core::Coordinator>(layout_, hosts_[0].get()));
+    for (int w = 0; w < layout_.num_workers; ++w) {
+      core::ActorId a = layout_.worker(w);
+      actors_.push_back(std::make_unique<core::Worker>(a, model, placement_, layout_, config_,
+                                                       hosts_[a].get(), &worker_store_));
+    }
+    for (int s = 0; s < layout_.num_servers; ++s) {
+      core::ActorId a = layout_.server(s);
+      actors_.push_back(std::make_unique<core::ServerShard>(a, placement_, layout_, config_,
+                                                            hosts_[a].get(), &shard_store_));
+    }
+  }
+
+  // Runs until nothing is pending. Returns the number of actions processed.
+  int Run() {
+    for (auto& a : actors_) a->OnStart(now_);
+    int steps = 0;
+    while (!pending_.empty()) {
+      size_t pick = 0;
+      if (shuffle_) pick = PickShuffled();
+      Action act = pending_[pick];
+      pending_.erase(pending_.begin() + static_cast<long>(pick));
+      ++now_;
+      ++steps;
+      if (act.is_message) {
+        if (on_deliver) on_deliver(now_, act.msg);
+        actors_[act.msg.to]->OnMessage(now_, act.msg);
+      } else {
+        if (on_task_done) on_task_done(now_, act.actor, act.task);
+        actors_[act.actor]->OnComputeDone(now_, act.task);
+      }
+    }
+    return steps;
+  }
+
+  bool AllFinished() const {
+    for (const auto& a : actors_) {
+      if (!a->finished()) return false;
+    }
+    return true;
+  }
+
+  const core::Placement& placement() const { return placement_; }
+  const core::JobLayout& layout() const { return layout_; }
+  std::vector<core::TraceEvent> trace;
+  std::vector<Action> issued;  // every action in the order it was issued
+  std::function<void(core::TimeNs, const core::Message&)> on_deliver;
+  std::function<void(core::TimeNs, core::ActorId, const core::ComputeTask&)> on_task_done;
+  std::function<void(const core::TraceEvent&)> on_trace;
+
+ private:
+  class Host final : public core::Host {
+   public:
+    Host(FakeCluster* c, core::ActorId id) : c_(c), id_(id) {}
+    void Send(core::Message msg) override {
+      Action a;
+      a.is_message = true;
+      a.msg = std::move(msg);
+      c_->issued.push_back(a);
+      c_->pending_.push_back(std::move(a));
+    }
+    void StartCompute(const core::ComputeTask& task) override {
+      Action a;
+      a.actor = id_;
+      a.task = task;
+      c_->issued.push_back(a);
+      c_->pending_.push_back(a);
+    }
+    void SetTimer(core::TimeNs, uint64_t) override {}
+    void Trace(const core::TraceEvent& e) override {
+      c_->trace.push_back(e);
+      if (c_->on_trace) c_->on_trace(e);
+    }
+
+   private:
+    FakeCluster* c_;
+    core::ActorId id_;
+  };
+
+  // A random pending action that is first among those of its channel (message pair or stream).
+  size_t PickShuffled() {
+    std::vector<size_t> eligible;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      bool first = true;
+      for (size_t j = 0; j < i && first; ++j) first = !SameChannel(pending_[i], pending_[j]);
+      if (first) eligible.push_back(i);
+    }
+    std::uniform_int_distribution<size_t> d(0, eligible.size() - 1);
+    return eligible[d(rng_)];
+  }
+  static bool SameChannel(const Action& a, const Action& b) {
+    if (a.is_message != b.is_message) return false;
+    if (a.is_message) return a.msg.from == b.msg.from && a.msg.to == b.msg.to;
+    return a.actor == b.actor && core::StreamOf(a.task.kind) == core::StreamOf(b.task.kind);
+  }
+
+  core::JobLayout layout_;
+  core::ProtocolConfig config_;
+  core::Placement placement_;
+  core::PhantomWorkerStore worker_store_;
+  core::PhantomShardStore shard_store_;
+  std::vector<std::unique_ptr<Host>> hosts_;
+  std::vector<std::unique_ptr<core::Actor>> actors_;
+  std::deque<Action> pending_;
+  core::TimeNs now_ = 0;
+  std::mt19937_64 rng_;
+  bool shuffle_;
+};
+
+}  // namespace poseidon::testing

@@ -1,0 +1,151 @@
+// The simulated cluster against closed forms, a golden trace, and itself (determinism).
+#include "sim/cluster.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "config/scenario.h"
+#include "sim/simulation.h"
+#include "sim/sweep.h"
+#include "tests/core/test_models.h"
+
+namespace poseidon::sim {
+namespace {
+
+// A compute model in which every layer, copy and update takes no time.
+ComputeModel ZeroCompute(const core::Model& model) {
+  config::ProfileSpec p;
+  p.model = model.name();
+  p.batch = 1;
+  p.backend = "synthetic";
+  for (const auto& l : model.layers()) p.layers[l.name] = {0.0, 0.0};
+  ComputeModel c = ComputeModel::FromProfile(model, p, 1, "zero-profile");
+  c.set_host_memory_bandwidth(1e30);  // updates round to 0 ns
+  c.set_pcie_bandwidth(0);
+  return c;
+}
+
+config::NetworkSpec Star(double gbps, int64_t latency_ns) {
+  config::NetworkSpec n;
+  n.host_bandwidth_Bps = gbps * 1e9 / 8;
+  n.latency_ns = latency_ns;
+  return n;
+}
+
+SimRun RunZeroCompute(const core::Model& model, core::JobLayout layout, config::NetworkSpec net,
+                      int64_t chunk_bytes, int iterations) {
+  SimJobConfig cfg;
+  cfg.model = &model;
+  cfg.layout = std::move(layout);
+  cfg.protocol.chunk_bytes = chunk_bytes;
+  cfg.protocol.iterations = iterations;
+  cfg.protocol.dwbp = false;
+  cfg.network = net;
+  cfg.worker_compute.assign(cfg.layout.num_workers, ZeroCompute(model));
+  SimJob job(std::move(cfg));
+  return job.Run();
+}
+
+// A BSP iteration with P workers, one dedicated shard, zero compute and no overlap costs push
+// incast plus pull fan-out: 2*P*S/B plus one latency each way.
+TEST(SimJob, BspIterationIsIncastPlusFanOut) {
+  const int64_t m = 1000, n = 250;  // 1 MB of weights in one chunk
+  core::Model model = core::Model::Build(testing::SingleFcSpec(m, n));
+  const int64_t s = 4 * m * n + core::Message::kHeaderBytes;  // wire bytes of one message
+  const double gbps = 10;
+  const double bytes_per_ns = gbps / 8;
+  const int64_t latency = 5000;
+  for (int p : {1, 2, 4, 8}) {
+    SimRun run = RunZeroCompute(model, core::JobLayout::Dedicated(p, 1), Star(gbps, latency),
+                                1 << 30, 3);
+    ASSERT_FALSE(run.deadlocked) << run.deadlock_report;
+    const double expected = 2.0 * latency + 2.0 * p * static_cast<double>(s) / bytes_per_ns;
+    for (const WorkerRun& w : run.workers) {
+      ASSERT_EQ(w.iteration_end.size(), 3u);
+      for (size_t c = 0; c < 3; ++c) {
+        const double got = static_cast<double>(w.iteration_end[c] - w.iteration_begin[c]);
+        EXPECT_NEAR(got, expected, 4.0) << p << " workers, clock " << c;
+      }
+    }
+  }
+}
+
+// Co-located shards: a single worker's traffic never leaves its machine.
+TEST(SimJob, OneColocatedNodeSendsNothingOverTheNetwork) {
+  core::Model model = core::Model::Build(testing::SmallNetSpec());
+  SimRun run = RunZeroCompute(model, core::JobLayout::Colocated(1, 1), Star(10, 5000), 256, 2);
+  EXPECT_FALSE(run.deadlocked);
+  EXPECT_EQ(run.network_messages, 0u);
+  EXPECT_EQ(run.workers[0].iteration_end.back(), 0);  // zero compute, zero network
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const std::string kSrc = POSEIDON_SOURCE_DIR;
+
+// Golden trace: any change of the models' prediction shows up as a diff of this reviewed file.
+// Regenerate (and review the diff) with: POSEIDON_REGENERATE_GOLDEN=1 ctest -R Golden
+TEST(SimJob, GoldenTrace) {
+  config::ScenarioSpec s = config::LoadScenarioFile(kSrc + "/tests/golden/small.yaml");
+  SimOptions opts;
+  opts.record_trace = true;
+  opts.baseline = false;
+  ScenarioResult r = SimulateScenario(s, opts);
+  ASSERT_FALSE(r.deadlocked);
+  const std::string golden = kSrc + "/tests/golden/small_trace.json";
+  const std::string text = r.chrome_trace + FormatResult(r, OutputFormat::kJson);
+  if (std::getenv("POSEIDON_REGENERATE_GOLDEN")) {
+    std::ofstream(golden, std::ios::binary) << text;
+    GTEST_SKIP() << "regenerated " << golden;
+  }
+  EXPECT_EQ(text, ReadFile(golden)) << "simulator output changed; if intended, regenerate with "
+                                       "POSEIDON_REGENERATE_GOLDEN=1 and review the diff";
+}
+
+TEST(SimJob, SameScenarioAndSeedGiveIdenticalOutput) {
+  config::ScenarioSpec s = config::LoadScenarioFile(kSrc + "/scenarios/demo.yaml");
+  SimOptions opts;
+  opts.record_trace = true;
+  ScenarioResult a = SimulateScenario(s, opts);
+  ScenarioResult b = SimulateScenario(s, opts);
+  EXPECT_EQ(FormatResult(a, OutputFormat::kJson), FormatResult(b, OutputFormat::kJson));
+  EXPECT_EQ(a.chrome_trace, b.chrome_trace);
+  EXPECT_GT(a.speedup, 0);
+}
+
+TEST(Sweep, OutputDoesNotDependOnThreadCount) {
+  config::SweepSpec sw = config::LoadSweepFile(kSrc + "/tests/golden/small_sweep.yaml");
+  ASSERT_EQ(sw.points.size(), 6u);
+  std::string one = RunSweep(sw, 1, nullptr);
+  std::string two = RunSweep(sw, 2, nullptr);
+  EXPECT_EQ(one, two);
+  // Header plus one row per point, in row-major order (first axis slowest).
+  EXPECT_EQ(std::count(one.begin(), one.end(), '\n'), 7);
+  EXPECT_NE(one.find("\n1,1,"), std::string::npos);
+}
+
+// More bandwidth never slows an iteration down; more workers never raise throughput per
+// worker above one node's.
+TEST(Sweep, MonotoneInBandwidth) {
+  config::SweepSpec sw = config::LoadSweepFile(kSrc + "/tests/golden/small_sweep.yaml");
+  double last = 0;
+  for (const auto& p : sw.points) {
+    if (p.scenario.workers != 2) continue;
+    ScenarioResult r = SimulateScenario(p.scenario, {});
+    if (last > 0) EXPECT_LE(r.iteration_ms, last + 1e-9) << p.values[1].second;
+    last = r.iteration_ms;
+    EXPECT_LE(r.speedup, 2.0 + 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace poseidon::sim

@@ -1,0 +1,476 @@
+// Tests of sim/network/flow_network.cc and alpha_beta.cc: closed-form transfer times, max-min
+// sharing, leaf-spine latency and oversubscription, the alpha-beta model, determinism, and a seeded
+// property test of the incremental solver against a from-scratch water-filling written here.
+#include "sim/network/flow_network.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "sim/network/alpha_beta.h"
+#include "sim/network/network_model.h"
+#include "sim/network/topology.h"
+
+namespace poseidon::sim {
+namespace {
+
+config::NetworkSpec Spec(double bw_Bps, int64_t latency_ns, double efficiency = 1.0,
+                         int64_t overhead_ns = 0) {
+  config::NetworkSpec s;
+  s.host_bandwidth_Bps = bw_Bps;
+  s.latency_ns = latency_ns;
+  s.efficiency = efficiency;
+  s.per_message_overhead_ns = overhead_ns;
+  return s;
+}
+
+FlowNetwork StarNet(int hosts, double bw, int64_t latency, double eff = 1.0, int64_t ovh = 0) {
+  return FlowNetwork(Topology::Star(hosts, bw, latency), Spec(bw, latency, eff, ovh));
+}
+
+// Runs the model until nothing is left, collecting every delivery in report order.
+std::vector<FlowDone> Drain(NetworkModel& net) {
+  std::vector<FlowDone> done;
+  for (TimeNs t = net.NextEventTime(); t != kNever; t = net.NextEventTime()) {
+    net.AdvanceTo(t, &done);
+  }
+  return done;
+}
+
+// ceil(S * 1e9 / B) for integral B in bytes/s, exactly (S * 1e9 must fit in int64).
+int64_t CeilNs(int64_t bytes, int64_t bw_Bps) {
+  return (bytes * 1'000'000'000 + bw_Bps - 1) / bw_Bps;
+}
+
+// ---- closed forms ------------------------------------------------------------------------------
+
+TEST(FlowNetworkTest, OneTransferTakesLatencyPlusCeilSizeOverBandwidth) {
+  const int64_t kL = 5001;
+  const TimeNs kStart = 12345;
+  for (int64_t bw : {1'000'000'000LL, 1'250'000'000LL, 3'000'000'000LL, 7'000'000'000LL}) {
+    for (int64_t size : {1LL, 999LL, 1000LL, 1001LL, 123457LL, 1'000'000LL, 7'777'777LL,
+                         1'000'000'000LL}) {
+      FlowNetwork net = StarNet(2, static_cast<double>(bw), kL);
+      net.StartFlow(kStart, 0, 1, size, 42);
+      EXPECT_EQ(net.NextEventTime(), kStart + CeilNs(size, bw));
+      const std::vector<FlowDone> done = Drain(net);
+      ASSERT_EQ(done.size(), 1u);
+      EXPECT_EQ(done[0].tag, 42u);
+      EXPECT_EQ(done[0].delivered_at, kStart + kL + CeilNs(size, bw)) << size << " B at " << bw;
+      EXPECT_EQ(net.active_flows(), 0);
+    }
+  }
+}
+
+TEST(FlowNetworkTest, EqualIncastSendersFinishTogetherAtNTimesSOverB) {
+  // n senders of S bytes into one receiver share its downlink: each gets B/n and all finish at
+  // L + n*S/B. Tolerance: exact here (one solve before the common finish), allowed 1 ns.
+  const int n = 8;
+  const int64_t S = 1'000'000, L = 1000;
+  const double B = 1e9;
+  FlowNetwork net = StarNet(n + 1, B, L);
+  for (int i = 1; i <= n; ++i) net.StartFlow(0, i, 0, S, static_cast<uint64_t>(100 - i));
+  const std::vector<FlowDone> done = Drain(net);
+  ASSERT_EQ(done.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_NEAR(static_cast<double>(done[static_cast<size_t>(i)].delivered_at),
+                static_cast<double>(L + n * S), 1.0);
+    // Same ns: reported in start order, not tag order.
+    EXPECT_EQ(done[static_cast<size_t>(i)].tag, static_cast<uint64_t>(100 - (i + 1)));
+  }
+}
+
+TEST(FlowNetworkTest, UnequalIncastIsProcessorSharing) {
+  // Sizes s1 < s2 < ... < sn into one receiver: the k-th finishes at
+  // t_k = t_{k-1} + (n - k + 1) * (s_k - s_{k-1}) / B. Tolerance: k ns after k re-solves.
+  const double B = 1e9;
+  const std::vector<int64_t> sizes = {100'000, 250'000, 400'000, 1'000'000, 1'000'001};
+  FlowNetwork net = StarNet(6, B, 0);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    net.StartFlow(0, static_cast<int>(i) + 1, 0, sizes[i], i);
+  }
+  const std::vector<FlowDone> done = Drain(net);
+  ASSERT_EQ(done.size(), sizes.size());
+  double t = 0;
+  int64_t prev = 0;
+  const int n = static_cast<int>(sizes.size());
+  for (int k = 0; k < n; ++k) {
+    t += (n - k) * static_cast<double>(sizes[static_cast<size_t>(k)] - prev) / B * 1e9;
+    prev = sizes[static_cast<size_t>(k)];
+    EXPECT_EQ(done[static_cast<size_t>(k)].tag, static_cast<uint64_t>(k));
+    EXPECT_NEAR(static_cast<double>(done[static_cast<size_t>(k)].delivered_at), t, k + 1.0);
+  }
+}
+
+TEST(FlowNetworkTest, MaxMinGivesTheRestOfALinkToTheUnconstrainedFlow) {
+  // Flows a: h0->h2, b: h3->h2, c: h1->h2 share h2's downlink (B/3 each); d: h1->h4 shares h1's
+  // uplink with c, which is bottlenecked at B/3 elsewhere, so d gets the rest: 2B/3.
+  const double B = 1.2e9;
+  FlowNetwork net = StarNet(5, B, 0);
+  net.StartFlow(0, 0, 2, 1'000'000'000, 0);
+  net.StartFlow(0, 3, 2, 1'000'000'000, 1);
+  net.StartFlow(0, 1, 2, 1'000'000'000, 2);
+  net.StartFlow(0, 1, 4, 1'000'000'000, 3);
+  const auto flows = net.ActiveFlows();
+  ASSERT_EQ(flows.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(flows[static_cast<size_t>(i)].rate_Bps, B / 3);
+  EXPECT_DOUBLE_EQ(flows[3].rate_Bps, 2 * B / 3);
+}
+
+TEST(FlowNetworkTest, SecondFlowJoiningHalfwayHasClosedFormFinishTimes) {
+  // S bytes alone at B until S/(2B); then both at B/2: the first ends at 1.5 S/B, the second,
+  // alone again from there with S/2 left, at 2 S/B.
+  const int64_t S = 1'000'000, L = 700;
+  FlowNetwork net = StarNet(3, 1e9, L);
+  net.StartFlow(0, 0, 2, S, 1);
+  std::vector<FlowDone> done;
+  net.AdvanceTo(S / 2, &done);
+  EXPECT_TRUE(done.empty());
+  net.StartFlow(S / 2, 1, 2, S, 2);
+  done = Drain(net);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].tag, 1u);
+  EXPECT_EQ(done[0].delivered_at, L + 3 * S / 2);
+  EXPECT_EQ(done[1].tag, 2u);
+  EXPECT_EQ(done[1].delivered_at, L + 2 * S);
+}
+
+TEST(FlowNetworkTest, EfficiencyScalesTimeAndOverheadIsAdded) {
+  const int64_t S = 1'000'000, L = 1000, kOverhead = 777;
+  FlowNetwork net = StarNet(2, 1e9, L, 0.8, kOverhead);
+  net.StartFlow(0, 0, 1, S, 1);
+  const auto done = Drain(net);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].delivered_at, 1'250'000 + L + kOverhead);  // S / 0.8 / B
+  // The wire carried S / efficiency bytes.
+  const auto links = net.Links(1'250'000);
+  EXPECT_DOUBLE_EQ(links[0].bytes, 1.25e6);
+  EXPECT_DOUBLE_EQ(links[0].utilisation, 1.0);
+}
+
+TEST(FlowNetworkTest, ZeroByteFlowsArriveAfterLatencyAndOverhead) {
+  FlowNetwork net = StarNet(3, 1e9, 1001, 1.0, 50);
+  net.StartFlow(10, 0, 1, 1000, 1);
+  net.StartFlow(10, 2, 1, 0, 2);
+  EXPECT_EQ(net.active_flows(), 2);
+  EXPECT_EQ(net.NextEventTime(), 10);
+  std::vector<FlowDone> done;
+  net.AdvanceTo(10, &done);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].tag, 2u);
+  EXPECT_EQ(done[0].delivered_at, 10 + 1001 + 50);
+  // The empty message did not slow the real one.
+  done = Drain(net);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].delivered_at, 10 + 1000 + 1001 + 50);
+}
+
+TEST(FlowNetworkTest, StartFlowLaterRetiresFlowsThatEndedMeanwhile) {
+  // Nobody called AdvanceTo between the two starts: the first flow still ends on time, leaves
+  // the link before the second starts, and is reported by the next AdvanceTo.
+  FlowNetwork net = StarNet(2, 1e9, 0);
+  net.StartFlow(0, 0, 1, 1000, 1);
+  net.StartFlow(5000, 0, 1, 1000, 2);
+  EXPECT_EQ(net.NextEventTime(), 1000);
+  const auto done = Drain(net);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].delivered_at, 1000);
+  EXPECT_EQ(done[1].delivered_at, 6000);
+}
+
+TEST(FlowNetworkTest, LinkStatsCountBytesBusyTimeAndUtilisation) {
+  FlowNetwork net = StarNet(2, 1e9, 0);
+  net.StartFlow(0, 0, 1, 1'000'000, 1);
+  auto mid = net.Links(500'000);
+  EXPECT_EQ(mid[0].name, "h0->s0");
+  EXPECT_NEAR(mid[0].bytes, 5e5, 1e-6);
+  EXPECT_DOUBLE_EQ(mid[0].busy_fraction, 1.0);
+  EXPECT_DOUBLE_EQ(mid[2].bytes, 0.0);  // h1->s0 carried nothing
+  std::vector<FlowDone> done;
+  net.AdvanceTo(2'000'000, &done);
+  const auto end = net.Links(2'000'000);
+  for (int l : {0, 3}) {  // h0->s0 and s0->h1
+    EXPECT_DOUBLE_EQ(end[static_cast<size_t>(l)].bytes, 1e6);
+    EXPECT_DOUBLE_EQ(end[static_cast<size_t>(l)].busy_fraction, 0.5);
+    EXPECT_DOUBLE_EQ(end[static_cast<size_t>(l)].utilisation, 0.5);
+  }
+  EXPECT_DOUBLE_EQ(end[1].busy_fraction, 0.0);
+}
+
+TEST(FlowNetworkTest, BadCallsThrow) {
+  FlowNetwork net = StarNet(3, 1e9, 0);
+  EXPECT_THROW(net.StartFlow(0, 1, 1, 10, 0), std::invalid_argument);
+  EXPECT_THROW(net.StartFlow(0, 0, 3, 10, 0), std::invalid_argument);
+  EXPECT_THROW(net.StartFlow(0, 0, 1, -1, 0), std::invalid_argument);
+  net.StartFlow(100, 0, 1, 10, 0);
+  EXPECT_THROW(net.StartFlow(99, 0, 1, 10, 0), std::invalid_argument);
+  std::vector<FlowDone> done;
+  EXPECT_THROW(net.AdvanceTo(50, &done), std::invalid_argument);
+  EXPECT_THROW(FlowNetwork(Topology::Star(2, 1e9, 0), Spec(1e9, 0, 0.0)), std::invalid_argument);
+  EXPECT_THROW(FlowNetwork(Topology::Star(2, 1e9, 0), Spec(1e9, 0, 1.5)), std::invalid_argument);
+  EXPECT_THROW(FlowNetwork(Topology::Star(2, 1e9, 0), Spec(1e9, 0, 1.0, -1)),
+               std::invalid_argument);
+}
+
+// ---- leaf-spine ----------------------------------------------------------------------------
+
+TEST(FlowNetworkTest, LeafSpineSameLeafVersusCrossLeafLatency) {
+  config::NetworkSpec spec = Spec(1e9, 2001);
+  spec.topology = config::TopologyKind::kLeafSpine;
+  spec.hosts_per_leaf = 4;
+  spec.spines = 2;
+  auto net = MakeNetworkModel(spec, 8);
+  net->StartFlow(0, 0, 1, 1000, 1);  // same leaf
+  net->StartFlow(0, 2, 6, 1000, 2);  // cross leaf, disjoint links
+  const auto done = Drain(*net);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].delivered_at, 1000 + 2001);
+  EXPECT_EQ(done[1].delivered_at, 1000 + 2 * 2001);
+}
+
+TEST(FlowNetworkTest, LeafSpineOversubscriptionLimitsCrossLeafAggregate) {
+  // 4 hosts per leaf, 2 spines, 4:1 oversubscribed: each leaf->spine link carries
+  // 4B / (4 * 2) = B/2, so all four hosts of leaf 0 sending across get together 4B/4 = B.
+  // The pairs hash two per spine ((0+4)%2 = (1+5)%2 = 0, (2+7)%2 = (3+6)%2 = 1): B/4 each.
+  const double B = 1e9;
+  const int64_t S = 1'000'000;
+  config::NetworkSpec spec = Spec(B, 0);
+  spec.topology = config::TopologyKind::kLeafSpine;
+  spec.hosts_per_leaf = 4;
+  spec.spines = 2;
+  spec.oversubscription = 4.0;
+  FlowNetwork net(Topology::FromSpec(spec, 8), spec);
+  const int pairs[4][2] = {{0, 4}, {1, 5}, {2, 7}, {3, 6}};
+  for (int i = 0; i < 4; ++i) net.StartFlow(0, pairs[i][0], pairs[i][1], S, i);
+  double aggregate = 0;
+  for (const auto& f : net.ActiveFlows()) {
+    EXPECT_DOUBLE_EQ(f.rate_Bps, B / 4);
+    aggregate += f.rate_Bps;
+  }
+  EXPECT_DOUBLE_EQ(aggregate, 4 * B / spec.oversubscription);
+  for (const FlowDone& d : Drain(net)) EXPECT_EQ(d.delivered_at, 4 * S);
+  // The same four flows inside one leaf run at full rate.
+  FlowNetwork local(Topology::FromSpec(spec, 8), spec);
+  const int inner[4][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 0}};
+  for (int i = 0; i < 4; ++i) local.StartFlow(0, inner[i][0], inner[i][1], S, i);
+  for (const FlowDone& d : Drain(local)) EXPECT_EQ(d.delivered_at, S);
+}
+
+// ---- alpha-beta ----------------------------------------------------------------------------
+
+TEST(AlphaBetaTest, IgnoresContention) {
+  const int n = 8;
+  const int64_t S = 1'000'000, L = 1000;
+  config::NetworkSpec spec = Spec(1e9, L, 1.0, 30);
+  spec.model = config::NetworkModelKind::kAlphaBeta;
+  auto net = MakeNetworkModel(spec, n + 1);
+  for (int i = 1; i <= n; ++i) net->StartFlow(0, i, 0, S, static_cast<uint64_t>(i));
+  EXPECT_EQ(net->active_flows(), n);
+  const auto done = Drain(*net);
+  ASSERT_EQ(done.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(done[static_cast<size_t>(i)].tag, static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(done[static_cast<size_t>(i)].delivered_at, L + 30 + CeilNs(S, 1'000'000'000));
+  }
+}
+
+TEST(AlphaBetaTest, ClosedFormWithEfficiencyAndLeafSpineLatency) {
+  config::NetworkSpec spec = Spec(3e9, 999, 0.5, 0);
+  spec.model = config::NetworkModelKind::kAlphaBeta;
+  spec.topology = config::TopologyKind::kLeafSpine;
+  spec.hosts_per_leaf = 2;
+  spec.spines = 1;
+  AlphaBetaNetwork net(Topology::FromSpec(spec, 4), spec);
+  net.StartFlow(7, 0, 1, 1001, 1);  // same leaf
+  net.StartFlow(7, 0, 3, 1001, 2);  // via the spine
+  net.StartFlow(8, 2, 3, 0, 3);     // empty
+  const auto done = Drain(net);
+  ASSERT_EQ(done.size(), 3u);
+  EXPECT_EQ(done[0].tag, 3u);
+  EXPECT_EQ(done[0].delivered_at, 8 + 999);
+  EXPECT_EQ(done[1].delivered_at, 7 + 999 + CeilNs(2002, 3'000'000'000));
+  EXPECT_EQ(done[2].delivered_at, 7 + 2 * 999 + CeilNs(2002, 3'000'000'000));
+  const auto links = net.Links(1000);
+  EXPECT_DOUBLE_EQ(links[0].bytes, 2 * 2002.0);  // h0->leaf0 carried both
+}
+
+TEST(AlphaBetaTest, AgreesWithTheFlowModelWhenFlowsDoNotOverlap) {
+  config::NetworkSpec spec = Spec(1.25e9, 5000, 0.9, 100);
+  FlowNetwork flow(Topology::Star(4, spec.host_bandwidth_Bps, spec.latency_ns), spec);
+  AlphaBetaNetwork ab(Topology::Star(4, spec.host_bandwidth_Bps, spec.latency_ns), spec);
+  TimeNs t = 0;
+  for (int i = 0; i < 20; ++i) {
+    const int64_t size = 1000 + 7919LL * i * i;
+    for (NetworkModel* m : std::initializer_list<NetworkModel*>{&flow, &ab}) {
+      m->StartFlow(t, i % 4, (i % 4 + 1 + i % 3) % 4, size, static_cast<uint64_t>(i));
+    }
+    std::vector<FlowDone> a = Drain(flow), b = Drain(ab);
+    ASSERT_EQ(a.size(), 1u);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(a[0].delivered_at, b[0].delivered_at);
+    t = a[0].delivered_at;
+  }
+}
+
+// ---- determinism and the incremental solver ------------------------------------------------
+
+// A random script of starts and advances; returns every delivery plus final link bytes.
+std::vector<int64_t> RunScript(NetworkModel& net, uint64_t seed, int steps) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> out;
+  std::vector<FlowDone> done;
+  TimeNs now = 0;
+  const int n = net.num_hosts();
+  for (int i = 0; i < steps; ++i) {
+    if (rng() % 3 != 0 || net.NextEventTime() == kNever) {
+      now += static_cast<TimeNs>(rng() % 20000);
+      const int src = static_cast<int>(rng() % static_cast<uint64_t>(n));
+      int dst = static_cast<int>(rng() % static_cast<uint64_t>(n - 1));
+      if (dst >= src) ++dst;
+      net.StartFlow(now, src, dst, static_cast<int64_t>(rng() % 3'000'000), rng());
+    } else {
+      now = std::max(now, net.NextEventTime());
+      net.AdvanceTo(now, &done);
+    }
+  }
+  for (TimeNs t = net.NextEventTime(); t != kNever; t = net.NextEventTime()) {
+    net.AdvanceTo(std::max(now, t), &done);
+  }
+  for (const FlowDone& d : done) {
+    out.push_back(static_cast<int64_t>(d.tag));
+    out.push_back(d.delivered_at);
+  }
+  for (const LinkStats& l : net.Links(now)) out.push_back(std::llround(l.bytes));
+  return out;
+}
+
+TEST(FlowNetworkTest, SameCallsGiveIdenticalResults) {
+  for (auto kind : {config::TopologyKind::kStar, config::TopologyKind::kLeafSpine}) {
+    config::NetworkSpec spec = Spec(1.25e9, 3000, 0.95, 40);
+    spec.topology = kind;
+    spec.hosts_per_leaf = 4;
+    spec.spines = 3;
+    spec.oversubscription = 2;
+    auto a = MakeNetworkModel(spec, 16);
+    auto b = MakeNetworkModel(spec, 16);
+    const auto ra = RunScript(*a, 7, 2000);
+    const auto rb = RunScript(*b, 7, 2000);
+    EXPECT_GT(ra.size(), 1000u);
+    EXPECT_EQ(ra, rb);
+  }
+}
+
+// From-scratch max-min fair rates by progressive filling: saturate the link with the smallest
+// fair share (lowest id on ties), freeze its flows, repeat.
+std::vector<double> ReferenceMaxMin(const Topology& topo,
+                                    const std::vector<FlowNetwork::FlowInfo>& flows) {
+  const size_t nl = static_cast<size_t>(topo.num_links());
+  std::vector<double> rem(nl);
+  std::vector<int> cnt(nl, 0);
+  for (size_t l = 0; l < nl; ++l) rem[l] = topo.link(static_cast<int>(l)).capacity_Bps;
+  for (const auto& f : flows) {
+    for (int32_t l : f.route) ++cnt[static_cast<size_t>(l)];
+  }
+  std::vector<double> rate(flows.size(), -1);
+  size_t left = flows.size();
+  while (left > 0) {
+    size_t best = nl;
+    for (size_t l = 0; l < nl; ++l) {
+      if (cnt[l] > 0 && (best == nl || rem[l] / cnt[l] < rem[best] / cnt[best])) best = l;
+    }
+    const double level = rem[best] / cnt[best];
+    for (size_t i = 0; i < flows.size(); ++i) {
+      if (rate[i] >= 0) continue;
+      const Route& r = flows[i].route;
+      if (std::find(r.begin(), r.end(), static_cast<int32_t>(best)) == r.end()) continue;
+      rate[i] = level;
+      --left;
+      for (int32_t l : r) {
+        rem[static_cast<size_t>(l)] -= level;
+        --cnt[static_cast<size_t>(l)];
+      }
+    }
+  }
+  return rate;
+}
+
+void CheckAgainstReference(const FlowNetwork& net, int* checks) {
+  const auto flows = net.ActiveFlows();
+  const auto ref = ReferenceMaxMin(net.topology(), flows);
+  for (size_t i = 0; i < flows.size(); ++i) {
+    ASSERT_NEAR(flows[i].rate_Bps, ref[i], 1e-9 * ref[i]) << "flow " << i << " of " << flows.size();
+  }
+  ++*checks;
+}
+
+// Random flow sets that come and go; after every call the incremental rates must equal the
+// from-scratch ones within 1e-9 relative. Equal capacities (many exact ties) and random ones.
+TEST(FlowNetworkTest, IncrementalSolverMatchesFromScratchWaterFilling) {
+  int checks = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    std::mt19937_64 rng(seed);
+    const bool leaf_spine = seed % 2 == 0;
+    const bool random_caps = seed % 3 != 0;
+    const int hosts = 8 + static_cast<int>(rng() % 24);
+    Topology topo = leaf_spine ? Topology::LeafSpine(hosts, 2 + static_cast<int>(rng() % 4),
+                                                     1 + static_cast<int>(rng() % 3), 1e9,
+                                                     1.0 + static_cast<double>(rng() % 4), 1000)
+                               : Topology::Star(hosts, 1e9, 1000);
+    if (random_caps) {
+      std::uniform_real_distribution<double> cap(2e8, 2e9);
+      for (int l = 0; l < topo.num_links(); ++l) topo.SetLinkCapacity(l, cap(rng));
+    }
+    FlowNetwork net(std::move(topo), Spec(1e9, 1000));
+    TimeNs now = 0;
+    std::vector<FlowDone> done;
+    const int target = 5 + static_cast<int>(rng() % 60);  // typical concurrency
+    for (int step = 0; step < 400; ++step) {
+      if (net.active_flows() < target && rng() % 4 != 0) {
+        const int burst = 1 + static_cast<int>(rng() % 3);  // same-ns starts are batched
+        for (int b = 0; b < burst; ++b) {
+          const int src = static_cast<int>(rng() % static_cast<uint64_t>(hosts));
+          int dst = static_cast<int>(rng() % static_cast<uint64_t>(hosts - 1));
+          if (dst >= src) ++dst;
+          net.StartFlow(now, src, dst, 1 + static_cast<int64_t>(rng() % 5'000'000), step);
+        }
+      } else if (net.NextEventTime() != kNever) {
+        now = net.NextEventTime();
+        net.AdvanceTo(now, &done);
+      }
+      CheckAgainstReference(net, &checks);
+      if (HasFatalFailure()) return;
+      now += static_cast<TimeNs>(rng() % 3000);
+    }
+  }
+  EXPECT_EQ(checks, 12 * 400);
+}
+
+TEST(FlowNetworkTest, SolverStaysLocalOnSparseTraffic) {
+  // 300 random pairs among 1024 hosts: components are tiny, so a start or an end should visit
+  // a handful of flows, not all of them (work counts, not wall-clock time).
+  FlowNetwork net = StarNet(1024, 1.25e9, 5000);
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 300; ++i) {
+    const int src = static_cast<int>(rng() % 1024);
+    int dst = static_cast<int>(rng() % 1023);
+    if (dst >= src) ++dst;
+    net.StartFlow(0, src, dst, 1 + static_cast<int64_t>(rng() % 10'000'000), i);
+    net.NextEventTime();  // one solve per start
+  }
+  const auto before = net.solver_stats();
+  std::vector<FlowDone> done;
+  for (int i = 0; i < 100; ++i) net.AdvanceTo(net.NextEventTime(), &done);
+  const auto after = net.solver_stats();
+  const double per_solve = static_cast<double>(after.flow_visits - before.flow_visits) /
+                           static_cast<double>(after.solves - before.solves);
+  EXPECT_LT(per_solve, 30.0);
+  EXPECT_EQ(done.size(), 100u);
+}
+
+}  // namespace
+}  // namespace poseidon::sim
