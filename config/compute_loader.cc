@@ -89,9 +89,9 @@ void CheckMisspeltKeys(const MapReader& r, const std::vector<std::string>& keys)
 
 DeviceSpec ReadDevice(const YamlFile& f) {
   MapReader r(f.root(), f.path(), "device file");
-  CheckMisspeltKeys(r, {"schema_version", "name", "description", "peak_tflops",
-                        "memory_bandwidth_gbs", "compute_efficiency", "memory_efficiency",
-                        "pcie_gbs", "launch_overhead_us", "source"});
+  CheckMisspeltKeys(
+      r, {"schema_version", "name", "description", "peak_tflops", "memory_bandwidth_gbs",
+          "compute_efficiency", "memory_efficiency", "pcie_gbs", "launch_overhead_us", "source"});
   CheckSchemaVersion(r, kDeviceSchemaVersion, "device");
   DeviceSpec d;
   d.loc = r.Loc();
@@ -125,8 +125,8 @@ LayerTiming ReadLayerTiming(MapReader& r) {
 ProfileSpec ReadProfile(const YamlFile& f) {
   const std::string& file = f.path();
   MapReader r(f.root(), file, "profile file");
-  CheckMisspeltKeys(r, {"schema_version", "model", "batch", "device", "backend", "provenance",
-                        "layers"});
+  CheckMisspeltKeys(
+      r, {"schema_version", "model", "batch", "device", "backend", "provenance", "layers"});
   CheckSchemaVersion(r, kProfileSchemaVersion, "profile");
   ProfileSpec p;
   p.loc = r.Loc();
@@ -167,8 +167,9 @@ ProfileSpec ReadProfile(const YamlFile& f) {
     named.Finish();
     auto [it, inserted] = p.layers.emplace(name, t);
     if (!inserted) {
-      lr.FailKey("name", fmt::format("layer '{}' is listed twice (first at line {}); keep one entry",
-                                     name, it->second.loc.line));
+      lr.FailKey("name",
+                 fmt::format("layer '{}' is listed twice (first at line {}); keep one entry", name,
+                             it->second.loc.line));
     }
     p.layer_order.push_back(name);
   }
@@ -179,8 +180,8 @@ ProfileSpec ReadProfile(const YamlFile& f) {
 // --- writing -------------------------------------------------------------------------------
 
 bool IsReservedWord(const std::string& s) {
-  static const std::set<std::string> kWords = {"true", "false", "yes", "no", "on", "off",
-                                               "null", "y",    "n",   "~"};
+  static const std::set<std::string> kWords = {"true", "false", "yes", "no", "on",
+                                               "off",  "null",  "y",   "n",  "~"};
   std::string lower;
   for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return kWords.count(lower) > 0;
@@ -209,11 +210,21 @@ std::string YamlString(const std::string& s) {
   for (char ch : s) {
     unsigned char c = static_cast<unsigned char>(ch);
     switch (ch) {
-      case '"': q += "\\\""; break;
-      case '\\': q += "\\\\"; break;
-      case '\n': q += "\\n"; break;
-      case '\t': q += "\\t"; break;
-      case '\r': q += "\\r"; break;
+      case '"':
+        q += "\\\"";
+        break;
+      case '\\':
+        q += "\\\\";
+        break;
+      case '\n':
+        q += "\\n";
+        break;
+      case '\t':
+        q += "\\t";
+        break;
+      case '\r':
+        q += "\\r";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           q += fmt::format("\\x{:02x}", c);
@@ -253,9 +264,10 @@ std::string FindDeviceFile(const std::string& name_or_path, const std::string& d
   std::error_code ec;
   if (name_or_path.find('/') != std::string::npos || ends_with(".yaml") || ends_with(".yml")) {
     if (!fs::is_regular_file(name_or_path, ec)) {
-      throw ConfigError(fmt::format("{}error: device file '{}' does not exist; check the path, or "
-                                    "give a device name from {}",
-                                    prefix, name_or_path, devices_dir));
+      throw ConfigError(
+          fmt::format("{}error: device file '{}' does not exist; check the path, or "
+                      "give a device name from {}",
+                      prefix, name_or_path, devices_dir));
     }
     return name_or_path;
   }

@@ -116,7 +116,7 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
     MapReader m(model, file, "model");
     model_name = m.String("name");
     YAML::Node without = m.OptionalNode("without");
-    if (without) {
+    if (without.IsDefined() && !without.IsNull()) {
       if (!without.IsSequence()) FailAt(without, file, "'without' must be a list of layer groups");
       for (const auto& g : without) s.model_without.insert(AsString(g, file, "without"));
     }
@@ -163,7 +163,7 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
   c.Finish();
 
   YAML::Node proto = r.OptionalNode("protocol");
-  if (proto) {
+  if (proto.IsDefined() && !proto.IsNull()) {
     MapReader p(proto, file, "protocol");
     s.dwbp = p.Bool("dwbp", true);
     s.chunk_bytes = p.PositiveInt("chunk_kib", 512) * 1024;

@@ -121,6 +121,15 @@ YAML::Node MapReader::Get(const std::string& key, const char* expected) {
   const YAML::Node& n = node_;
   YAML::Node v = n[key];
   if (!v.IsDefined() || v.IsNull()) {
+    // A misspelt or unit-less key (bandwidth for bandwidth_gbps) is the likelier mistake:
+    // name it rather than the missing key.
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      std::string k = it->first.IsScalar() ? it->first.Scalar() : "";
+      if (k != key && !used_.count(k) && ClosestName(k, {key}) == key) {
+        FailAt(it->first, file_,
+               fmt::format("unknown key '{}' in {}; did you mean '{}'?", k, what_, key));
+      }
+    }
     Fail(fmt::format("{} is missing required key '{}' ({}); add it", what_, key, expected));
   }
   return v;

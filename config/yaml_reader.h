@@ -76,7 +76,8 @@ class MapReader {
   // One of `choices` (e.g. {"star", "leaf_spine"}).
   std::string Choice(const std::string& key, const std::vector<std::string>& choices,
                      const std::string& def);
-  // Sub-nodes (marked as read). Required: missing is an error. Optional: empty Node if missing.
+  // Sub-nodes (marked as read). Required: missing is an error. Optional: a Null node if missing
+  // (test with IsNull()).
   YAML::Node Node(const std::string& key);
   YAML::Node OptionalNode(const std::string& key);
   // Marks a key as known without reading it (handled elsewhere).

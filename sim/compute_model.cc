@@ -75,9 +75,8 @@ ComputeModel ComputeModel::FromDevice(const core::Model& model, const config::De
   return c;
 }
 
-ComputeModel ComputeModel::FromProfile(const core::Model& model,
-                                       const config::ProfileSpec& profile, int64_t batch,
-                                       const std::string& profile_file) {
+ComputeModel ComputeModel::FromProfile(const core::Model& model, const config::ProfileSpec& profile,
+                                       int64_t batch, const std::string& profile_file) {
   POSEIDON_CHECK(batch > 0) << "batch " << batch;
   POSEIDON_CHECK(profile.batch > 0) << "profile batch " << profile.batch;
   core::SourceLoc where = profile.loc;
@@ -92,11 +91,11 @@ ComputeModel ComputeModel::FromProfile(const core::Model& model,
     const size_t shown = std::min<size_t>(missing.size(), 5);
     for (size_t i = 0; i < shown; ++i) names += fmt::format("{}'{}'", i ? ", " : "", missing[i]);
     if (missing.size() > shown) names += fmt::format(" and {} more", missing.size() - shown);
-    config::FailAt(where, fmt::format("profile '{}' has no times for layer{} {} of model '{}'; "
-                                      "re-run `poseidon calibrate` for this model, or add the "
-                                      "layer to the profile",
-                                      profile_file, missing.size() > 1 ? "s" : "", names,
-                                      model.name()));
+    config::FailAt(where,
+                   fmt::format("profile '{}' has no times for layer{} {} of model '{}'; "
+                               "re-run `poseidon calibrate` for this model, or add the "
+                               "layer to the profile",
+                               profile_file, missing.size() > 1 ? "s" : "", names, model.name()));
   }
 
   ComputeModel c;
@@ -123,9 +122,10 @@ ComputeModel ComputeModel::FromProfile(const core::Model& model,
         profile_file, profile.batch, batch, ratio, batch));
   }
   if (profile.model != model.name()) {
-    c.warnings_.push_back(fmt::format("{}: profile was measured on model '{}', used for model "
-                                      "'{}'; layers are matched by name",
-                                      profile_file, profile.model, model.name()));
+    c.warnings_.push_back(
+        fmt::format("{}: profile was measured on model '{}', used for model "
+                    "'{}'; layers are matched by name",
+                    profile_file, profile.model, model.name()));
   }
   std::set<std::string> in_model;
   for (const core::Layer& l : model.layers()) in_model.insert(l.name);

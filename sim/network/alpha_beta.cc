@@ -57,7 +57,8 @@ void AlphaBetaNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_b
 }
 
 TimeNs AlphaBetaNetwork::NextEventTime() const {
-  if (!done_.empty()) return done_.front().finish;
+  // Retired by a later StartFlow but not reported yet: due now (they ended earlier).
+  if (!done_.empty()) return std::max(done_.front().finish, now_);
   return heap_.empty() ? kNever : heap_.front().finish;
 }
 

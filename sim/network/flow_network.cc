@@ -100,7 +100,8 @@ void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
 
 TimeNs FlowNetwork::NextEventTime() const {
   Flush();
-  if (!done_.empty()) return done_.front().finish;
+  // Retired by a later StartFlow but not reported yet: due now (they ended earlier).
+  if (!done_.empty()) return std::max(done_.front().finish, now_);
   if (heap_.empty()) return kNever;
   return flows_[static_cast<size_t>(heap_[0])].finish;
 }

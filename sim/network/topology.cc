@@ -32,14 +32,14 @@ void CheckCommon(int num_hosts, double host_bandwidth_Bps, int64_t latency_ns) {
 
 int Topology::AddNode(NodeKind kind, int32_t index) {
   nodes_.push_back(VertexProps{kind, index});
-  const auto v = boost::add_vertex(VertexProps{kind, index}, graph_);
+  const auto v = boost::add_vertex(VertexProps{kind, index}, *graph_);
   return static_cast<int>(v);
 }
 
 int Topology::AddLink(int from, int to, double capacity_Bps, int64_t latency_ns) {
   const int id = static_cast<int>(links_.size());
   links_.push_back(Link{from, to, capacity_Bps, latency_ns});
-  boost::add_edge(static_cast<size_t>(from), static_cast<size_t>(to), EdgeProps{id}, graph_);
+  boost::add_edge(static_cast<size_t>(from), static_cast<size_t>(to), EdgeProps{id}, *graph_);
   return id;
 }
 
@@ -171,7 +171,8 @@ double Topology::RouteBottleneck(const Route& route) const {
 }
 
 std::vector<int32_t> Topology::ShortestPathLinks(int src, int dst) const {
-  const size_t n = boost::num_vertices(graph_);
+  const Graph& g = *graph_;
+  const size_t n = boost::num_vertices(g);
   using Edge = Graph::edge_descriptor;
   std::vector<Edge> pred_edge(n);
   std::vector<char> reached(n, 0);
@@ -180,8 +181,8 @@ std::vector<int32_t> Topology::ShortestPathLinks(int src, int dst) const {
   struct Recorder : boost::default_bfs_visitor {
     std::vector<Edge>* pred;
     std::vector<char>* seen;
-    void tree_edge(Edge e, const Graph& g) const {
-      const size_t t = boost::target(e, g);
+    void tree_edge(Edge e, const Graph& graph) const {
+      const size_t t = boost::target(e, graph);
       (*pred)[t] = e;
       (*seen)[t] = 1;
     }
@@ -189,32 +190,33 @@ std::vector<int32_t> Topology::ShortestPathLinks(int src, int dst) const {
   Recorder rec;
   rec.pred = &pred_edge;
   rec.seen = &reached;
-  boost::breadth_first_search(graph_, static_cast<size_t>(src), boost::visitor(rec));
+  boost::breadth_first_search(g, static_cast<size_t>(src), boost::visitor(rec));
   std::vector<int32_t> path;
   if (!reached[static_cast<size_t>(dst)] || src == dst) return path;
   for (size_t v = static_cast<size_t>(dst); v != static_cast<size_t>(src);) {
     const Edge e = pred_edge[v];
-    path.push_back(graph_[e].link);
-    v = boost::source(e, graph_);
+    path.push_back(g[e].link);
+    v = boost::source(e, g);
   }
   std::reverse(path.begin(), path.end());
   return path;
 }
 
 void Topology::Validate() const {
-  if (boost::num_vertices(graph_) != nodes_.size() || boost::num_edges(graph_) != links_.size()) {
+  const Graph& g = *graph_;
+  if (boost::num_vertices(g) != nodes_.size() || boost::num_edges(g) != links_.size()) {
     throw std::logic_error("topology: graph and tables disagree on sizes");
   }
   std::vector<int> seen(links_.size(), 0);
   std::vector<int> out_deg(nodes_.size(), 0), in_deg(nodes_.size(), 0);
-  for (auto [it, end] = boost::edges(graph_); it != end; ++it) {
-    const int id = graph_[*it].link;
+  for (auto [it, end] = boost::edges(g); it != end; ++it) {
+    const int id = g[*it].link;
     if (id < 0 || static_cast<size_t>(id) >= links_.size()) {
       throw std::logic_error(fmt::format("topology: edge names unknown link {}", id));
     }
     const Link& l = links_[static_cast<size_t>(id)];
-    if (static_cast<int>(boost::source(*it, graph_)) != l.from ||
-        static_cast<int>(boost::target(*it, graph_)) != l.to) {
+    if (static_cast<int>(boost::source(*it, g)) != l.from ||
+        static_cast<int>(boost::target(*it, g)) != l.to) {
       throw std::logic_error(fmt::format("topology: link {} endpoints differ from its edge", id));
     }
     if (!(l.capacity_Bps > 0) || l.latency_ns < 0) {

@@ -32,6 +32,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -88,7 +89,7 @@ class Topology {
   const Link& link(int id) const { return links_[static_cast<size_t>(id)]; }
   const std::vector<Link>& links() const { return links_; }
   NodeKind node_kind(int node) const { return nodes_[static_cast<size_t>(node)].kind; }
-  const Graph& graph() const { return graph_; }
+  const Graph& graph() const { return *graph_; }
 
   // "h3", "s0", "leaf1", "spine0".
   std::string NodeName(int node) const;
@@ -127,7 +128,9 @@ class Topology {
   int leaves_ = 0;
   std::vector<VertexProps> nodes_;
   std::vector<Link> links_;
-  Graph graph_;
+  // Built once by the builders and never changed afterwards, so copies share it (copying a Boost
+  // adjacency list is also what trips GCC 12's -Wmaybe-uninitialized inside Boost 1.74).
+  std::shared_ptr<Graph> graph_ = std::make_shared<Graph>();
 };
 
 }  // namespace poseidon::sim

@@ -129,8 +129,7 @@ TEST(ProfileYamlTest, WriteThenReadRoundTrips) {
     ASSERT_TRUE(q.layers.count(name));
     ExpectSameTiming(q.layers.at(name), t);
   }
-  EXPECT_EQ(q.layer_order,
-            (std::vector<std::string>{"conv1", "relu1", "fc8", "inception_3a/1x1"}));
+  EXPECT_EQ(q.layer_order, (std::vector<std::string>{"conv1", "relu1", "fc8", "inception_3a/1x1"}));
   // Deterministic: writing what was read gives the same text.
   std::ostringstream again;
   WriteProfileYaml(q, again);
@@ -158,8 +157,7 @@ TEST(ProfileYamlTest, OptionalKeysAreLeftOutWhenUnset) {
 }
 
 TEST(ProfileYamlTest, LoadsFromAFileWithLocations) {
-  const std::string file =
-      std::string(POSEIDON_SOURCE_DIR) + "/tests/data/profiles/tiny_b64.yaml";
+  const std::string file = std::string(POSEIDON_SOURCE_DIR) + "/tests/data/profiles/tiny_b64.yaml";
   ProfileSpec p = LoadProfileFile(file);
   EXPECT_EQ(p.model, "tiny");
   EXPECT_EQ(p.batch, 64);
@@ -173,27 +171,27 @@ TEST(ProfileYamlTest, LoadsFromAFileWithLocations) {
 // ---- bad input -----------------------------------------------------------------------------
 
 constexpr const char* kGoodDevice =
-    "schema_version: 1\n"              // 1
-    "name: dev\n"                      // 2
-    "description: a test device\n"     // 3
-    "peak_tflops: 1\n"                 // 4
-    "memory_bandwidth_gbs: 100\n"      // 5
-    "compute_efficiency: 0.5\n"        // 6
-    "memory_efficiency: 0.7\n"         // 7
-    "pcie_gbs: 6\n"                    // 8
-    "launch_overhead_us: 5\n"          // 9
-    "source: test\n";                  // 10
+    "schema_version: 1\n"           // 1
+    "name: dev\n"                   // 2
+    "description: a test device\n"  // 3
+    "peak_tflops: 1\n"              // 4
+    "memory_bandwidth_gbs: 100\n"   // 5
+    "compute_efficiency: 0.5\n"     // 6
+    "memory_efficiency: 0.7\n"      // 7
+    "pcie_gbs: 6\n"                 // 8
+    "launch_overhead_us: 5\n"       // 9
+    "source: test\n";               // 10
 
 constexpr const char* kGoodProfile =
-    "schema_version: 1\n"                                     // 1
-    "model: tiny\n"                                           // 2
-    "batch: 64\n"                                             // 3
-    "device: test\n"                                          // 4
-    "backend: synthetic\n"                                    // 5
-    "provenance: {note: test}\n"                              // 6
-    "layers:\n"                                               // 7
-    "  - {name: conv1, fwd_ms: 1, bwd_ms: 2}\n"               // 8
-    "  - {name: fc1, fwd_ms: 3, bwd_ms: 4}\n";                // 9
+    "schema_version: 1\n"                        // 1
+    "model: tiny\n"                              // 2
+    "batch: 64\n"                                // 3
+    "device: test\n"                             // 4
+    "backend: synthetic\n"                       // 5
+    "provenance: {note: test}\n"                 // 6
+    "layers:\n"                                  // 7
+    "  - {name: conv1, fwd_ms: 1, bwd_ms: 2}\n"  // 8
+    "  - {name: fc1, fwd_ms: 3, bwd_ms: 4}\n";   // 9
 
 // Replaces the first occurrence of `from` in `text` by `to`.
 std::string Edit(std::string text, const std::string& from, const std::string& to) {
@@ -290,14 +288,16 @@ TEST(ProfileYamlTest, BadInputIsLocated) {
       {"zero batch", Edit(g, "batch: 64", "batch: 0"), "3:8", "positive integer"},
       {"unknown backend", Edit(g, "backend: synthetic", "backend: cuda11"), "5:10",
        "did you mean 'cuda'"},
-      {"nested provenance", Edit(g, "{note: test}", "{note: {a: b}}"), "6:20",
-       "expected a string"},
-      {"layers as a mapping", Edit(g, "  - {name: conv1, fwd_ms: 1, bwd_ms: 2}\n  - ",
-                                   "  conv1: {fwd_ms: 1, bwd_ms: 2}\n  fc1: "),
+      {"nested provenance", Edit(g, "{note: test}", "{note: {a: b}}"), "6:20", "expected a string"},
+      {"layers as a mapping",
+       Edit(g, "  - {name: conv1, fwd_ms: 1, bwd_ms: 2}\n  - ",
+            "  conv1: {fwd_ms: 1, bwd_ms: 2}\n  fc1: "),
        "8:3", "must be a list"},
-      {"missing layers", Edit(g, "layers:\n  - {name: conv1, fwd_ms: 1, bwd_ms: 2}\n  - {name: "
-                                 "fc1, fwd_ms: 3, bwd_ms: 4}\n",
-                              ""),
+      {"missing layers",
+       Edit(g,
+            "layers:\n  - {name: conv1, fwd_ms: 1, bwd_ms: 2}\n  - {name: "
+            "fc1, fwd_ms: 3, bwd_ms: 4}\n",
+            ""),
        "1:1", "missing required key 'layers'"},
   };
   for (const BadCase& c : cases) ExpectLocatedError(c, ParseProfileYaml);
