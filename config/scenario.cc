@@ -179,6 +179,38 @@ ScenarioSpec LoadScenarioFile(const std::string& path) {
 }
 
 namespace {
+void SetPath(YAML::Node root, const std::string& path, const YAML::Node& value);
+}  // namespace
+
+ScenarioSpec LoadScenarioFile(const std::string& path, const std::vector<std::string>& overrides) {
+  YamlFile f = YamlFile::Load(path);
+  YAML::Node doc = YAML::Clone(f.root());
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw ConfigError(fmt::format("--set {}: error: expected KEY=VALUE, e.g. "
+                                    "cluster.workers=64",
+                                    o));
+    }
+    YAML::Node value;
+    try {
+      value = YAML::Load(o.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      throw ConfigError(fmt::format("--set {}: error: the value is not valid YAML: {}", o, e.msg));
+    }
+    SetPath(doc, o.substr(0, eq), value);
+  }
+  try {
+    return ParseScenario(doc, path);
+  } catch (const ConfigError& e) {
+    if (overrides.empty()) throw;
+    std::string list;
+    for (const auto& o : overrides) list += (list.empty() ? "" : ", ") + o;
+    throw ConfigError(fmt::format("{} (with --set {})", e.what(), list));
+  }
+}
+
+namespace {
 
 void SetPath(YAML::Node root, const std::string& path, const YAML::Node& value) {
   YAML::Node node = root;
@@ -224,13 +256,15 @@ SweepSpec LoadSweepFile(const std::string& path) {
   if (!vary.IsMap() || vary.size() == 0) {
     FailAt(vary, path, "'vary' must map scenario keys (dotted paths) to lists of values");
   }
-  for (auto it = vary.begin(); it != vary.end(); ++it) {
+  for (YAML::const_iterator it = vary.begin(); it != vary.end(); ++it) {
+    const YAML::Node key = it->first;
+    const YAML::Node values = it->second;
     SweepAxis axis;
-    axis.path = AsString(it->first, path, "vary key");
-    if (!it->second.IsSequence() || it->second.size() == 0) {
-      FailAt(it->second, path, fmt::format("'{}' must be a non-empty list of values", axis.path));
+    axis.path = AsString(key, path, "vary key");
+    if (!values.IsSequence() || values.size() == 0) {
+      FailAt(values, path, fmt::format("'{}' must be a non-empty list of values", axis.path));
     }
-    for (const auto& v : it->second) axis.values.push_back(v);
+    for (size_t i = 0; i < values.size(); ++i) axis.values.push_back(values[i]);
     sw.axes.push_back(std::move(axis));
   }
   r.Finish();

@@ -86,6 +86,9 @@ struct ScenarioSpec {
 std::string DefaultDataDir();
 
 ScenarioSpec LoadScenarioFile(const std::string& path);
+// Same, with KEY=VALUE overrides applied first (dotted paths, e.g. "cluster.workers=64"; the
+// value is read as YAML, so lists and mappings work too). A malformed override is a ConfigError.
+ScenarioSpec LoadScenarioFile(const std::string& path, const std::vector<std::string>& overrides);
 // Parses an already loaded document; `file` names it in messages and anchors relative paths.
 ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file);
 

@@ -259,7 +259,8 @@ void MapReader::Finish() const {
 
 std::string ClosestName(const std::string& name, const std::vector<std::string>& known) {
   std::string best;
-  size_t best_d = std::max<size_t>(3, name.size() / 3) + 1;
+  // Up to a third of the name's letters may differ (at least one).
+  size_t best_d = std::max<size_t>(1, name.size() / 3) + 1;
   for (const auto& k : known) {
     size_t d = EditDistance(name, k);
     // A known key that starts with the name (bandwidth -> bandwidth_gbps) is a close match too.

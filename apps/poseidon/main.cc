@@ -30,9 +30,10 @@ void WriteFile(const std::string& path, const std::string& text) {
   }
 }
 
-int Simulate(const std::string& scenario, const std::string& format, const std::string& trace,
-             const std::string& output, bool baseline) {
-  poseidon::config::ScenarioSpec s = poseidon::config::LoadScenarioFile(scenario);
+int Simulate(const std::string& scenario, const std::vector<std::string>& overrides,
+             const std::string& format, const std::string& trace, const std::string& output,
+             bool baseline) {
+  poseidon::config::ScenarioSpec s = poseidon::config::LoadScenarioFile(scenario, overrides);
   poseidon::sim::SimOptions opts;
   opts.record_trace = !trace.empty();
   opts.baseline = baseline;
@@ -101,11 +102,13 @@ int main(int argc, char** argv) {
   std::string scenario = std::string(POSEIDON_DATA_DIR) + "/demo.yaml";
   std::string format = "table", trace, output;
   bool no_baseline = false;
+  std::vector<std::string> overrides;
   simulate->add_option("scenario", scenario, "scenario YAML file")->capture_default_str();
   simulate->add_option("--format", format, "table | csv | json")
       ->check(CLI::IsMember({"table", "csv", "json"}));
   simulate->add_option("--trace", trace, "write a Chrome-trace JSON timeline (Perfetto)");
   simulate->add_option("-o,--output", output, "write the result here instead of stdout");
+  simulate->add_option("--set", overrides, "override a scenario key: KEY=VALUE (dotted path)");
   simulate->add_flag("--no-baseline", no_baseline, "skip the one-node run used for the speedup");
 
   CLI::App* sweep = app.add_subcommand("sweep", "simulate every point of a sweep, one CSV row each");
@@ -124,7 +127,7 @@ int main(int argc, char** argv) {
                                           std::set<std::string>(without.begin(), without.end()),
                                           std::cout);
     }
-    if (simulate->parsed()) return Simulate(scenario, format, trace, output, !no_baseline);
+    if (simulate->parsed()) return Simulate(scenario, overrides, format, trace, output, !no_baseline);
     if (sweep->parsed()) return Sweep(sweep_file, sweep_out, jobs);
   } catch (const ConfigError& e) {
     std::cerr << "poseidon: " << e.what() << "\n";
