@@ -76,6 +76,8 @@ void RunSteady(benchmark::State& state, FlowNetwork& net, Workload& w, int concu
       static_cast<double>(after.flow_visits - before.flow_visits) / solves;
   state.counters["changes/solve"] =
       static_cast<double>(after.rate_changes - before.rate_changes) / solves;
+  state.counters["links/solve"] =
+      static_cast<double>(after.link_visits - before.link_visits) / solves;
   state.counters["rounds/solve"] = static_cast<double>(after.rounds - before.rounds) / solves;
 }
 
@@ -98,9 +100,8 @@ void BM_LeafSpine(benchmark::State& state) {
   Workload w;
   w.hosts = 1024;
   config::NetworkSpec spec = Spec();
-  FlowNetwork net(Topology::LeafSpine(w.hosts, 32, 4, spec.host_bandwidth_Bps, 2.0,
-                                      spec.latency_ns),
-                  spec);
+  FlowNetwork net(
+      Topology::LeafSpine(w.hosts, 32, 4, spec.host_bandwidth_Bps, 2.0, spec.latency_ns), spec);
   RunSteady(state, net, w, concurrent);
 }
 BENCHMARK(BM_LeafSpine)->ArgName("flows")->Arg(1000)->Arg(10000);

@@ -1,6 +1,7 @@
 #include "config/scenario.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -162,12 +163,69 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
   ReadNetwork(n, &s.network);
   c.Finish();
 
+  s.protocol_loc = r.Loc();
   YAML::Node proto = r.OptionalNode("protocol");
   if (proto.IsDefined() && !proto.IsNull()) {
     MapReader p(proto, file, "protocol");
+    s.protocol_loc = p.Loc();
     s.dwbp = p.Bool("dwbp", true);
     s.chunk_bytes = p.PositiveInt("chunk_kib", 512) * 1024;
+    s.scheme = p.Choice("scheme", {"ps", "sfb", "allreduce", "auto"}, "ps");
+    YAML::Node ls = p.OptionalNode("layer_schemes");
+    if (ls.IsDefined() && !ls.IsNull()) {
+      MapReader lr(ls, file, "layer_schemes");
+      for (YAML::const_iterator it = ls.begin(); it != ls.end(); ++it) {
+        const std::string layer = AsString(it->first, file, "layer name");
+        s.layer_schemes[layer] = lr.Choice(layer, {"ps", "sfb", "allreduce", "auto"}, "ps");
+      }
+      lr.Finish();
+    }
+    YAML::Node cons = p.OptionalNode("consistency");
+    if (cons.IsDefined() && !cons.IsNull()) {
+      MapReader cr(cons, file, "consistency");
+      s.consistency = cr.Choice("model", {"bsp", "ssp", "asp"}, "bsp");
+      if (s.consistency == "ssp") {
+        s.staleness = cr.Int("staleness");
+        if (s.staleness < 0) cr.FailKey("staleness", "staleness must be >= 0 (0 is BSP)");
+      } else if (cr.Has("staleness")) {
+        cr.FailKey("staleness", "staleness applies to model: ssp only");
+      }
+      cr.Finish();
+    }
+    s.gate = p.Choice("gate", {"all", "per_layer"}, "all");
+    const double window_kib = p.NonNegativeNumber("priority_window_kib", 0);
+    s.priority_window_bytes = std::llround(window_kib * 1024);
+    if (s.consistency != "bsp" && (s.scheme == "allreduce" ||
+                                   std::any_of(s.layer_schemes.begin(), s.layer_schemes.end(),
+                                               [](const auto& kv) { return kv.second == "allreduce"; }))) {
+      p.FailKey("scheme", "ring all-reduce is synchronous: it needs consistency bsp");
+    }
     p.Finish();
+  }
+  YAML::Node strag = r.OptionalNode("stragglers");
+  if (strag.IsDefined() && !strag.IsNull()) {
+    if (!strag.IsSequence()) FailAt(strag, file, "'stragglers' must be a list of {worker, slowdown}");
+    for (size_t i = 0; i < strag.size(); ++i) {
+      MapReader sr(strag[i], file, "straggler");
+      ScenarioSpec::Straggler st;
+      st.worker = static_cast<int>(sr.Int("worker"));
+      if (st.worker < 0 || st.worker >= s.workers) {
+        sr.FailKey("worker", fmt::format("worker must be between 0 and {} (workers - 1)", s.workers - 1));
+      }
+      st.slowdown = sr.PositiveNumber("slowdown");
+      sr.Finish();
+      s.stragglers.push_back(st);
+    }
+  }
+  YAML::Node jit = r.OptionalNode("jitter");
+  if (jit.IsDefined() && !jit.IsNull()) {
+    MapReader jr(jit, file, "jitter");
+    s.jitter = jr.Choice("distribution", {"none", "lognormal", "uniform"}, "lognormal");
+    s.jitter_cv = jr.NonNegativeNumber("cv", 0.05);
+    if (s.jitter == "uniform" && s.jitter_cv > 1 / std::sqrt(3.0)) {
+      jr.FailKey("cv", "a uniform jitter's cv must be <= 0.577 (times would go negative)");
+    }
+    jr.Finish();
   }
   r.Finish();
   return s;

@@ -31,6 +31,14 @@
 //   protocol:
 //     dwbp: true
 //     chunk_kib: 512
+//     scheme: auto                 # ps | sfb (FC weights) | allreduce | auto (SACP cost model)
+//     layer_schemes: {fc6: sfb}    # per-layer overrides
+//     consistency: {model: ssp, staleness: 2}   # bsp | ssp | asp
+//     gate: all                    # all (wait for every layer) | per_layer
+//     priority_window_kib: 0       # > 0: send by layer depth, this much in flight per peer
+//   stragglers:                    # per-worker compute slowdown
+//     - {worker: 3, slowdown: 1.5}
+//   jitter: {distribution: lognormal, cv: 0.05}   # per-task compute variability (seeded)
 //
 // Names are looked up next to the scenario first (a `models/`, `devices/` or `profiles/`
 // folder in the scenario's folder or any folder above it), then in the built-in data folder
@@ -38,6 +46,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -80,6 +89,21 @@ struct ScenarioSpec {
   // protocol
   bool dwbp = true;
   int64_t chunk_bytes = 512 * 1024;
+  std::string scheme = "ps";                           // ps | sfb | allreduce | auto
+  std::map<std::string, std::string> layer_schemes;    // layer name -> scheme
+  std::string consistency = "bsp";                     // bsp | ssp | asp
+  int64_t staleness = 0;                               // for ssp
+  std::string gate = "all";                            // all | per_layer
+  int64_t priority_window_bytes = 0;                   // 0 = no priorities
+  // variability
+  struct Straggler {
+    int worker = 0;
+    double slowdown = 1;
+  };
+  std::vector<Straggler> stragglers;
+  core::SourceLoc protocol_loc;  // where the protocol section (or the file) starts
+  std::string jitter = "none";                         // none | lognormal | uniform
+  double jitter_cv = 0;
 };
 
 // The folder the built-in models, devices and profiles live in.

@@ -9,6 +9,7 @@ const char* TaskKindName(TaskKind k) {
     case TaskKind::kCopyToHost: return "copy_to_host";
     case TaskKind::kCopyToDevice: return "copy_to_device";
     case TaskKind::kServerUpdate: return "server_update";
+    case TaskKind::kSfbRebuild: return "sfb_rebuild";
   }
   return "unknown";
 }
@@ -16,7 +17,8 @@ const char* TaskKindName(TaskKind k) {
 Stream StreamOf(TaskKind k) {
   switch (k) {
     case TaskKind::kForward:
-    case TaskKind::kBackward: return Stream::kCompute;
+    case TaskKind::kBackward:
+    case TaskKind::kSfbRebuild: return Stream::kCompute;
     case TaskKind::kCopyToHost:
     case TaskKind::kCopyToDevice: return Stream::kCopy;
     case TaskKind::kServerUpdate: return Stream::kServer;

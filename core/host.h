@@ -26,6 +26,7 @@ enum class TaskKind : uint8_t {
   kCopyToHost,    // device -> host copy of a layer's gradients (GPU workers)
   kCopyToDevice,  // host -> device copy of a layer's fresh parameters
   kServerUpdate,  // a shard's optimizer step on one chunk
+  kSfbRebuild,    // rebuild one peer's FC weight gradient from its sufficient factors (a GEMM)
 };
 const char* TaskKindName(TaskKind k);
 
@@ -39,6 +40,7 @@ struct ComputeTask {
   int32_t chunk = -1;  // chunk id (server update), -1 when none
   int64_t bytes = 0;   // bytes moved or updated (copies, updates)
   int64_t clock = 0;   // iteration the task belongs to
+  ActorId peer = -1;   // the worker a shard update answers (ASP), or whose factors are rebuilt
 };
 
 // What a trace event records. Hosts add their own kinds (message flows, link load) to the same
@@ -83,6 +85,9 @@ class Actor {
   virtual void OnMessage(TimeNs now, const Message& msg) = 0;
   virtual void OnComputeDone(TimeNs now, const ComputeTask& task) = 0;
   virtual void OnTimer(TimeNs /*now*/, uint64_t /*timer_id*/) {}
+  // The last byte of a message this actor sent has left its machine (hosts call it for every
+  // message; actors that bound their bytes in flight use it).
+  virtual void OnSent(TimeNs /*now*/, const Message& /*msg*/) {}
   // True when the actor has nothing more to do (workers: all iterations done).
   virtual bool finished() const = 0;
   // One line on what the actor waits for, for deadlock reports.

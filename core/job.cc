@@ -30,6 +30,24 @@ JobLayout JobLayout::Dedicated(int workers, int servers) {
   return l;
 }
 
+const char* ConsistencyName(Consistency c) {
+  switch (c) {
+    case Consistency::kBsp: return "bsp";
+    case Consistency::kSsp: return "ssp";
+    case Consistency::kAsp: return "asp";
+  }
+  return "unknown";
+}
+
+int64_t ProtocolConfig::Slack() const {
+  switch (consistency) {
+    case Consistency::kBsp: return 0;
+    case Consistency::kSsp: return staleness;
+    case Consistency::kAsp: return kUnbounded;
+  }
+  return 0;
+}
+
 std::string JobLayout::ActorName(ActorId a) const {
   if (a == coordinator()) return "coordinator";
   if (IsWorker(a)) return "worker " + std::to_string(WorkerIndex(a));

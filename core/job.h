@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/sacp.h"
 #include "core/types.h"
 
 namespace poseidon::core {
@@ -37,7 +38,38 @@ struct JobLayout {
   std::string ActorName(ActorId a) const;
 };
 
+enum class Consistency : uint8_t {
+  kBsp,  // every worker at clock c computes with all updates of clocks <= c-1
+  kSsp,  // ... with all updates of clocks <= c-s-1 (staleness s); s = 0 is BSP
+  kAsp,  // no bound: workers never wait for each other
+};
+const char* ConsistencyName(Consistency c);
+
+// When may layer l's forward pass of clock c start?
+enum class Gate : uint8_t {
+  kAllLayers,  // the original Poseidon: once every layer's parameters are fresh enough
+  kPerLayer,   // as soon as layer l's own parameters are fresh enough
+};
+
 struct ProtocolConfig {
+  static constexpr int64_t kUnbounded = int64_t{1} << 60;
+  Consistency consistency = Consistency::kBsp;
+  int64_t staleness = 0;  // s, for kSsp
+  Gate gate = Gate::kAllLayers;
+  // How each layer's parameters are synchronised, indexed by layer id (from PlanSchemes; empty
+  // means every layer goes through the parameter server).
+  std::vector<Scheme> scheme_of_layer;
+  // Per-worker batch K, for the size of sufficient factors.
+  int64_t batch = 1;
+  // Send order by layer depth (layers the next forward pass needs first go first), with at most
+  // this many payload bytes in flight per destination; 0 = off (send in the order produced).
+  int64_t priority_window_bytes = 0;
+
+  // Bound on how far clocks may drift: s for SSP, 0 for BSP, unbounded for ASP.
+  int64_t Slack() const;
+  Scheme SchemeOf(int layer) const {
+    return scheme_of_layer.empty() ? Scheme::kPs : scheme_of_layer[static_cast<size_t>(layer)];
+  }
   // Distributed wait-free backpropagation: a layer's sync starts when its backward pass ends.
   // Off: every sync starts after the whole backward pass.
   bool dwbp = true;

@@ -9,6 +9,8 @@ const char* MsgTypeName(MsgType t) {
     case MsgType::kPushGrad: return "push";
     case MsgType::kParams: return "params";
     case MsgType::kDone: return "done";
+    case MsgType::kFactors: return "factors";
+    case MsgType::kRing: return "ring";
   }
   return "unknown";
 }

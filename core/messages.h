@@ -21,6 +21,8 @@ enum class MsgType : uint8_t {
   kPushGrad = 3,  // worker -> shard: gradient of one chunk for one clock
   kParams = 4,    // shard -> worker: fresh parameters of one chunk after a clock's update
   kDone = 5,      // worker -> coordinator: finished the last iteration
+  kFactors = 6,   // worker -> worker: sufficient factors of one FC layer for one clock (SFB)
+  kRing = 7,      // worker -> next worker: one step of a ring all-reduce of one layer piece
 };
 const char* MsgTypeName(MsgType t);
 
@@ -31,6 +33,7 @@ struct Message {
   int64_t clock = 0;   // the worker iteration the message belongs to
   int32_t chunk = -1;  // parameter chunk id, -1 when none
   int32_t layer = -1;  // layer id of the chunk (redundant, for tracing), -1 when none
+  int32_t step = -1;   // ring all-reduce step (kRing), -1 when none
   int64_t payload_bytes = 0;  // bytes of gradient or parameter data carried
   std::shared_ptr<const std::vector<float>> data;  // real payload, null when phantom
 

@@ -6,7 +6,8 @@
 
 namespace poseidon::core {
 
-Placement Placement::Build(const Model& model, int num_shards, int64_t chunk_bytes) {
+Placement Placement::Build(const Model& model, int num_shards, int64_t chunk_bytes,
+                           const std::vector<Scheme>& scheme_of_layer) {
   POSEIDON_CHECK(num_shards >= 1) << num_shards;
   POSEIDON_CHECK(chunk_bytes >= 4) << chunk_bytes;
   const int64_t chunk_count = chunk_bytes / 4;
@@ -17,7 +18,10 @@ Placement Placement::Build(const Model& model, int num_shards, int64_t chunk_byt
   p.by_shard_.resize(num_shards);
   p.shard_bytes_.assign(num_shards, 0);
   for (const Layer& layer : layers) {
-    for (size_t b = 0; b < layer.blobs.size(); ++b) {
+    const Scheme scheme =
+        scheme_of_layer.empty() ? Scheme::kPs : scheme_of_layer[static_cast<size_t>(layer.id)];
+    if (scheme == Scheme::kAllreduce) continue;
+    for (size_t b = scheme == Scheme::kSfb ? 1 : 0; b < layer.blobs.size(); ++b) {
       const int64_t count = layer.blobs[b].count;
       for (int64_t off = 0; off < count; off += chunk_count) {
         Chunk c;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "core/sacp.h"
 
 namespace poseidon::core {
 
@@ -27,7 +28,11 @@ struct Chunk {
 
 class Placement {
  public:
-  static Placement Build(const Model& model, int num_shards, int64_t chunk_bytes);
+  // `scheme_of_layer` (indexed by layer id; empty = all PS) says which blobs go through the
+  // parameter server: every blob of a kPs layer, the bias (blobs after the first) of a kSfb
+  // layer, nothing of a kAllreduce layer.
+  static Placement Build(const Model& model, int num_shards, int64_t chunk_bytes,
+                         const std::vector<Scheme>& scheme_of_layer = {});
 
   const std::vector<Chunk>& chunks() const { return chunks_; }
   // Chunk ids of a layer (empty for layers without parameters).

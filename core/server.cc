@@ -10,10 +10,12 @@ ServerShard::ServerShard(ActorId id, const Placement& placement, const JobLayout
       layout_(layout),
       config_(config),
       host_(host),
-      store_(store) {
+      store_(store),
+      send_queue_(host, config.priority_window_bytes) {
   POSEIDON_CHECK(layout_.IsServer(id_)) << "actor " << id_ << " is not a server shard";
-  pushes_.assign(placement_.chunks().size(), 0);
-  clock_.assign(placement_.chunks().size(), 0);
+  pushes_.assign(placement_.chunks().size(), ClockCounter(layout_.num_workers));
+  updating_.assign(placement_.chunks().size(), false);
+  applied_.assign(placement_.chunks().size(), 0);
 }
 
 void ServerShard::OnStart(TimeNs now) {
@@ -29,49 +31,73 @@ void ServerShard::OnMessage(TimeNs now, const Message& msg) {
   (void)now;
   if (msg.type == MsgType::kStart) return;
   POSEIDON_CHECK(msg.type == MsgType::kPushGrad) << "shard " << shard_ << " got " << Describe(msg);
-  const Chunk& c = placement_.chunks().at(msg.chunk);
+  const Chunk& c = placement_.chunks().at(static_cast<size_t>(msg.chunk));
   POSEIDON_CHECK(c.shard == shard_) << "shard " << shard_ << " does not own " << Describe(msg);
-  POSEIDON_CHECK(msg.clock == clock_[c.id])
-      << "shard " << shard_ << " chunk " << c.id << " at clock " << clock_[c.id] << " got "
-      << Describe(msg);
   store_->Accumulate(c, msg);
-  if (++pushes_[c.id] == layout_.num_workers) {
-    host_->StartCompute({TaskKind::kServerUpdate, c.layer, c.id, c.bytes(), clock_[c.id]});
+  if (config_.consistency == Consistency::kAsp) {
+    ComputeTask t{TaskKind::kServerUpdate, c.layer, c.id, c.bytes(), msg.clock};
+    t.peer = msg.from;
+    host_->StartCompute(t);
+    return;
   }
+  pushes_[c.id].Add(msg.clock);
+  MaybeUpdate(c);
+}
+
+void ServerShard::MaybeUpdate(const Chunk& c) {
+  if (updating_[c.id] || !pushes_[c.id].FrontComplete()) return;
+  updating_[c.id] = true;
+  host_->StartCompute(
+      {TaskKind::kServerUpdate, c.layer, c.id, c.bytes(), pushes_[c.id].version()});
 }
 
 void ServerShard::OnComputeDone(TimeNs now, const ComputeTask& task) {
   POSEIDON_CHECK(task.kind == TaskKind::kServerUpdate) << TaskKindName(task.kind);
-  const Chunk& c = placement_.chunks()[task.chunk];
-  store_->Apply(c, clock_[c.id], pushes_[c.id]);
+  const Chunk& c = placement_.chunks()[static_cast<size_t>(task.chunk)];
+  const bool asp = config_.consistency == Consistency::kAsp;
+  store_->Apply(c, task.clock, asp ? 1 : layout_.num_workers);
   TraceEvent e;
   e.kind = TraceKind::kClockApplied;
   e.ts = now;
   e.actor = id_;
   e.layer = c.layer;
   e.chunk = c.id;
-  e.clock = clock_[c.id];
+  e.clock = task.clock;
   host_->Trace(e);
   FloatBuffer values = store_->Read(c);
-  for (int w = 0; w < layout_.num_workers; ++w) {
+  auto send_to = [&](ActorId worker) {
     Message m;
     m.type = MsgType::kParams;
     m.from = id_;
-    m.to = layout_.worker(w);
-    m.clock = clock_[c.id];
+    m.to = worker;
+    m.clock = task.clock;
     m.chunk = c.id;
     m.layer = c.layer;
     m.payload_bytes = c.bytes();
     m.data = values;
-    host_->Send(std::move(m));
+    send_queue_.Send(std::move(m), c.layer);
+  };
+  if (asp) {
+    ++applied_[c.id];
+    send_to(task.peer);
+    return;
   }
-  pushes_[c.id] = 0;
-  ++clock_[c.id];
+  for (int w = 0; w < layout_.num_workers; ++w) send_to(layout_.worker(w));
+  pushes_[c.id].Advance();
+  updating_[c.id] = false;
+  MaybeUpdate(c);
+}
+
+void ServerShard::OnSent(TimeNs now, const Message& msg) {
+  (void)now;
+  send_queue_.OnSent(msg);
 }
 
 bool ServerShard::finished() const {
+  const bool asp = config_.consistency == Consistency::kAsp;
   for (int32_t cid : placement_.chunks_of_shard(shard_)) {
-    if (clock_[cid] < config_.iterations) return false;
+    const int64_t done = asp ? applied_[cid] : pushes_[cid].version() * layout_.num_workers;
+    if (done < config_.iterations * layout_.num_workers) return false;
   }
   return true;
 }
@@ -79,9 +105,10 @@ bool ServerShard::finished() const {
 std::string ServerShard::WaitingFor() const {
   std::string s = layout_.ActorName(id_);
   for (int32_t cid : placement_.chunks_of_shard(shard_)) {
-    if (clock_[cid] < config_.iterations) {
-      return s + ": chunk " + std::to_string(cid) + " at clock " + std::to_string(clock_[cid]) +
-             " has " + std::to_string(pushes_[cid]) + " of " +
+    const ClockCounter& p = pushes_[cid];
+    if (p.version() < config_.iterations) {
+      return s + ": chunk " + std::to_string(cid) + " at clock " + std::to_string(p.version()) +
+             " has " + std::to_string(p.Count(p.version())) + " of " +
              std::to_string(layout_.num_workers) + " pushes";
     }
   }

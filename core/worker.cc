@@ -1,20 +1,45 @@
 #include "core/worker.h"
 
+#include <algorithm>
+
 namespace poseidon::core {
 
 Worker::Worker(ActorId id, const Model& model, const Placement& placement,
                const JobLayout& layout, const ProtocolConfig& config, Host* host,
                WorkerStore* store)
     : id_(id),
+      rank_(layout.WorkerIndex(id)),
       model_(model),
       placement_(placement),
       layout_(layout),
       config_(config),
       host_(host),
-      store_(store) {
+      store_(store),
+      send_queue_(host, config.priority_window_bytes) {
   POSEIDON_CHECK(layout_.IsWorker(id_)) << "actor " << id_ << " is not a worker";
   POSEIDON_CHECK(!model_.layers().empty()) << "model " << model_.name() << " has no layers";
-  chunks_missing_.assign(model_.layers().size(), 0);
+  const int P = layout_.num_workers;
+  sync_.resize(model_.layers().size());
+  for (int l : model_.param_layers()) {
+    LayerSync& s = sync_[static_cast<size_t>(l)];
+    s.scheme = config_.SchemeOf(l);
+    const int chunks = static_cast<int>(placement_.chunks_of_layer(l).size());
+    s.has_ps = chunks > 0;
+    s.ps = ClockCounter(std::max(chunks, 1));
+    s.has_sfb = s.scheme == Scheme::kSfb;
+    s.sfb = ClockCounter(P);
+    s.has_ring = s.scheme == Scheme::kAllreduce;
+    if (s.has_ring) {
+      int64_t total = 0;
+      for (const ParamBlob& b : model_.layers()[l].blobs) total += b.bytes();
+      for (int64_t off = 0; off < total; off += config_.chunk_bytes) {
+        RingPiece p;
+        p.bytes = std::min(config_.chunk_bytes, total - off);
+        s.pieces.push_back(p);
+      }
+    }
+    POSEIDON_CHECK(s.has_ps || s.has_sfb || s.has_ring) << model_.layers()[l].name;
+  }
 }
 
 void Worker::OnStart(TimeNs now) {
@@ -26,32 +51,81 @@ void Worker::OnStart(TimeNs now) {
   host_->Send(m);
 }
 
+bool Worker::FreshEnough(int layer, int64_t clock) const {
+  if (model_.layers()[layer].blobs.empty()) return true;
+  return sync_[static_cast<size_t>(layer)].version >= clock - config_.Slack();
+}
+
+// Starts whatever compute may start now: the next iteration, the next forward layer.
+void Worker::Advance(TimeNs now) {
+  if (computing_ || finished_ || !started_) return;
+  const int n = static_cast<int>(model_.layers().size());
+  if (phase_ == Phase::kIdle) {
+    if (clock_ == config_.iterations) {
+      for (int l : model_.param_layers()) {
+        if (sync_[static_cast<size_t>(l)].version < config_.iterations) return;
+      }
+      TraceInstant(TraceKind::kIterationEnd, now, -1, clock_ - 1);
+      finished_ = true;
+      Message m;
+      m.type = MsgType::kDone;
+      m.from = id_;
+      m.to = JobLayout::coordinator();
+      m.clock = clock_;
+      host_->Send(m);
+      return;
+    }
+    if (config_.gate == Gate::kAllLayers) {
+      for (int l : model_.param_layers()) {
+        if (!FreshEnough(l, clock_)) return;
+      }
+    }
+    if (clock_ > 0) TraceInstant(TraceKind::kIterationEnd, now, -1, clock_ - 1);
+    TraceInstant(TraceKind::kIterationBegin, now, -1, clock_);
+    phase_ = Phase::kForward;
+    fwd_next_ = 0;
+  }
+  if (phase_ == Phase::kForward) {
+    if (fwd_next_ < n) {
+      if (config_.gate == Gate::kPerLayer && !FreshEnough(fwd_next_, clock_)) return;
+      computing_ = true;
+      host_->StartCompute({TaskKind::kForward, fwd_next_, -1, 0, clock_});
+      return;
+    }
+    phase_ = Phase::kBackward;
+    computing_ = true;
+    host_->StartCompute({TaskKind::kBackward, n - 1, -1, 0, clock_});
+  }
+}
+
 void Worker::OnMessage(TimeNs now, const Message& msg) {
   switch (msg.type) {
     case MsgType::kStart:
       POSEIDON_CHECK(!started_) << "worker " << id_ << " started twice";
       started_ = true;
-      if (config_.iterations > 0) {
-        BeginIteration(now);
-      } else {
-        finished_ = true;
-      }
+      Advance(now);
       return;
-    case MsgType::kParams: {
-      POSEIDON_CHECK(msg.clock == clock_)
-          << "worker " << id_ << " at clock " << clock_ << " got " << Describe(msg);
-      const Chunk& chunk = placement_.chunks().at(msg.chunk);
-      store_->WriteParams(chunk, msg);
-      int& missing = chunks_missing_[chunk.layer];
-      POSEIDON_CHECK(missing > 0) << "unexpected " << Describe(msg);
-      if (--missing == 0) {
-        if (config_.device_copies) {
-          host_->StartCompute({TaskKind::kCopyToDevice, chunk.layer, -1,
-                               placement_.layer_bytes(chunk.layer), clock_});
-        } else {
-          LayerSynced(now, chunk.layer);
-        }
+    case MsgType::kParams:
+      OnParams(now, msg);
+      return;
+    case MsgType::kFactors: {
+      ComputeTask t{TaskKind::kSfbRebuild, msg.layer, -1, msg.payload_bytes, msg.clock};
+      t.peer = msg.from;
+      host_->StartCompute(t);
+      return;
+    }
+    case MsgType::kRing: {
+      LayerSync& s = sync_.at(static_cast<size_t>(msg.layer));
+      RingPiece& p = s.pieces.at(static_cast<size_t>(msg.chunk));
+      if (msg.clock == s.ring_version) {
+        ++p.recv;
+      } else {
+        POSEIDON_CHECK(msg.clock == s.ring_version + 1) << "worker " << id_ << " ring at clock "
+                                                        << s.ring_version << " got "
+                                                        << Describe(msg);
+        ++p.recv_next;
       }
+      RingStep(now, msg.layer, msg.chunk);
       return;
     }
     default:
@@ -59,32 +133,15 @@ void Worker::OnMessage(TimeNs now, const Message& msg) {
   }
 }
 
-void Worker::BeginIteration(TimeNs now) {
-  backward_done_ = false;
-  layers_unsynced_ = static_cast<int>(model_.param_layers().size());
-  for (int l : model_.param_layers()) {
-    chunks_missing_[l] = static_cast<int>(placement_.chunks_of_layer(l).size());
-  }
-  TraceEvent e;
-  e.kind = TraceKind::kIterationBegin;
-  e.ts = now;
-  e.actor = id_;
-  e.clock = clock_;
-  host_->Trace(e);
-  host_->StartCompute({TaskKind::kForward, 0, -1, 0, clock_});
-}
-
 void Worker::OnComputeDone(TimeNs now, const ComputeTask& task) {
-  const int n = static_cast<int>(model_.layers().size());
   switch (task.kind) {
     case TaskKind::kForward:
-      if (task.layer + 1 < n) {
-        host_->StartCompute({TaskKind::kForward, task.layer + 1, -1, 0, clock_});
-      } else {
-        host_->StartCompute({TaskKind::kBackward, n - 1, -1, 0, clock_});
-      }
+      computing_ = false;
+      ++fwd_next_;
+      Advance(now);
       return;
     case TaskKind::kBackward: {
+      computing_ = false;
       const int l = task.layer;
       if (!model_.layers()[l].blobs.empty()) {
         if (config_.dwbp) {
@@ -94,36 +151,80 @@ void Worker::OnComputeDone(TimeNs now, const ComputeTask& task) {
         }
       }
       if (l > 0) {
+        computing_ = true;
         host_->StartCompute({TaskKind::kBackward, l - 1, -1, 0, clock_});
         return;
       }
-      backward_done_ = true;
-      for (int d : deferred_syncs_) StartSync(now, d);
-      deferred_syncs_.clear();
-      MaybeEndIteration(now);
+      phase_ = Phase::kIdle;
+      ++clock_;
+      std::vector<int> deferred;
+      deferred.swap(deferred_syncs_);
+      for (int d : deferred) {
+        // StartSync uses clock_ - 1: the clock whose backward pass just ended.
+        StartSync(now, d);
+      }
+      Advance(now);
       return;
     }
     case TaskKind::kCopyToHost:
-      PushLayer(now, task.layer);
+      PushLayer(now, task.layer, task.clock);
       return;
-    case TaskKind::kCopyToDevice:
-      LayerSynced(now, task.layer);
+    case TaskKind::kCopyToDevice: {
+      LayerSync& s = sync_[static_cast<size_t>(task.layer)];
+      s.ps_copying = false;
+      s.ps.Advance();
+      UpdateVersion(now, task.layer);
+      DrainPs(now, task.layer);
+      return;
+    }
+    case TaskKind::kSfbRebuild:
+      SfbContribution(now, task.layer, task.clock);
       return;
     default:
       POSEIDON_CHECK(false) << "worker " << id_ << " got a " << TaskKindName(task.kind) << " task";
   }
 }
 
+void Worker::OnSent(TimeNs now, const Message& msg) {
+  (void)now;
+  send_queue_.OnSent(msg);
+}
+
 void Worker::StartSync(TimeNs now, int layer) {
-  if (config_.device_copies) {
-    host_->StartCompute(
-        {TaskKind::kCopyToHost, layer, -1, placement_.layer_bytes(layer), clock_});
-  } else {
-    PushLayer(now, layer);
+  // With DWBP the sync starts inside the backward pass of clock_; without it, after clock_ was
+  // advanced past the finished backward pass.
+  const int64_t clock = phase_ == Phase::kBackward ? clock_ : clock_ - 1;
+  LayerSync& s = sync_[static_cast<size_t>(layer)];
+  if (s.has_ps) {
+    if (config_.device_copies) {
+      host_->StartCompute(
+          {TaskKind::kCopyToHost, layer, -1, placement_.layer_bytes(layer), clock});
+    } else {
+      PushLayer(now, layer, clock);
+    }
+  }
+  if (s.has_sfb) {
+    const Layer& L = model_.layers()[layer];
+    for (int w = 0; w < layout_.num_workers; ++w) {
+      if (w == rank_) continue;
+      Message m;
+      m.type = MsgType::kFactors;
+      m.from = id_;
+      m.to = layout_.worker(w);
+      m.clock = clock;
+      m.layer = layer;
+      m.payload_bytes = config_.batch * (L.fc_in + L.fc_out) * 4;
+      Send(std::move(m), layer);
+    }
+    SfbContribution(now, layer, clock);  // the worker's own gradient
+  }
+  if (s.has_ring) {
+    s.ring_ready = clock + 1;
+    RingReady(now, layer);
   }
 }
 
-void Worker::PushLayer(TimeNs now, int layer) {
+void Worker::PushLayer(TimeNs now, int layer, int64_t clock) {
   (void)now;
   for (int32_t cid : placement_.chunks_of_layer(layer)) {
     const Chunk& c = placement_.chunks()[cid];
@@ -131,59 +232,136 @@ void Worker::PushLayer(TimeNs now, int layer) {
     m.type = MsgType::kPushGrad;
     m.from = id_;
     m.to = layout_.server(c.shard);
-    m.clock = clock_;
+    m.clock = clock;
     m.chunk = c.id;
     m.layer = c.layer;
     m.payload_bytes = c.bytes();
     m.data = store_->GradientChunk(c);
-    host_->Send(std::move(m));
+    Send(std::move(m), layer);
   }
 }
 
-void Worker::LayerSynced(TimeNs now, int layer) {
+void Worker::OnParams(TimeNs now, const Message& msg) {
+  const Chunk& chunk = placement_.chunks().at(static_cast<size_t>(msg.chunk));
+  store_->WriteParams(chunk, msg);
+  sync_[static_cast<size_t>(chunk.layer)].ps.Add(msg.clock);
+  DrainPs(now, chunk.layer);
+}
+
+// Moves the layer's PS part past every complete clock (copying to the device first, when the
+// parameters live there: one copy at a time).
+void Worker::DrainPs(TimeNs now, int layer) {
+  LayerSync& s = sync_[static_cast<size_t>(layer)];
+  while (s.ps.FrontComplete() && !s.ps_copying) {
+    if (config_.device_copies) {
+      s.ps_copying = true;
+      host_->StartCompute(
+          {TaskKind::kCopyToDevice, layer, -1, placement_.layer_bytes(layer), s.ps.version()});
+      return;
+    }
+    s.ps.Advance();
+    UpdateVersion(now, layer);
+  }
+}
+
+void Worker::SfbContribution(TimeNs now, int layer, int64_t clock) {
+  LayerSync& s = sync_[static_cast<size_t>(layer)];
+  s.sfb.Add(clock);
+  while (s.sfb.FrontComplete()) {
+    s.sfb.Advance();
+    UpdateVersion(now, layer);
+  }
+}
+
+// Sends every ring step of every piece that may go now (the layer's own gradient just became
+// ready), then moves on.
+void Worker::RingReady(TimeNs now, int layer) {
+  LayerSync& s = sync_[static_cast<size_t>(layer)];
+  for (int p = 0; p < static_cast<int>(s.pieces.size()); ++p) RingStep(now, layer, p);
+  (void)s;
+}
+
+// Ring all-reduce of one piece among the P workers (ring order by worker index): 2(P-1) steps;
+// in step t worker i sends one segment of the piece to worker i+1: segment (i - t) mod P while
+// reducing (t < P-1), then segment (i + 1 - (t - (P-1))) mod P while gathering. Step t may go
+// once step t-1 has arrived from worker i-1 (step 0 once the own gradient is ready).
+void Worker::RingStep(TimeNs now, int layer, int piece) {
+  LayerSync& s = sync_[static_cast<size_t>(layer)];
+  if (s.ring_ready <= s.ring_version) return;  // own gradient of this clock not ready yet
+  const int P = layout_.num_workers;
+  const int steps = 2 * (P - 1);
+  RingPiece& p = s.pieces[static_cast<size_t>(piece)];
+  if (p.done) return;  // waiting for the layer's other pieces
+  while (p.sent < steps && (p.sent == 0 || p.recv >= p.sent)) {
+    const int t = p.sent;
+    const int seg = t < P - 1 ? ((rank_ - t) % P + P) % P : ((rank_ + 1 - (t - (P - 1))) % P + P) % P;
+    Message m;
+    m.type = MsgType::kRing;
+    m.from = id_;
+    m.to = layout_.worker((rank_ + 1) % P);
+    m.clock = s.ring_version;
+    m.layer = layer;
+    m.chunk = piece;
+    m.step = t;
+    m.payload_bytes = p.bytes * (seg + 1) / P - p.bytes * seg / P;
+    Send(std::move(m), layer);
+    ++p.sent;
+  }
+  if (p.sent < steps || p.recv < steps) return;
+  p.done = true;
+  if (++s.ring_pieces_done < static_cast<int>(s.pieces.size())) return;
+  // Every piece of this clock is reduced and gathered.
+  s.ring_pieces_done = 0;
+  ++s.ring_version;
+  for (RingPiece& q : s.pieces) {
+    q.sent = 0;
+    q.done = false;
+    q.recv = q.recv_next;
+    q.recv_next = 0;
+  }
+  UpdateVersion(now, layer);
+  if (s.ring_ready > s.ring_version) RingReady(now, layer);
+}
+
+void Worker::UpdateVersion(TimeNs now, int layer) {
+  LayerSync& s = sync_[static_cast<size_t>(layer)];
+  int64_t v = ProtocolConfig::kUnbounded;
+  if (s.has_ps) v = std::min(v, s.ps.version());
+  if (s.has_sfb) v = std::min(v, s.sfb.version());
+  if (s.has_ring) v = std::min(v, s.ring_version);
+  if (v <= s.version) return;
+  s.version = v;
+  TraceInstant(TraceKind::kLayerSynced, now, layer, v - 1);
+  Advance(now);
+}
+
+void Worker::Send(Message m, int layer) { send_queue_.Send(std::move(m), layer); }
+
+void Worker::TraceInstant(TraceKind kind, TimeNs now, int layer, int64_t clock) {
   TraceEvent e;
-  e.kind = TraceKind::kLayerSynced;
+  e.kind = kind;
   e.ts = now;
   e.actor = id_;
   e.layer = layer;
-  e.clock = clock_;
+  e.clock = clock;
   host_->Trace(e);
-  --layers_unsynced_;
-  MaybeEndIteration(now);
-}
-
-void Worker::MaybeEndIteration(TimeNs now) {
-  if (!backward_done_ || layers_unsynced_ > 0) return;
-  TraceEvent e;
-  e.kind = TraceKind::kIterationEnd;
-  e.ts = now;
-  e.actor = id_;
-  e.clock = clock_;
-  host_->Trace(e);
-  ++clock_;
-  if (clock_ < config_.iterations) {
-    BeginIteration(now);
-    return;
-  }
-  finished_ = true;
-  Message m;
-  m.type = MsgType::kDone;
-  m.from = id_;
-  m.to = JobLayout::coordinator();
-  m.clock = clock_;
-  host_->Send(m);
 }
 
 std::string Worker::WaitingFor() const {
   std::string who = layout_.ActorName(id_);
   if (finished_) return who + ": finished";
   if (!started_) return who + ": waiting for the coordinator's start";
-  if (!backward_done_) return who + ": computing clock " + std::to_string(clock_);
-  std::string s = who + ": at clock " + std::to_string(clock_) + ", waiting for parameters of";
+  if (computing_) return who + ": computing clock " + std::to_string(clock_);
+  std::string s = who + ": at clock " + std::to_string(clock_) + ", waiting for fresh parameters of";
   int listed = 0;
   for (int l : model_.param_layers()) {
-    if (chunks_missing_[l] > 0 && listed++ < 4) {
-      s += " " + model_.layers()[l].name + " (" + std::to_string(chunks_missing_[l]) + " chunks)";
+    const int64_t need = clock_ == config_.iterations ? config_.iterations : clock_ - config_.Slack();
+    if (sync_[static_cast<size_t>(l)].version < need) {
+      if (listed++ < 4) {
+        s += " " + model_.layers()[l].name + " (version " +
+             std::to_string(sync_[static_cast<size_t>(l)].version) + ", needs " +
+             std::to_string(need) + ")";
+      }
     }
   }
   if (listed > 4) s += " and " + std::to_string(listed - 4) + " more layers";

@@ -1,24 +1,31 @@
-// core/worker.h: the worker state machine (bulk-synchronous parameter server, DWBP optional).
+// core/worker.h: the worker state machine.
 //
-// Per iteration (clock c):
-//   forward layer 0 .. n-1, then backward layer n-1 .. 0, one compute task at a time;
-//   when layer l's backward ends (DWBP) -- or after the whole backward pass (no DWBP) -- its
-//   gradient chunks are pushed to their owning shards (after a device->host copy when
-//   device_copies is set);
-//   when every chunk of layer l has come back fresh for clock c (and been copied to the
-//   device), layer l is synced; when the backward pass is over and every layer is synced,
-//   the iteration ends and clock c+1 begins. After the last iteration the worker tells the
-//   coordinator it is done.
+// Per iteration (clock c): forward layers 0..n-1, then backward n-1..0, one compute task at a
+// time. When layer l's backward pass ends (DWBP; without DWBP, after the whole backward pass)
+// its gradient is synchronised by the layer's scheme:
+//   ps         chunks pushed to their shards (after a device->host copy when device_copies),
+//              fresh chunks come back (then a host->device copy);
+//   sfb        the FC weight's sufficient factors go to every other worker, whose factors come
+//              back and are rebuilt into gradients here (a GEMM each on the compute stream);
+//              the bias goes by ps;
+//   allreduce  chunked ring all-reduce among the workers (reduce-scatter, then all-gather).
+// A layer's *version* v means its parameters hold every update of clocks 0..v-1. The forward
+// pass of layer l at clock c may start once version(l) >= c - s (s = 0 for BSP, the staleness
+// for SSP, unbounded for ASP): for every layer before layer 0 starts (Gate::kAllLayers, the
+// original Poseidon) or for layer l alone (Gate::kPerLayer). After the last iteration the worker
+// waits until every layer holds every update, then tells the coordinator it is done.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "core/clock_counter.h"
 #include "core/host.h"
 #include "core/job.h"
 #include "core/model.h"
 #include "core/param_store.h"
 #include "core/placement.h"
+#include "core/send_queue.h"
 
 namespace poseidon::core {
 
@@ -30,33 +37,68 @@ class Worker final : public Actor {
   void OnStart(TimeNs now) override;
   void OnMessage(TimeNs now, const Message& msg) override;
   void OnComputeDone(TimeNs now, const ComputeTask& task) override;
+  void OnSent(TimeNs now, const Message& msg) override;
   bool finished() const override { return finished_; }
   std::string WaitingFor() const override;
 
   int64_t clock() const { return clock_; }
+  // Version of a layer's parameters (see above).
+  int64_t version(int layer) const { return sync_[static_cast<size_t>(layer)].version; }
 
  private:
-  void BeginIteration(TimeNs now);
+  struct RingPiece {
+    int64_t bytes = 0;
+    int sent = 0;       // steps sent for the layer's current ring clock
+    int recv = 0;       // steps received for it
+    int recv_next = 0;  // steps received for the clock after (a fast predecessor)
+    bool done = false;  // reduced and gathered for the current ring clock
+  };
+  struct LayerSync {
+    Scheme scheme = Scheme::kPs;
+    bool has_ps = false, has_sfb = false, has_ring = false;
+    ClockCounter ps;       // chunk replies per clock
+    bool ps_copying = false;
+    ClockCounter sfb;      // gradient contributions per clock (own + rebuilt peers)
+    std::vector<RingPiece> pieces;
+    int64_t ring_version = 0;
+    int64_t ring_ready = 0;  // clocks whose own gradient is ready for the ring
+    int ring_pieces_done = 0;
+    int64_t version = 0;
+  };
+
+  enum class Phase { kIdle, kForward, kBackward };
+
+  void Advance(TimeNs now);
+  bool FreshEnough(int layer, int64_t clock) const;
   void StartSync(TimeNs now, int layer);
-  void PushLayer(TimeNs now, int layer);
-  void LayerSynced(TimeNs now, int layer);
-  void MaybeEndIteration(TimeNs now);
+  void PushLayer(TimeNs now, int layer, int64_t clock);
+  void OnParams(TimeNs now, const Message& msg);
+  void DrainPs(TimeNs now, int layer);
+  void SfbContribution(TimeNs now, int layer, int64_t clock);
+  void RingStep(TimeNs now, int layer, int piece);
+  void RingReady(TimeNs now, int layer);
+  void UpdateVersion(TimeNs now, int layer);
+  void Send(Message m, int layer);
+  void TraceInstant(TraceKind kind, TimeNs now, int layer, int64_t clock);
 
   const ActorId id_;
+  const int rank_;  // worker index
   const Model& model_;
   const Placement& placement_;
   const JobLayout& layout_;
   const ProtocolConfig config_;
   Host* const host_;
   WorkerStore* const store_;
+  SendQueue send_queue_;
 
   bool started_ = false;
   bool finished_ = false;
   int64_t clock_ = 0;
-  bool backward_done_ = false;
-  int layers_unsynced_ = 0;                // parameter layers not yet fresh for clock_
-  std::vector<int> chunks_missing_;        // per layer: chunks not yet received for clock_
-  std::vector<int> deferred_syncs_;        // layers whose sync waits for the end of backward
+  Phase phase_ = Phase::kIdle;
+  bool computing_ = false;  // a forward or backward task is in flight
+  int fwd_next_ = 0;
+  std::vector<int> deferred_syncs_;  // layers whose sync waits for the end of backward (no DWBP)
+  std::vector<LayerSync> sync_;      // per layer
 };
 
 }  // namespace poseidon::core

@@ -1,5 +1,6 @@
 #include "sim/cluster.h"
 
+#include <cmath>
 #include <utility>
 
 #include "core/coordinator.h"
@@ -38,7 +39,8 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
       << config_.worker_compute.size() << " compute models for " << layout.num_workers
       << " workers";
   placement_ = core::Placement::Build(*config_.model, layout.num_servers,
-                                      config_.protocol.chunk_bytes);
+                                      config_.protocol.chunk_bytes,
+                                      config_.protocol.scheme_of_layer);
   network_ = MakeNetworkModel(config_.network, layout.num_machines);
   const int n = layout.num_actors();
   for (ActorId a = 0; a < n; ++a) hosts_.push_back(std::make_unique<ActorHost>(this, a));
@@ -62,6 +64,13 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
   compute_busy_total_.assign(layout.num_workers, 0);
   compute_busy_at_iter_begin_.assign(layout.num_workers, 0);
   run_.workers.resize(layout.num_workers);
+  const size_t num_layers = config_.model->layers().size();
+  run_.layers.resize(num_layers);
+  backward_end_.resize(static_cast<size_t>(layout.num_workers) * num_layers);
+  for (int w = 0; w < layout.num_workers; ++w) {
+    std::seed_seq seq{config_.seed, static_cast<uint64_t>(w), uint64_t{0x9e3779b97f4a7c15}};
+    jitter_rng_.emplace_back(seq);
+  }
 }
 
 SimJob::~SimJob() = default;
@@ -69,7 +78,8 @@ SimJob::~SimJob() = default;
 uint32_t SimJob::AllocSlot() {
   if (free_slot_ >= 0) {
     uint32_t s = static_cast<uint32_t>(free_slot_);
-    free_slot_ = slots_[s].next_free;
+    free_slot_ = slots_[s].next;
+    slots_[s].next = -1;
     return s;
   }
   slots_.emplace_back();
@@ -84,7 +94,6 @@ void SimJob::Send(ActorId from, Message msg) {
   const int dst = config_.layout.machine_of[msg.to];
   const uint32_t slot = AllocSlot();
   const ActorId to = msg.to;
-  const int64_t wire = msg.wire_bytes();
   slots_[slot].msg = std::move(msg);
   slots_[slot].sent = now_;
   if (src == dst) {
@@ -94,7 +103,27 @@ void SimJob::Send(ActorId from, Message msg) {
   }
   ++run_.network_messages;
   run_.network_payload_bytes += slots_[slot].msg.payload_bytes;
-  network_->StartFlow(now_, src, dst, wire, slot);
+  Connection& c = ConnectionOf(src, dst);
+  if (c.busy) {
+    if (c.tail >= 0) {
+      slots_[c.tail].next = static_cast<int32_t>(slot);
+    } else {
+      c.head = static_cast<int32_t>(slot);
+    }
+    c.tail = static_cast<int32_t>(slot);
+    return;
+  }
+  c.busy = true;
+  StartFlow(src, dst, slot);
+}
+
+SimJob::Connection& SimJob::ConnectionOf(int src, int dst) {
+  return connections_[static_cast<uint64_t>(src) * static_cast<uint64_t>(config_.layout.num_machines) +
+                      static_cast<uint64_t>(dst)];
+}
+
+void SimJob::StartFlow(int src, int dst, uint32_t slot) {
+  network_->StartFlow(now_, src, dst, slots_[slot].msg.wire_bytes(), slot);
   NicChange(src, +1);
   NicChange(dst, +1);
   ScheduleNetworkNow();
@@ -114,9 +143,25 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
   network_->AdvanceTo(now_, &done_scratch_);
   for (const FlowDone& d : done_scratch_) {
     const Slot& s = slots_[d.tag];
-    NicChange(config_.layout.machine_of[s.msg.from], -1);
-    NicChange(config_.layout.machine_of[s.msg.to], -1);
+    const int src = config_.layout.machine_of[s.msg.from];
+    const int dst = config_.layout.machine_of[s.msg.to];
+    NicChange(src, -1);
+    NicChange(dst, -1);
     queue_.Push(d.delivered_at, kDeliver, static_cast<uint32_t>(s.msg.to), d.tag);
+    const ActorId from = s.msg.from;
+    Connection& c = ConnectionOf(src, dst);
+    if (c.head >= 0) {
+      const uint32_t next = static_cast<uint32_t>(c.head);
+      c.head = slots_[next].next;
+      if (c.head < 0) c.tail = -1;
+      slots_[next].next = -1;
+      StartFlow(src, dst, next);
+    } else {
+      c.busy = false;
+    }
+    // May send more (and grow slots_): pass a copy.
+    const Message sent = slots_[d.tag].msg;
+    actors_[from]->OnSent(now_, sent);
   }
   TimeNs next = network_->NextEventTime();
   if (next == kNever) {
@@ -154,24 +199,63 @@ void SimJob::StartNextTask(ActorId actor, int stream) {
   queue_.Push(now_ + dur, kTaskDone, static_cast<uint32_t>(actor), static_cast<uint64_t>(stream));
 }
 
-TimeNs SimJob::TaskDuration(ActorId actor, const ComputeTask& task) const {
+TimeNs SimJob::TaskDuration(ActorId actor, const ComputeTask& task) {
   const core::JobLayout& layout = config_.layout;
   switch (task.kind) {
     case TaskKind::kForward:
-      return config_.worker_compute[layout.WorkerIndex(actor)].fwd_ns(task.layer);
-    case TaskKind::kBackward:
-      return config_.worker_compute[layout.WorkerIndex(actor)].bwd_ns(task.layer);
+    case TaskKind::kBackward: {
+      const int w = layout.WorkerIndex(actor);
+      const ComputeModel& c = config_.worker_compute[static_cast<size_t>(w)];
+      const TimeNs base = task.kind == TaskKind::kForward ? c.fwd_ns(task.layer) : c.bwd_ns(task.layer);
+      return Jittered(w, base);
+    }
+    case TaskKind::kSfbRebuild: {
+      const int w = layout.WorkerIndex(actor);
+      return Jittered(w, config_.worker_compute[static_cast<size_t>(w)].SfbRebuildNs(
+                             task.layer, config_.protocol.batch));
+    }
     case TaskKind::kCopyToHost:
     case TaskKind::kCopyToDevice:
-      return config_.worker_compute[layout.WorkerIndex(actor)].CopyNs(task.bytes);
+      return config_.worker_compute[static_cast<size_t>(layout.WorkerIndex(actor))].CopyNs(task.bytes);
     case TaskKind::kServerUpdate:
       return config_.worker_compute[0].UpdateNs(task.bytes);
   }
   return 0;
 }
 
+TimeNs SimJob::Jittered(int worker, TimeNs base) {
+  if (config_.jitter == SimJobConfig::Jitter::kNone || config_.jitter_cv <= 0 || base == 0) {
+    return base;
+  }
+  std::mt19937_64& rng = jitter_rng_[static_cast<size_t>(worker)];
+  double factor = 1;
+  if (config_.jitter == SimJobConfig::Jitter::kLognormal) {
+    // Mean 1, coefficient of variation cv: sigma^2 = ln(1 + cv^2), mu = -sigma^2 / 2.
+    const double sigma2 = std::log1p(config_.jitter_cv * config_.jitter_cv);
+    std::normal_distribution<double> n(-sigma2 / 2, std::sqrt(sigma2));
+    factor = std::exp(n(rng));
+  } else {
+    // Uniform on [1 - a, 1 + a] with a = sqrt(3) cv (so the cv is cv), clipped at 0.
+    const double a = std::sqrt(3.0) * config_.jitter_cv;
+    std::uniform_real_distribution<double> u(-a, a);
+    factor = std::max(0.0, 1 + u(rng));
+  }
+  return static_cast<TimeNs>(std::llround(static_cast<double>(base) * factor));
+}
+
 void SimJob::Trace(const TraceEvent& e) {
   const core::JobLayout& layout = config_.layout;
+  if (layout.IsWorker(e.actor) && e.kind == TraceKind::kLayerSynced &&
+      e.clock >= config_.warmup_iterations) {
+    const auto& ends = backward_end_[static_cast<size_t>(layout.WorkerIndex(e.actor)) *
+                                         run_.layers.size() +
+                                     static_cast<size_t>(e.layer)];
+    if (static_cast<size_t>(e.clock) < ends.size()) {
+      LayerRun& lr = run_.layers[static_cast<size_t>(e.layer)];
+      lr.sync += e.ts - ends[static_cast<size_t>(e.clock)];
+      ++lr.samples;
+    }
+  }
   if (layout.IsWorker(e.actor)) {
     const int w = layout.WorkerIndex(e.actor);
     const int m = layout.machine_of[e.actor];
@@ -208,7 +292,7 @@ SimRun SimJob::Run() {
         Message msg = std::move(slots_[slot].msg);
         const TimeNs sent = slots_[slot].sent;
         slots_[slot].msg = Message();
-        slots_[slot].next_free = free_slot_;
+        slots_[slot].next = free_slot_;
         free_slot_ = static_cast<int32_t>(slot);
         if (config_.record_trace) {
           TraceEvent e;
@@ -224,6 +308,7 @@ SimRun SimJob::Run() {
           e.msg = msg.type;
           run_.trace.push_back(e);
         }
+        if (config_.layout.SameMachine(msg.from, msg.to)) actors_[msg.from]->OnSent(now_, msg);
         actors_[ev.target]->OnMessage(now_, msg);
         break;
       }
@@ -235,7 +320,18 @@ SimRun SimJob::Run() {
         s.queue.pop_front();
         if (stream == static_cast<int>(core::Stream::kCompute) &&
             config_.layout.IsWorker(actor)) {
-          compute_busy_total_[config_.layout.WorkerIndex(actor)] += now_ - s.started;
+          const int w = config_.layout.WorkerIndex(actor);
+          compute_busy_total_[static_cast<size_t>(w)] += now_ - s.started;
+          if (task.layer >= 0 && task.clock >= config_.warmup_iterations) {
+            LayerRun& lr = run_.layers[static_cast<size_t>(task.layer)];
+            if (task.kind == TaskKind::kForward) lr.fwd += now_ - s.started;
+            if (task.kind == TaskKind::kBackward) lr.bwd += now_ - s.started;
+          }
+          if (task.kind == TaskKind::kBackward) {
+            backward_end_[static_cast<size_t>(w) * run_.layers.size() +
+                          static_cast<size_t>(task.layer)]
+                .push_back(now_);
+          }
         }
         if (config_.record_trace) {
           TraceEvent e;

@@ -3,7 +3,8 @@
 //
 // The protocol actors are the core's (core/worker.h, core/server.h, core/coordinator.h); this
 // file only hosts them: it implements core::Host for each actor, turns Send into a flow on the
-// network model (or an immediate local delivery between actors on one machine), turns
+// network model (or an immediate local delivery between actors on one machine; messages between
+// two machines share one connection and leave in order, one flow at a time), turns
 // StartCompute into a task on one of the actor's FIFO streams whose duration comes from the
 // ComputeModel, and turns the engine's events back into the actors' On* calls.
 //
@@ -14,7 +15,9 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "config/specs.h"
@@ -37,19 +40,36 @@ struct SimJobConfig {
   // Compute model of each worker (size num_workers; stragglers have slower ones). Server updates
   // and copies use the worker 0 model's rates.
   std::vector<ComputeModel> worker_compute;
+  // Per-task variability of the workers' compute: each forward/backward task's time is
+  // multiplied by a factor with mean 1 and this coefficient of variation (0 = none), drawn from
+  // a generator seeded by (seed, worker), so runs are reproducible.
+  enum class Jitter { kNone, kLognormal, kUniform };
+  Jitter jitter = Jitter::kNone;
+  double jitter_cv = 0;
+  uint64_t seed = 1;
+  // Clocks below this are left out of the per-layer figures (SimRun::layers).
+  int64_t warmup_iterations = 0;
   bool record_trace = false;
 };
 
 struct WorkerRun {
   std::vector<TimeNs> iteration_begin;
   std::vector<TimeNs> iteration_end;
-  std::vector<TimeNs> compute_busy;  // per iteration: forward+backward task time
+  std::vector<TimeNs> compute_busy;  // per iteration: forward+backward (+ SFB rebuild) task time
   std::vector<TimeNs> nic_busy;      // per iteration: time this worker's machine NIC was busy
+};
+
+// Per layer, summed over workers and measured clocks by the caller.
+struct LayerRun {
+  TimeNs fwd = 0, bwd = 0;  // compute task time
+  TimeNs sync = 0;          // backward end of clock c -> layer fresh for clock c+1
+  int64_t samples = 0;      // (worker, clock) pairs counted in sync
 };
 
 struct SimRun {
   TimeNs end_time = 0;
   std::vector<WorkerRun> workers;
+  std::vector<LayerRun> layers;  // summed over workers and clocks after warm-up
   std::vector<LinkStats> links;
   uint64_t events = 0;
   uint64_t messages = 0;
@@ -79,7 +99,14 @@ class SimJob {
   struct Slot {
     core::Message msg;
     TimeNs sent = 0;
-    int32_t next_free = -1;
+    int32_t next = -1;  // next free slot, or next message queued on the same connection
+  };
+  // One TCP-like connection per ordered pair of machines: its messages leave one after another,
+  // the next starting when the previous one's last byte has left (as on a real stream socket).
+  struct Connection {
+    int32_t head = -1;  // queued messages (slot ids), not yet handed to the network
+    int32_t tail = -1;
+    bool busy = false;  // a message of this connection is on the network
   };
   enum EventKind : uint32_t { kStartActor, kDeliver, kTaskDone, kNetwork };
 
@@ -87,11 +114,14 @@ class SimJob {
   void StartCompute(core::ActorId actor, const core::ComputeTask& task);
   void Trace(const core::TraceEvent& e);
   void StartNextTask(core::ActorId actor, int stream);
-  TimeNs TaskDuration(core::ActorId actor, const core::ComputeTask& task) const;
+  TimeNs TaskDuration(core::ActorId actor, const core::ComputeTask& task);
+  TimeNs Jittered(int worker, TimeNs base);
   uint32_t AllocSlot();
   void ScheduleNetworkNow();
   void OnNetworkEvent(uint64_t generation);
   void NicChange(int machine, int delta);
+  void StartFlow(int src, int dst, uint32_t slot);
+  Connection& ConnectionOf(int src, int dst);
   std::string DeadlockReport() const;
 
   SimJobConfig config_;
@@ -103,6 +133,7 @@ class SimJob {
   core::PhantomShardStore shard_store_;
   std::vector<StreamState> streams_;  // actor * kNumStreams + stream
   std::vector<Slot> slots_;
+  std::unordered_map<uint64_t, Connection> connections_;
   int32_t free_slot_ = -1;
   EventQueue queue_;
   TimeNs now_ = 0;
@@ -116,6 +147,9 @@ class SimJob {
   std::vector<TimeNs> nic_busy_at_iter_begin_;
   std::vector<TimeNs> compute_busy_total_;
   std::vector<TimeNs> compute_busy_at_iter_begin_;
+  std::vector<std::mt19937_64> jitter_rng_;  // per worker
+  // Backward end of (worker, layer) for the clock being synced, for LayerRun::sync.
+  std::vector<std::vector<TimeNs>> backward_end_;  // [worker * layers + layer][clock]
   SimRun run_;
 };
 

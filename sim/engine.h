@@ -12,6 +12,7 @@
 //   while (q.Pop(&e)) { ... e.time ... }
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

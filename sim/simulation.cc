@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/sacp.h"
 #include "core/trace.h"
 
 namespace poseidon::sim {
@@ -28,6 +29,39 @@ ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model&
   return c;
 }
 
+core::ProtocolConfig BuildProtocol(const config::ScenarioSpec& s, const core::Model& model,
+                                   int workers, int servers, bool device_copies) {
+  core::ProtocolConfig p;
+  p.dwbp = s.dwbp;
+  p.chunk_bytes = s.chunk_bytes;
+  p.iterations = s.iterations;
+  p.device_copies = device_copies;
+  p.batch = s.batch_per_worker;
+  p.consistency = s.consistency == "ssp"   ? core::Consistency::kSsp
+                  : s.consistency == "asp" ? core::Consistency::kAsp
+                                           : core::Consistency::kBsp;
+  p.staleness = s.staleness;
+  p.gate = s.gate == "per_layer" ? core::Gate::kPerLayer : core::Gate::kAllLayers;
+  p.priority_window_bytes = s.priority_window_bytes;
+  core::SacpInput in;
+  in.workers = workers;
+  in.servers = servers;
+  in.colocated = s.placement == config::ServerPlacement::kColocated;
+  in.batch = s.batch_per_worker;
+  core::SchemeRequestFromName(s.scheme, &in.default_request);
+  for (const auto& [layer, scheme] : s.layer_schemes) {
+    core::SchemeRequest r;
+    core::SchemeRequestFromName(scheme, &r);
+    in.per_layer[layer] = r;
+  }
+  try {
+    p.scheme_of_layer = core::PlanSchemes(model, in).scheme_of_layer;
+  } catch (const std::invalid_argument& e) {
+    config::FailAt(s.protocol_loc, std::string(e.what()) + "; fix protocol.scheme or layer_schemes");
+  }
+  return p;
+}
+
 namespace {
 
 SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const ComputeModel& compute,
@@ -37,12 +71,20 @@ SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const Com
   cfg.layout = s.placement == config::ServerPlacement::kColocated
                    ? core::JobLayout::Colocated(workers, servers)
                    : core::JobLayout::Dedicated(workers, servers);
-  cfg.protocol.dwbp = s.dwbp;
-  cfg.protocol.chunk_bytes = s.chunk_bytes;
-  cfg.protocol.iterations = s.iterations;
-  cfg.protocol.device_copies = compute.pcie_bandwidth_Bps() > 0;
+  cfg.protocol = BuildProtocol(s, model, workers, servers, compute.pcie_bandwidth_Bps() > 0);
   cfg.network = s.network;
-  cfg.worker_compute.assign(workers, compute);
+  cfg.worker_compute.assign(static_cast<size_t>(workers), compute);
+  for (const auto& st : s.stragglers) {
+    if (st.worker < workers) {
+      cfg.worker_compute[static_cast<size_t>(st.worker)] = compute.ScaledBy(st.slowdown);
+    }
+  }
+  cfg.jitter = s.jitter == "lognormal" ? SimJobConfig::Jitter::kLognormal
+               : s.jitter == "uniform" ? SimJobConfig::Jitter::kUniform
+                                       : SimJobConfig::Jitter::kNone;
+  cfg.jitter_cv = s.jitter_cv;
+  cfg.seed = s.seed;
+  cfg.warmup_iterations = s.warmup_iterations;
   cfg.record_trace = record_trace;
   if (layout_out) *layout_out = cfg.layout;
   SimJob job(std::move(cfg));
@@ -84,12 +126,24 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
     }
   }
   const double n = static_cast<double>(samples.size());
-  double mean = 0;
-  for (double v : samples) mean += v;
-  mean /= n;
+  double sample_mean = 0;
+  for (double v : samples) sample_mean += v;
+  sample_mean /= n;
   double var = 0;
-  for (double v : samples) var += (v - mean) * (v - mean);
+  for (double v : samples) var += (v - sample_mean) * (v - sample_mean);
+  // The job's iteration time: the measured span over the measured clocks, where the span runs
+  // from the moment the *last* worker begins the first measured clock to the moment the last
+  // worker ends the last clock: the pace of the job's slowest member. Under BSP it equals the
+  // mean of the per-worker samples; under SSP/ASP fast workers run ahead, and counting their head
+  // start would understate throughput.
+  TimeNs span_begin = 0, span_end = 0;
+  for (const WorkerRun& w : run.workers) {
+    span_begin = std::max(span_begin, w.iteration_begin[static_cast<size_t>(s.warmup_iterations)]);
+    span_end = std::max(span_end, w.iteration_end.back());
+  }
   r.measured_iterations = s.iterations - s.warmup_iterations;
+  const double mean =
+      static_cast<double>(span_end - span_begin) / static_cast<double>(r.measured_iterations);
   r.iteration_ms = Ms(mean);
   r.iteration_std_ms = Ms(std::sqrt(var / n));
   r.iteration_min_ms = Ms(*std::min_element(samples.begin(), samples.end()));
@@ -100,15 +154,29 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   r.throughput = static_cast<double>(s.workers * s.batch_per_worker) / (mean / 1e9);
   r.network_gb_per_iteration =
       static_cast<double>(run.network_payload_bytes) / static_cast<double>(s.iterations) / 1e9;
+  {
+    const core::ProtocolConfig proto = BuildProtocol(s, model, s.workers, s.servers, false);
+    const double per = static_cast<double>(s.workers) *
+                       static_cast<double>(s.iterations - s.warmup_iterations);
+    for (int l : model.param_layers()) {
+      const LayerRun& lr = run.layers[static_cast<size_t>(l)];
+      LayerResult x;
+      x.name = model.layers()[static_cast<size_t>(l)].name;
+      x.scheme = core::SchemeName(proto.SchemeOf(l));
+      x.fwd_ms = Ms(static_cast<double>(lr.fwd) / per);
+      x.bwd_ms = Ms(static_cast<double>(lr.bwd) / per);
+      x.sync_ms = lr.samples > 0 ? Ms(static_cast<double>(lr.sync) / static_cast<double>(lr.samples)) : 0;
+      r.layers.push_back(x);
+    }
+  }
 
   if (options.baseline) {
     SimRun one = RunJob(s, model, compute, 1, 1, false, nullptr);
     const WorkerRun& w = one.workers[0];
-    double sum = 0;
-    for (size_t c = static_cast<size_t>(s.warmup_iterations); c < w.iteration_end.size(); ++c) {
-      sum += static_cast<double>(w.iteration_end[c] - w.iteration_begin[c]);
-    }
-    const double one_mean = sum / static_cast<double>(s.iterations - s.warmup_iterations);
+    const double one_mean =
+        static_cast<double>(w.iteration_end.back() -
+                            w.iteration_begin[static_cast<size_t>(s.warmup_iterations)]) /
+        static_cast<double>(s.iterations - s.warmup_iterations);
     r.single_node_iteration_ms = Ms(one_mean);
     r.speedup = r.throughput / (static_cast<double>(s.batch_per_worker) / (one_mean / 1e9));
   }
@@ -179,6 +247,13 @@ std::string FormatResult(const ScenarioResult& r, OutputFormat format) {
                            l.capacity_Bps * 8 / 1e9, l.bytes / 1e9, l.busy_fraction,
                            l.utilisation);
     }
+    std::string layers;
+    for (const auto& l : r.layers) {
+      layers += fmt::format("{}{{\"name\":\"{}\",\"scheme\":\"{}\",\"fwd_ms\":{:.6f},"
+                            "\"bwd_ms\":{:.6f},\"sync_ms\":{:.6f}}}",
+                            layers.empty() ? "" : ",", JsonEscape(l.name), l.scheme, l.fwd_ms,
+                            l.bwd_ms, l.sync_ms);
+    }
     std::string warnings;
     for (const auto& w : r.warnings) {
       warnings += fmt::format("{}\"{}\"", warnings.empty() ? "" : ",", JsonEscape(w));
@@ -190,12 +265,12 @@ std::string FormatResult(const ScenarioResult& r, OutputFormat format) {
         "\"throughput_img_s\":{:.3f},\"speedup\":{:.4f},\"single_node_iteration_ms\":{:.6f},"
         "\"breakdown_ms\":{{\"compute\":{:.6f},\"communication\":{:.6f},\"wait\":{:.6f}}},"
         "\"network_gb_per_iteration\":{:.6f},\"events\":{},\"network_messages\":{},"
-        "\"compute_source\":\"{}\",\"warnings\":[{}],\"links\":[{}]}}\n",
+        "\"compute_source\":\"{}\",\"warnings\":[{}],\"layers\":[{}],\"links\":[{}]}}\n",
         JsonEscape(r.name), JsonEscape(r.model), r.workers, r.servers, r.batch_per_worker,
         r.measured_iterations, r.iteration_ms, r.iteration_std_ms, r.iteration_min_ms,
         r.iteration_max_ms, r.throughput, r.speedup, r.single_node_iteration_ms, r.compute_ms,
         r.communication_ms, r.wait_ms, r.network_gb_per_iteration, r.events, r.network_messages,
-        JsonEscape(r.compute_source), warnings, links);
+        JsonEscape(r.compute_source), warnings, layers, links);
   }
   std::string o;
   o += fmt::format("scenario        {}  (model {}, {} workers, {} shards, batch {}/worker)\n",

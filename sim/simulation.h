@@ -4,9 +4,12 @@
 //   sim::ScenarioResult r = sim::SimulateScenario(s, {});
 //   std::cout << sim::FormatResult(r, sim::OutputFormat::kTable);
 //
-// Statistics skip the scenario's warm-up iterations. Iteration time is per worker and per
-// clock (begin of clock c to the moment every layer is fresh again); the breakdown is per
-// iteration, averaged over workers and measured clocks:
+// Statistics skip the scenario's warm-up iterations. The iteration time is the job's: the span
+// from the first measured clock's latest begin to the last clock's latest end, over the
+// measured clocks (under BSP, the mean of every worker's clocks); its spread (std, min, max) is
+// over the per-worker, per-clock samples (begin of clock c on a worker to its begin of c+1, or
+// to the final sync for the last clock). Throughput and speedup follow the job's iteration time.
+// The breakdown is per iteration, averaged over workers and measured clocks:
 //   compute       time the worker's compute stream was busy (forward + backward);
 //   communication time the worker machine's NIC was sending or receiving (may overlap compute);
 //   wait          iteration time - compute: the compute stream idled, waiting for parameters.
@@ -26,6 +29,14 @@ namespace poseidon::sim {
 struct SimOptions {
   bool record_trace = false;
   bool baseline = true;  // also simulate one node, for the speedup
+};
+
+// Per-layer figures (layers with parameters), means over workers and measured clocks.
+struct LayerResult {
+  std::string name;
+  std::string scheme;  // ps | sfb | allreduce
+  double fwd_ms = 0, bwd_ms = 0;
+  double sync_ms = 0;  // backward end -> parameters fresh for the next clock
 };
 
 struct ScenarioResult {
@@ -49,6 +60,7 @@ struct ScenarioResult {
   uint64_t network_messages = 0;
   double network_gb_per_iteration = 0;  // payload bytes over the network per iteration, 1e9
   std::vector<LinkStats> links;
+  std::vector<LayerResult> layers;
   std::string compute_source;
   std::vector<std::string> warnings;
   bool deadlocked = false;
@@ -60,6 +72,11 @@ struct ScenarioResult {
 // Builds the model, compute models and layout the scenario describes.
 core::Model BuildScenarioModel(const config::ScenarioSpec& s);
 ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model& model);
+// The protocol configuration: SACP plan, consistency, gate, priorities. Throws ConfigError (at
+// the scenario's protocol section) for a plan the model cannot take (sfb on a conv layer, an
+// unknown layer name).
+core::ProtocolConfig BuildProtocol(const config::ScenarioSpec& s, const core::Model& model,
+                                   int workers, int servers, bool device_copies);
 
 ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions& options);
 

@@ -15,8 +15,8 @@ AlphaBetaNetwork::AlphaBetaNetwork(Topology topology, const config::NetworkSpec&
       efficiency_(spec.efficiency),
       overhead_ns_(spec.per_message_overhead_ns) {
   if (!(efficiency_ > 0 && efficiency_ <= 1)) {
-    throw std::invalid_argument(fmt::format(
-        "{}: network efficiency must be in (0, 1], got {}", spec.loc.ToString(), efficiency_));
+    throw std::invalid_argument(fmt::format("{}: network efficiency must be in (0, 1], got {}",
+                                            spec.loc.ToString(), efficiency_));
   }
   if (overhead_ns_ < 0) {
     throw std::invalid_argument(fmt::format("{}: per-message overhead must be >= 0 ns, got {}",
@@ -94,9 +94,8 @@ std::vector<LinkStats> AlphaBetaNetwork::Links(TimeNs now) const {
   std::vector<double> bytes = link_bytes_;
   for (const Msg& m : heap_) {
     if (m.finish <= m.start) continue;
-    const double frac = std::clamp(static_cast<double>(now - m.start) /
-                                       static_cast<double>(m.finish - m.start),
-                                   0.0, 1.0);
+    const double frac = std::clamp(
+        static_cast<double>(now - m.start) / static_cast<double>(m.finish - m.start), 0.0, 1.0);
     for (int32_t l : m.route) bytes[static_cast<size_t>(l)] += m.wire * frac;
   }
   const double secs = static_cast<double>(now) * 1e-9;

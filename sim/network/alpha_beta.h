@@ -40,7 +40,7 @@ class AlphaBetaNetwork final : public NetworkModel {
  private:
   struct Msg {
     TimeNs start;
-    TimeNs finish;     // end of transmission
+    TimeNs finish;  // end of transmission
     uint64_t seq;
     uint64_t tag;
     TimeNs delivered;  // finish + latency + overhead

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -14,11 +13,6 @@
 namespace poseidon::sim {
 namespace {
 
-// Relative tolerance of the solver: a rate within kRelTol of its old value is "unchanged", and a
-// fixed flow may exceed a link's level by kRelTol before it counts as bottlenecked there. Far
-// above the rounding noise of a re-solve (~1e-15), far below anything a timing result can see.
-constexpr double kRelTol = 1e-12;
-constexpr double kInf = std::numeric_limits<double>::infinity();
 // Longest transmission we represent (~127 years); keeps finish times far from overflow.
 constexpr double kMaxDurationNs = 4e18;
 
@@ -38,8 +32,8 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
       efficiency_(spec.efficiency),
       overhead_ns_(spec.per_message_overhead_ns) {
   if (!(efficiency_ > 0 && efficiency_ <= 1)) {
-    throw std::invalid_argument(fmt::format(
-        "{}: network efficiency must be in (0, 1], got {}", spec.loc.ToString(), efficiency_));
+    throw std::invalid_argument(fmt::format("{}: network efficiency must be in (0, 1], got {}",
+                                            spec.loc.ToString(), efficiency_));
   }
   if (overhead_ns_ < 0) {
     throw std::invalid_argument(fmt::format("{}: per-message overhead must be >= 0 ns, got {}",
@@ -68,11 +62,13 @@ void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
   const Route route = topo_.RouteBetween(src, dst);  // validates src, dst
   if (!seeds_.empty() && pending_t_ != now) Flush();
   // Flows that ended before `now` leave the links first; they are reported by the next AdvanceTo.
-  ProcessUntil(now, /*inclusive=*/false);
+  // With starts already pending at `now` that was done by the first of them: keep batching.
+  if (seeds_.empty()) ProcessUntil(now, /*inclusive=*/false);
   now_ = now;
 
   const int32_t f = AllocFlow();
   Flow& fl = flows_[static_cast<size_t>(f)];
+  Hot& h = hot_[static_cast<size_t>(f)];
   fl.seq = next_seq_++;
   fl.tag = tag;
   fl.src = src;
@@ -80,19 +76,16 @@ void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
   fl.extra = topo_.RouteLatency(route) + overhead_ns_;
   fl.wire = static_cast<double>(payload_bytes) / efficiency_;
   fl.remaining = fl.wire;
-  fl.rate = 0;
   fl.last_t = now;
-  fl.bottleneck = -1;
-  fl.nlinks = route.size;
-  for (int i = 0; i < route.size; ++i) fl.link[i] = route.links[static_cast<size_t>(i)];
   ++active_count_;
   if (payload_bytes == 0) {
     // Nothing to transmit: never enters the solver, ends now.
-    fl.nlinks = 0;
     fl.finish = now;
     HeapPush(f);
     return;
   }
+  h.nlinks = static_cast<uint8_t>(route.size);
+  for (int i = 0; i < route.size; ++i) h.link[i] = route.links[static_cast<size_t>(i)];
   fl.finish = kNever;
   AttachToLinks(f, now);
   pending_t_ = now;
@@ -102,8 +95,7 @@ TimeNs FlowNetwork::NextEventTime() const {
   Flush();
   // Retired by a later StartFlow but not reported yet: due now (they ended earlier).
   if (!done_.empty()) return std::max(done_.front().finish, now_);
-  if (heap_.empty()) return kNever;
-  return flows_[static_cast<size_t>(heap_[0])].finish;
+  return heap_.empty() ? kNever : heap_[0].finish;
 }
 
 void FlowNetwork::AdvanceTo(TimeNs now, std::vector<FlowDone>* done) {
@@ -128,8 +120,9 @@ std::vector<LinkStats> FlowNetwork::Links(TimeNs now) const {
     double bytes = link_bytes_[l];
     for (int32_t f : link_flows_[l]) {
       const Flow& fl = flows_[static_cast<size_t>(f)];
+      const double rate = hot_[static_cast<size_t>(f)].rate;
       const double left =
-          fl.remaining - fl.rate * static_cast<double>(std::max<TimeNs>(0, now - fl.last_t)) * 1e-9;
+          fl.remaining - rate * static_cast<double>(std::max<TimeNs>(0, now - fl.last_t)) * 1e-9;
       bytes += std::clamp(fl.wire - left, 0.0, fl.wire);
     }
     TimeNs busy = link_busy_ns_[l];
@@ -143,22 +136,24 @@ std::vector<LinkStats> FlowNetwork::Links(TimeNs now) const {
 
 std::vector<FlowNetwork::FlowInfo> FlowNetwork::ActiveFlows() const {
   Flush();
-  std::vector<const Flow*> live;
-  for (const Flow& fl : flows_) {
-    if (fl.live) live.push_back(&fl);
+  std::vector<size_t> live;
+  for (size_t f = 0; f < flows_.size(); ++f) {
+    if (flows_[f].live) live.push_back(f);
   }
-  std::sort(live.begin(), live.end(), [](const Flow* a, const Flow* b) { return a->seq < b->seq; });
+  std::sort(live.begin(), live.end(),
+            [this](size_t a, size_t b) { return flows_[a].seq < flows_[b].seq; });
   std::vector<FlowInfo> out;
   out.reserve(live.size());
-  for (const Flow* fl : live) {
+  for (size_t f : live) {
+    const Flow& fl = flows_[f];
     FlowInfo info;
-    info.tag = fl->tag;
-    info.src = fl->src;
-    info.dst = fl->dst;
-    info.route = topo_.RouteBetween(fl->src, fl->dst);
-    info.rate_Bps = fl->rate;
-    info.remaining_bytes = fl->remaining;
-    info.finish = fl->finish;
+    info.tag = fl.tag;
+    info.src = fl.src;
+    info.dst = fl.dst;
+    info.route = topo_.RouteBetween(fl.src, fl.dst);
+    info.rate_Bps = hot_[f].rate;
+    info.remaining_bytes = fl.remaining;
+    info.finish = fl.finish;
     out.push_back(info);
   }
   return out;
@@ -174,17 +169,19 @@ int32_t FlowNetwork::AllocFlow() {
   } else {
     f = static_cast<int32_t>(flows_.size());
     flows_.emplace_back();
+    hot_.emplace_back();
   }
-  Flow& fl = flows_[static_cast<size_t>(f)];
-  fl = Flow{};  // round_stamp 0: never equal to a live round epoch (they start at 1)
-  fl.live = true;
+  flows_[static_cast<size_t>(f)] = Flow{};
+  flows_[static_cast<size_t>(f)].live = true;
+  hot_[static_cast<size_t>(f)] = Hot{};  // stamp 0: never a live round epoch (they start at 1)
   return f;
 }
 
 void FlowNetwork::AttachToLinks(int32_t f, TimeNs now) {
   Flow& fl = flows_[static_cast<size_t>(f)];
-  for (int i = 0; i < fl.nlinks; ++i) {
-    const int32_t l = fl.link[i];
+  const Hot& h = hot_[static_cast<size_t>(f)];
+  for (int i = 0; i < h.nlinks; ++i) {
+    const int32_t l = h.link[i];
     std::vector<int32_t>& on = link_flows_[static_cast<size_t>(l)];
     if (on.empty()) link_busy_since_[static_cast<size_t>(l)] = now;
     fl.pos[i] = static_cast<int32_t>(on.size());
@@ -194,25 +191,28 @@ void FlowNetwork::AttachToLinks(int32_t f, TimeNs now) {
 }
 
 void FlowNetwork::DetachFromLinks(int32_t f, TimeNs now) {
-  Flow& fl = flows_[static_cast<size_t>(f)];
-  for (int i = 0; i < fl.nlinks; ++i) {
-    const int32_t l = fl.link[i];
+  const Flow& fl = flows_[static_cast<size_t>(f)];
+  const Hot& h = hot_[static_cast<size_t>(f)];
+  for (int i = 0; i < h.nlinks; ++i) {
+    const int32_t l = h.link[i];
     std::vector<int32_t>& on = link_flows_[static_cast<size_t>(l)];
     const int32_t idx = fl.pos[i];
     const int32_t moved = on.back();
     on[static_cast<size_t>(idx)] = moved;
     on.pop_back();
     if (moved != f) {
-      Flow& m = flows_[static_cast<size_t>(moved)];
-      for (int j = 0; j < m.nlinks; ++j) {
-        if (m.link[j] == l) {
-          m.pos[j] = idx;
+      const Hot& mh = hot_[static_cast<size_t>(moved)];
+      for (int j = 0; j < mh.nlinks; ++j) {
+        if (mh.link[j] == l) {
+          flows_[static_cast<size_t>(moved)].pos[j] = idx;
           break;
         }
       }
     }
     link_bytes_[static_cast<size_t>(l)] += fl.wire;
-    if (on.empty()) link_busy_ns_[static_cast<size_t>(l)] += now - link_busy_since_[static_cast<size_t>(l)];
+    if (on.empty()) {
+      link_busy_ns_[static_cast<size_t>(l)] += now - link_busy_since_[static_cast<size_t>(l)];
+    }
     seeds_.push_back(l);
   }
 }
@@ -229,10 +229,10 @@ void FlowNetwork::ProcessUntil(TimeNs t, bool inclusive) {
   Flush();
   const size_t first = done_.size();
   while (!heap_.empty()) {
-    const TimeNs finish = flows_[static_cast<size_t>(heap_[0])].finish;
+    const TimeNs finish = heap_[0].finish;
     if (finish > t || (!inclusive && finish == t)) break;
     // Every flow ending at this ns leaves together; one solve for all of them.
-    while (!heap_.empty() && flows_[static_cast<size_t>(heap_[0])].finish == finish) {
+    while (!heap_.empty() && heap_[0].finish == finish) {
       const int32_t f = HeapPop();
       const Flow& fl = flows_[static_cast<size_t>(f)];
       done_.push_back(Done{finish, fl.seq, fl.tag, finish + fl.extra});
@@ -245,7 +245,8 @@ void FlowNetwork::ProcessUntil(TimeNs t, bool inclusive) {
   auto by_time_seq = [](const Done& a, const Done& b) {
     return a.finish != b.finish ? a.finish < b.finish : a.seq < b.seq;
   };
-  if (!std::is_sorted(done_.begin() + static_cast<std::ptrdiff_t>(first), done_.end(), by_time_seq)) {
+  if (!std::is_sorted(done_.begin() + static_cast<std::ptrdiff_t>(first), done_.end(),
+                      by_time_seq)) {
     std::sort(done_.begin() + static_cast<std::ptrdiff_t>(first), done_.end(), by_time_seq);
   }
 }
@@ -268,6 +269,12 @@ void FlowNetwork::AddToRegion(int32_t link) {
   region_.push_back(link);
 }
 
+void FlowNetwork::PushShare(int32_t link) {
+  const LinkScratch& s = link_scratch_[static_cast<size_t>(link)];
+  fill_heap_.emplace_back(s.rem / s.cnt, link);
+  std::push_heap(fill_heap_.begin(), fill_heap_.end(), std::greater<>());
+}
+
 void FlowNetwork::Solve(TimeNs now) {
   if (seeds_.empty()) return;
   ++stats_.solves;
@@ -278,112 +285,22 @@ void FlowNetwork::Solve(TimeNs now) {
   region_.clear();
   for (int32_t l : seeds_) AddToRegion(l);
   seeds_.clear();
-
-  for (;;) {
-    ++stats_.rounds;
-    if (++round_epoch_ == 0) {
-      for (Flow& fl : flows_) fl.round_stamp = 0;
-      round_epoch_ = 1;
-    }
-    free_flows_.clear();
-    fill_heap_.clear();
-    // 1. Classify the flows on R: free (bottleneck in R, or new) or fixed (subtract their rate).
-    for (int32_t l : region_) {
-      LinkScratch& s = link_scratch_[static_cast<size_t>(l)];
-      s.cnt = 0;
-      s.rem = capacity_[static_cast<size_t>(l)];
-      s.level = kInf;
-      s.max_fixed = 0;
-      const std::vector<int32_t>& on = link_flows_[static_cast<size_t>(l)];
-      for (int32_t f : on) {
-        Flow& fl = flows_[static_cast<size_t>(f)];
-        if (fl.round_stamp != round_epoch_) {
-          fl.round_stamp = round_epoch_;
-          fl.is_free = fl.bottleneck < 0 || InRegion(fl.bottleneck);
-          fl.frozen = false;
-          if (fl.is_free) free_flows_.push_back(f);
-        }
-        if (fl.is_free) {
-          ++s.cnt;
-        } else {
-          s.rem -= fl.rate;
-          s.max_fixed = std::max(s.max_fixed, fl.rate);
-        }
-      }
-      stats_.flow_visits += on.size();
-      if (s.cnt > 0) fill_heap_.emplace_back(s.rem / s.cnt, l);
-    }
-    stats_.link_visits += region_.size();
-
-    // 2. Progressive filling over the free flows: saturate the link with the smallest fair share,
-    // freeze its flows at that level, repeat. Shares only grow as flows freeze elsewhere, so a
-    // popped entry whose key is stale is pushed back with the current share.
-    std::make_heap(fill_heap_.begin(), fill_heap_.end(), std::greater<>());
-    while (!fill_heap_.empty()) {
-      std::pop_heap(fill_heap_.begin(), fill_heap_.end(), std::greater<>());
-      const auto [key, l] = fill_heap_.back();
-      fill_heap_.pop_back();
-      LinkScratch& s = link_scratch_[static_cast<size_t>(l)];
-      if (s.cnt == 0) continue;
-      const double share = s.rem / s.cnt;
-      if (share != key) {
-        fill_heap_.emplace_back(share, l);
-        std::push_heap(fill_heap_.begin(), fill_heap_.end(), std::greater<>());
-        continue;
-      }
-      s.level = share;
-      for (int32_t f : link_flows_[static_cast<size_t>(l)]) {
-        Flow& fl = flows_[static_cast<size_t>(f)];
-        if (!fl.is_free || fl.frozen) continue;
-        fl.frozen = true;
-        fl.new_rate = share;
-        fl.new_bottleneck = l;
-        for (int i = 0; i < fl.nlinks; ++i) {
-          const int32_t m = fl.link[i];
-          if (!InRegion(m)) continue;
-          LinkScratch& t = link_scratch_[static_cast<size_t>(m)];
-          t.rem -= share;
-          --t.cnt;
-        }
-      }
-    }
-
-    // 3. Grow R where the result is not yet consistent with the rest of the network.
-    grow_.clear();
-    for (int32_t l : region_) {
-      const LinkScratch& s = link_scratch_[static_cast<size_t>(l)];
-      const double limit = s.level * (1 + kRelTol);
-      if (!(s.max_fixed > limit)) continue;
-      // (b) A fixed flow would now be bottlenecked here: free it by adding its bottleneck.
-      for (int32_t f : link_flows_[static_cast<size_t>(l)]) {
-        const Flow& fl = flows_[static_cast<size_t>(f)];
-        if (!fl.is_free && fl.rate > limit) grow_.push_back(fl.bottleneck);
-      }
-    }
-    for (int32_t f : free_flows_) {
-      const Flow& fl = flows_[static_cast<size_t>(f)];
-      if (fl.rate > 0 && std::abs(fl.new_rate - fl.rate) <= kRelTol * fl.rate) continue;
-      // (a) Its rate moved: the load of every link it crosses moved.
-      for (int i = 0; i < fl.nlinks; ++i) {
-        if (!InRegion(fl.link[i])) grow_.push_back(fl.link[i]);
-      }
-    }
-    if (grow_.empty()) break;
-    for (int32_t l : grow_) AddToRegion(l);
+  while (!FillRound()) {
   }
 
-  // 4. Commit: only flows whose rate moved get a new finish time.
+  // Commit: only flows whose rate moved get a new finish time.
   for (int32_t f : free_flows_) {
+    Hot& h = hot_[static_cast<size_t>(f)];
+    h.bottleneck = h.new_bottleneck;
+    if (!RateChanged(h)) continue;
     Flow& fl = flows_[static_cast<size_t>(f)];
-    fl.bottleneck = fl.new_bottleneck;
-    if (fl.rate > 0 && std::abs(fl.new_rate - fl.rate) <= kRelTol * fl.rate) continue;
-    if (fl.rate > 0) {
-      fl.remaining -= fl.rate * static_cast<double>(now - fl.last_t) * 1e-9;
+    if (h.rate > 0) {
+      fl.remaining -= h.rate * static_cast<double>(now - fl.last_t) * 1e-9;
       if (fl.remaining < 0) fl.remaining = 0;
     }
     fl.last_t = now;
-    fl.rate = fl.new_rate;
-    fl.finish = now + RoundUpNs(fl.remaining / fl.rate * 1e9);
+    h.rate = h.new_rate;
+    fl.finish = now + RoundUpNs(fl.remaining / h.rate * 1e9);
     if (fl.heap_pos < 0) {
       HeapPush(f);
     } else {
@@ -393,60 +310,208 @@ void FlowNetwork::Solve(TimeNs now) {
   }
 }
 
+bool FlowNetwork::FillRound() {
+  ++stats_.rounds;
+  if (++round_epoch_ == 0) {
+    for (Hot& h : hot_) h.stamp = 0;
+    for (LinkScratch& t : link_scratch_) t.popped_stamp = 0;
+    round_epoch_ = 1;
+  }
+  free_flows_.clear();
+  fill_heap_.clear();
+  restart_ = false;
+  water_ = 0;
+  // 1. Classify the flows on R: free (bottleneck in R, or new) or fixed at their current rate.
+  for (int32_t l : region_) {
+    LinkScratch& s = link_scratch_[static_cast<size_t>(l)];
+    s.cnt = 0;
+    s.rem = capacity_[static_cast<size_t>(l)];
+    const std::vector<int32_t>& on = link_flows_[static_cast<size_t>(l)];
+    for (int32_t f : on) {
+      Hot& h = hot_[static_cast<size_t>(f)];
+      if (h.stamp != round_epoch_) {
+        h.stamp = round_epoch_;
+        h.flags = (h.bottleneck < 0 || InRegion(h.bottleneck)) ? kFree : 0;
+        if (h.flags & kFree) free_flows_.push_back(f);
+      }
+      if (h.flags & kFree) {
+        ++s.cnt;
+      } else {
+        s.rem -= h.rate;
+      }
+    }
+    stats_.flow_visits += on.size();
+    if (s.cnt > 0) fill_heap_.emplace_back(s.rem / s.cnt, l);
+  }
+  stats_.link_visits += region_.size();
+  std::make_heap(fill_heap_.begin(), fill_heap_.end(), std::greater<>());
+
+  // 2. Progressive filling: saturate the link with the smallest fair share, freeze its free flows
+  // at that level, repeat. A share grows when a flow freezes elsewhere (the stale, smaller entry
+  // is pushed again when popped) and shrinks only when a flow turns free (a new entry is pushed
+  // then; the stale, larger one finds the link empty or is pushed again).
+  while (!fill_heap_.empty()) {
+    std::pop_heap(fill_heap_.begin(), fill_heap_.end(), std::greater<>());
+    const auto [key, l] = fill_heap_.back();
+    fill_heap_.pop_back();
+    LinkScratch& s = link_scratch_[static_cast<size_t>(l)];
+    if (s.cnt == 0) continue;
+    const double share = s.rem / s.cnt;
+    if (share != key) {
+      // Stale key. Re-push even when the share went down by a rounding hair (a flow frozen at a
+      // level an ulp above this link's share): a skipped entry would strand the link's flows.
+      PushShare(l);
+      continue;
+    }
+    water_ = std::max(water_, share);
+    const std::vector<int32_t>& on = link_flows_[static_cast<size_t>(l)];
+    stats_.flow_visits += on.size();
+    // (b) A fixed flow faster than this level would be bottlenecked here: bring its bottleneck
+    // into R, which frees it (and raises this link's share above the level: look again later).
+    bool grew = false;
+    for (int32_t f : on) {
+      const Hot& h = hot_[static_cast<size_t>(f)];
+      if (!(h.flags & kFree) && h.rate > share * (1 + kRelTol)) {
+        ActivateLink(h.bottleneck);
+        grew = true;
+      }
+    }
+    if (restart_) return false;
+    if (grew) {
+      PushShare(l);
+      continue;
+    }
+    s.popped_stamp = round_epoch_;
+    for (int32_t f : on) {
+      Hot& h = hot_[static_cast<size_t>(f)];
+      if ((h.flags & (kFree | kFrozen)) != kFree) continue;
+      h.flags |= kFrozen;
+      h.new_rate = share;
+      h.new_bottleneck = l;
+      for (int i = 0; i < h.nlinks; ++i) {
+        const int32_t m = h.link[i];
+        if (!InRegion(m)) continue;
+        LinkScratch& t = link_scratch_[static_cast<size_t>(m)];
+        t.rem -= share;
+        --t.cnt;
+      }
+      // (a) Its rate moved, so the load of every link it crosses moved: bring them into R.
+      if (RateChanged(h)) {
+        for (int i = 0; i < h.nlinks; ++i) {
+          if (!InRegion(h.link[i])) ActivateLink(h.link[i]);
+        }
+      }
+    }
+    if (restart_) return false;
+  }
+  return true;
+}
+
+void FlowNetwork::ActivateLink(int32_t link) {
+  if (InRegion(link)) return;  // already accounted for in this round
+  AddToRegion(link);
+  LinkScratch& s = link_scratch_[static_cast<size_t>(link)];
+  s.cnt = 0;
+  s.rem = capacity_[static_cast<size_t>(link)];
+  const double floor = water_ * (1 - kRelTol);
+  const std::vector<int32_t>& on = link_flows_[static_cast<size_t>(link)];
+  stats_.flow_visits += on.size();
+  ++stats_.link_visits;
+  for (int32_t f : on) {
+    Hot& h = hot_[static_cast<size_t>(f)];
+    if (h.stamp != round_epoch_) {
+      // First seen this round: none of its other links is in R.
+      h.stamp = round_epoch_;
+      h.flags = (h.bottleneck < 0 || InRegion(h.bottleneck)) ? kFree : 0;
+      if (h.flags & kFree) free_flows_.push_back(f);
+    } else if (!(h.flags & kFree) && h.bottleneck == link) {
+      // Fixed so far, but its bottleneck just joined R: it turns free on its other R-links.
+      h.flags = kFree;
+      free_flows_.push_back(f);
+      for (int i = 0; i < h.nlinks; ++i) {
+        const int32_t m = h.link[i];
+        if (m == link || !InRegion(m)) continue;
+        LinkScratch& t = link_scratch_[static_cast<size_t>(m)];
+        t.rem += h.rate;
+        ++t.cnt;
+        // m already froze flows at a level computed with this flow fixed, or its share fell below
+        // the water level (m should have saturated earlier): either way, start over.
+        if (t.popped_stamp == round_epoch_ || t.rem / t.cnt < floor) restart_ = true;
+        PushShare(m);
+      }
+    }
+    if (!(h.flags & kFree)) {
+      s.rem -= h.rate;
+    } else if (h.flags & kFrozen) {
+      s.rem -= h.new_rate;
+    } else {
+      ++s.cnt;
+    }
+  }
+  if (s.cnt > 0) {
+    if (s.rem / s.cnt < floor) restart_ = true;
+    PushShare(link);
+  } else if (s.rem < -kRelTol * capacity_[static_cast<size_t>(link)]) {
+    restart_ = true;  // over capacity: flows frozen earlier should have been limited here
+  }
+}
+
 // ---- completion heap -------------------------------------------------------------------------
 
-bool FlowNetwork::HeapLess(int32_t a, int32_t b) const {
-  const Flow& x = flows_[static_cast<size_t>(a)];
-  const Flow& y = flows_[static_cast<size_t>(b)];
-  return x.finish != y.finish ? x.finish < y.finish : x.seq < y.seq;
+void FlowNetwork::HeapSet(size_t i, const HeapEntry& e) {
+  heap_[i] = e;
+  flows_[static_cast<size_t>(e.flow)].heap_pos = static_cast<int32_t>(i);
 }
 
 void FlowNetwork::SiftUp(size_t i) {
-  const int32_t f = heap_[i];
+  const HeapEntry e = heap_[i];
   while (i > 0) {
     const size_t parent = (i - 1) / 2;
-    if (!HeapLess(f, heap_[parent])) break;
-    heap_[i] = heap_[parent];
-    flows_[static_cast<size_t>(heap_[i])].heap_pos = static_cast<int32_t>(i);
+    if (!(e < heap_[parent])) break;
+    HeapSet(i, heap_[parent]);
     i = parent;
   }
-  heap_[i] = f;
-  flows_[static_cast<size_t>(f)].heap_pos = static_cast<int32_t>(i);
+  HeapSet(i, e);
 }
 
 void FlowNetwork::SiftDown(size_t i) {
-  const int32_t f = heap_[i];
+  const HeapEntry e = heap_[i];
   const size_t n = heap_.size();
   for (;;) {
     size_t child = 2 * i + 1;
     if (child >= n) break;
-    if (child + 1 < n && HeapLess(heap_[child + 1], heap_[child])) ++child;
-    if (!HeapLess(heap_[child], f)) break;
-    heap_[i] = heap_[child];
-    flows_[static_cast<size_t>(heap_[i])].heap_pos = static_cast<int32_t>(i);
+    if (child + 1 < n && heap_[child + 1] < heap_[child]) ++child;
+    if (!(heap_[child] < e)) break;
+    HeapSet(i, heap_[child]);
     i = child;
   }
-  heap_[i] = f;
-  flows_[static_cast<size_t>(f)].heap_pos = static_cast<int32_t>(i);
+  HeapSet(i, e);
 }
 
 void FlowNetwork::HeapPush(int32_t f) {
-  heap_.push_back(f);
+  const Flow& fl = flows_[static_cast<size_t>(f)];
+  heap_.push_back(HeapEntry{fl.finish, fl.seq, f});
   SiftUp(heap_.size() - 1);
 }
 
 void FlowNetwork::HeapFix(int32_t f) {
-  const size_t i = static_cast<size_t>(flows_[static_cast<size_t>(f)].heap_pos);
-  SiftUp(i);
-  SiftDown(static_cast<size_t>(flows_[static_cast<size_t>(f)].heap_pos));
+  const Flow& fl = flows_[static_cast<size_t>(f)];
+  const size_t i = static_cast<size_t>(fl.heap_pos);
+  const TimeNs old = heap_[i].finish;
+  heap_[i].finish = fl.finish;
+  if (fl.finish < old) {
+    SiftUp(i);
+  } else {
+    SiftDown(i);
+  }
 }
 
 int32_t FlowNetwork::HeapPop() {
-  const int32_t top = heap_[0];
-  const int32_t last = heap_.back();
+  const int32_t top = heap_[0].flow;
+  const HeapEntry last = heap_.back();
   heap_.pop_back();
   if (!heap_.empty()) {
-    heap_[0] = last;
+    HeapSet(0, last);
     SiftDown(0);
   }
   flows_[static_cast<size_t>(top)].heap_pos = -1;

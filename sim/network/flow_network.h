@@ -12,22 +12,28 @@
 //   std::vector<FlowDone> done;
 //   net->AdvanceTo(net->NextEventTime(), &done);   // done = {{7, 1'001'000}}
 //
-// Incremental solver. A start or an end only perturbs the links of that flow. Rather than re-solving
-// the whole connected component, each solve grows a region R of links from those seeds:
-//   - a flow is FREE if its recorded bottleneck link lies in R (or it is new), otherwise FIXED at its
-//     current rate (its capacity use is subtracted from the R-links it crosses);
-//   - progressive filling runs over R's free flows only (links outside R do not constrain them);
-//   - R grows and the round repeats when (a) a free flow's rate changed and it crosses a link outside
-//     R (that link's load changed), or (b) a fixed flow's rate exceeds the new level of an R-link it
-//     crosses (it would now be bottlenecked there: its old bottleneck joins R).
-// When neither happens, every flow has a saturated link on which its rate is the largest, i.e. the
-// allocation is the max-min fair one for the whole network, yet only the links and flows whose
-// rates actually moved were visited. Rates within a relative 1e-12 of the old one count as
-// unchanged and are left alone (no heap update). Starts at the same instant and ends at the same
-// instant are batched into one solve.
+// Incremental solver. A start or an end only perturbs the links of that flow. Rather than
+// re-solving the whole connected component (in dense traffic, the whole network), each solve grows
+// a region R of links from those seeds and water-fills only R:
+//   - a flow is FREE if its recorded bottleneck link lies in R (or it is new), otherwise FIXED at
+//     its current rate, which is subtracted from the capacity of the R-links it crosses;
+//   - progressive filling runs over R's free flows (links outside R do not constrain them), and
+//     while it runs R grows: (a) when a free flow freezes at a rate different from its old one, the
+//     links it crosses outside R join (their load moved); (b) when a link saturates below the rate
+//     of a fixed flow crossing it, that flow's bottleneck joins (the flow turns free). A joining
+//     link brings its flows: those bottlenecked there turn free, the rest stay fixed;
+//   - if a joining link (or a link whose fixed flow just turned free) would have saturated below
+//     the current water level, or had already saturated, the filling starts over with the larger R
+//     (rare: ~0.1-0.6 restarts per solve in the benchmarks).
+// At the end every flow has a saturated link on which its rate is the largest, i.e. the result is
+// the max-min fair allocation of the whole network, while only the flows and links near the ones
+// whose rate actually moved were visited. A rate within a relative kRelTol (1e-12) of the old one
+// counts as unchanged and is left alone (no new finish time). Starts at the same ns, and ends at
+// the same ns, are batched into one solve.
 //
-// Memory: flows live in a slot vector with a free list, links in flat arrays; the per-solve scratch
-// vectors are reused, so the hot path allocates nothing once warm. Completion order is an indexed
+// Memory: flows live in slot vectors with a free list (the solver's 48-byte working set apart from
+// the rest), links in flat arrays; the per-solve scratch vectors are reused, so the hot path
+// allocates nothing once warm. Completion order is an indexed
 // binary heap keyed by (finish ns, start sequence): a rate change moves the flow's entry in place
 // (no stale entries to skip or compact).
 //
@@ -35,7 +41,9 @@
 // pending solve (logically const).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "config/specs.h"
@@ -78,44 +86,54 @@ class FlowNetwork final : public NetworkModel {
   // Work counters of the solver (for benchmarks and for tests that the solver stays local).
   struct SolverStats {
     uint64_t solves = 0;        // batched re-solves
-    uint64_t rounds = 0;        // region growth rounds over all solves
-    uint64_t link_visits = 0;   // region links scanned, summed over rounds
-    uint64_t flow_visits = 0;   // flow-on-link entries scanned, summed over rounds
+    uint64_t rounds = 0;        // filling passes (1 per solve + restarts)
+    uint64_t link_visits = 0;   // links set up in R, summed over passes
+    uint64_t flow_visits = 0;   // flow-on-link entries scanned, summed over passes
     uint64_t rate_changes = 0;  // flows whose rate was updated
   };
   const SolverStats& solver_stats() const { return stats_; }
 
  private:
+  // Hot solver state of a flow, packed (48 bytes) so that a re-solve touching thousands of flows
+  // stays in cache; the rest of a flow lives in Flow.
+  struct Hot {
+    double rate = 0;          // bytes/s since Flow::last_t; 0: new, not solved yet
+    double new_rate = 0;      // scratch: result of the current solve
+    int32_t bottleneck = -1;  // a saturated link where this flow's rate is the largest; -1: none
+    int32_t new_bottleneck = -1;
+    uint32_t stamp = 0;  // round in which kFree/kFrozen are valid
+    uint8_t flags = 0;
+    uint8_t nlinks = 0;
+    int32_t link[kMaxRouteLinks] = {};
+  };
+  static constexpr uint8_t kFree = 1, kFrozen = 2;
   struct Flow {
-    // Transmission state.
-    double remaining = 0;   // wire bytes left at last_t
-    double rate = 0;        // bytes/s since last_t (0: not solved yet)
-    double wire = 0;        // wire bytes in total
+    // What a rate change and the completion heap touch come first (one cache line).
+    double remaining = 0;  // wire bytes left at last_t
     TimeNs last_t = 0;
-    TimeNs finish = 0;      // end of transmission (heap key with seq)
-    TimeNs extra = 0;       // route latency + per-message overhead
-    uint64_t seq = 0;       // start order
+    TimeNs finish = 0;  // end of transmission at the current rate
+    uint64_t seq = 0;   // start order
+    int32_t heap_pos = -1;
+    bool live = false;
+    double wire = 0;   // wire bytes in total
+    TimeNs extra = 0;  // route latency + per-message overhead
     uint64_t tag = 0;
     int32_t src = 0, dst = 0;
-    int32_t bottleneck = -1;  // a saturated link where this flow's rate is the largest; -1: none yet
-    int32_t heap_pos = -1;
-    int32_t nlinks = 0;
-    int32_t link[kMaxRouteLinks] = {};
     int32_t pos[kMaxRouteLinks] = {};  // index of this flow in link_flows_[link[i]]
-    // Solver scratch, valid while round_stamp == the current round.
-    uint32_t round_stamp = 0;
-    bool is_free = false;
-    bool frozen = false;
-    bool live = false;
-    double new_rate = 0;
-    int32_t new_bottleneck = -1;
+  };
+  struct HeapEntry {
+    TimeNs finish;
+    uint64_t seq;
+    int32_t flow;
+    bool operator<(const HeapEntry& o) const {
+      return finish != o.finish ? finish < o.finish : seq < o.seq;
+    }
   };
   struct LinkScratch {
     uint32_t region_stamp = 0;  // == region_epoch_: link is in R
+    uint32_t popped_stamp = 0;  // == round_epoch_: link saturated (froze flows) in this round
     int32_t cnt = 0;            // unfrozen free flows
     double rem = 0;             // capacity left for them
-    double level = 0;           // water level at which the link saturated (inf: never)
-    double max_fixed = 0;       // largest fixed-flow rate on the link
   };
   struct Done {
     TimeNs finish;
@@ -126,9 +144,18 @@ class FlowNetwork final : public NetworkModel {
 
   void Flush() const;  // runs the pending solve, if any
   void Solve(TimeNs now);
+  // Water-fills R once; returns false when R had to grow below the current water level (the
+  // round must start over with the larger R).
+  bool FillRound();
   void AddToRegion(int32_t link);
+  // Brings a link into R in the middle of a round and accounts for its flows.
+  void ActivateLink(int32_t link);
+  void PushShare(int32_t link);
   bool InRegion(int32_t link) const {
     return link_scratch_[static_cast<size_t>(link)].region_stamp == region_epoch_;
+  }
+  bool RateChanged(const Hot& h) const {
+    return h.rate == 0 || std::abs(h.new_rate - h.rate) > kRelTol * h.rate;
   }
   // Moves every flow whose transmission ends before `t` (or at `t` when inclusive) to done_.
   void ProcessUntil(TimeNs t, bool inclusive);
@@ -136,13 +163,17 @@ class FlowNetwork final : public NetworkModel {
   int32_t AllocFlow();
   void AttachToLinks(int32_t f, TimeNs now);
   void DetachFromLinks(int32_t f, TimeNs now);
-  // Indexed min-heap on (finish, seq).
-  bool HeapLess(int32_t a, int32_t b) const;
+  // Indexed binary min-heap of HeapEntry; Flow::heap_pos tracks each flow's entry.
+  void HeapSet(size_t i, const HeapEntry& e);
   void HeapPush(int32_t f);
   void HeapFix(int32_t f);
   int32_t HeapPop();
   void SiftUp(size_t i);
   void SiftDown(size_t i);
+
+  // Relative tolerance: a rate within it of the old one is unchanged; a fixed flow may exceed a
+  // link's level by it. Far above a re-solve's rounding noise (~1e-15), far below anything visible.
+  static constexpr double kRelTol = 1e-12;
 
   Topology topo_;
   double efficiency_ = 1;
@@ -151,15 +182,16 @@ class FlowNetwork final : public NetworkModel {
   uint64_t next_seq_ = 0;
   int active_count_ = 0;
 
+  std::vector<Hot> hot_;
   std::vector<Flow> flows_;
   std::vector<int32_t> free_slots_;
-  std::vector<int32_t> heap_;
+  std::vector<HeapEntry> heap_;
 
   // Per link.
   std::vector<double> capacity_;
   std::vector<std::vector<int32_t>> link_flows_;
-  std::vector<double> link_bytes_;      // wire bytes of flows that finished
-  std::vector<TimeNs> link_busy_ns_;    // closed busy periods
+  std::vector<double> link_bytes_;    // wire bytes of flows that finished
+  std::vector<TimeNs> link_busy_ns_;  // closed busy periods
   std::vector<TimeNs> link_busy_since_;
   std::vector<LinkScratch> link_scratch_;
 
@@ -170,9 +202,10 @@ class FlowNetwork final : public NetworkModel {
   // Solver scratch, reused.
   uint32_t region_epoch_ = 0;
   uint32_t round_epoch_ = 0;
+  double water_ = 0;  // current water level of the round
+  bool restart_ = false;
   std::vector<int32_t> region_;
   std::vector<int32_t> free_flows_;
-  std::vector<int32_t> grow_;
   std::vector<std::pair<double, int32_t>> fill_heap_;
 
   std::vector<Done> done_;  // finished, not yet reported by AdvanceTo

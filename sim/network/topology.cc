@@ -5,8 +5,8 @@
 #include <limits>
 #include <stdexcept>
 
-#include <boost/graph/breadth_first_search.hpp>
 #include <fmt/format.h>
+#include <boost/graph/breadth_first_search.hpp>
 
 namespace poseidon::sim {
 namespace {
@@ -24,7 +24,8 @@ void CheckCommon(int num_hosts, double host_bandwidth_Bps, int64_t latency_ns) {
         fmt::format("topology: host bandwidth must be > 0 bytes/s, got {}", host_bandwidth_Bps));
   }
   if (latency_ns < 0) {
-    throw std::invalid_argument(fmt::format("topology: latency must be >= 0 ns, got {}", latency_ns));
+    throw std::invalid_argument(
+        fmt::format("topology: latency must be >= 0 ns, got {}", latency_ns));
   }
 }
 
@@ -64,9 +65,9 @@ Topology Topology::LeafSpine(int num_hosts, int hosts_per_leaf, int spines,
                              int64_t latency_ns) {
   CheckCommon(num_hosts, host_bandwidth_Bps, latency_ns);
   if (hosts_per_leaf < 1 || spines < 1) {
-    throw std::invalid_argument(fmt::format(
-        "leaf-spine: hosts_per_leaf and spines must be >= 1, got {} and {}", hosts_per_leaf,
-        spines));
+    throw std::invalid_argument(
+        fmt::format("leaf-spine: hosts_per_leaf and spines must be >= 1, got {} and {}",
+                    hosts_per_leaf, spines));
   }
   if (!(oversubscription > 0) || !std::isfinite(oversubscription)) {
     throw std::invalid_argument(
@@ -133,9 +134,8 @@ std::string Topology::LinkName(int link) const {
 
 Route Topology::RouteBetween(int src, int dst) const {
   if (src < 0 || dst < 0 || src >= num_hosts_ || dst >= num_hosts_ || src == dst) {
-    throw std::invalid_argument(
-        fmt::format("route: bad host pair {} -> {} (hosts 0..{}, src != dst)", src, dst,
-                    num_hosts_ - 1));
+    throw std::invalid_argument(fmt::format(
+        "route: bad host pair {} -> {} (hosts 0..{}, src != dst)", src, dst, num_hosts_ - 1));
   }
   Route r;
   r.links[0] = 2 * src;  // src -> its switch
@@ -230,8 +230,8 @@ void Topology::Validate() const {
     if (seen[i] != 1) throw std::logic_error(fmt::format("topology: link {} not one edge", i));
   }
   for (int h = 0; h < num_hosts_; ++h) {
-    if (nodes_[static_cast<size_t>(h)].kind != NodeKind::kHost || out_deg[static_cast<size_t>(h)] != 1 ||
-        in_deg[static_cast<size_t>(h)] != 1) {
+    if (nodes_[static_cast<size_t>(h)].kind != NodeKind::kHost ||
+        out_deg[static_cast<size_t>(h)] != 1 || in_deg[static_cast<size_t>(h)] != 1) {
       throw std::logic_error(fmt::format("topology: host {} must have one link out and one in", h));
     }
   }

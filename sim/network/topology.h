@@ -11,11 +11,11 @@
 //
 // Two builders:
 //   - Star: one non-blocking switch s0; host h has link 2h (h->s0) and 2h+1 (s0->h).
-//   - LeafSpine: hosts_per_leaf hosts per leaf switch, `spines` spine switches, every leaf linked to
-//     every spine. Host links as in the star (to its leaf); leaf l, spine s: link
-//     2*num_hosts + 2*(l*spines + s) goes up (leaf->spine), the next one down. A leaf's uplink to one
-//     spine carries hosts_per_leaf * host_bw / (oversubscription * spines) bytes/s. Traffic between
-//     two hosts of the same leaf stays in the leaf; across leaves it goes through spine
+//   - LeafSpine: hosts_per_leaf hosts per leaf switch, `spines` spine switches, every leaf
+//     linked to every spine. Host links as in the star (to its leaf); leaf l, spine s: link
+//     2*num_hosts + 2*(l*spines + s) goes up (leaf->spine), the next one down. A leaf's uplink to
+//     one spine carries hosts_per_leaf * host_bw / (oversubscription * spines) bytes/s. Traffic
+//     between two hosts of the same leaf stays in the leaf; across leaves it goes through spine
 //     (src + dst) % spines (a deterministic ECMP-like hash).
 // Each link takes half of the spec's latency: links leaving a host or going up take ceil(L/2),
 // links going down take floor(L/2), so a same-switch route sums to exactly L and a route over a
@@ -56,10 +56,10 @@ struct Route {
 enum class NodeKind : uint8_t { kHost, kSwitch, kLeaf, kSpine };
 
 struct Link {
-  int32_t from = 0;          // node id
-  int32_t to = 0;            // node id
-  double capacity_Bps = 0;   // bytes per second, > 0
-  int64_t latency_ns = 0;    // propagation + switching delay, >= 0
+  int32_t from = 0;         // node id
+  int32_t to = 0;           // node id
+  double capacity_Bps = 0;  // bytes per second, > 0
+  int64_t latency_ns = 0;   // propagation + switching delay, >= 0
 };
 
 class Topology {
@@ -69,16 +69,15 @@ class Topology {
     int32_t index = 0;  // host number, switch/leaf/spine number
   };
   struct EdgeProps {
-    int32_t link = 0;   // index into links()
+    int32_t link = 0;  // index into links()
   };
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexProps,
-                                      EdgeProps>;
+  using Graph =
+      boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexProps, EdgeProps>;
 
   // All builders throw std::invalid_argument on non-positive sizes or rates, negative latency.
   static Topology Star(int num_hosts, double host_bandwidth_Bps, int64_t latency_ns);
   static Topology LeafSpine(int num_hosts, int hosts_per_leaf, int spines,
-                            double host_bandwidth_Bps, double oversubscription,
-                            int64_t latency_ns);
+                            double host_bandwidth_Bps, double oversubscription, int64_t latency_ns);
   // The topology named by spec.topology.
   static Topology FromSpec(const config::NetworkSpec& spec, int num_hosts);
 

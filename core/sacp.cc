@@ -1,0 +1,309 @@
+#include "core/sacp.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace poseidon::core {
+namespace {
+
+// Costs are kept exact as integers in units of 1/L byte, L = lcm(P1, P2), so that shares S/P2
+// and S/P1 need no rounding and `auto` compares exact values (ties at the SFB threshold are real
+// ties). Overflow (only for absurd clusters) is reported, never wrapped.
+int64_t Mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    throw std::invalid_argument("SACP cost model: byte count overflows 64 bits (cluster too large)");
+  }
+  return r;
+}
+int64_t Mul(int64_t a, int64_t b, int64_t c) { return Mul(Mul(a, b), c); }
+int64_t Add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    throw std::invalid_argument("SACP cost model: byte count overflows 64 bits (cluster too large)");
+  }
+  return r;
+}
+
+int64_t Gcd(int64_t a, int64_t b) {
+  while (b != 0) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+struct Ctx {
+  int64_t p1 = 1, p2 = 1, k = 1;
+  bool colocated = true;
+  int64_t unit = 1;  // L = lcm(P1, P2): every cost below is in 1/L byte
+
+  explicit Ctx(const SacpInput& in) : p1(in.workers), p2(in.servers), k(in.batch) {
+    colocated = in.colocated;
+    if (in.workers < 1 || in.servers < 1 || in.batch < 1) {
+      throw std::invalid_argument("SACP cost model: workers, servers and batch must be >= 1 (got " +
+                                  std::to_string(in.workers) + ", " + std::to_string(in.servers) +
+                                  ", " + std::to_string(in.batch) + ")");
+    }
+    unit = Mul(p1 / Gcd(p1, p2), p2);
+  }
+  int64_t Round(int64_t v) const { return (v + unit / 2) / unit; }
+};
+
+// Traffic of one machine of each kind: a worker machine (with its co-located shards) and, for
+// dedicated shards, a shard machine. Units: 1/L byte.
+struct Load {
+  int64_t worker = 0;
+  int64_t shard = 0;
+  int64_t Max() const { return worker > shard ? worker : shard; }
+  Load& operator+=(const Load& o) {
+    worker = Add(worker, o.worker);
+    shard = Add(shard, o.shard);
+    return *this;
+  }
+};
+
+// PS for `s` bytes (derivation in sacp.h).
+Load PsLoad(const Ctx& c, int64_t s) {
+  Load l;
+  if (c.colocated) {
+    const int64_t h = (c.p2 + c.p1 - 1) / c.p1;  // shards on the busiest machine
+    l.worker = Add(Mul(2, s, c.unit), Mul(Mul(2, h, s), c.p1 - 2, c.unit / c.p2));
+  } else {
+    l.worker = Mul(2, s, c.unit);
+    l.shard = Mul(Mul(2, c.p1, s), c.unit / c.p2);
+  }
+  return l;
+}
+
+// Ring all-reduce of `s` bytes over the P1 workers.
+Load AllreduceLoad(const Ctx& c, int64_t s) {
+  Load l;
+  l.worker = Mul(Mul(4, s, c.p1 - 1), c.unit / c.p1);
+  return l;
+}
+
+// Sufficient factors of an M x N FC weight: K(M+N) floats to and from each of P1-1 peers.
+Load SfbWeightLoad(const Ctx& c, const Layer& layer) {
+  Load l;
+  l.worker = Mul(Mul(8, c.k, c.p1 - 1), layer.fc_in + layer.fc_out, c.unit);
+  return l;
+}
+
+struct LayerLoads {
+  Load ps, sfb, allreduce;
+  bool has_sfb = false;
+  const Load& of(Scheme s) const {
+    return s == Scheme::kPs ? ps : s == Scheme::kSfb ? sfb : allreduce;
+  }
+};
+
+LayerLoads ComputeLoads(const Ctx& c, const Layer& layer) {
+  LayerLoads out;
+  const int64_t bytes = Mul(layer.params, 4);
+  out.ps = PsLoad(c, bytes);
+  out.allreduce = AllreduceLoad(c, bytes);
+  if (layer.kind == LayerKind::kFc) {
+    out.has_sfb = true;
+    const int64_t weight_bytes = Mul(layer.fc_in, layer.fc_out, 4);
+    out.sfb = SfbWeightLoad(c, layer);
+    out.sfb += PsLoad(c, bytes - weight_bytes);  // the bias (and anything but the weight)
+  }
+  return out;
+}
+
+SchemeCost ToCost(const Ctx& c, const LayerLoads& l) {
+  SchemeCost cost;
+  cost.ps = c.Round(l.ps.Max());
+  cost.sfb = l.has_sfb ? c.Round(l.sfb.Max()) : -1;
+  cost.allreduce = c.Round(l.allreduce.Max());
+  return cost;
+}
+
+std::string LayerLabel(const Layer& layer) {
+  return "layer '" + layer.name + "' (" + LayerKindName(layer.kind) + ")";
+}
+
+std::string ParamLayerNames(const Model& model) {
+  std::string names;
+  for (int id : model.param_layers()) {
+    if (!names.empty()) names += ", ";
+    names += model.layers()[id].name;
+  }
+  return names.empty() ? "(none)" : names;
+}
+
+// auto: the fewest exact bytes; ties go to the earlier scheme in the preference order.
+Scheme ChooseAuto(const Ctx& c, const LayerLoads& l, std::string* reason) {
+  std::vector<Scheme> order;
+  if (c.p1 >= 2) {
+    if (l.has_sfb) order.push_back(Scheme::kSfb);
+    order.push_back(Scheme::kPs);
+    order.push_back(Scheme::kAllreduce);
+  } else {
+    order.push_back(Scheme::kPs);
+    order.push_back(Scheme::kAllreduce);
+    if (l.has_sfb) order.push_back(Scheme::kSfb);
+  }
+  // Cheapest first; std::stable_sort keeps the preference order among equal costs.
+  std::stable_sort(order.begin(), order.end(),
+                   [&l](Scheme a, Scheme b) { return l.of(a).Max() < l.of(b).Max(); });
+  // "auto: sfb 190898176 B < ps 528539648 B = allreduce 528539648 B": every candidate, cheapest
+  // first, so the phrase shows the comparison made and any tie.
+  std::string text = "auto:";
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t v = l.of(order[i]).Max();
+    if (i > 0) text += v == l.of(order[i - 1]).Max() ? " =" : " <";
+    text += std::string(" ") + SchemeName(order[i]) + " " + std::to_string(c.Round(v)) + " B";
+  }
+  *reason = std::move(text);
+  return order.front();
+}
+
+}  // namespace
+
+const char* SchemeName(Scheme scheme) {
+  switch (scheme) {
+    case Scheme::kPs:
+      return "ps";
+    case Scheme::kSfb:
+      return "sfb";
+    case Scheme::kAllreduce:
+      return "allreduce";
+  }
+  return "?";
+}
+
+bool SchemeFromName(const std::string& name, Scheme* scheme) {
+  for (Scheme s : {Scheme::kPs, Scheme::kSfb, Scheme::kAllreduce}) {
+    if (name == SchemeName(s)) {
+      *scheme = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* SchemeRequestName(SchemeRequest request) {
+  switch (request) {
+    case SchemeRequest::kPs:
+      return "ps";
+    case SchemeRequest::kSfb:
+      return "sfb";
+    case SchemeRequest::kAllreduce:
+      return "allreduce";
+    case SchemeRequest::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
+bool SchemeRequestFromName(const std::string& name, SchemeRequest* request) {
+  for (SchemeRequest r : {SchemeRequest::kPs, SchemeRequest::kSfb, SchemeRequest::kAllreduce,
+                          SchemeRequest::kAuto}) {
+    if (name == SchemeRequestName(r)) {
+      *request = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string KnownSchemeRequests() { return "ps, sfb, allreduce, auto"; }
+
+double SfbThreshold(const Layer& layer, int64_t batch) {
+  if (layer.kind != LayerKind::kFc || batch < 1) return 0.0;
+  const double m = static_cast<double>(layer.fc_in);
+  const double n = static_cast<double>(layer.fc_out);
+  return 2.0 * m * n / (static_cast<double>(batch) * (m + n));
+}
+
+SchemeCost LayerCost(const Layer& layer, const SacpInput& in) {
+  const Ctx c(in);
+  return ToCost(c, ComputeLoads(c, layer));
+}
+
+Plan PlanSchemes(const Model& model, const SacpInput& in) {
+  const Ctx c(in);
+  const auto& layers = model.layers();
+
+  // Every per-layer key must name a layer that has parameters (a typo would otherwise silently
+  // fall back to the default).
+  for (const auto& [name, request] : in.per_layer) {
+    const Layer* layer = model.FindLayer(name);
+    if (layer == nullptr) {
+      throw std::invalid_argument("per-layer scheme for '" + name + "': no layer of that name in " +
+                                  "model '" + model.name() +
+                                  "'; layers with parameters: " + ParamLayerNames(model));
+    }
+    if (layer->params == 0) {
+      throw std::invalid_argument("per-layer scheme for " + LayerLabel(*layer) +
+                                  ": the layer has no parameters; layers with parameters: " +
+                                  ParamLayerNames(model));
+    }
+    if (request == SchemeRequest::kSfb && layer->kind != LayerKind::kFc) {
+      throw std::invalid_argument("per-layer scheme for " + LayerLabel(*layer) +
+                                  ": sfb needs a fully connected (fc) layer; use ps, allreduce " +
+                                  "or auto");
+    }
+  }
+
+  Plan plan;
+  plan.scheme_of_layer.assign(layers.size(), Scheme::kPs);
+  Load total, all_ps;
+  for (int id : model.param_layers()) {
+    const Layer& layer = layers[id];
+    const LayerLoads loads = ComputeLoads(c, layer);
+    LayerPlan lp;
+    lp.layer = id;
+    lp.cost = ToCost(c, loads);
+
+    SchemeRequest request = in.default_request;
+    const auto it = in.per_layer.find(layer.name);
+    const bool per_layer = it != in.per_layer.end();
+    if (per_layer) request = it->second;
+    const char* source = per_layer ? " (per layer)" : " (default)";
+    switch (request) {
+      case SchemeRequest::kPs:
+        lp.scheme = Scheme::kPs;
+        lp.reason = std::string("requested") + source;
+        break;
+      case SchemeRequest::kAllreduce:
+        lp.scheme = Scheme::kAllreduce;
+        lp.reason = std::string("requested") + source;
+        break;
+      case SchemeRequest::kSfb:
+        // A per-layer sfb on a non-FC layer was rejected above; the model-wide switch means "SFB
+        // for the FC weights", as in the 2015 code.
+        if (loads.has_sfb) {
+          lp.scheme = Scheme::kSfb;
+          lp.reason = std::string("requested") + source;
+        } else {
+          lp.scheme = Scheme::kPs;
+          lp.reason = "not fc: ps (sfb applies to fc layers)";
+        }
+        break;
+      case SchemeRequest::kAuto:
+        lp.requested_auto = true;
+        lp.scheme = ChooseAuto(c, loads, &lp.reason);
+        break;
+    }
+
+    plan.scheme_of_layer[id] = lp.scheme;
+    total += loads.of(lp.scheme);
+    all_ps += loads.ps;
+    const int s = static_cast<int>(lp.scheme);
+    plan.layers_by_scheme[s] += 1;
+    plan.bytes_by_scheme[s] += lp.cost.of(lp.scheme);
+    plan.layers.push_back(std::move(lp));
+  }
+  plan.total_bytes = c.Round(total.Max());
+  plan.all_ps_bytes = c.Round(all_ps.Max());
+  return plan;
+}
+
+}  // namespace poseidon::core

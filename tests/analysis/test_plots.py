@@ -1,0 +1,381 @@
+"""Tests for analysis/: the sweep-CSV reader, the series grouping, and each plotting script run as
+a user runs it (a subprocess of /usr/bin/python3, which has matplotlib).
+
+    /usr/bin/python3 -m unittest discover -s tests/analysis -t .     # from the repository root
+    /usr/bin/python3 tests/analysis/test_plots.py
+
+The inputs are small CSV and JSON files written here, in the format of `poseidon sweep` and
+`poseidon simulate --format json`, so the tests need no build. What is drawn is checked through
+the scripts' data functions, not by looking at pixels; the images are checked to exist, to be
+PNG / SVG, and to be byte-identical across two runs.
+"""
+
+import contextlib
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANALYSIS = os.path.join(ROOT, "analysis")
+sys.path.insert(0, ANALYSIS)
+
+# Matplotlib lives in Debian's Python; the one first on PATH may lack it.
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+import poseidon_csv  # noqa: E402
+
+try:
+    import matplotlib  # noqa: F401
+
+    HAVE_MATPLOTLIB = True
+except ImportError:
+    HAVE_MATPLOTLIB = False
+
+RESULT_COLUMNS = (
+    "name,model,workers,servers,batch_per_worker,iteration_ms,iteration_std_ms,iteration_min_ms,"
+    "iteration_max_ms,throughput_img_s,speedup,single_node_iteration_ms,compute_ms,"
+    "communication_ms,wait_ms,network_gb_per_iteration,max_link_utilisation,error").split(",")
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def result(workers, speedup, wait_ms=0.5, error=""):
+    """The result columns of one point, as `poseidon sweep` writes them (values made up)."""
+    iteration = 2.5 * workers / speedup
+    return {"name": "demo", "model": "cifar10_quick", "workers": workers, "servers": workers,
+            "batch_per_worker": 50, "iteration_ms": "%.6f" % iteration,
+            "iteration_std_ms": "0.000000", "iteration_min_ms": "%.6f" % iteration,
+            "iteration_max_ms": "%.6f" % iteration, "throughput_img_s": "1000.000",
+            "speedup": "%.4f" % speedup, "single_node_iteration_ms": "2.500000",
+            "compute_ms": "2.490000", "communication_ms": "%.6f" % (wait_ms * 2),
+            "wait_ms": "%.6f" % wait_ms, "network_gb_per_iteration": "0.001000",
+            "max_link_utilisation": "0.5000", "error": error}
+
+
+def write_csv(path, axes, points):
+    """points: (axis values, result dict) pairs. Quotes only where needed, as csv does."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(list(axes) + RESULT_COLUMNS)
+        for values, res in points:
+            w.writerow(list(values) + [res[c] for c in RESULT_COLUMNS])
+
+
+def variant_csv(path):
+    """Three variants x three cluster sizes, written out of x order; one failed point."""
+    points = []
+    for variant, efficiency in (("ps", 0.9), ("sfb, hybrid", 0.95), ("no-dwbp", 0.6)):
+        for workers in (4, 1, 2):
+            points.append(((variant, workers), result(workers, 1 + (workers - 1) * efficiency)))
+    points.append((("ps", 8), result(8, 1, error="deadlock: worker 3 waits\n  for shard 1")))
+    write_csv(path, ("variant", "cluster.workers"), points)
+
+
+def two_axis_csv(path):
+    """cluster.workers x cluster.network.bandwidth_gbps, the shape of the demo sweep."""
+    points = []
+    for workers in (1, 2, 4, 8):
+        for bw in (1, 10, 40):
+            speedup = workers * min(1.0, bw / (10.0 * workers ** 0.5))
+            points.append(((workers, bw), result(workers, max(speedup, 0.5), wait_ms=8.0 / bw)))
+    write_csv(path, ("cluster.workers", "cluster.network.bandwidth_gbps"), points)
+
+
+def run_script(script, *args):
+    env = dict(os.environ, MPLBACKEND="Agg")
+    return subprocess.run([PYTHON, os.path.join(ANALYSIS, script)] + list(args),
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+
+class TempDirTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="poseidon-analysis-")
+        self.dir = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+
+class ReadSweepTest(TempDirTest):
+    def test_converts_numbers_detects_axes_and_skips_failed_points(self):
+        variant_csv(self.path("v.csv"))
+        warnings = []
+        sweep = poseidon_csv.read_sweep(self.path("v.csv"), warn=warnings.append)
+        self.assertEqual(sweep.axes, ["variant", "cluster.workers"])
+        self.assertEqual(len(sweep.rows), 9)
+        self.assertEqual(sweep.skipped, 1)
+        self.assertEqual(len(warnings), 1)
+        self.assertIn("deadlock: worker 3 waits for shard 1", warnings[0])
+        self.assertIn("v.csv:11:", warnings[0])  # the failed record's first line
+        self.assertIn("cluster.workers=8", warnings[0])
+        row = sweep.rows[0]
+        self.assertIsInstance(row["cluster.workers"], int)
+        self.assertIsInstance(row["speedup"], float)
+        self.assertEqual(row["model"], "cifar10_quick")
+        # A quoted value with a comma in it is one value.
+        self.assertIn("sfb, hybrid", {r["variant"] for r in sweep.rows})
+
+    def test_default_warning_goes_to_stderr(self):
+        variant_csv(self.path("v.csv"))
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            poseidon_csv.read_sweep(self.path("v.csv"))
+        self.assertEqual(len(err.getvalue().splitlines()), 1)
+        self.assertIn("warning", err.getvalue())
+
+    def test_text_that_only_looks_numeric_stays_text(self):
+        self.assertEqual(poseidon_csv.convert("10"), 10)
+        self.assertEqual(poseidon_csv.convert("0.5"), 0.5)
+        self.assertEqual(poseidon_csv.convert("1e3"), 1000.0)
+        self.assertEqual(poseidon_csv.convert("nan"), "nan")
+        self.assertEqual(poseidon_csv.convert("inf"), "inf")
+        self.assertIsNone(poseidon_csv.convert(""))
+
+    def test_missing_file_and_missing_column_are_one_line_value_errors(self):
+        with self.assertRaises(ValueError) as e:
+            poseidon_csv.read_sweep(self.path("nope.csv"))
+        self.assertIn("nope.csv", str(e.exception))
+        two_axis_csv(self.path("s.csv"))
+        sweep = poseidon_csv.read_sweep(self.path("s.csv"))
+        with self.assertRaises(ValueError) as e:
+            sweep.require("speedup", "cluster.servers")
+        message = str(e.exception)
+        self.assertIn("column 'cluster.servers' not in %s" % self.path("s.csv"), message)
+        self.assertIn("columns are: cluster.workers, cluster.network.bandwidth_gbps, name", message)
+
+    def test_all_points_failed_is_an_error(self):
+        write_csv(self.path("f.csv"), ("cluster.workers",),
+                  [((2,), result(2, 1, error="boom")), ((4,), result(4, 1, error="boom"))])
+        with self.assertRaises(ValueError) as e:
+            poseidon_csv.read_sweep(self.path("f.csv"), warn=lambda m: None)
+        self.assertIn("no successful points", str(e.exception))
+
+
+class GroupSeriesTest(TempDirTest):
+    def test_variants_become_series_labelled_by_variant_sorted_by_x(self):
+        variant_csv(self.path("v.csv"))
+        sweep = poseidon_csv.read_sweep(self.path("v.csv"), warn=lambda m: None)
+        series = poseidon_csv.group_series(sweep, "cluster.workers")
+        self.assertEqual([s.label for s in series], ["ps", "sfb, hybrid", "no-dwbp"])
+        for s in series:
+            self.assertEqual(s.numbers("cluster.workers"), [1.0, 2.0, 4.0])
+
+    def test_several_other_axes_give_k_equals_v_labels(self):
+        points = [((v, w, bw), result(w, w * 0.8)) for v in ("a", "b") for w in (2, 1)
+                  for bw in (10, 40)]
+        write_csv(self.path("m.csv"), ("variant", "cluster.workers",
+                                       "cluster.network.bandwidth_gbps"), points)
+        sweep = poseidon_csv.read_sweep(self.path("m.csv"))
+        labels = [s.label for s in poseidon_csv.group_series(sweep, "cluster.workers")]
+        self.assertEqual(labels, ["variant=a, cluster.network.bandwidth_gbps=10",
+                                  "variant=a, cluster.network.bandwidth_gbps=40",
+                                  "variant=b, cluster.network.bandwidth_gbps=10",
+                                  "variant=b, cluster.network.bandwidth_gbps=40"])
+
+    def test_single_axis_is_one_series_named_after_the_scenario(self):
+        write_csv(self.path("one.csv"), ("cluster.workers",),
+                  [((w,), result(w, w * 0.9)) for w in (8, 1, 4, 2)])
+        sweep = poseidon_csv.read_sweep(self.path("one.csv"))
+        (series,) = poseidon_csv.group_series(sweep, "cluster.workers")
+        self.assertEqual(series.label, "demo")
+        self.assertEqual(series.column("cluster.workers"), [1, 2, 4, 8])
+
+    def test_unknown_x_names_the_column(self):
+        two_axis_csv(self.path("s.csv"))
+        sweep = poseidon_csv.read_sweep(self.path("s.csv"))
+        with self.assertRaisesRegex(ValueError, "column 'variant' not in"):
+            poseidon_csv.group_series(sweep, "variant")
+
+
+@unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed for %s" % sys.executable)
+class PlotDataTest(TempDirTest):
+    """The data behind each figure, through the scripts' own functions."""
+
+    def test_speedup_three_variants_give_three_series_and_the_ideal_line(self):
+        import plot_speedup
+
+        variant_csv(self.path("v.csv"))
+        sweep = poseidon_csv.read_sweep(self.path("v.csv"), warn=lambda m: None)
+        lines = plot_speedup.speedup_lines(sweep, "cluster.workers")
+        self.assertEqual([line.label for line in lines],
+                         ["ps", "sfb, hybrid", "no-dwbp", plot_speedup.IDEAL_LABEL])
+        self.assertEqual([line.ideal for line in lines], [False, False, False, True])
+        self.assertEqual(lines[-1].xs, [1.0, 2.0, 4.0])
+        self.assertEqual(lines[-1].ys, [1.0, 2.0, 4.0])
+        self.assertEqual(lines[0].ys, [1.0, 1.9, 3.7])
+        self.assertEqual(len(plot_speedup.speedup_lines(sweep, "cluster.workers", False)), 3)
+
+    def test_bandwidth_series_per_cluster_size_with_their_ideal(self):
+        import plot_bandwidth
+
+        two_axis_csv(self.path("s.csv"))
+        sweep = poseidon_csv.read_sweep(self.path("s.csv"))
+        lines = plot_bandwidth.bandwidth_lines(sweep, "cluster.network.bandwidth_gbps")
+        self.assertEqual([line.label for line in lines],
+                         ["cluster.workers=%d" % w for w in (1, 2, 4, 8)])
+        self.assertEqual([line.ideal for line in lines], [1, 2, 4, 8])
+        self.assertEqual(lines[3].xs, [1.0, 10.0, 40.0])
+
+    def test_breakdown_groups_bars_per_series(self):
+        import plot_breakdown
+
+        two_axis_csv(self.path("s.csv"))
+        sweep = poseidon_csv.read_sweep(self.path("s.csv"))
+        categories, bars = plot_breakdown.breakdown_bars(sweep, "cluster.workers")
+        self.assertEqual(categories, [1, 2, 4, 8])
+        self.assertEqual([b.label for b in bars],
+                         ["cluster.network.bandwidth_gbps=%d" % bw for bw in (1, 10, 40)])
+        self.assertEqual(bars[0].wait, [8.0] * 4)
+        self.assertEqual(bars[0].communication, [16.0] * 4)
+
+    def test_layers_are_read_in_order(self):
+        import plot_breakdown
+
+        with open(self.path("run.json"), "w") as f:
+            json.dump(layers_run(), f)
+        run, layers = plot_breakdown.read_layers(self.path("run.json"))
+        self.assertEqual([layer.name for layer in layers], ["conv1", "pool1", "ip1"])
+        self.assertEqual(layers[2].sync_ms, 1.5)
+
+
+def layers_run():
+    return {"name": "demo", "model": "cifar10_quick", "workers": 8, "iteration_ms": 4.0,
+            "layers": [{"name": "conv1", "fwd_ms": 0.3, "bwd_ms": 0.6, "sync_ms": 0.4},
+                       {"name": "pool1", "fwd_ms": 0.05, "bwd_ms": 0.1, "sync_ms": 0},
+                       {"name": "ip1", "fwd_ms": 0.02, "bwd_ms": 0.04, "sync_ms": 1.5}]}
+
+
+@unittest.skipUnless(subprocess.run([PYTHON, "-c", "import matplotlib"],
+                                    capture_output=True).returncode == 0,
+                     "matplotlib is not installed for %s" % PYTHON)
+class ScriptTest(TempDirTest):
+    """Each script as a user runs it: files written, exit codes, one-line errors."""
+
+    def assert_images(self, stem):
+        for ext in (".png", ".svg"):
+            path = stem + ext
+            self.assertTrue(os.path.isfile(path), path)
+            self.assertGreater(os.path.getsize(path), 1000, path)
+        with open(stem + ".png", "rb") as f:
+            self.assertEqual(f.read(len(PNG_MAGIC)), PNG_MAGIC)
+        with open(stem + ".svg", "rb") as f:
+            head = f.read(600)
+        self.assertTrue(head.startswith(b"<?xml") and b"<svg" in head, stem)
+
+    def assert_ok(self, proc):
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+
+    def assert_one_line_error(self, proc, *needles):
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        # Warnings about skipped points may come first; the error itself is one line.
+        lines = [line for line in proc.stderr.strip().splitlines() if ": warning: " not in line]
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn(": error: ", lines[0])
+        for needle in needles:
+            self.assertIn(needle, lines[0])
+
+    def test_each_script_writes_png_and_svg(self):
+        variant_csv(self.path("v.csv"))
+        two_axis_csv(self.path("s.csv"))
+        with open(self.path("run.json"), "w") as f:
+            json.dump(layers_run(), f)
+        runs = {
+            "speedup": ("plot_speedup.py", self.path("v.csv"), "--title", "Variants"),
+            "speedup2": ("plot_speedup.py", self.path("s.csv")),
+            "bandwidth": ("plot_bandwidth.py", self.path("s.csv")),
+            "breakdown": ("plot_breakdown.py", self.path("s.csv")),
+            "breakdown_variant": ("plot_breakdown.py", self.path("v.csv"), "--x", "variant"),
+            "layers": ("plot_breakdown.py", "--layers", self.path("run.json")),
+        }
+        for stem, (script, *args) in runs.items():
+            with self.subTest(stem):
+                proc = run_script(script, *args, "-o", self.path(stem))
+                self.assert_ok(proc)
+                self.assert_images(self.path(stem))
+
+    def test_failed_point_is_a_warning_not_an_error(self):
+        variant_csv(self.path("v.csv"))
+        proc = run_script("plot_speedup.py", self.path("v.csv"), "-o", self.path("out"))
+        self.assert_ok(proc)
+        self.assertIn("warning", proc.stderr)
+        self.assertIn("deadlock", proc.stderr)
+
+    def test_output_is_byte_identical_across_runs(self):
+        two_axis_csv(self.path("s.csv"))
+        for script in ("plot_speedup.py", "plot_bandwidth.py", "plot_breakdown.py"):
+            with self.subTest(script):
+                for stem in ("a", "b"):
+                    self.assert_ok(run_script(script, self.path("s.csv"), "-o", self.path(stem)))
+                for ext in (".svg", ".png"):
+                    with open(self.path("a" + ext), "rb") as a, open(self.path("b" + ext), "rb") as b:
+                        self.assertEqual(a.read(), b.read(), script + ext)
+
+    def test_missing_file_exits_2_naming_it(self):
+        missing = self.path("missing.csv")
+        for script in ("plot_speedup.py", "plot_bandwidth.py", "plot_breakdown.py"):
+            with self.subTest(script):
+                proc = run_script(script, missing, "-o", self.path("out"))
+                self.assert_one_line_error(proc, missing)
+        proc = run_script("plot_breakdown.py", "--layers", self.path("missing.json"),
+                          "-o", self.path("out"))
+        self.assert_one_line_error(proc, self.path("missing.json"))
+
+    def test_missing_column_exits_2_naming_column_and_file(self):
+        variant_csv(self.path("v.csv"))  # has no bandwidth axis
+        csv_path = self.path("v.csv")
+        proc = run_script("plot_bandwidth.py", csv_path, "-o", self.path("out"))
+        self.assert_one_line_error(proc, "column 'cluster.network.bandwidth_gbps' not in "
+                                   + csv_path, "columns are: variant, cluster.workers, name")
+        proc = run_script("plot_speedup.py", csv_path, "--x", "nodes", "-o", self.path("out"))
+        self.assert_one_line_error(proc, "column 'nodes' not in " + csv_path)
+        self.assertFalse(os.path.exists(self.path("out.png")))
+
+    def test_result_column_missing_exits_2(self):
+        with open(self.path("old.csv"), "w") as f:
+            f.write("cluster.workers,name,model,speedup,error\n1,demo,m,1.0,\n2,demo,m,1.8,\n")
+        proc = run_script("plot_breakdown.py", self.path("old.csv"), "-o", self.path("out"))
+        self.assert_one_line_error(proc, "column 'compute_ms' not in " + self.path("old.csv"))
+        # ...while the speedup plot needs only what is there.
+        self.assert_ok(run_script("plot_speedup.py", self.path("old.csv"), "-o", self.path("s")))
+
+    def test_not_a_sweep_csv_exits_2(self):
+        with open(self.path("x.csv"), "w") as f:
+            f.write("a,b\n1,2\n")
+        proc = run_script("plot_speedup.py", self.path("x.csv"), "-o", self.path("out"))
+        self.assert_one_line_error(proc, "column 'name' not in " + self.path("x.csv"))
+
+    def test_layers_json_without_layers_exits_2(self):
+        run = layers_run()
+        del run["layers"]
+        with open(self.path("run.json"), "w") as f:
+            json.dump(run, f)
+        proc = run_script("plot_breakdown.py", "--layers", self.path("run.json"),
+                          "-o", self.path("out"))
+        self.assert_one_line_error(proc, self.path("run.json"), '"layers"')
+
+    def test_layer_without_sync_exits_2(self):
+        run = layers_run()
+        del run["layers"][1]["sync_ms"]
+        with open(self.path("run.json"), "w") as f:
+            json.dump(run, f)
+        proc = run_script("plot_breakdown.py", "--layers", self.path("run.json"),
+                          "-o", self.path("out"))
+        self.assert_one_line_error(proc, "layers[1] has no 'sync_ms'")
+
+    def test_output_folder_missing_exits_2(self):
+        two_axis_csv(self.path("s.csv"))
+        proc = run_script("plot_speedup.py", self.path("s.csv"), "-o",
+                          os.path.join(self.dir, "no", "such", "out"))
+        self.assert_one_line_error(proc, "does not exist")
+
+
+if __name__ == "__main__":
+    unittest.main()
