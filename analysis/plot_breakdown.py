@@ -11,9 +11,9 @@ add up to about the iteration time; a black tick on each bar marks communication
 NIC is busy, which overlaps compute and so is not stacked. --x may be a text column (`variant`).
 
 Layers mode (input: the JSON of `poseidon simulate --format json`, which must hold a "layers" array
-of {name, fwd_ms, bwd_ms, sync_ms}): one horizontal bar pair per layer, first layer on top:
-compute (forward then backward, stacked) and sync (from the layer's backward end until its
-parameters are fresh again). Writes OUT.png and OUT.svg.
+of {name, fwd_ms, bwd_ms, sync_ms} and optionally scheme): a pair of horizontal bars per layer,
+first layer on top, labelled "name (scheme)": compute (forward then backward, stacked) and sync
+(from the layer's backward end until its parameters are fresh again). Writes OUT.png and OUT.svg.
 """
 
 import argparse
@@ -36,7 +36,8 @@ WAIT_HATCH = "///"
 
 # One series' bars: x values (categories) and, per point, milliseconds per iteration.
 Bars = collections.namedtuple("Bars", "label xs compute wait communication")
-Layer = collections.namedtuple("Layer", "name fwd_ms bwd_ms sync_ms")
+Layer = collections.namedtuple("Layer", "name fwd_ms bwd_ms sync_ms scheme")  # scheme: optional
+LAYER_KEYS = ("name", "fwd_ms", "bwd_ms", "sync_ms")
 
 
 def breakdown_bars(sweep, x):
@@ -115,17 +116,18 @@ def read_layers(path):
     for i, entry in enumerate(run["layers"]):
         if not isinstance(entry, dict):
             raise ValueError("%s: layers[%d] is not an object" % (path, i))
-        for key in Layer._fields:
+        for key in LAYER_KEYS:
             if key not in entry:
                 raise ValueError("%s: layers[%d] has no '%s'; each layer needs name, fwd_ms, "
                                  "bwd_ms, sync_ms" % (path, i, key))
-        for key in Layer._fields[1:]:
+        for key in LAYER_KEYS[1:]:
             value = entry[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError("%s: layers[%d].%s is %s; expected a number of milliseconds"
                                  % (path, i, key, json.dumps(value)))
+        scheme = entry.get("scheme")  # ps or sfb (SACP's choice), where the run reports it
         layers.append(Layer(str(entry["name"]), float(entry["fwd_ms"]), float(entry["bwd_ms"]),
-                            float(entry["sync_ms"])))
+                            float(entry["sync_ms"]), scheme if isinstance(scheme, str) else None))
     return run, layers
 
 
@@ -141,7 +143,8 @@ def draw_layers(run, layers, title=None):
     ax.barh([y + height / 2 for y in ys], [layer.sync_ms for layer in layers], height,
             color="C1", label="sync (backward end to fresh parameters)")
     ax.set_yticks(ys)
-    ax.set_yticklabels([layer.name for layer in layers])
+    ax.set_yticklabels([layer.name + (" (%s)" % layer.scheme if layer.scheme else "")
+                        for layer in layers])
     ax.set_ylim(len(layers) - 0.5, -0.5)  # first layer on top
     ax.grid(axis="y", visible=False)
     ax.set_axisbelow(True)
@@ -151,7 +154,7 @@ def draw_layers(run, layers, title=None):
         if isinstance(run.get("workers"), int):
             what.append("%d workers" % run["workers"])
         title = "per-layer compute and sync" + (" (%s)" % ", ".join(what) if what else "")
-    ax.set_title(title)
+    ax.set_title(title, fontsize="medium")
     ax.legend(loc="best")
     fig.tight_layout()
     return fig

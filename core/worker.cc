@@ -80,14 +80,17 @@ void Worker::Advance(TimeNs now) {
         if (!FreshEnough(l, clock_)) return;
       }
     }
-    if (clock_ > 0) TraceInstant(TraceKind::kIterationEnd, now, -1, clock_ - 1);
-    TraceInstant(TraceKind::kIterationBegin, now, -1, clock_);
     phase_ = Phase::kForward;
     fwd_next_ = 0;
   }
   if (phase_ == Phase::kForward) {
     if (fwd_next_ < n) {
       if (config_.gate == Gate::kPerLayer && !FreshEnough(fwd_next_, clock_)) return;
+      if (fwd_next_ == 0) {
+        // An iteration runs from its first forward task to the next iteration's first.
+        if (clock_ > 0) TraceInstant(TraceKind::kIterationEnd, now, -1, clock_ - 1);
+        TraceInstant(TraceKind::kIterationBegin, now, -1, clock_);
+      }
       computing_ = true;
       host_->StartCompute({TaskKind::kForward, fwd_next_, -1, 0, clock_});
       return;

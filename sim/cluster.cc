@@ -1,5 +1,6 @@
 #include "sim/cluster.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -67,6 +68,11 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
   const size_t num_layers = config_.model->layers().size();
   run_.layers.resize(num_layers);
   backward_end_.resize(static_cast<size_t>(layout.num_workers) * num_layers);
+  layer_version_.assign(static_cast<size_t>(layout.num_workers),
+                        std::vector<int64_t>(num_layers, 0));
+  min_version_.assign(static_cast<size_t>(layout.num_workers), 0);
+  at_min_.assign(static_cast<size_t>(layout.num_workers),
+                 static_cast<int>(config_.model->param_layers().size()));
   for (int w = 0; w < layout.num_workers; ++w) {
     std::seed_seq seq{config_.seed, static_cast<uint64_t>(w), uint64_t{0x9e3779b97f4a7c15}};
     jitter_rng_.emplace_back(seq);
@@ -245,6 +251,21 @@ TimeNs SimJob::Jittered(int worker, TimeNs base) {
 
 void SimJob::Trace(const TraceEvent& e) {
   const core::JobLayout& layout = config_.layout;
+  if (layout.IsWorker(e.actor) && e.kind == TraceKind::kLayerSynced) {
+    const size_t w = static_cast<size_t>(layout.WorkerIndex(e.actor));
+    int64_t& v = layer_version_[w][static_cast<size_t>(e.layer)];
+    const int64_t old = v;
+    v = e.clock + 1;
+    if (old == min_version_[w] && --at_min_[w] == 0) {
+      int64_t m = kNever;
+      for (int l : config_.model->param_layers()) m = std::min(m, layer_version_[w][static_cast<size_t>(l)]);
+      int at = 0;
+      for (int l : config_.model->param_layers()) at += layer_version_[w][static_cast<size_t>(l)] == m;
+      for (int64_t k = min_version_[w]; k < m; ++k) run_.workers[w].synced.push_back(e.ts);
+      min_version_[w] = m;
+      at_min_[w] = at;
+    }
+  }
   if (layout.IsWorker(e.actor) && e.kind == TraceKind::kLayerSynced &&
       e.clock >= config_.warmup_iterations) {
     const auto& ends = backward_end_[static_cast<size_t>(layout.WorkerIndex(e.actor)) *

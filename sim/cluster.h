@@ -57,6 +57,8 @@ struct WorkerRun {
   std::vector<TimeNs> iteration_end;
   std::vector<TimeNs> compute_busy;  // per iteration: forward+backward (+ SFB rebuild) task time
   std::vector<TimeNs> nic_busy;      // per iteration: time this worker's machine NIC was busy
+  // synced[v-1]: when every layer of this worker first held every update of clocks 0..v-1.
+  std::vector<TimeNs> synced;
 };
 
 // Per layer, summed over workers and measured clocks by the caller.
@@ -148,6 +150,11 @@ class SimJob {
   std::vector<TimeNs> compute_busy_total_;
   std::vector<TimeNs> compute_busy_at_iter_begin_;
   std::vector<std::mt19937_64> jitter_rng_;  // per worker
+  // Per worker: version of every layer, the minimum over parameter layers, and how many
+  // parameter layers sit at that minimum (to find when a worker is synced to a clock).
+  std::vector<std::vector<int64_t>> layer_version_;
+  std::vector<int64_t> min_version_;
+  std::vector<int> at_min_;
   // Backward end of (worker, layer) for the clock being synced, for LayerRun::sync.
   std::vector<std::vector<TimeNs>> backward_end_;  // [worker * layers + layer][clock]
   SimRun run_;

@@ -116,14 +116,24 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   r.deadlock_report = run.deadlock_report;
   if (run.deadlocked) return r;
 
+  // T(w, v): when worker w first held every update of clocks 0..v-1 in every layer; T(w, 0) is
+  // its first iteration's begin. A model without parameters falls back to iteration ends.
+  auto T = [&](const WorkerRun& w, int64_t v) -> TimeNs {
+    if (v == 0) return w.iteration_begin.front();
+    const auto& t = model.param_layers().empty() ? w.iteration_end : w.synced;
+    return t[static_cast<size_t>(v - 1)];
+  };
   std::vector<double> samples;
   double compute_sum = 0, nic_sum = 0;
+  TimeNs span_begin = 0, span_end = 0;
   for (const WorkerRun& w : run.workers) {
-    for (size_t c = static_cast<size_t>(s.warmup_iterations); c < w.iteration_end.size(); ++c) {
-      samples.push_back(static_cast<double>(w.iteration_end[c] - w.iteration_begin[c]));
-      compute_sum += static_cast<double>(w.compute_busy[c]);
-      nic_sum += static_cast<double>(w.nic_busy[c]);
+    for (int64_t c = s.warmup_iterations; c < s.iterations; ++c) {
+      samples.push_back(static_cast<double>(T(w, c + 1) - T(w, c)));
+      compute_sum += static_cast<double>(w.compute_busy[static_cast<size_t>(c)]);
+      nic_sum += static_cast<double>(w.nic_busy[static_cast<size_t>(c)]);
     }
+    span_begin = std::max(span_begin, T(w, s.warmup_iterations));
+    span_end = std::max(span_end, T(w, s.iterations));
   }
   const double n = static_cast<double>(samples.size());
   double sample_mean = 0;
@@ -131,16 +141,12 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   sample_mean /= n;
   double var = 0;
   for (double v : samples) var += (v - sample_mean) * (v - sample_mean);
-  // The job's iteration time: the measured span over the measured clocks, where the span runs
-  // from the moment the *last* worker begins the first measured clock to the moment the last
-  // worker ends the last clock: the pace of the job's slowest member. Under BSP it equals the
-  // mean of the per-worker samples; under SSP/ASP fast workers run ahead, and counting their head
-  // start would understate throughput.
-  TimeNs span_begin = 0, span_end = 0;
-  for (const WorkerRun& w : run.workers) {
-    span_begin = std::max(span_begin, w.iteration_begin[static_cast<size_t>(s.warmup_iterations)]);
-    span_end = std::max(span_end, w.iteration_end.back());
-  }
+  // The job's iteration time: from the moment the last worker is synced to the first measured
+  // clock until it is synced past the last clock, over the measured clocks -- the pace of the
+  // job's slowest member. Under BSP with the all-layers gate it is the mean of the per-worker
+  // iterations; with SSP/ASP fast workers run ahead, and with per-layer gating the next
+  // iteration starts before the sync ends, and counting their head start would overstate the
+  // time per iteration.
   r.measured_iterations = s.iterations - s.warmup_iterations;
   const double mean =
       static_cast<double>(span_end - span_begin) / static_cast<double>(r.measured_iterations);
@@ -173,10 +179,8 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   if (options.baseline) {
     SimRun one = RunJob(s, model, compute, 1, 1, false, nullptr);
     const WorkerRun& w = one.workers[0];
-    const double one_mean =
-        static_cast<double>(w.iteration_end.back() -
-                            w.iteration_begin[static_cast<size_t>(s.warmup_iterations)]) /
-        static_cast<double>(s.iterations - s.warmup_iterations);
+    const double one_mean = static_cast<double>(T(w, s.iterations) - T(w, s.warmup_iterations)) /
+                            static_cast<double>(s.iterations - s.warmup_iterations);
     r.single_node_iteration_ms = Ms(one_mean);
     r.speedup = r.throughput / (static_cast<double>(s.batch_per_worker) / (one_mean / 1e9));
   }

@@ -4,11 +4,12 @@
 //   sim::ScenarioResult r = sim::SimulateScenario(s, {});
 //   std::cout << sim::FormatResult(r, sim::OutputFormat::kTable);
 //
-// Statistics skip the scenario's warm-up iterations. The iteration time is the job's: the span
-// from the first measured clock's latest begin to the last clock's latest end, over the
-// measured clocks (under BSP, the mean of every worker's clocks); its spread (std, min, max) is
-// over the per-worker, per-clock samples (begin of clock c on a worker to its begin of c+1, or
-// to the final sync for the last clock). Throughput and speedup follow the job's iteration time.
+// Statistics skip the scenario's warm-up iterations. A worker is *synced to clock v* when every
+// layer holds every update of clocks 0..v-1. The iteration time is the job's: from the moment the
+// last worker is synced to the first measured clock until the last worker is synced past the last
+// clock, over the measured clocks (under BSP with the all-layers gate, simply the mean iteration).
+// Its spread (std, min, max) is over the per-worker samples (synced to c -> synced to c+1).
+// Throughput and speedup follow the job's iteration time.
 // The breakdown is per iteration, averaged over workers and measured clocks:
 //   compute       time the worker's compute stream was busy (forward + backward);
 //   communication time the worker machine's NIC was sending or receiving (may overlap compute);

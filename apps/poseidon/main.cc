@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "apps/poseidon/models_command.h"
+#include "apps/poseidon/plan_command.h"
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
 #include "core/model.h"
@@ -111,6 +112,12 @@ int main(int argc, char** argv) {
   simulate->add_option("--set", overrides, "override a scenario key: KEY=VALUE (dotted path)");
   simulate->add_flag("--no-baseline", no_baseline, "skip the one-node run used for the speedup");
 
+  CLI::App* plan = app.add_subcommand("plan", "per layer: shape, bytes per scheme, SACP's choice");
+  std::string plan_scenario = std::string(POSEIDON_DATA_DIR) + "/demo.yaml";
+  std::vector<std::string> plan_overrides;
+  plan->add_option("scenario", plan_scenario, "scenario YAML file")->capture_default_str();
+  plan->add_option("--set", plan_overrides, "override a scenario key: KEY=VALUE (dotted path)");
+
   CLI::App* sweep = app.add_subcommand("sweep", "simulate every point of a sweep, one CSV row each");
   std::string sweep_file, sweep_out;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -129,6 +136,10 @@ int main(int argc, char** argv) {
     }
     if (simulate->parsed()) return Simulate(scenario, overrides, format, trace, output, !no_baseline);
     if (sweep->parsed()) return Sweep(sweep_file, sweep_out, jobs);
+    if (plan->parsed()) {
+      return poseidon::app::RunPlan(
+          poseidon::config::LoadScenarioFile(plan_scenario, plan_overrides), std::cout);
+    }
   } catch (const ConfigError& e) {
     std::cerr << "poseidon: " << e.what() << "\n";
     return 2;

@@ -12,6 +12,7 @@ PNG / SVG, and to be byte-identical across two runs.
 
 import contextlib
 import csv
+import importlib.util
 import io
 import json
 import os
@@ -29,12 +30,7 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.execu
 
 import poseidon_csv  # noqa: E402
 
-try:
-    import matplotlib  # noqa: F401
-
-    HAVE_MATPLOTLIB = True
-except ImportError:
-    HAVE_MATPLOTLIB = False
+HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None  # in this interpreter
 
 RESULT_COLUMNS = (
     "name,model,workers,servers,batch_per_worker,iteration_ms,iteration_std_ms,iteration_min_ms,"
@@ -243,12 +239,14 @@ class PlotDataTest(TempDirTest):
             json.dump(layers_run(), f)
         run, layers = plot_breakdown.read_layers(self.path("run.json"))
         self.assertEqual([layer.name for layer in layers], ["conv1", "pool1", "ip1"])
+        self.assertEqual([layer.scheme for layer in layers], ["ps", None, None])
         self.assertEqual(layers[2].sync_ms, 1.5)
 
 
 def layers_run():
     return {"name": "demo", "model": "cifar10_quick", "workers": 8, "iteration_ms": 4.0,
-            "layers": [{"name": "conv1", "fwd_ms": 0.3, "bwd_ms": 0.6, "sync_ms": 0.4},
+            "layers": [{"name": "conv1", "scheme": "ps", "fwd_ms": 0.3, "bwd_ms": 0.6,
+                        "sync_ms": 0.4},
                        {"name": "pool1", "fwd_ms": 0.05, "bwd_ms": 0.1, "sync_ms": 0},
                        {"name": "ip1", "fwd_ms": 0.02, "bwd_ms": 0.04, "sync_ms": 1.5}]}
 

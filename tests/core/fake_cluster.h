@@ -35,7 +35,8 @@ class FakeCluster {
   FakeCluster(const core::Model& model, core::JobLayout layout, core::ProtocolConfig config,
               uint64_t seed = 0)
       : layout_(std::move(layout)), config_(config), rng_(seed), shuffle_(seed != 0) {
-    placement_ = core::Placement::Build(model, layout_.num_servers, config_.chunk_bytes);
+    placement_ = core::Placement::Build(model, layout_.num_servers, config_.chunk_bytes,
+                                        config_.scheme_of_layer);
     for (core::ActorId a = 0; a < layout_.num_actors(); ++a) {
       hosts_.push_back(std::make_unique<Host>(this, a));
     }
@@ -64,6 +65,7 @@ class FakeCluster {
       ++now_;
       ++steps;
       if (act.is_message) {
+        actors_[act.msg.from]->OnSent(now_, act.msg);
         if (on_deliver) on_deliver(now_, act.msg);
         actors_[act.msg.to]->OnMessage(now_, act.msg);
       } else {
@@ -72,6 +74,10 @@ class FakeCluster {
       }
     }
     return steps;
+  }
+
+  const core::Worker& worker(int w) const {
+    return static_cast<const core::Worker&>(*actors_[static_cast<size_t>(layout_.worker(w))]);
   }
 
   bool AllFinished() const {
