@@ -323,6 +323,20 @@ SweepSpec LoadSweepFile(const std::string& path) {
       FailAt(values, path, fmt::format("'{}' must be a non-empty list of values", axis.path));
     }
     for (size_t i = 0; i < values.size(); ++i) axis.values.push_back(values[i]);
+    if (axis.path == "variant") {
+      for (const YAML::Node& v : axis.values) {
+        MapReader vr(v, path, "variant");
+        axis.variant_names.push_back(vr.String("name"));
+        YAML::Node set = vr.Node("set");
+        if (!set.IsMap()) FailAt(set, path, "a variant's 'set' maps scenario keys to values");
+        std::vector<std::pair<std::string, YAML::Node>> sets;
+        for (YAML::const_iterator si = set.begin(); si != set.end(); ++si) {
+          sets.emplace_back(AsString(si->first, path, "variant key"), YAML::Node(si->second));
+        }
+        axis.variant_sets.push_back(std::move(sets));
+        vr.Finish();
+      }
+    }
     sw.axes.push_back(std::move(axis));
   }
   r.Finish();
@@ -342,9 +356,15 @@ SweepSpec LoadSweepFile(const std::string& path) {
     SweepPoint point;
     point.index = static_cast<int>(p);
     for (size_t a = 0; a < sw.axes.size(); ++a) {
-      const YAML::Node& v = sw.axes[a].values[idx[a]];
-      SetPath(doc, sw.axes[a].path, v);
-      point.values.emplace_back(sw.axes[a].path, ScalarText(v));
+      const SweepAxis& axis = sw.axes[a];
+      if (!axis.variant_names.empty()) {
+        for (const auto& [key, value] : axis.variant_sets[idx[a]]) SetPath(doc, key, value);
+        point.values.emplace_back(axis.path, axis.variant_names[idx[a]]);
+        continue;
+      }
+      const YAML::Node& v = axis.values[idx[a]];
+      SetPath(doc, axis.path, v);
+      point.values.emplace_back(axis.path, ScalarText(v));
     }
     try {
       point.scenario = ParseScenario(doc, sw.base_file);

@@ -124,9 +124,18 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file);
 //   vary:                          # first key varies slowest; any scenario key by dotted path
 //     cluster.workers: [1, 2, 4, 8]
 //     cluster.network.bandwidth_gbps: [1, 10, 40]
+//
+// A `variant` axis names bundles of settings instead of one key's values; its CSV column holds
+// the names (for plot legends):
+//     variant:
+//       - {name: PS, set: {protocol.dwbp: false}}
+//       - {name: Poseidon, set: {protocol.dwbp: true, protocol.scheme: auto}}
 struct SweepAxis {
-  std::string path;               // "cluster.network.bandwidth_gbps"
+  std::string path;               // "cluster.network.bandwidth_gbps", or "variant"
   std::vector<YAML::Node> values;
+  // For a variant axis: per value, its name and its (path, value) settings.
+  std::vector<std::string> variant_names;
+  std::vector<std::vector<std::pair<std::string, YAML::Node>>> variant_sets;
 };
 
 struct SweepPoint {

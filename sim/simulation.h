@@ -14,7 +14,9 @@
 //   compute       time the worker's compute stream was busy (forward + backward);
 //   communication time the worker machine's NIC was sending or receiving (may overlap compute);
 //   wait          iteration time - compute: the compute stream idled, waiting for parameters.
-// Speedup is throughput over the same scenario run on one worker with one co-located shard.
+// Speedup is throughput over one node of single-machine training: the sum of the layers'
+// forward and backward times at the same batch, with no synchronisation (the papers' baseline).
+// A straggler is not applied to the baseline.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,7 @@ namespace poseidon::sim {
 
 struct SimOptions {
   bool record_trace = false;
-  bool baseline = true;  // also simulate one node, for the speedup
+  bool baseline = true;  // also report the speedup over one node
 };
 
 // Per-layer figures (layers with parameters), means over workers and measured clocks.
