@@ -23,6 +23,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/model.h"
+#include "core/names.h"
 
 namespace poseidon::config {
 
@@ -108,8 +109,8 @@ double AsNumber(const YAML::Node& n, const std::string& file, const std::string&
 bool AsBool(const YAML::Node& n, const std::string& file, const std::string& what);
 std::string AsString(const YAML::Node& n, const std::string& file, const std::string& what);
 
-// The known name closest to `name` by edit distance, or "" if none is close.
-std::string ClosestName(const std::string& name, const std::vector<std::string>& known);
+// "Did you mean" suggestions (core/names.h).
+using core::ClosestName;
 
 // Resolves `relative` against the directory of `base_file` (absolute paths are kept).
 std::string ResolvePath(const std::string& base_file, const std::string& relative);

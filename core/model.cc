@@ -7,6 +7,8 @@
 //   fc       flattens its input: M = c * h * w
 #include "core/model.h"
 
+#include "core/names.h"
+
 #include <algorithm>
 #include <iterator>
 #include <utility>
@@ -39,34 +41,6 @@ constexpr KindName kKinds[] = {
 
 constexpr int64_t kBytesPerValue = 4;  // fp32
 const char* const kInputName = "data";
-
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-// The known name closest to `name`, or "" when none is close enough to be a likely typo.
-std::string Closest(const std::string& name, const std::vector<std::string>& known) {
-  std::string best;
-  size_t best_d = std::max<size_t>(2, name.size() / 3) + 1;
-  for (const auto& k : known) {
-    size_t d = EditDistance(name, k);
-    if (d < best_d) {
-      best_d = d;
-      best = k;
-    }
-  }
-  return best;
-}
 
 std::string Str(int64_t v) { return std::to_string(v); }
 std::string HxW(int64_t h, int64_t w) { return Str(h) + "x" + Str(w); }
@@ -365,7 +339,7 @@ Model Model::Build(const ModelSpec& spec, const BuildOptions& options) {
       if (it == index.end()) {
         std::vector<std::string> known{kInputName};
         for (const auto& [name, pos] : index) known.push_back(name);
-        std::string hint = Closest(b, known);
+        std::string hint = ClosestName(b, known);
         FailLayer(l, "unknown bottom '" + b + "'" +
                          (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
                          " a bottom names another layer of the model or 'data' (the input)");

@@ -10,19 +10,10 @@
 #include "config/model_loader.h"
 #include "core/model.h"
 
+#include "apps/poseidon/format.h"
+
 namespace poseidon::app {
 namespace {
-
-// 25557032 -> "25,557,032".
-std::string Thousands(int64_t v) {
-  std::string digits = std::to_string(v < 0 ? -v : v);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return v < 0 ? "-" + out : out;
-}
 
 // 1583000000 -> "1.583 G" (decimal prefixes, for operation counts).
 std::string Si(int64_t v) {

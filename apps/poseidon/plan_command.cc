@@ -12,19 +12,10 @@
 #include "core/model.h"
 #include "core/sacp.h"
 
+#include "apps/poseidon/format.h"
+
 namespace poseidon::app {
 namespace {
-
-// 25557032 -> "25,557,032".
-std::string Thousands(int64_t v) {
-  std::string digits = std::to_string(v < 0 ? -v : v);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return v < 0 ? "-" + out : out;
-}
 
 // Bytes as decimal megabytes (1e6), 3 decimals; "-" for a scheme that does not apply (< 0).
 std::string Mb(int64_t bytes) {

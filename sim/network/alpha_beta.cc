@@ -14,14 +14,7 @@ AlphaBetaNetwork::AlphaBetaNetwork(Topology topology, const config::NetworkSpec&
     : topo_(std::move(topology)),
       efficiency_(spec.efficiency),
       overhead_ns_(spec.per_message_overhead_ns) {
-  if (!(efficiency_ > 0 && efficiency_ <= 1)) {
-    throw std::invalid_argument(fmt::format("{}: network efficiency must be in (0, 1], got {}",
-                                            spec.loc.ToString(), efficiency_));
-  }
-  if (overhead_ns_ < 0) {
-    throw std::invalid_argument(fmt::format("{}: per-message overhead must be >= 0 ns, got {}",
-                                            spec.loc.ToString(), overhead_ns_));
-  }
+  CheckNetworkSpec(spec);
   const size_t n = static_cast<size_t>(topo_.num_links());
   link_bytes_.assign(n, 0.0);
   link_active_.assign(n, 0);

@@ -31,14 +31,7 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
     : topo_(std::move(topology)),
       efficiency_(spec.efficiency),
       overhead_ns_(spec.per_message_overhead_ns) {
-  if (!(efficiency_ > 0 && efficiency_ <= 1)) {
-    throw std::invalid_argument(fmt::format("{}: network efficiency must be in (0, 1], got {}",
-                                            spec.loc.ToString(), efficiency_));
-  }
-  if (overhead_ns_ < 0) {
-    throw std::invalid_argument(fmt::format("{}: per-message overhead must be >= 0 ns, got {}",
-                                            spec.loc.ToString(), overhead_ns_));
-  }
+  CheckNetworkSpec(spec);
   const size_t n = static_cast<size_t>(topo_.num_links());
   capacity_.resize(n);
   for (size_t l = 0; l < n; ++l) capacity_[l] = topo_.link(static_cast<int>(l)).capacity_Bps;
@@ -519,6 +512,17 @@ int32_t FlowNetwork::HeapPop() {
 }
 
 // ---- factory ---------------------------------------------------------------------------------
+
+void CheckNetworkSpec(const config::NetworkSpec& spec) {
+  if (!(spec.efficiency > 0 && spec.efficiency <= 1)) {
+    throw std::invalid_argument(fmt::format("{}: network efficiency must be in (0, 1], got {}",
+                                            spec.loc.ToString(), spec.efficiency));
+  }
+  if (spec.per_message_overhead_ns < 0) {
+    throw std::invalid_argument(fmt::format("{}: per-message overhead must be >= 0 ns, got {}",
+                                            spec.loc.ToString(), spec.per_message_overhead_ns));
+  }
+}
 
 std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts) {
   Topology topo = Topology::FromSpec(spec, num_hosts);

@@ -59,6 +59,10 @@ class NetworkModel {
   virtual std::vector<LinkStats> Links(TimeNs now) const = 0;
 };
 
+// Throws std::invalid_argument (naming spec.loc) unless 0 < efficiency <= 1 and the
+// per-message overhead is >= 0. Both network models call it.
+void CheckNetworkSpec(const config::NetworkSpec& spec);
+
 // Builds the model the spec asks for over `num_hosts` hosts. Throws std::invalid_argument for a
 // spec that cannot be built (already validated by config/ for user files).
 std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts);
