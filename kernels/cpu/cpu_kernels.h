@@ -1,0 +1,37 @@
+// kernels/cpu/cpu_kernels.h: the CPU backend, one LayerKernel per core::LayerKind on oneDNN 2.x.
+//
+// Each kernel owns one CPU engine and stream and creates its primitives once, in the constructor,
+// for the fixed batch and the layer's shapes. Memory objects wrap the caller's raw host pointers
+// (set_data_handle on every call). All interface layouts are plain (nchw, oihw / goihw for grouped
+// weights, nc, oi, x), so no reorders happen at the interface; blocked layouts chosen by oneDNN
+// ("format_tag::any") with reorders hidden in the kernel are a later optimisation.
+//
+// Semantics are the reference backend's (kernels/reference/reference_kernels.h, Caffe's). Where
+// oneDNN has no primitive or a different convention, plain code fills the gap:
+//   pool avg     oneDNN's avg_include_padding divides by kh*kw; Caffe divides by the window clipped
+//                to the padded input, which differs where ceil rounding adds extra right/bottom
+//                padding; a per-output-position factor corrects it (forward and backward)
+//   concat       backward is a plain copy of channel slices (oneDNN has no split)
+//   add          forward is oneDNN's sum; backward copies top_grad to every bottom
+//   softmax_loss softmax is oneDNN's; loss and gradient (p - onehot) / batch are plain code
+//   dropout      plain code with a seeded generator
+//   batchnorm    running averages (for train=false) are updated in plain code
+//
+//   auto k = MakeCpuKernel(layer, /*batch=*/32, /*seed=*/1);
+//   k->Forward({x}, y, {w, b}, /*train=*/true);
+//
+// Thread-safety: a kernel is used by one thread at a time; oneDNN itself runs multi-threaded.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/model.h"
+#include "kernels/kernel.h"
+
+namespace poseidon::kernels {
+
+// Throws KernelError when oneDNN cannot create a primitive for the layer (the message names it).
+std::unique_ptr<LayerKernel> MakeCpuKernel(const core::Layer& layer, int64_t batch, uint64_t seed);
+
+}  // namespace poseidon::kernels

@@ -1,0 +1,63 @@
+// kernels/kernel.cc: backend names and the kernel factory.
+#include "kernels/kernel.h"
+
+#include "kernels/reference/reference_kernels.h"
+
+#ifdef POSEIDON_HAVE_DNNL
+#include "kernels/cpu/cpu_kernels.h"
+#endif
+#ifdef POSEIDON_WITH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
+
+namespace poseidon::kernels {
+
+const char* BackendName(Backend b) {
+  switch (b) {
+    case Backend::kReference: return "reference";
+    case Backend::kCpu: return "cpu";
+    case Backend::kCuda: return "cuda";
+  }
+  return "unknown";
+}
+
+bool BackendFromName(const std::string& name, Backend* b) {
+  for (Backend c : {Backend::kReference, Backend::kCpu, Backend::kCuda}) {
+    if (name == BackendName(c)) {
+      *b = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::unique_ptr<LayerKernel> MakeKernel(Backend backend, const core::Layer& layer, int64_t batch,
+                                        uint64_t seed) {
+  if (batch <= 0) {
+    throw KernelError("layer '" + layer.name + "': batch must be positive, got " +
+                      std::to_string(batch));
+  }
+  switch (backend) {
+    case Backend::kReference:
+      return MakeReferenceKernel(layer, batch, seed);
+    case Backend::kCpu:
+#ifdef POSEIDON_HAVE_DNNL
+      return MakeCpuKernel(layer, batch, seed);
+#else
+      throw KernelError(
+          "the cpu backend (oneDNN) is not built in; install oneDNN (libdnnl-dev) and reconfigure, "
+          "or use --backend reference");
+#endif
+    case Backend::kCuda:
+#ifdef POSEIDON_WITH_CUDA
+      return MakeCudaKernel(layer, batch, seed);
+#else
+      throw KernelError(
+          "the cuda backend is not available: this build is not built with CUDA; reconfigure with "
+          "-DPOSEIDON_WITH_CUDA=ON on a machine with nvcc and cuDNN");
+#endif
+  }
+  throw KernelError("unknown backend");
+}
+
+}  // namespace poseidon::kernels

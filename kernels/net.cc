@@ -1,0 +1,203 @@
+// kernels/net.cc: buffers, initialisation, forward and backward of a Net.
+#include "kernels/net.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace poseidon::kernels {
+
+struct Net::LayerState {
+  std::unique_ptr<LayerKernel> kernel;
+  std::vector<float> top, top_grad;
+  std::vector<float> scratch;     // bottom-gradient buffer for producers with several consumers
+  std::vector<int> consumers;     // ids of the layers reading this one's output
+  std::vector<int64_t> blob_ids;  // indices into blobs_
+};
+
+namespace {
+
+// SplitMix64: a portable seeded generator, so that the same seed initialises the same net on
+// every platform (std:: distributions are implementation-defined).
+uint64_t SplitMix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed)
+    : model_(model), backend_(backend), batch_(batch) {
+  if (batch <= 0) throw KernelError("batch must be positive, got " + std::to_string(batch));
+  if (backend == Backend::kCuda) {
+    throw KernelError("a Net on the cuda backend is not supported yet (it needs device buffers "
+                      "from kernels/cuda/); use --backend cpu or reference");
+  }
+  const auto& ls = model_.layers();
+  layers_.resize(ls.size());
+  int64_t total = 0;
+  for (const core::Layer& l : ls) {
+    for (size_t i = 0; i < l.bottoms.size(); ++i) {
+      // Two bottoms from one layer would share its scratch gradient buffer.
+      for (size_t j = i + 1; j < l.bottoms.size(); ++j) {
+        if (l.bottoms[i] == l.bottoms[j]) {
+          throw KernelError("layer '" + l.name + "': the same bottom twice is not supported");
+        }
+      }
+      layers_[static_cast<size_t>(l.bottoms[i])].consumers.push_back(l.id);
+    }
+    for (size_t i = 0; i < l.blobs.size(); ++i) total += l.blobs[i].count;
+  }
+  params_.assign(static_cast<size_t>(total), 0.f);
+  grads_.assign(static_cast<size_t>(total), 0.f);
+  input_.assign(static_cast<size_t>(batch * model_.input_shape().count()), 0.f);
+  labels_.assign(static_cast<size_t>(batch), 0);
+
+  uint64_t init = seed ^ 0x5eed5eedull;
+  int64_t offset = 0;
+  for (const core::Layer& l : ls) {
+    LayerState& st = layers_[static_cast<size_t>(l.id)];
+    uint64_t kseed = seed + 0x100000001b3ull * static_cast<uint64_t>(l.id + 1);
+    st.kernel = MakeKernel(backend, l, batch, SplitMix(kseed));
+    const size_t out = static_cast<size_t>(batch * l.out.count());
+    st.top.assign(out, 0.f);
+    st.top_grad.assign(out, 0.f);
+    if (st.consumers.size() > 1) st.scratch.assign(out, 0.f);
+    for (size_t i = 0; i < l.blobs.size(); ++i) {
+      const core::ParamBlob& pb = l.blobs[i];
+      float* v = params_.data() + offset;
+      const bool weight = (l.kind == core::LayerKind::kConv || l.kind == core::LayerKind::kFc) &&
+                          i == 0;
+      if (weight) {
+        const int64_t fan_in = pb.count / std::max<int64_t>(1, pb.dims.at(0));
+        const double scale = std::sqrt(3.0 / static_cast<double>(std::max<int64_t>(1, fan_in)));
+        for (int64_t j = 0; j < pb.count; ++j) {
+          const double u = static_cast<double>(SplitMix(init) >> 11) * 0x1p-53;  // [0, 1)
+          v[j] = static_cast<float>((2 * u - 1) * scale);
+        }
+      } else if (l.kind == core::LayerKind::kBatchNorm && i == 0) {
+        std::fill(v, v + pb.count, 1.f);
+      }
+      st.blob_ids.push_back(static_cast<int64_t>(blobs_.size()));
+      blobs_.push_back({l.id, static_cast<int>(i), pb.name, pb.count, v, grads_.data() + offset});
+      offset += pb.count;
+    }
+  }
+}
+
+Net::~Net() = default;
+
+double Net::Forward(const float* images, const int32_t* labels, bool train) {
+  std::memcpy(input_.data(), images, input_.size() * sizeof(float));
+  const bool has_labels = labels != nullptr;
+  if (has_labels) std::copy(labels, labels + batch_, labels_.begin());
+  loss_ = 0;
+  for (const core::Layer& l : model_.layers()) {
+    LayerState& st = layers_[static_cast<size_t>(l.id)];
+    std::vector<const float*> bottoms;
+    if (l.bottoms.empty()) bottoms.push_back(input_.data());
+    for (int b : l.bottoms) bottoms.push_back(layers_[static_cast<size_t>(b)].top.data());
+    std::vector<const float*> params;
+    for (int64_t id : st.blob_ids) params.push_back(blobs_[static_cast<size_t>(id)].value);
+    if (l.kind == core::LayerKind::kSoftmaxLoss) {
+      if (!has_labels) {
+        throw KernelError("layer '" + l.name + "': softmax_loss needs labels, got none");
+      }
+      st.kernel->SetLabels(labels_.data());
+    }
+    st.kernel->Forward(bottoms, st.top.data(), params, train);
+    if (l.kind == core::LayerKind::kSoftmaxLoss) loss_ += st.kernel->loss();
+  }
+  return loss_;
+}
+
+void Net::Backward() {
+  const auto& ls = model_.layers();
+  for (const core::Layer& l : ls) {
+    LayerState& st = layers_[static_cast<size_t>(l.id)];
+    // Single-consumer outputs are overwritten by their consumer; the rest are sums.
+    if (st.consumers.size() != 1) std::fill(st.top_grad.begin(), st.top_grad.end(), 0.f);
+  }
+  for (auto it = ls.rbegin(); it != ls.rend(); ++it) {
+    const core::Layer& l = *it;
+    LayerState& st = layers_[static_cast<size_t>(l.id)];
+    std::vector<const float*> bottoms;
+    std::vector<float*> bottom_grads;
+    if (l.bottoms.empty()) {
+      bottoms.push_back(input_.data());
+      bottom_grads.push_back(nullptr);  // no gradient for the data
+    }
+    for (int b : l.bottoms) {
+      LayerState& src = layers_[static_cast<size_t>(b)];
+      bottoms.push_back(src.top.data());
+      bottom_grads.push_back(src.consumers.size() == 1 ? src.top_grad.data()
+                                                       : src.scratch.data());
+    }
+    std::vector<const float*> params;
+    std::vector<float*> pgrads;
+    for (int64_t id : st.blob_ids) {
+      params.push_back(blobs_[static_cast<size_t>(id)].value);
+      pgrads.push_back(blobs_[static_cast<size_t>(id)].grad);
+    }
+    st.kernel->Backward(bottoms, st.top.data(), st.top_grad.data(), bottom_grads, params, pgrads);
+    for (int b : l.bottoms) {
+      LayerState& src = layers_[static_cast<size_t>(b)];
+      if (src.consumers.size() == 1) continue;
+      for (size_t i = 0; i < src.top_grad.size(); ++i) src.top_grad[i] += src.scratch[i];
+    }
+  }
+}
+
+double Net::Accuracy() const {
+  const auto& ls = model_.layers();
+  for (auto it = ls.rbegin(); it != ls.rend(); ++it) {
+    if (it->kind != core::LayerKind::kSoftmaxLoss) continue;
+    const int64_t c = it->out.count();
+    const float* p = layers_[static_cast<size_t>(it->id)].top.data();
+    int64_t right = 0;
+    for (int64_t k = 0; k < batch_; ++k) {
+      const int64_t best = std::max_element(p + k * c, p + (k + 1) * c) - (p + k * c);
+      if (best == labels_[static_cast<size_t>(k)]) ++right;
+    }
+    return static_cast<double>(right) / static_cast<double>(batch_);
+  }
+  return 0;
+}
+
+FcFactors Net::FactorsOf(int layer) const {
+  const auto& ls = model_.layers();
+  if (layer < 0 || layer >= static_cast<int>(ls.size()) ||
+      ls[static_cast<size_t>(layer)].kind != core::LayerKind::kFc) {
+    throw KernelError("FactorsOf: layer " + std::to_string(layer) + " is not an fc layer");
+  }
+  const core::Layer& l = ls[static_cast<size_t>(layer)];
+  FcFactors f;
+  f.k = batch_;
+  f.m = l.fc_in;
+  f.n = l.fc_out;
+  f.top_grad = layers_[static_cast<size_t>(layer)].top_grad.data();
+  f.bottom = l.bottoms.empty() ? input_.data()
+                               : layers_[static_cast<size_t>(l.bottoms[0])].top.data();
+  return f;
+}
+
+const float* Net::activation(int layer) const {
+  return layers_.at(static_cast<size_t>(layer)).top.data();
+}
+
+void RebuildFcGradient(const float* delta, const float* x, int64_t k, int64_t m, int64_t n,
+                       float* dw) {
+  std::fill(dw, dw + n * m, 0.f);
+  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t o = 0; o < n; ++o) {
+      const float d = delta[kk * n + o];
+      float* row = dw + o * m;
+      const float* xk = x + kk * m;
+      for (int64_t j = 0; j < m; ++j) row[j] += d * xk[j];
+    }
+  }
+}
+
+}  // namespace poseidon::kernels
