@@ -14,9 +14,12 @@ namespace poseidon::kernels {
 
 const char* BackendName(Backend b) {
   switch (b) {
-    case Backend::kReference: return "reference";
-    case Backend::kCpu: return "cpu";
-    case Backend::kCuda: return "cuda";
+    case Backend::kReference:
+      return "reference";
+    case Backend::kCpu:
+      return "cpu";
+    case Backend::kCuda:
+      return "cuda";
   }
   return "unknown";
 }

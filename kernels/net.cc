@@ -32,8 +32,9 @@ Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed
     : model_(model), backend_(backend), batch_(batch) {
   if (batch <= 0) throw KernelError("batch must be positive, got " + std::to_string(batch));
   if (backend == Backend::kCuda) {
-    throw KernelError("a Net on the cuda backend is not supported yet (it needs device buffers "
-                      "from kernels/cuda/); use --backend cpu or reference");
+    throw KernelError(
+        "a Net on the cuda backend is not supported yet (it needs device buffers "
+        "from kernels/cuda/); use --backend cpu or reference");
   }
   const auto& ls = model_.layers();
   layers_.resize(ls.size());
@@ -68,8 +69,8 @@ Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed
     for (size_t i = 0; i < l.blobs.size(); ++i) {
       const core::ParamBlob& pb = l.blobs[i];
       float* v = params_.data() + offset;
-      const bool weight = (l.kind == core::LayerKind::kConv || l.kind == core::LayerKind::kFc) &&
-                          i == 0;
+      const bool weight =
+          (l.kind == core::LayerKind::kConv || l.kind == core::LayerKind::kFc) && i == 0;
       if (weight) {
         const int64_t fan_in = pb.count / std::max<int64_t>(1, pb.dims.at(0));
         const double scale = std::sqrt(3.0 / static_cast<double>(std::max<int64_t>(1, fan_in)));
@@ -132,8 +133,7 @@ void Net::Backward() {
     for (int b : l.bottoms) {
       LayerState& src = layers_[static_cast<size_t>(b)];
       bottoms.push_back(src.top.data());
-      bottom_grads.push_back(src.consumers.size() == 1 ? src.top_grad.data()
-                                                       : src.scratch.data());
+      bottom_grads.push_back(src.consumers.size() == 1 ? src.top_grad.data() : src.scratch.data());
     }
     std::vector<const float*> params;
     std::vector<float*> pgrads;
@@ -178,8 +178,8 @@ FcFactors Net::FactorsOf(int layer) const {
   f.m = l.fc_in;
   f.n = l.fc_out;
   f.top_grad = layers_[static_cast<size_t>(layer)].top_grad.data();
-  f.bottom = l.bottoms.empty() ? input_.data()
-                               : layers_[static_cast<size_t>(l.bottoms[0])].top.data();
+  f.bottom =
+      l.bottoms.empty() ? input_.data() : layers_[static_cast<size_t>(l.bottoms[0])].top.data();
   return f;
 }
 

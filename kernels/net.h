@@ -33,9 +33,9 @@ namespace poseidon::kernels {
 
 // One parameter blob as the sync code sees it: `count` contiguous values and gradients.
 struct BlobRef {
-  int layer = 0;       // core::Layer::id
-  int index = 0;       // index in that layer's blobs (0 weight, 1 bias; bn 0 scale, 1 shift)
-  std::string name;    // "fc1.weight"
+  int layer = 0;     // core::Layer::id
+  int index = 0;     // index in that layer's blobs (0 weight, 1 bias; bn 0 scale, 1 shift)
+  std::string name;  // "fc1.weight"
   int64_t count = 0;
   float* value = nullptr;
   float* grad = nullptr;
@@ -43,11 +43,11 @@ struct BlobRef {
 
 // An FC layer's sufficient factors of the last Forward/Backward: dW = top_grad^T * bottom.
 struct FcFactors {
-  int64_t k = 0;                     // batch
-  int64_t m = 0;                     // inputs (fc_in)
-  int64_t n = 0;                     // outputs (fc_out)
-  const float* top_grad = nullptr;   // k x n: gradient of the layer's output
-  const float* bottom = nullptr;     // k x m: the layer's input
+  int64_t k = 0;                    // batch
+  int64_t m = 0;                    // inputs (fc_in)
+  int64_t n = 0;                    // outputs (fc_out)
+  const float* top_grad = nullptr;  // k x n: gradient of the layer's output
+  const float* bottom = nullptr;    // k x m: the layer's input
 };
 
 class Net {

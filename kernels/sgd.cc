@@ -8,9 +8,12 @@ namespace poseidon::kernels {
 
 const char* LrPolicyName(LrPolicy p) {
   switch (p) {
-    case LrPolicy::kFixed: return "fixed";
-    case LrPolicy::kStep: return "step";
-    case LrPolicy::kPoly: return "poly";
+    case LrPolicy::kFixed:
+      return "fixed";
+    case LrPolicy::kStep:
+      return "step";
+    case LrPolicy::kPoly:
+      return "poly";
   }
   return "unknown";
 }
@@ -57,7 +60,8 @@ Sgd::Sgd(const SgdOptions& options, int64_t num_params)
   if (!(options.momentum >= 0 && options.momentum < 1)) {
     throw std::invalid_argument("momentum must be in [0, 1)");
   }
-  if (!(options.weight_decay >= 0)) throw std::invalid_argument("weight decay must not be negative");
+  if (!(options.weight_decay >= 0))
+    throw std::invalid_argument("weight decay must not be negative");
   if (options.policy == LrPolicy::kStep && options.stepsize <= 0) {
     throw std::invalid_argument("lr policy 'step' needs a positive stepsize");
   }

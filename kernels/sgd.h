@@ -32,10 +32,10 @@ struct SgdOptions {
   double momentum = 0.9;
   double weight_decay = 0.0;
   LrPolicy policy = LrPolicy::kFixed;
-  double gamma = 0.1;       // step
-  int64_t stepsize = 1;     // step, iterations
-  double power = 1.0;       // poly
-  int64_t max_iter = 1;     // poly, iterations
+  double gamma = 0.1;    // step
+  int64_t stepsize = 1;  // step, iterations
+  double power = 1.0;    // poly
+  int64_t max_iter = 1;  // poly, iterations
 };
 
 // The learning rate at iteration `iter` (>= 0).

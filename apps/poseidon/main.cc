@@ -12,6 +12,7 @@
 
 #include "apps/poseidon/models_command.h"
 #include "apps/poseidon/plan_command.h"
+#include "apps/poseidon/train_command.h"
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
 #include "core/model.h"
@@ -118,6 +119,26 @@ int main(int argc, char** argv) {
   plan->add_option("scenario", plan_scenario, "scenario YAML file")->capture_default_str();
   plan->add_option("--set", plan_overrides, "override a scenario key: KEY=VALUE (dotted path)");
 
+  CLI::App* train = app.add_subcommand("train", "train a model on Fashion-MNIST on this machine");
+  poseidon::app::TrainOptions topt;
+  train->add_option("--model", topt.model, "model name or .yaml path")->capture_default_str();
+  train->add_option("--data-dir", topt.data_dir, "folder with the IDX files")->capture_default_str();
+  train->add_option("--iterations", topt.iterations)->capture_default_str()->check(CLI::PositiveNumber);
+  train->add_option("--batch", topt.batch)->capture_default_str()->check(CLI::PositiveNumber);
+  train->add_option("--backend", topt.backend, "reference | cpu | cuda")->capture_default_str();
+  train->add_option("--seed", topt.seed)->capture_default_str();
+  train->add_option("--lr", topt.lr, "base learning rate")->capture_default_str();
+  train->add_option("--momentum", topt.momentum)->capture_default_str();
+  train->add_option("--weight-decay", topt.weight_decay)->capture_default_str();
+  train->add_option("--lr-policy", topt.lr_policy, "fixed | step | poly")->capture_default_str();
+  train->add_option("--gamma", topt.gamma, "step: factor per stepsize")->capture_default_str();
+  train->add_option("--stepsize", topt.stepsize, "step: iterations (0 = iterations/3)");
+  train->add_option("--power", topt.power, "poly: power")->capture_default_str();
+  train->add_option("--print-interval", topt.print_interval)->capture_default_str();
+  train->add_option("--test-interval", topt.test_interval, "0 = test at the end only")
+      ->capture_default_str();
+  train->add_option("--csv", topt.csv, "write the learning curve here");
+
   CLI::App* sweep = app.add_subcommand("sweep", "simulate every point of a sweep, one CSV row each");
   std::string sweep_file, sweep_out;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -136,6 +157,10 @@ int main(int argc, char** argv) {
     }
     if (simulate->parsed()) return Simulate(scenario, overrides, format, trace, output, !no_baseline);
     if (sweep->parsed()) return Sweep(sweep_file, sweep_out, jobs);
+    if (train->parsed()) {
+      topt.models_dir = models_dir;
+      return poseidon::app::RunTrain(topt, std::cout);
+    }
     if (plan->parsed()) {
       return poseidon::app::RunPlan(
           poseidon::config::LoadScenarioFile(plan_scenario, plan_overrides), std::cout);

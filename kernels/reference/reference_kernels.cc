@@ -141,7 +141,8 @@ class PoolKernel : public LayerKernel {
             int64_t arg = -1;
             for (int64_t h = h0; h < h1; ++h) {
               for (int64_t w = w0; w < w1; ++w) {
-                if (arg < 0 || plane[h * x.w + w] > best) best = plane[h * x.w + w], arg = h * x.w + w;
+                if (arg < 0 || plane[h * x.w + w] > best)
+                  best = plane[h * x.w + w], arg = h * x.w + w;
               }
             }
             top[oi] = arg < 0 ? 0.f : best;
@@ -243,7 +244,8 @@ class LrnKernel : public LayerKernel {
     }
   }
 
-  // dx_i = dy_i * scale_i^-beta - 2 alpha beta / n * x_i * sum_{j: i in window(j)} dy_j y_j / scale_j
+  // dx_i = dy_i * scale_i^-beta - 2 alpha beta / n * x_i * sum_{j: i in window(j)} dy_j y_j /
+  // scale_j
   void Backward(const std::vector<const float*>& bottoms, const float* top, const float* dy,
                 const std::vector<float*>& bottom_grads, const std::vector<const float*>&,
                 const std::vector<float*>&) override {
@@ -261,9 +263,9 @@ class LrnKernel : public LayerKernel {
             acc += static_cast<double>(dy[ji]) * top[ji] / scale_[static_cast<size_t>(ji)];
           }
           const int64_t i = (n * x.c + c) * plane + p;
-          bottom_grads[0][i] = static_cast<float>(
-              dy[i] * std::pow(scale_[static_cast<size_t>(i)], -s.beta) -
-              coeff * bottoms[0][i] * acc);
+          bottom_grads[0][i] =
+              static_cast<float>(dy[i] * std::pow(scale_[static_cast<size_t>(i)], -s.beta) -
+                                 coeff * bottoms[0][i] * acc);
         }
       }
     }
@@ -339,7 +341,9 @@ class FcKernel : public LayerKernel {
 class DropoutKernel : public LayerKernel {
  public:
   DropoutKernel(const Layer& l, int64_t batch, uint64_t seed)
-      : count_(batch * l.out.count()), ratio_(l.spec.dropout_ratio), rng_(seed),
+      : count_(batch * l.out.count()),
+        ratio_(l.spec.dropout_ratio),
+        rng_(seed),
         mask_(static_cast<size_t>(count_), 1.f) {}
 
   void Forward(const std::vector<const float*>& bottoms, float* top,
@@ -453,9 +457,14 @@ class SoftmaxLossKernel : public LayerKernel {
 class BatchNormKernel : public LayerKernel {
  public:
   BatchNormKernel(const Layer& l, int64_t batch)
-      : l_(l), n_(batch), c_(l.out.c), plane_(l.out.h * l.out.w),
-        mean_(static_cast<size_t>(c_)), inv_std_(static_cast<size_t>(c_)),
-        running_mean_(static_cast<size_t>(c_), 0.0), running_var_(static_cast<size_t>(c_), 1.0) {}
+      : l_(l),
+        n_(batch),
+        c_(l.out.c),
+        plane_(l.out.h * l.out.w),
+        mean_(static_cast<size_t>(c_)),
+        inv_std_(static_cast<size_t>(c_)),
+        running_mean_(static_cast<size_t>(c_), 0.0),
+        running_var_(static_cast<size_t>(c_), 1.0) {}
 
   void Forward(const std::vector<const float*>& bottoms, float* top,
                const std::vector<const float*>& params, bool train) override {
@@ -473,7 +482,8 @@ class BatchNormKernel : public LayerKernel {
         mean_[ci] = mean;
         inv_std_[ci] = 1.0 / std::sqrt(var + kBatchNormEps);
         const double unbiased = m > 1 ? var * m / (m - 1) : var;
-        running_mean_[ci] = kBatchNormMomentum * running_mean_[ci] + (1 - kBatchNormMomentum) * mean;
+        running_mean_[ci] =
+            kBatchNormMomentum * running_mean_[ci] + (1 - kBatchNormMomentum) * mean;
         running_var_[ci] =
             kBatchNormMomentum * running_var_[ci] + (1 - kBatchNormMomentum) * unbiased;
       } else {
@@ -562,16 +572,26 @@ class AddKernel : public LayerKernel {
 std::unique_ptr<LayerKernel> MakeReferenceKernel(const core::Layer& layer, int64_t batch,
                                                  uint64_t seed) {
   switch (layer.kind) {
-    case LayerKind::kConv: return std::make_unique<ConvKernel>(layer, batch);
-    case LayerKind::kPool: return std::make_unique<PoolKernel>(layer, batch);
-    case LayerKind::kRelu: return std::make_unique<ReluKernel>(layer, batch);
-    case LayerKind::kLrn: return std::make_unique<LrnKernel>(layer, batch);
-    case LayerKind::kFc: return std::make_unique<FcKernel>(layer, batch);
-    case LayerKind::kDropout: return std::make_unique<DropoutKernel>(layer, batch, seed);
-    case LayerKind::kConcat: return std::make_unique<ConcatKernel>(layer, batch);
-    case LayerKind::kSoftmaxLoss: return std::make_unique<SoftmaxLossKernel>(layer, batch);
-    case LayerKind::kBatchNorm: return std::make_unique<BatchNormKernel>(layer, batch);
-    case LayerKind::kAdd: return std::make_unique<AddKernel>(layer, batch);
+    case LayerKind::kConv:
+      return std::make_unique<ConvKernel>(layer, batch);
+    case LayerKind::kPool:
+      return std::make_unique<PoolKernel>(layer, batch);
+    case LayerKind::kRelu:
+      return std::make_unique<ReluKernel>(layer, batch);
+    case LayerKind::kLrn:
+      return std::make_unique<LrnKernel>(layer, batch);
+    case LayerKind::kFc:
+      return std::make_unique<FcKernel>(layer, batch);
+    case LayerKind::kDropout:
+      return std::make_unique<DropoutKernel>(layer, batch, seed);
+    case LayerKind::kConcat:
+      return std::make_unique<ConcatKernel>(layer, batch);
+    case LayerKind::kSoftmaxLoss:
+      return std::make_unique<SoftmaxLossKernel>(layer, batch);
+    case LayerKind::kBatchNorm:
+      return std::make_unique<BatchNormKernel>(layer, batch);
+    case LayerKind::kAdd:
+      return std::make_unique<AddKernel>(layer, batch);
   }
   throw KernelError("layer '" + layer.name + "': unknown layer kind");
 }

@@ -99,7 +99,8 @@ TEST(Net, SufficientFactorsRebuildTheFcGradient) {
   const int64_t batch = 4;
   Net net(m, Backend::kReference, batch, 3);
   std::vector<float> x(static_cast<size_t>(batch * 72));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
   std::vector<int32_t> labels = {1, 2, 3, 0};
   net.Forward(x.data(), labels.data(), true);
   net.Backward();
@@ -179,8 +180,8 @@ TEST(Net, FmnistMlpLearnsSyntheticData) {
   Sgd sgd(o, net.num_params());
   double first = 0, last = 0;
   for (int it = 0; it < iterations; ++it) {
-    const double loss = net.Forward(data.images.data() + it * batch * 784,
-                                    data.labels.data() + it * batch, true);
+    const double loss =
+        net.Forward(data.images.data() + it * batch * 784, data.labels.data() + it * batch, true);
     ASSERT_TRUE(std::isfinite(loss)) << "iteration " << it;
     net.Backward();
     sgd.Step(net.params(), net.param_grads(), it);

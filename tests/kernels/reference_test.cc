@@ -117,7 +117,8 @@ void CheckGradients(const GradCheck& g) {
   const core::Layer& l = *g.layer;
   std::mt19937_64 rng(g.seed);
   std::vector<std::vector<float>> bottoms, params;
-  for (const core::Shape& s : l.in_shapes) bottoms.push_back(RandomInput(rng, g.batch * s.count(), g.input));
+  for (const core::Shape& s : l.in_shapes)
+    bottoms.push_back(RandomInput(rng, g.batch * s.count(), g.input));
   for (const core::ParamBlob& b : l.blobs) {
     std::vector<float> v(static_cast<size_t>(b.count));
     const bool bn_scale = l.kind == LayerKind::kBatchNorm && params.empty();
@@ -184,8 +185,11 @@ TEST(ReferenceGrad, PoolMaxCeilRoundingAndPad) {
   s.pool = core::PoolMethod::kMax, s.kernel_h = s.kernel_w = 3, s.stride_h = s.stride_w = 2;
   s.pad_h = s.pad_w = 1;
   core::Model m = Build(3, 6, 7, {s});
-  CheckGradients({.layer = &m.layers()[0], .batch = 2, .seed = 13,
-                  .input = InputKind::kDistinct, .eps = 1e-3});
+  CheckGradients({.layer = &m.layers()[0],
+                  .batch = 2,
+                  .seed = 13,
+                  .input = InputKind::kDistinct,
+                  .eps = 1e-3});
 }
 
 TEST(ReferenceGrad, PoolAvgCeilRounding) {
@@ -207,8 +211,8 @@ TEST(ReferenceGrad, PoolGlobalAvg) {
 
 TEST(ReferenceGrad, Relu) {
   core::Model m = Build(3, 4, 4, {Spec("relu", LayerKind::kRelu)});
-  CheckGradients({.layer = &m.layers()[0], .batch = 2, .seed = 17,
-                  .input = InputKind::kAwayFromZero});
+  CheckGradients(
+      {.layer = &m.layers()[0], .batch = 2, .seed = 17, .input = InputKind::kAwayFromZero});
 }
 
 TEST(ReferenceGrad, Lrn) {
@@ -263,9 +267,10 @@ TEST(ReferenceGrad, BatchNormNoAffine) {
 }
 
 TEST(ReferenceGrad, Add) {
-  core::Model m = Build(2, 3, 3, {Spec("r1", LayerKind::kRelu, {"data"}),
-                                  Spec("r2", LayerKind::kRelu, {"data"}),
-                                  Spec("sum", LayerKind::kAdd, {"r1", "r2"})});
+  core::Model m =
+      Build(2, 3, 3,
+            {Spec("r1", LayerKind::kRelu, {"data"}), Spec("r2", LayerKind::kRelu, {"data"}),
+             Spec("sum", LayerKind::kAdd, {"r1", "r2"})});
   CheckGradients({.layer = m.FindLayer("sum"), .batch = 2, .seed = 25});
 }
 
