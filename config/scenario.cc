@@ -241,8 +241,10 @@ void SetPath(YAML::Node root, const std::string& path, const YAML::Node& value);
 }  // namespace
 
 ScenarioSpec LoadScenarioFile(const std::string& path, const std::vector<std::string>& overrides) {
+  // Overrides go into the loaded document itself (not a clone, which would lose every node's
+  // line and column), so errors in untouched keys still name their place in the file.
   YamlFile f = YamlFile::Load(path);
-  YAML::Node doc = YAML::Clone(f.root());
+  YAML::Node doc = f.root();
   for (const std::string& o : overrides) {
     const size_t eq = o.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -352,7 +354,8 @@ SweepSpec LoadSweepFile(const std::string& path) {
       idx[a] = rest % sw.axes[a].values.size();
       rest /= sw.axes[a].values.size();
     }
-    YAML::Node doc = YAML::Clone(base_doc.root());
+    // A fresh parse per point keeps line and column of every node the point does not change.
+    YAML::Node doc = YamlFile::Parse(base_doc.text(), sw.base_file).root();
     SweepPoint point;
     point.index = static_cast<int>(p);
     for (size_t a = 0; a < sw.axes.size(); ++a) {

@@ -64,6 +64,7 @@ YamlFile YamlFile::Load(const std::string& path) {
 YamlFile YamlFile::Parse(const std::string& text, const std::string& name) {
   YamlFile f;
   f.path_ = name;
+  f.text_ = text;
   try {
     f.root_ = YAML::Load(text);
   } catch (const YAML::Exception& e) {

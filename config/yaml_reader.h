@@ -46,10 +46,12 @@ class YamlFile {
   static YamlFile Parse(const std::string& text, const std::string& name);
   const YAML::Node& root() const { return root_; }
   const std::string& path() const { return path_; }
+  const std::string& text() const { return text_; }
 
  private:
   YAML::Node root_;
   std::string path_;
+  std::string text_;
 };
 
 // Reads one YAML mapping; `what` names it in messages ("scenario", "layer 'conv1'").

@@ -49,6 +49,40 @@ class DnnlKernel : public LayerKernel {
   }
   int64_t OutCount() const { return batch_ * layer_.out.count(); }
 
+  // One interface buffer in its plain layout and, where a primitive wants another layout, a
+  // kernel-owned buffer in that layout with the reorder between the two (created once here).
+  struct Port {
+    memory user, inner;
+    dnnl::primitive reorder;
+    bool reordered = false;
+  };
+  Port MakePort(const memory::desc& plain, const memory::desc& want, bool input) const {
+    Port p;
+    p.user = Wrap(plain);
+    if (want == plain) {
+      p.inner = p.user;
+      return p;
+    }
+    p.reordered = true;
+    p.inner = memory(want, eng_);
+    p.reorder = input ? dnnl::reorder(p.user, p.inner) : dnnl::reorder(p.inner, p.user);
+    return p;
+  }
+  // An input: binds the caller's pointer and reorders it into the inner buffer when needed.
+  const memory& In(Port& p, const float* ptr) {
+    Bind(p.user, ptr);
+    if (p.reordered) p.reorder.execute(strm_, {{DNNL_ARG_FROM, p.user}, {DNNL_ARG_TO, p.inner}});
+    return p.inner;
+  }
+  // An output: binds the caller's pointer; Flush copies the inner buffer out after the primitive.
+  const memory& Out(Port& p, float* ptr) {
+    Bind(p.user, ptr);
+    return p.inner;
+  }
+  void Flush(Port& p) {
+    if (p.reordered) p.reorder.execute(strm_, {{DNNL_ARG_FROM, p.inner}, {DNNL_ARG_TO, p.user}});
+  }
+
   core::Layer layer_;
   int64_t batch_;
   dnnl::engine eng_;
@@ -58,60 +92,85 @@ class DnnlKernel : public LayerKernel {
 // ---------------------------------------------------------------------------------------------
 class ConvKernel final : public DnnlKernel {
  public:
+  // src, weights and dst use the layouts oneDNN prefers (format_tag::any, blocked on most CPUs, so
+  // that it picks a JIT direct convolution instead of im2col + gemm); reorders at the boundary.
   ConvKernel(const core::Layer& layer, int64_t batch) : DnnlKernel(layer, batch) {
     const core::LayerSpec& s = layer.spec;
     const core::Shape& x = layer.in_shapes[0];
     const int64_t g = s.groups, oc = layer.out.c;
     bias_ = s.bias;
-    memory::desc src = InMd(0), dst = OutMd();
-    memory::desc w = g > 1 ? Md({g, oc / g, x.c / g, s.kernel_h, s.kernel_w}, Tag::goihw)
-                           : Md({oc, x.c, s.kernel_h, s.kernel_w}, Tag::oihw);
-    memory::desc b = Md({oc}, Tag::x);
+    const memory::desc src = InMd(0), dst = OutMd();
+    const memory::dims wdims = g > 1 ? memory::dims{g, oc / g, x.c / g, s.kernel_h, s.kernel_w}
+                                     : memory::dims{oc, x.c, s.kernel_h, s.kernel_w};
+    const memory::desc w = Md(wdims, g > 1 ? Tag::goihw : Tag::oihw);
+    const memory::desc b = Md({oc}, Tag::x);
+    const memory::desc src_any = Md(src.dims(), Tag::any), dst_any = Md(dst.dims(), Tag::any),
+                       w_any = Md(wdims, Tag::any);
     memory::dims strides{s.stride_h, s.stride_w}, pad{s.pad_h, s.pad_w};
     const auto alg = algorithm::convolution_direct;
-    auto fd = bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_training, alg, src, w, b,
-                                                      dst, strides, pad, pad)
-                    : dnnl::convolution_forward::desc(prop_kind::forward_training, alg, src, w, dst,
-                                                      strides, pad, pad);
+    auto fd = bias_ ? dnnl::convolution_forward::desc(prop_kind::forward_training, alg, src_any,
+                                                      w_any, b, dst_any, strides, pad, pad)
+                    : dnnl::convolution_forward::desc(prop_kind::forward_training, alg, src_any,
+                                                      w_any, dst_any, strides, pad, pad);
     dnnl::convolution_forward::primitive_desc fpd(fd, eng_);
     fwd_ = dnnl::convolution_forward(fpd);
-    dnnl::convolution_backward_data::desc dd(alg, src, w, dst, strides, pad, pad);
-    bwd_data_ = dnnl::convolution_backward_data(
-        dnnl::convolution_backward_data::primitive_desc(dd, eng_, fpd));
-    auto wd = bias_
-                  ? dnnl::convolution_backward_weights::desc(alg, src, w, b, dst, strides, pad, pad)
-                  : dnnl::convolution_backward_weights::desc(alg, src, w, dst, strides, pad, pad);
-    bwd_weights_ = dnnl::convolution_backward_weights(
-        dnnl::convolution_backward_weights::primitive_desc(wd, eng_, fpd));
-    src_ = Wrap(src), dst_ = Wrap(dst), w_ = Wrap(w), b_ = Wrap(b);
+    dnnl::convolution_backward_data::desc dd(alg, src_any, w_any, dst_any, strides, pad, pad);
+    dnnl::convolution_backward_data::primitive_desc dpd(dd, eng_, fpd);
+    bwd_data_ = dnnl::convolution_backward_data(dpd);
+    auto wd = bias_ ? dnnl::convolution_backward_weights::desc(alg, src_any, w_any, b, dst_any,
+                                                               strides, pad, pad)
+                    : dnnl::convolution_backward_weights::desc(alg, src_any, w_any, dst_any,
+                                                               strides, pad, pad);
+    dnnl::convolution_backward_weights::primitive_desc wpd(wd, eng_, fpd);
+    bwd_weights_ = dnnl::convolution_backward_weights(wpd);
+    f_src_ = MakePort(src, fpd.src_desc(), true);
+    f_w_ = MakePort(w, fpd.weights_desc(), true);
+    f_dst_ = MakePort(dst, fpd.dst_desc(), false);
+    w_src_ = MakePort(src, wpd.src_desc(), true);
+    w_ddst_ = MakePort(dst, wpd.diff_dst_desc(), true);
+    w_dw_ = MakePort(w, wpd.diff_weights_desc(), false);
+    d_ddst_ = MakePort(dst, dpd.diff_dst_desc(), true);
+    d_w_ = MakePort(w, dpd.weights_desc(), true);
+    d_dsrc_ = MakePort(src, dpd.diff_src_desc(), false);
+    share_ddst_ = wpd.diff_dst_desc() == dpd.diff_dst_desc();
+    b_ = Wrap(b);
   }
 
   void Forward(const std::vector<const float*>& bottoms, float* top,
                const std::vector<const float*>& params, bool) override {
-    Bind(src_, bottoms[0]), Bind(dst_, top), Bind(w_, params[0]);
-    Args args{{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DST, dst_}};
+    Args args{{DNNL_ARG_SRC, In(f_src_, bottoms[0])},
+              {DNNL_ARG_WEIGHTS, In(f_w_, params[0])},
+              {DNNL_ARG_DST, Out(f_dst_, top)}};
     if (bias_) Bind(b_, params[1]), args[DNNL_ARG_BIAS] = b_;
-    Run(fwd_, args);
+    fwd_.execute(strm_, args);
+    Flush(f_dst_);
+    strm_.wait();
   }
   void Backward(const std::vector<const float*>& bottoms, const float*, const float* top_grad,
                 const std::vector<float*>& bottom_grads, const std::vector<const float*>& params,
                 const std::vector<float*>& param_grads) override {
-    // The same descs serve the diff buffers: dst_ holds top_grad, w_/b_ the weight gradients.
-    Bind(src_, bottoms[0]), Bind(dst_, top_grad), Bind(w_, param_grads[0]);
-    Args args{{DNNL_ARG_SRC, src_}, {DNNL_ARG_DIFF_DST, dst_}, {DNNL_ARG_DIFF_WEIGHTS, w_}};
+    const memory& ddst = In(w_ddst_, top_grad);
+    Args args{{DNNL_ARG_SRC, In(w_src_, bottoms[0])},
+              {DNNL_ARG_DIFF_DST, ddst},
+              {DNNL_ARG_DIFF_WEIGHTS, Out(w_dw_, param_grads[0])}};
     if (bias_) Bind(b_, param_grads[1]), args[DNNL_ARG_DIFF_BIAS] = b_;
-    Run(bwd_weights_, args);
+    bwd_weights_.execute(strm_, args);
+    Flush(w_dw_);
     if (bottom_grads[0] != nullptr) {
-      Bind(src_, bottom_grads[0]), Bind(w_, params[0]);
-      Run(bwd_data_,
-          {{DNNL_ARG_DIFF_SRC, src_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DIFF_DST, dst_}});
+      bwd_data_.execute(strm_, {{DNNL_ARG_DIFF_DST, share_ddst_ ? ddst : In(d_ddst_, top_grad)},
+                                {DNNL_ARG_WEIGHTS, In(d_w_, params[0])},
+                                {DNNL_ARG_DIFF_SRC, Out(d_dsrc_, bottom_grads[0])}});
+      Flush(d_dsrc_);
     }
+    strm_.wait();
   }
 
  private:
   bool bias_ = true;
+  bool share_ddst_ = false;
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
-  memory src_, dst_, w_, b_;
+  Port f_src_, f_w_, f_dst_, w_src_, w_ddst_, w_dw_, d_ddst_, d_w_, d_dsrc_;
+  memory b_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -134,16 +193,23 @@ class PoolKernel final : public DnnlKernel {
     }
     const algorithm alg = s.pool == core::PoolMethod::kMax ? algorithm::pooling_max
                                                            : algorithm::pooling_avg_include_padding;
-    memory::desc src = InMd(0), dst = OutMd();
+    // oneDNN 2.6 has only its slow reference implementation (simple_nchw) for plain layouts; a
+    // channel-blocked layout (reorders at the boundary) gets the JIT one.
+    const memory::desc src = InMd(0), dst = OutMd();
+    const memory::desc src_blk = Md(src.dims(), Tag::nChw8c), dst_any = Md(dst.dims(), Tag::any);
     memory::dims strides{sh, sw}, kernel{kh, kw}, pl{ph, pw}, pr{prh, prw};
-    dnnl::pooling_forward::desc fd(prop_kind::forward_training, alg, src, dst, strides, kernel, pl,
-                                   pr);
+    dnnl::pooling_forward::desc fd(prop_kind::forward_training, alg, src_blk, dst_any, strides,
+                                   kernel, pl, pr);
     dnnl::pooling_forward::primitive_desc fpd(fd, eng_);
     fwd_ = dnnl::pooling_forward(fpd);
-    dnnl::pooling_backward::desc bd(alg, src, dst, strides, kernel, pl, pr);
-    bwd_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bd, eng_, fpd));
+    dnnl::pooling_backward::desc bd(alg, src_blk, fpd.dst_desc(), strides, kernel, pl, pr);
+    dnnl::pooling_backward::primitive_desc bpd(bd, eng_, fpd);
+    bwd_ = dnnl::pooling_backward(bpd);
     if (fpd.workspace_desc().get_size() > 0) workspace_ = memory(fpd.workspace_desc(), eng_);
-    src_ = Wrap(src), dst_ = Wrap(dst);
+    f_src_ = MakePort(src, fpd.src_desc(), true);
+    f_dst_ = MakePort(dst, fpd.dst_desc(), false);
+    b_ddst_ = MakePort(dst, bpd.diff_dst_desc(), true);
+    b_dsrc_ = MakePort(src, bpd.diff_src_desc(), false);
     if (alg == algorithm::pooling_avg_include_padding && (prh > ph || prw > pw)) {
       // Caffe divides by (min(start + k, size + pad) - start) per axis; oneDNN by k.
       factor_.resize(y.h * y.w);
@@ -161,10 +227,11 @@ class PoolKernel final : public DnnlKernel {
 
   void Forward(const std::vector<const float*>& bottoms, float* top,
                const std::vector<const float*>&, bool) override {
-    Bind(src_, bottoms[0]), Bind(dst_, top);
-    Args args{{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
+    Args args{{DNNL_ARG_SRC, In(f_src_, bottoms[0])}, {DNNL_ARG_DST, Out(f_dst_, top)}};
     if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
-    Run(fwd_, args);
+    fwd_.execute(strm_, args);
+    Flush(f_dst_);
+    strm_.wait();
     if (!factor_.empty()) Scale(top, top);
   }
   void Backward(const std::vector<const float*>&, const float*, const float* top_grad,
@@ -175,10 +242,12 @@ class PoolKernel final : public DnnlKernel {
       Scale(top_grad, scaled_grad_.data());
       top_grad = scaled_grad_.data();
     }
-    Bind(src_, bottom_grads[0]), Bind(dst_, top_grad);
-    Args args{{DNNL_ARG_DIFF_SRC, src_}, {DNNL_ARG_DIFF_DST, dst_}};
+    Args args{{DNNL_ARG_DIFF_DST, In(b_ddst_, top_grad)},
+              {DNNL_ARG_DIFF_SRC, Out(b_dsrc_, bottom_grads[0])}};
     if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
-    Run(bwd_, args);
+    bwd_.execute(strm_, args);
+    Flush(b_dsrc_);
+    strm_.wait();
   }
 
  private:
@@ -191,7 +260,8 @@ class PoolKernel final : public DnnlKernel {
   }
 
   dnnl::primitive fwd_, bwd_;
-  memory src_, dst_, workspace_;
+  Port f_src_, f_dst_, b_ddst_, b_dsrc_;
+  memory workspace_;
   std::vector<float> factor_;  // per output position; empty when oneDNN's divisor is Caffe's
   std::vector<float> scaled_grad_;
 };

@@ -185,3 +185,24 @@ TEST(Sweep, BadPointNamesThePoint) {
 
 }  // namespace
 }  // namespace poseidon::config
+
+namespace poseidon::config {
+namespace {
+
+// Overrides (--set) must not cost the rest of the file its line and column numbers.
+TEST_F(ScenarioFile, OverridesKeepLocationsOfOtherKeys) {
+  std::string text = kGood;
+  text.replace(text.find("bandwidth_gbps"), 14, "bandwidth");
+  const std::string path = Write(text);
+  try {
+    LoadScenarioFile(path, {"cluster.workers=8"});
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("s.yaml:8:5: error: unknown key 'bandwidth'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace poseidon::config
