@@ -1,0 +1,268 @@
+// The CUDA backend against the reference backend (the oracle), layer kind by layer kind.
+//
+// Every case runs forward (train) and backward on seeded random data (inputs, parameters and
+// top gradients uniform in [-1, 1]), copied to the device and back, and requires, for the top,
+// every bottom gradient and every parameter gradient:
+//   max |cuda - ref| / (max |ref| + 1e-6) < kTol  (kTol = 1e-3: fp32 with TF32 off, sums in a
+// different order and cuDNN's own algorithms). Dropout must match exactly (same seeded mask).
+// Batch norm is also checked at test time (running averages) after two training passes.
+// Without a CUDA build or without a device every test skips with the reason (ctest label gpu).
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/model.h"
+#include "kernels/kernel.h"
+
+#ifdef POSEIDON_WITH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_util.h"
+#endif
+
+namespace poseidon::kernels {
+namespace {
+
+using core::LayerKind;
+using core::LayerSpec;
+
+// [[maybe_unused]]: a build without CUDA skips every comparison.
+[[maybe_unused]] constexpr double kTol = 1e-3;
+
+[[maybe_unused]] double RelErr(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  }
+  return diff / (scale + 1e-6);
+}
+
+[[maybe_unused]] std::vector<float> Random(int64_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// One layer named "l" fed by the model input (c x h x w).
+core::Layer Single(LayerSpec s, int64_t c, int64_t h, int64_t w) {
+  core::ModelSpec m;
+  m.name = "t";
+  m.input_c = c, m.input_h = h, m.input_w = w;
+  s.name = "l";
+  m.layers = {s};
+  return *core::Model::Build(m).FindLayer("l");
+}
+
+// A concat or add layer "l" fed by 1x1 convs with the given output channels.
+core::Layer Multi(LayerKind kind, const std::vector<int64_t>& channels, int64_t h, int64_t w) {
+  core::ModelSpec m;
+  m.name = "t";
+  m.input_c = 2, m.input_h = h, m.input_w = w;
+  LayerSpec top;
+  top.name = "l";
+  top.kind = kind;
+  for (size_t i = 0; i < channels.size(); ++i) {
+    LayerSpec conv;
+    conv.name = "b" + std::to_string(i);
+    conv.kind = LayerKind::kConv;
+    conv.num_output = channels[i];
+    conv.kernel_h = conv.kernel_w = 1;
+    conv.bottoms = {"data"};
+    m.layers.push_back(conv);
+    top.bottoms.push_back(conv.name);
+  }
+  m.layers.push_back(top);
+  return *core::Model::Build(m).FindLayer("l");
+}
+
+LayerSpec Conv(int64_t out, int64_t k, int64_t stride, int64_t pad, int64_t groups, bool bias) {
+  LayerSpec s;
+  s.kind = LayerKind::kConv;
+  s.num_output = out;
+  s.kernel_h = s.kernel_w = k;
+  s.stride_h = s.stride_w = stride;
+  s.pad_h = s.pad_w = pad;
+  s.groups = groups;
+  s.bias = bias;
+  return s;
+}
+
+LayerSpec Pool(core::PoolMethod method, int64_t k, int64_t stride, int64_t pad,
+               bool global = false) {
+  LayerSpec s;
+  s.kind = LayerKind::kPool;
+  s.pool = method;
+  s.kernel_h = s.kernel_w = k;
+  s.stride_h = s.stride_w = stride;
+  s.pad_h = s.pad_w = pad;
+  s.global_pool = global;
+  return s;
+}
+
+LayerSpec Kind(LayerKind kind) {
+  LayerSpec s;
+  s.kind = kind;
+  return s;
+}
+
+// Runs both backends on the same data and compares every output.
+void Compare(const core::Layer& layer, int64_t batch, uint64_t seed = 7) {
+#ifndef POSEIDON_WITH_CUDA
+  (void)layer, (void)batch, (void)seed;
+  GTEST_SKIP() << "no CUDA device: this build is not built with CUDA (POSEIDON_WITH_CUDA)";
+#else
+  std::string why;
+  if (!cuda::CudaDeviceAvailable(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  SCOPED_TRACE(std::string(core::LayerKindName(layer.kind)) + " batch " + std::to_string(batch));
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<float> > bottoms;
+  for (const core::Shape& s : layer.in_shapes) bottoms.push_back(Random(batch * s.count(), rng));
+  std::vector<std::vector<float> > params;
+  for (const core::ParamBlob& b : layer.blobs) params.push_back(Random(b.count, rng));
+  const int64_t out_count = batch * layer.out.count();
+  const std::vector<float> top_grad = Random(out_count, rng);
+  std::vector<int32_t> labels;
+  for (int64_t n = 0; n < batch; ++n) {
+    labels.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(layer.out.count())));
+  }
+
+  struct Result {
+    std::vector<float> top, test_top;
+    std::vector<std::vector<float> > bottom_grads, param_grads;
+    double loss = 0;
+  };
+  // On the host for the reference, on the device (copied there and back) for cuda.
+  auto run = [&](LayerKernel& k, bool device) {
+    Result r;
+    std::vector<cuda::DeviceBuffer> buffers;  // keeps every device array alive
+    cuda::CudaStream stream;
+    auto place = [&](const std::vector<float>& v) -> float* {
+      if (!device) return const_cast<float*>(v.data());
+      buffers.emplace_back(v.size());
+      cuda::CopyToDevice(buffers.back().data(), v.data(), v.size(), stream.get());
+      stream.Synchronize();
+      return buffers.back().data();
+    };
+    auto fetch = [&](std::vector<float>& v, const float* p) {
+      if (!device) return;
+      cuda::CopyToHost(v.data(), p, v.size(), stream.get());
+      stream.Synchronize();
+    };
+    std::vector<const float*> b, p;
+    for (const auto& v : bottoms) b.push_back(place(v));
+    for (const auto& v : params) p.push_back(place(v));
+    k.SetLabels(labels.data());
+    r.top.assign(static_cast<size_t>(out_count), 0.f);
+    float* top = place(r.top);
+    if (layer.kind == LayerKind::kBatchNorm) k.Forward(b, top, p, true);  // 2 updates
+    k.Forward(b, top, p, true);
+    fetch(r.top, top);
+    r.loss = k.loss();
+    std::vector<float*> bg, pg;
+    for (const auto& v : bottoms) {
+      r.bottom_grads.emplace_back(v.size(), 0.f);
+      bg.push_back(place(r.bottom_grads.back()));
+    }
+    for (const auto& v : params) {
+      r.param_grads.emplace_back(v.size(), 0.f);
+      pg.push_back(place(r.param_grads.back()));
+    }
+    k.Backward(b, top, place(top_grad), bg, p, pg);
+    for (size_t i = 0; i < bg.size(); ++i) fetch(r.bottom_grads[i], bg[i]);
+    for (size_t i = 0; i < pg.size(); ++i) fetch(r.param_grads[i], pg[i]);
+    r.test_top.assign(static_cast<size_t>(out_count), 0.f);
+    float* test_top = place(r.test_top);
+    k.Forward(b, test_top, p, false);
+    fetch(r.test_top, test_top);
+    return r;
+  };
+  auto ref_kernel = MakeKernel(Backend::kReference, layer, batch, seed);
+  auto cuda_kernel = MakeKernel(Backend::kCuda, layer, batch, seed);
+  const Result ref = run(*ref_kernel, false);
+  const Result gpu = run(*cuda_kernel, true);
+  const double tol = layer.kind == LayerKind::kDropout ? 0.0 : kTol;
+  EXPECT_LE(RelErr(gpu.top, ref.top), tol) << "forward top";
+  EXPECT_LE(RelErr(gpu.test_top, ref.test_top), tol) << "forward top at test";
+  for (size_t i = 0; i < ref.bottom_grads.size(); ++i) {
+    EXPECT_LE(RelErr(gpu.bottom_grads[i], ref.bottom_grads[i]), tol) << "bottom grad " << i;
+  }
+  for (size_t i = 0; i < ref.param_grads.size(); ++i) {
+    EXPECT_LE(RelErr(gpu.param_grads[i], ref.param_grads[i]), tol) << "param grad " << i;
+  }
+  EXPECT_NEAR(gpu.loss, ref.loss, 1e-4 * (std::fabs(ref.loss) + 1));
+#endif
+}
+
+TEST(CudaKernels, Conv) {
+  Compare(Single(Conv(4, 3, 2, 1, 1, true), 3, 9, 11), 2);
+  Compare(Single(Conv(6, 3, 1, 1, 2, false), 4, 7, 7), 3);
+  Compare(Single(Conv(8, 5, 3, 2, 4, true), 8, 12, 13), 2);
+  Compare(Single(Conv(16, 11, 4, 0, 1, true), 3, 35, 35), 2);  // AlexNet conv1-like
+}
+
+TEST(CudaKernels, PoolMax) {
+  Compare(Single(Pool(core::PoolMethod::kMax, 3, 2, 0), 3, 13, 13), 2);  // exact fit
+  Compare(Single(Pool(core::PoolMethod::kMax, 3, 2, 0), 4, 16, 16), 3);  // ceil rounding
+  Compare(Single(Pool(core::PoolMethod::kMax, 2, 2, 1), 2, 7, 6), 2);    // pad and ceil
+}
+
+TEST(CudaKernels, PoolAvg) {
+  Compare(Single(Pool(core::PoolMethod::kAvg, 3, 2, 0), 3, 16, 16), 2);  // CIFAR-10 quick pool3
+  Compare(Single(Pool(core::PoolMethod::kAvg, 3, 2, 1), 2, 8, 8), 2);    // right padding > pad
+  Compare(Single(Pool(core::PoolMethod::kAvg, 3, 1, 1), 2, 6, 5), 2);    // symmetric padding
+  Compare(Single(Pool(core::PoolMethod::kAvg, 0, 1, 0, /*global=*/true), 5, 5, 7), 3);
+}
+
+TEST(CudaKernels, Relu) { Compare(Single(Kind(LayerKind::kRelu), 3, 5, 7), 4); }
+
+TEST(CudaKernels, Lrn) {
+  LayerSpec s = Kind(LayerKind::kLrn);
+  s.alpha = 0.5;  // large enough that the normalisation matters on data in [-1, 1]
+  Compare(Single(s, 7, 5, 4), 2);
+  s.local_size = 3, s.alpha = 1e-2, s.beta = 0.6, s.k = 2.0;
+  Compare(Single(s, 4, 3, 3), 3);
+}
+
+TEST(CudaKernels, Fc) {
+  LayerSpec s = Kind(LayerKind::kFc);
+  s.num_output = 10;
+  Compare(Single(s, 3, 4, 5), 4);
+  s.bias = false, s.num_output = 7;
+  Compare(Single(s, 20, 1, 1), 3);
+}
+
+TEST(CudaKernels, Dropout) {
+  LayerSpec s = Kind(LayerKind::kDropout);
+  s.dropout_ratio = 0.3;
+  Compare(Single(s, 4, 6, 6), 5);
+}
+
+TEST(CudaKernels, BatchNorm) {
+  Compare(Single(Kind(LayerKind::kBatchNorm), 5, 4, 3), 4);
+  LayerSpec s = Kind(LayerKind::kBatchNorm);
+  s.bn_affine = false;
+  Compare(Single(s, 3, 2, 2), 6);
+}
+
+TEST(CudaKernels, Concat) {
+  Compare(Multi(LayerKind::kConcat, {3, 1, 4}, 5, 6), 2);
+  Compare(Multi(LayerKind::kConcat, {2, 2}, 1, 1), 3);
+}
+
+TEST(CudaKernels, Add) {
+  Compare(Multi(LayerKind::kAdd, {3, 3}, 4, 5), 2);
+  Compare(Multi(LayerKind::kAdd, {2, 2, 2}, 3, 3), 3);
+}
+
+TEST(CudaKernels, SoftmaxLoss) {
+  Compare(Single(Kind(LayerKind::kSoftmaxLoss), 10, 1, 1), 8);
+  Compare(Single(Kind(LayerKind::kSoftmaxLoss), 4, 2, 2), 3);
+}
+
+}  // namespace
+}  // namespace poseidon::kernels
