@@ -3,8 +3,10 @@
 // Each kernel owns one CPU engine and stream and creates its primitives once, in the constructor,
 // for the fixed batch and the layer's shapes. Memory objects wrap the caller's raw host pointers
 // (set_data_handle on every call). All interface layouts are plain (nchw, oihw / goihw for grouped
-// weights, nc, oi, x), so no reorders happen at the interface; blocked layouts chosen by oneDNN
-// ("format_tag::any") with reorders hidden in the kernel are a later optimisation.
+// weights, nc, oi, x). Convolution lets oneDNN choose its layouts (format_tag::any: blocked, JIT
+// direct convolution instead of im2col + gemm) and pooling runs on nChw8c (JIT instead of the
+// reference simple_nchw); both reorder at the interface into kernel-owned buffers, with the
+// reorder primitives created in the constructor.
 //
 // Semantics are the reference backend's (kernels/reference/reference_kernels.h, Caffe's). Where
 // oneDNN has no primitive or a different convention, plain code fills the gap:
