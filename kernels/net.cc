@@ -90,64 +90,77 @@ Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed
 
 Net::~Net() = default;
 
-double Net::Forward(const float* images, const int32_t* labels, bool train) {
+void Net::SetInput(const float* images, const int32_t* labels) {
   std::memcpy(input_.data(), images, input_.size() * sizeof(float));
-  const bool has_labels = labels != nullptr;
-  if (has_labels) std::copy(labels, labels + batch_, labels_.begin());
+  has_labels_ = labels != nullptr;
+  if (has_labels_) std::copy(labels, labels + batch_, labels_.begin());
   loss_ = 0;
-  for (const core::Layer& l : model_.layers()) {
-    LayerState& st = layers_[static_cast<size_t>(l.id)];
-    std::vector<const float*> bottoms;
-    if (l.bottoms.empty()) bottoms.push_back(input_.data());
-    for (int b : l.bottoms) bottoms.push_back(layers_[static_cast<size_t>(b)].top.data());
-    std::vector<const float*> params;
-    for (int64_t id : st.blob_ids) params.push_back(blobs_[static_cast<size_t>(id)].value);
-    if (l.kind == core::LayerKind::kSoftmaxLoss) {
-      if (!has_labels) {
-        throw KernelError("layer '" + l.name + "': softmax_loss needs labels, got none");
-      }
-      st.kernel->SetLabels(labels_.data());
+}
+
+void Net::ForwardLayer(int id, bool train) {
+  const core::Layer& l = model_.layers().at(static_cast<size_t>(id));
+  LayerState& st = layers_[static_cast<size_t>(l.id)];
+  std::vector<const float*> bottoms;
+  if (l.bottoms.empty()) bottoms.push_back(input_.data());
+  for (int b : l.bottoms) bottoms.push_back(layers_[static_cast<size_t>(b)].top.data());
+  std::vector<const float*> params;
+  for (int64_t bid : st.blob_ids) params.push_back(blobs_[static_cast<size_t>(bid)].value);
+  if (l.kind == core::LayerKind::kSoftmaxLoss) {
+    if (!has_labels_) {
+      throw KernelError("layer '" + l.name + "': softmax_loss needs labels, got none");
     }
-    st.kernel->Forward(bottoms, st.top.data(), params, train);
-    if (l.kind == core::LayerKind::kSoftmaxLoss) loss_ += st.kernel->loss();
+    st.kernel->SetLabels(labels_.data());
   }
+  st.kernel->Forward(bottoms, st.top.data(), params, train);
+  if (l.kind == core::LayerKind::kSoftmaxLoss) loss_ += st.kernel->loss();
+}
+
+double Net::Forward(const float* images, const int32_t* labels, bool train) {
+  SetInput(images, labels);
+  for (const core::Layer& l : model_.layers()) ForwardLayer(l.id, train);
   return loss_;
 }
 
-void Net::Backward() {
-  const auto& ls = model_.layers();
-  for (const core::Layer& l : ls) {
+void Net::BeginBackward() {
+  for (const core::Layer& l : model_.layers()) {
     LayerState& st = layers_[static_cast<size_t>(l.id)];
     // Single-consumer outputs are overwritten by their consumer; the rest are sums.
     if (st.consumers.size() != 1) std::fill(st.top_grad.begin(), st.top_grad.end(), 0.f);
   }
-  for (auto it = ls.rbegin(); it != ls.rend(); ++it) {
-    const core::Layer& l = *it;
-    LayerState& st = layers_[static_cast<size_t>(l.id)];
-    std::vector<const float*> bottoms;
-    std::vector<float*> bottom_grads;
-    if (l.bottoms.empty()) {
-      bottoms.push_back(input_.data());
-      bottom_grads.push_back(nullptr);  // no gradient for the data
-    }
-    for (int b : l.bottoms) {
-      LayerState& src = layers_[static_cast<size_t>(b)];
-      bottoms.push_back(src.top.data());
-      bottom_grads.push_back(src.consumers.size() == 1 ? src.top_grad.data() : src.scratch.data());
-    }
-    std::vector<const float*> params;
-    std::vector<float*> pgrads;
-    for (int64_t id : st.blob_ids) {
-      params.push_back(blobs_[static_cast<size_t>(id)].value);
-      pgrads.push_back(blobs_[static_cast<size_t>(id)].grad);
-    }
-    st.kernel->Backward(bottoms, st.top.data(), st.top_grad.data(), bottom_grads, params, pgrads);
-    for (int b : l.bottoms) {
-      LayerState& src = layers_[static_cast<size_t>(b)];
-      if (src.consumers.size() == 1) continue;
-      for (size_t i = 0; i < src.top_grad.size(); ++i) src.top_grad[i] += src.scratch[i];
-    }
+}
+
+void Net::BackwardLayer(int id) {
+  const core::Layer& l = model_.layers().at(static_cast<size_t>(id));
+  LayerState& st = layers_[static_cast<size_t>(l.id)];
+  std::vector<const float*> bottoms;
+  std::vector<float*> bottom_grads;
+  if (l.bottoms.empty()) {
+    bottoms.push_back(input_.data());
+    bottom_grads.push_back(nullptr);  // no gradient for the data
   }
+  for (int b : l.bottoms) {
+    LayerState& src = layers_[static_cast<size_t>(b)];
+    bottoms.push_back(src.top.data());
+    bottom_grads.push_back(src.consumers.size() == 1 ? src.top_grad.data() : src.scratch.data());
+  }
+  std::vector<const float*> params;
+  std::vector<float*> pgrads;
+  for (int64_t bid : st.blob_ids) {
+    params.push_back(blobs_[static_cast<size_t>(bid)].value);
+    pgrads.push_back(blobs_[static_cast<size_t>(bid)].grad);
+  }
+  st.kernel->Backward(bottoms, st.top.data(), st.top_grad.data(), bottom_grads, params, pgrads);
+  for (int b : l.bottoms) {
+    LayerState& src = layers_[static_cast<size_t>(b)];
+    if (src.consumers.size() == 1) continue;
+    for (size_t i = 0; i < src.top_grad.size(); ++i) src.top_grad[i] += src.scratch[i];
+  }
+}
+
+void Net::Backward() {
+  BeginBackward();
+  const auto& ls = model_.layers();
+  for (auto it = ls.rbegin(); it != ls.rend(); ++it) BackwardLayer(it->id);
 }
 
 double Net::Accuracy() const {

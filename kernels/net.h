@@ -65,6 +65,17 @@ class Net {
   double Forward(const float* images, const int32_t* labels, bool train);
   // Gradients of the loss of the last Forward with respect to every parameter (overwritten).
   void Backward();
+
+  // The same passes one layer at a time, for hosts that interleave compute with communication
+  // (the live worker runs one core ComputeTask per layer):
+  //   SetInput(images, labels); ForwardLayer(id) for id = 0..n-1 (Model order);
+  //   BeginBackward(); BackwardLayer(id) for id = n-1..0.
+  // Forward() and Backward() are exactly these loops. loss() sums the loss layers run so far.
+  void SetInput(const float* images, const int32_t* labels);
+  void ForwardLayer(int id, bool train);
+  void BeginBackward();
+  void BackwardLayer(int id);
+  double loss() const { return loss_; }
   // Fraction of the last Forward's batch whose highest probability is the label.
   double Accuracy() const;
 
@@ -95,6 +106,7 @@ class Net {
   std::vector<float> params_, grads_;
   std::vector<BlobRef> blobs_;
   double loss_ = 0;
+  bool has_labels_ = false;
 };
 
 // dW (N x M) = delta^T (K x N)^T * x (K x M): rebuilds an FC weight gradient from its sufficient
