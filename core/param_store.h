@@ -23,6 +23,29 @@ class WorkerStore {
   virtual FloatBuffer GradientChunk(const Chunk& chunk) = 0;
   // Installs fresh parameter values of a chunk received from its shard.
   virtual void WriteParams(const Chunk& chunk, const Message& params) = 0;
+
+  // Sufficient-factor broadcasting of an FC layer's weight (the bias goes by the server). The
+  // worker applies the weight's update itself once it holds all P gradients of a clock:
+  //   SfbFactors   the layer's factors of the batch just back-propagated, sent to every peer;
+  //   SfbAddOwn    adds the worker's own weight gradient of `clock` to that clock's sum;
+  //   SfbReceive   a peer's factors arrived (the host rebuilds and adds them in the
+  //                kSfbRebuild task it is then asked to run for (layer, clock, peer));
+  //   SfbApply     the optimizer step with the sum of `contributions` gradients of `clock`.
+  // The defaults do nothing: phantom stores carry no numbers.
+  virtual FloatBuffer SfbFactors(int layer) {
+    (void)layer;
+    return nullptr;
+  }
+  virtual void SfbAddOwn(int layer, int64_t clock) {
+    (void)layer;
+    (void)clock;
+  }
+  virtual void SfbReceive(const Message& factors) { (void)factors; }
+  virtual void SfbApply(int layer, int64_t clock, int contributions) {
+    (void)layer;
+    (void)clock;
+    (void)contributions;
+  }
 };
 
 // A server shard's parameter values and optimizer state for the chunks it owns.

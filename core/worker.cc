@@ -112,6 +112,7 @@ void Worker::OnMessage(TimeNs now, const Message& msg) {
       OnParams(now, msg);
       return;
     case MsgType::kFactors: {
+      store_->SfbReceive(msg);
       ComputeTask t{TaskKind::kSfbRebuild, msg.layer, -1, msg.payload_bytes, msg.clock};
       t.peer = msg.from;
       host_->StartCompute(t);
@@ -208,6 +209,8 @@ void Worker::StartSync(TimeNs now, int layer) {
   }
   if (s.has_sfb) {
     const Layer& L = model_.layers()[layer];
+    const FloatBuffer factors = store_->SfbFactors(layer);
+    store_->SfbAddOwn(layer, clock);
     for (int w = 0; w < layout_.num_workers; ++w) {
       if (w == rank_) continue;
       Message m;
@@ -217,6 +220,7 @@ void Worker::StartSync(TimeNs now, int layer) {
       m.clock = clock;
       m.layer = layer;
       m.payload_bytes = config_.batch * (L.fc_in + L.fc_out) * 4;
+      m.data = factors;
       Send(std::move(m), layer);
     }
     SfbContribution(now, layer, clock);  // the worker's own gradient
@@ -271,6 +275,7 @@ void Worker::SfbContribution(TimeNs now, int layer, int64_t clock) {
   LayerSync& s = sync_[static_cast<size_t>(layer)];
   s.sfb.Add(clock);
   while (s.sfb.FrontComplete()) {
+    store_->SfbApply(layer, s.sfb.version(), layout_.num_workers);
     s.sfb.Advance();
     UpdateVersion(now, layer);
   }

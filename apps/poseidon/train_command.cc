@@ -19,40 +19,10 @@
 #include "kernels/kernel.h"
 #include "kernels/net.h"
 #include "kernels/sgd.h"
+#include "kernels/training.h"
 
 namespace poseidon::app {
-namespace {
-
 using config::ConfigError;
-
-// Top-1 accuracy on the whole of `test`, in batches of the net's size; the last batch is padded
-// by wrapping around and only its real examples are counted.
-double TestAccuracy(kernels::Net& net, const kernels::IdxDataset& test, int loss_layer) {
-  const int64_t batch = net.batch(), pixels = test.rows * test.cols;
-  const int64_t classes = net.model().layers()[static_cast<size_t>(loss_layer)].out.count();
-  std::vector<float> images(static_cast<size_t>(batch * pixels));
-  std::vector<int32_t> labels(static_cast<size_t>(batch));
-  int64_t right = 0;
-  for (int64_t start = 0; start < test.count; start += batch) {
-    const int64_t valid = std::min(batch, test.count - start);
-    for (int64_t k = 0; k < batch; ++k) {
-      const int64_t i = (start + k) % test.count;
-      std::memcpy(images.data() + k * pixels, test.images.data() + i * pixels,
-                  static_cast<size_t>(pixels) * sizeof(float));
-      labels[static_cast<size_t>(k)] = test.labels[static_cast<size_t>(i)];
-    }
-    net.Forward(images.data(), labels.data(), /*train=*/false);
-    const float* p = net.activation(loss_layer);
-    for (int64_t k = 0; k < valid; ++k) {
-      const int64_t best =
-          std::max_element(p + k * classes, p + (k + 1) * classes) - (p + k * classes);
-      if (best == labels[static_cast<size_t>(k)]) ++right;
-    }
-  }
-  return test.count > 0 ? static_cast<double>(right) / static_cast<double>(test.count) : 0;
-}
-
-}  // namespace
 
 int RunTrain(const TrainOptions& o, std::ostream& out) {
   kernels::Backend backend;
@@ -84,10 +54,7 @@ int RunTrain(const TrainOptions& o, std::ostream& out) {
 
   const core::Model model =
       core::Model::Build(config::LoadModelFile(config::FindModelFile(o.model, o.models_dir)));
-  int loss_layer = -1;
-  for (const core::Layer& l : model.layers()) {
-    if (l.kind == core::LayerKind::kSoftmaxLoss) loss_layer = l.id;
-  }
+  const int loss_layer = kernels::MainLossLayer(model);
   if (loss_layer < 0) {
     throw ConfigError(
         fmt::format("error: model '{}' has no softmax_loss layer to train", model.name()));
@@ -130,12 +97,8 @@ int RunTrain(const TrainOptions& o, std::ostream& out) {
     csv << "iteration,loss,test_accuracy,seconds\n";
   }
 
-  // Examples in a seeded random order, reshuffled every epoch.
-  std::mt19937_64 rng(o.seed);
-  std::vector<int64_t> order(static_cast<size_t>(train.count));
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  int64_t cursor = 0;
+  // Examples in a seeded random order, reshuffled every epoch (kernels/training.h).
+  kernels::BatchSource source(train, o.batch, /*rank=*/0, /*size=*/1, o.seed);
   const int64_t pixels = train.rows * train.cols;
   std::vector<float> images(static_cast<size_t>(o.batch * pixels));
   std::vector<int32_t> labels(static_cast<size_t>(o.batch));
@@ -146,16 +109,7 @@ int RunTrain(const TrainOptions& o, std::ostream& out) {
   double loss_sum = 0;
   int64_t loss_n = 0;
   for (int64_t it = 1; it <= o.iterations; ++it) {
-    for (int64_t k = 0; k < o.batch; ++k) {
-      if (cursor == train.count) {
-        std::shuffle(order.begin(), order.end(), rng);
-        cursor = 0;
-      }
-      const int64_t i = order[static_cast<size_t>(cursor++)];
-      std::memcpy(images.data() + k * pixels, train.images.data() + i * pixels,
-                  static_cast<size_t>(pixels) * sizeof(float));
-      labels[static_cast<size_t>(k)] = train.labels[static_cast<size_t>(i)];
-    }
+    source.Next(images.data(), labels.data());
     const double loss = net.Forward(images.data(), labels.data(), /*train=*/true);
     if (!std::isfinite(loss)) {
       throw ConfigError(
@@ -176,7 +130,7 @@ int RunTrain(const TrainOptions& o, std::ostream& out) {
                        window_s > 0 ? static_cast<double>(loss_n * o.batch) / window_s : 0.0);
     std::string accuracy;
     if (do_test) {
-      const double acc = TestAccuracy(net, test, loss_layer);
+      const double acc = kernels::TestAccuracy(net, test);
       out << fmt::format("iter {:>6}  test accuracy {:.4f} ({} images)\n", it, acc, test.count);
       accuracy = fmt::format("{:.6f}", acc);
     }
