@@ -5,16 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "core/sacp.h"
 #include "core/trace.h"
 
 namespace poseidon::sim {
-
-core::Model BuildScenarioModel(const config::ScenarioSpec& s) {
-  core::BuildOptions opts;
-  opts.without_groups = s.model_without;
-  return core::Model::Build(s.model, opts);
-}
 
 ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model& model) {
   ComputeModel c = s.profile
@@ -29,48 +22,13 @@ ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model&
   return c;
 }
 
-core::ProtocolConfig BuildProtocol(const config::ScenarioSpec& s, const core::Model& model,
-                                   int workers, int servers, bool device_copies) {
-  core::ProtocolConfig p;
-  p.dwbp = s.dwbp;
-  p.chunk_bytes = s.chunk_bytes;
-  p.iterations = s.iterations;
-  p.device_copies = device_copies;
-  p.batch = s.batch_per_worker;
-  p.consistency = s.consistency == "ssp"   ? core::Consistency::kSsp
-                  : s.consistency == "asp" ? core::Consistency::kAsp
-                                           : core::Consistency::kBsp;
-  p.staleness = s.staleness;
-  p.gate = s.gate == "per_layer" ? core::Gate::kPerLayer : core::Gate::kAllLayers;
-  p.priority_window_bytes = s.priority_window_bytes;
-  core::SacpInput in;
-  in.workers = workers;
-  in.servers = servers;
-  in.colocated = s.placement == config::ServerPlacement::kColocated;
-  in.batch = s.batch_per_worker;
-  core::SchemeRequestFromName(s.scheme, &in.default_request);
-  for (const auto& [layer, scheme] : s.layer_schemes) {
-    core::SchemeRequest r;
-    core::SchemeRequestFromName(scheme, &r);
-    in.per_layer[layer] = r;
-  }
-  try {
-    p.scheme_of_layer = core::PlanSchemes(model, in).scheme_of_layer;
-  } catch (const std::invalid_argument& e) {
-    config::FailAt(s.protocol_loc, std::string(e.what()) + "; fix protocol.scheme or layer_schemes");
-  }
-  return p;
-}
-
 namespace {
 
 SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const ComputeModel& compute,
               int workers, int servers, bool record_trace, core::JobLayout* layout_out) {
   SimJobConfig cfg;
   cfg.model = &model;
-  cfg.layout = s.placement == config::ServerPlacement::kColocated
-                   ? core::JobLayout::Colocated(workers, servers)
-                   : core::JobLayout::Dedicated(workers, servers);
+  cfg.layout = config::BuildLayout(s, workers, servers);
   cfg.protocol = BuildProtocol(s, model, workers, servers, compute.pcie_bandwidth_Bps() > 0);
   cfg.network = s.network;
   cfg.worker_compute.assign(static_cast<size_t>(workers), compute);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "config/job_config.h"
 #include "config/scenario.h"
 #include "core/model.h"
 #include "sim/cluster.h"
@@ -72,14 +73,11 @@ struct ScenarioResult {
   std::string chrome_trace;
 };
 
-// Builds the model, compute models and layout the scenario describes.
-core::Model BuildScenarioModel(const config::ScenarioSpec& s);
+// The model, protocol and layout come from config/job_config.h (shared with the live runtime).
+using config::BuildProtocol;
+using config::BuildScenarioModel;
+// The compute model the scenario describes (a measured profile, else the device's roofline).
 ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model& model);
-// The protocol configuration: SACP plan, consistency, gate, priorities. Throws ConfigError (at
-// the scenario's protocol section) for a plan the model cannot take (sfb on a conv layer, an
-// unknown layer name).
-core::ProtocolConfig BuildProtocol(const config::ScenarioSpec& s, const core::Model& model,
-                                   int workers, int servers, bool device_copies);
 
 ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions& options);
 

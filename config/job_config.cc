@@ -1,0 +1,54 @@
+#include "config/job_config.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "core/sacp.h"
+
+namespace poseidon::config {
+
+core::Model BuildScenarioModel(const ScenarioSpec& s) {
+  core::BuildOptions opts;
+  opts.without_groups = s.model_without;
+  return core::Model::Build(s.model, opts);
+}
+
+core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model,
+                                   int workers, int servers, bool device_copies) {
+  core::ProtocolConfig p;
+  p.dwbp = s.dwbp;
+  p.chunk_bytes = s.chunk_bytes;
+  p.iterations = s.iterations;
+  p.device_copies = device_copies;
+  p.batch = s.batch_per_worker;
+  p.consistency = s.consistency == "ssp"   ? core::Consistency::kSsp
+                  : s.consistency == "asp" ? core::Consistency::kAsp
+                                           : core::Consistency::kBsp;
+  p.staleness = s.staleness;
+  p.gate = s.gate == "per_layer" ? core::Gate::kPerLayer : core::Gate::kAllLayers;
+  p.priority_window_bytes = s.priority_window_bytes;
+  core::SacpInput in;
+  in.workers = workers;
+  in.servers = servers;
+  in.colocated = s.placement == ServerPlacement::kColocated;
+  in.batch = s.batch_per_worker;
+  core::SchemeRequestFromName(s.scheme, &in.default_request);
+  for (const auto& [layer, scheme] : s.layer_schemes) {
+    core::SchemeRequest r;
+    core::SchemeRequestFromName(scheme, &r);
+    in.per_layer[layer] = r;
+  }
+  try {
+    p.scheme_of_layer = core::PlanSchemes(model, in).scheme_of_layer;
+  } catch (const std::invalid_argument& e) {
+    FailAt(s.protocol_loc, std::string(e.what()) + "; fix protocol.scheme or layer_schemes");
+  }
+  return p;
+}
+
+core::JobLayout BuildLayout(const ScenarioSpec& s, int workers, int servers) {
+  return s.placement == ServerPlacement::kColocated ? core::JobLayout::Colocated(workers, servers)
+                                                    : core::JobLayout::Dedicated(workers, servers);
+}
+
+}  // namespace poseidon::config

@@ -1,0 +1,24 @@
+// config/job_config.h: from a loaded scenario to the core's job description, the same for every
+// host (the simulator and the live runtime build their jobs through these, so that a scenario
+// means one protocol configuration wherever it runs).
+#pragma once
+
+#include "config/scenario.h"
+#include "core/job.h"
+#include "core/model.h"
+
+namespace poseidon::config {
+
+// The scenario's model, without the groups it excludes (e.g. GoogLeNet's aux heads).
+core::Model BuildScenarioModel(const ScenarioSpec& s);
+
+// The protocol configuration: SACP plan, consistency, gate, priorities. Throws ConfigError (at
+// the scenario's protocol section) for a plan the model cannot take (sfb on a conv layer, an
+// unknown layer name).
+core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model, int workers,
+                                   int servers, bool device_copies);
+
+// Who runs where: colocated (shard j on worker machine j) or dedicated server machines.
+core::JobLayout BuildLayout(const ScenarioSpec& s, int workers, int servers);
+
+}  // namespace poseidon::config
