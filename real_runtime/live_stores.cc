@@ -1,0 +1,200 @@
+#include "real_runtime/live_stores.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+namespace poseidon::rt {
+namespace {
+
+void CheckCount(const core::Message& m, int64_t want, const char* what) {
+  const int64_t got = m.data ? static_cast<int64_t>(m.data->size()) : -1;
+  if (got != want) {
+    throw PayloadError(fmt::format("{} from actor {} for layer {} chunk {} clock {} carries {} "
+                                   "values; the job's model needs {}",
+                                   what, m.from, m.layer, m.chunk, m.clock, got, want));
+  }
+}
+
+}  // namespace
+
+LiveWorkerStore::LiveWorkerStore(kernels::Net* net, const core::Placement& placement,
+                                 const kernels::SgdOptions& sgd, core::ActorId self)
+    : net_(net),
+      placement_(placement),
+      sgd_(sgd),
+      self_(self),
+      blobs_(net->model().layers().size()),
+      layer_mutex_(net->model().layers().size()) {
+  for (int i = 0; i < net->num_blobs(); ++i) {
+    const kernels::BlobRef b = net->blob(i);
+    auto& v = blobs_.at(static_cast<size_t>(b.layer));
+    if (v.size() <= static_cast<size_t>(b.index)) v.resize(static_cast<size_t>(b.index) + 1);
+    v[static_cast<size_t>(b.index)] = b;
+  }
+}
+
+const kernels::BlobRef& LiveWorkerStore::Blob(int layer, int index) const {
+  if (layer < 0 || static_cast<size_t>(layer) >= blobs_.size() || index < 0 ||
+      static_cast<size_t>(index) >= blobs_[static_cast<size_t>(layer)].size()) {
+    throw PayloadError(fmt::format("no parameter blob {} in layer {} of model '{}'", index, layer,
+                                   net_->model().name()));
+  }
+  return blobs_[static_cast<size_t>(layer)][static_cast<size_t>(index)];
+}
+
+core::FloatBuffer LiveWorkerStore::GradientChunk(const core::Chunk& c) {
+  const kernels::BlobRef& b = Blob(c.layer, c.blob);
+  return std::make_shared<const std::vector<float>>(b.grad + c.offset, b.grad + c.offset + c.count);
+}
+
+void LiveWorkerStore::WriteParams(const core::Chunk& c, const core::Message& params) {
+  CheckCount(params, c.count, "parameters");
+  const kernels::BlobRef& b = Blob(c.layer, c.blob);
+  std::lock_guard<std::mutex> lock(LayerLock(c.layer));
+  std::memcpy(b.value + c.offset, params.data->data(), static_cast<size_t>(c.count) * sizeof(float));
+}
+
+core::FloatBuffer LiveWorkerStore::SfbFactors(int layer) {
+  const kernels::FcFactors f = net_->FactorsOf(layer);
+  auto out = std::make_shared<std::vector<float>>();
+  out->reserve(static_cast<size_t>(f.k * (f.n + f.m)));
+  out->insert(out->end(), f.top_grad, f.top_grad + f.k * f.n);
+  out->insert(out->end(), f.bottom, f.bottom + f.k * f.m);
+  return out;
+}
+
+void LiveWorkerStore::AddPart(int layer, int64_t clock, core::ActorId from,
+                              std::vector<float> dw) {
+  std::lock_guard<std::mutex> lock(sfb_mutex_);
+  sfb_parts_[{layer, clock}][from] = std::move(dw);
+}
+
+void LiveWorkerStore::SfbAddOwn(int layer, int64_t clock) {
+  const kernels::BlobRef& w = Blob(layer, 0);
+  AddPart(layer, clock, self_, std::vector<float>(w.grad, w.grad + w.count));
+}
+
+void LiveWorkerStore::SfbReceive(const core::Message& m) {
+  const core::Layer* L = m.layer >= 0 && static_cast<size_t>(m.layer) < net_->model().layers().size()
+                             ? &net_->model().layers()[static_cast<size_t>(m.layer)]
+                             : nullptr;
+  if (!L || L->kind != core::LayerKind::kFc) {
+    throw PayloadError(fmt::format("sufficient factors from actor {} name layer {}, which is not "
+                                   "an fc layer of model '{}'",
+                                   m.from, m.layer, net_->model().name()));
+  }
+  CheckCount(m, net_->batch() * (L->fc_in + L->fc_out), "sufficient factors");
+  std::lock_guard<std::mutex> lock(sfb_mutex_);
+  sfb_factors_[{m.layer, m.clock, m.from}] = m.data;
+}
+
+void LiveWorkerStore::SfbRebuild(int layer, int64_t clock, int peer) {
+  core::FloatBuffer f;
+  {
+    std::lock_guard<std::mutex> lock(sfb_mutex_);
+    auto it = sfb_factors_.find({layer, clock, peer});
+    if (it == sfb_factors_.end()) return;  // rejected on arrival
+    f = it->second;
+    sfb_factors_.erase(it);
+  }
+  const core::Layer& L = net_->model().layers()[static_cast<size_t>(layer)];
+  const int64_t k = net_->batch(), m = L.fc_in, n = L.fc_out;
+  std::vector<float> dw(static_cast<size_t>(n * m));
+  kernels::RebuildFcGradient(f->data(), f->data() + k * n, k, m, n, dw.data());
+  AddPart(layer, clock, peer, std::move(dw));
+}
+
+void LiveWorkerStore::SfbApply(int layer, int64_t clock, int contributions) {
+  std::map<core::ActorId, std::vector<float>> parts;
+  {
+    std::lock_guard<std::mutex> lock(sfb_mutex_);
+    auto it = sfb_parts_.find({layer, clock});
+    if (it == sfb_parts_.end()) return;
+    parts = std::move(it->second);
+    sfb_parts_.erase(it);
+  }
+  std::vector<float> sum = std::move(parts.begin()->second);
+  for (auto it = std::next(parts.begin()); it != parts.end(); ++it) {
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += it->second[i];
+  }
+  const float scale = 1.f / static_cast<float>(contributions);
+  for (float& g : sum) g *= scale;
+  const kernels::BlobRef& w = Blob(layer, 0);
+  std::vector<float>& history = sfb_history_[layer];
+  if (history.empty()) history.assign(static_cast<size_t>(w.count), 0.f);
+  std::lock_guard<std::mutex> lock(LayerLock(layer));
+  kernels::SgdUpdate(kernels::LearningRate(sgd_, clock), sgd_.momentum, sgd_.weight_decay, w.value,
+                     sum.data(), history.data(), w.count);
+}
+
+LiveShardStore::LiveShardStore(const kernels::Net& initial, const core::Placement& placement,
+                               int shard, core::Consistency consistency,
+                               const kernels::SgdOptions& sgd)
+    : placement_(placement), shard_(shard), asp_(consistency == core::Consistency::kAsp), sgd_(sgd) {
+  std::map<std::pair<int, int>, kernels::BlobRef> blobs;
+  for (int i = 0; i < initial.num_blobs(); ++i) {
+    const kernels::BlobRef b = initial.blob(i);
+    blobs[{b.layer, b.index}] = b;
+  }
+  for (int32_t id : placement.chunks_of_shard(shard)) {
+    const core::Chunk& c = placement.chunks()[static_cast<size_t>(id)];
+    const kernels::BlobRef& b = blobs.at({c.layer, c.blob});
+    ChunkState& s = state_[id];
+    s.values.assign(b.value + c.offset, b.value + c.offset + c.count);
+    s.history.assign(static_cast<size_t>(c.count), 0.f);
+  }
+}
+
+LiveShardStore::ChunkState& LiveShardStore::State(const core::Chunk& c) {
+  auto it = state_.find(c.id);
+  if (it == state_.end()) {
+    throw PayloadError(fmt::format("shard {} does not own chunk {}", shard_, c.id));
+  }
+  return it->second;
+}
+
+void LiveShardStore::Accumulate(const core::Chunk& c, const core::Message& push) {
+  CheckCount(push, c.count, "gradient push");
+  ChunkState& s = State(c);
+  if (asp_) {
+    s.asp_queue.push_back(push.data);
+    return;
+  }
+  s.pushes[push.clock][push.from] = push.data;
+}
+
+void LiveShardStore::Apply(const core::Chunk& c, int64_t clock, int num_pushes) {
+  ChunkState& s = State(c);
+  std::vector<float> grad;
+  if (asp_) {
+    if (s.asp_queue.empty()) return;
+    grad.assign(s.asp_queue.front()->begin(), s.asp_queue.front()->end());
+    s.asp_queue.erase(s.asp_queue.begin());
+  } else {
+    auto it = s.pushes.find(clock);
+    if (it == s.pushes.end()) return;
+    for (const auto& [from, data] : it->second) {
+      if (grad.empty()) {
+        grad.assign(data->begin(), data->end());
+      } else {
+        for (size_t i = 0; i < grad.size(); ++i) grad[i] += (*data)[i];
+      }
+    }
+    s.pushes.erase(it);
+  }
+  if (num_pushes != 1) {
+    const float scale = 1.f / static_cast<float>(num_pushes);
+    for (float& g : grad) g *= scale;
+  }
+  kernels::SgdUpdate(kernels::LearningRate(sgd_, clock), sgd_.momentum, sgd_.weight_decay,
+                     s.values.data(), grad.data(), s.history.data(), c.count);
+}
+
+core::FloatBuffer LiveShardStore::Read(const core::Chunk& c) {
+  return std::make_shared<const std::vector<float>>(State(c).values);
+}
+
+}  // namespace poseidon::rt

@@ -1,0 +1,109 @@
+// real_runtime/live_stores.h: the stores the live runtime injects into the core's actors, backed
+// by real floats (core/param_store.h explains the interface; the simulator injects phantoms).
+//
+// LiveWorkerStore wraps a worker's kernels::Net: push data are copies of the gradient slices the
+// backward pass just wrote, fresh parameters are written into the net, and for sufficient-factor
+// layers it keeps the per-clock sums of rebuilt gradients and runs the optimizer step itself.
+// LiveShardStore holds the values, momentum and per-clock gradient sums of the chunks one shard
+// owns and runs the same optimizer (kernels/sgd.h) on them, so a chunk updated by a shard and a
+// weight updated by SFB follow the same arithmetic.
+//
+// Threads: the event loop calls the core (and so the store); the worker's compute thread runs
+// the layers. The two meet on the net's parameter values, so every write of values and every
+// layer computation hold that layer's mutex (LayerLock). Everything else is loop-thread only,
+// except the SFB gradients, which the compute thread's rebuild tasks add to under sfb_mutex_.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+#include "core/job.h"
+#include "core/model.h"
+#include "core/param_store.h"
+#include "core/placement.h"
+#include "kernels/net.h"
+#include "kernels/sgd.h"
+
+namespace poseidon::rt {
+
+// A message whose numbers do not fit the model (wrong count, unknown layer): the peer sent
+// something this job cannot contain. The host closes that peer's connection.
+class PayloadError : public std::runtime_error {
+ public:
+  explicit PayloadError(const std::string& msg) : std::runtime_error(msg) {}
+};
+
+class LiveWorkerStore final : public core::WorkerStore {
+ public:
+  // `self` is the worker's actor id (its own SFB contribution is filed under it).
+  LiveWorkerStore(kernels::Net* net, const core::Placement& placement,
+                  const kernels::SgdOptions& sgd, core::ActorId self);
+
+  core::FloatBuffer GradientChunk(const core::Chunk& chunk) override;
+  void WriteParams(const core::Chunk& chunk, const core::Message& params) override;
+  core::FloatBuffer SfbFactors(int layer) override;
+  void SfbAddOwn(int layer, int64_t clock) override;
+  void SfbReceive(const core::Message& factors) override;
+  void SfbApply(int layer, int64_t clock, int contributions) override;
+
+  // Compute thread: rebuilds peer's weight gradient of (layer, clock) from the factors it sent
+  // (one GEMM) and adds it to that clock's sum.
+  void SfbRebuild(int layer, int64_t clock, int peer);
+
+  // Held by the compute thread while it runs a layer and by every write of its values.
+  std::mutex& LayerLock(int layer) { return layer_mutex_.at(static_cast<size_t>(layer)); }
+
+ private:
+  const kernels::BlobRef& Blob(int layer, int index) const;
+  void AddPart(int layer, int64_t clock, core::ActorId from, std::vector<float> dw);
+
+  kernels::Net* const net_;
+  const core::Placement& placement_;
+  const kernels::SgdOptions sgd_;
+  const core::ActorId self_;
+  std::vector<std::vector<kernels::BlobRef>> blobs_;  // [layer][index]
+  std::vector<std::mutex> layer_mutex_;
+  std::mutex sfb_mutex_;
+  // The P weight gradients of (layer, clock) by worker, summed in worker order at SfbApply so
+  // that every replica computes bit-identical updates whatever the arrival order.
+  std::map<std::pair<int, int64_t>, std::map<core::ActorId, std::vector<float>>> sfb_parts_;
+  std::map<std::tuple<int, int64_t, int>, core::FloatBuffer> sfb_factors_;       // (layer, clock, peer)
+  std::map<int, std::vector<float>> sfb_history_;                                 // momentum, per layer
+};
+
+class LiveShardStore final : public core::ShardStore {
+ public:
+  // Initial values: the chunks' slices of `initial` (a Net built with the job's seed, the same
+  // values every worker starts from).
+  LiveShardStore(const kernels::Net& initial, const core::Placement& placement, int shard,
+                 core::Consistency consistency, const kernels::SgdOptions& sgd);
+
+  void Accumulate(const core::Chunk& chunk, const core::Message& push) override;
+  void Apply(const core::Chunk& chunk, int64_t clock, int num_pushes) override;
+  core::FloatBuffer Read(const core::Chunk& chunk) override;
+
+  // The chunk's current values (tests).
+  const std::vector<float>& values(int chunk) const { return state_.at(chunk).values; }
+
+ private:
+  struct ChunkState {
+    std::vector<float> values, history;
+    // BSP/SSP: the pushes of each clock by worker, summed in worker order at Apply (so that
+    // the result does not depend on arrival order and a run is reproducible bit for bit).
+    std::map<int64_t, std::map<core::ActorId, core::FloatBuffer>> pushes;
+    std::vector<core::FloatBuffer> asp_queue;    // ASP: pushes in arrival order, one per update
+  };
+  ChunkState& State(const core::Chunk& chunk);
+
+  const core::Placement& placement_;
+  const int shard_;
+  const bool asp_;
+  const kernels::SgdOptions sgd_;
+  std::map<int, ChunkState> state_;  // owned chunks by id
+};
+
+}  // namespace poseidon::rt
