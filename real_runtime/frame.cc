@@ -35,13 +35,13 @@ std::array<uint8_t, kFrameHeaderBytes> EncodeFrameHeader(const FrameHeader& h) {
   Put<uint32_t>(&b[8], h.sender);
   Put<uint64_t>(&b[12], h.seq);
   Put<uint32_t>(&b[20], h.length);
-  Put<uint32_t>(&b[24], 0);
+  Put<uint32_t>(&b[24], h.epoch);
   Put<uint32_t>(&b[28], Crc(b.data(), 28));
   return b;
 }
 
 DecodeResult DecodeFrameHeader(const uint8_t* b, uint64_t off, uint32_t max_payload_bytes,
-                               uint64_t expected_seq) {
+                               uint64_t expected_seq, uint32_t expected_epoch) {
   DecodeResult r;
   const uint32_t magic = Get<uint32_t>(b);
   if (magic != kFrameMagic) {
@@ -70,8 +70,11 @@ DecodeResult DecodeFrameHeader(const uint8_t* b, uint64_t off, uint32_t max_payl
                           h.version, off + 4, kProtocolVersion);
     return r;
   }
-  if (Get<uint32_t>(b + 24) != 0) {
-    r.error = fmt::format("reserved header bytes at stream offset {} are not zero", off + 24);
+  h.epoch = Get<uint32_t>(b + 24);
+  if (h.epoch != expected_epoch) {
+    r.error = fmt::format("epoch {} at stream offset {}, this connection is bound to epoch {}; "
+                          "a frame from another incarnation of the job",
+                          h.epoch, off + 24, expected_epoch);
     return r;
   }
   if (h.seq != expected_seq) {
@@ -87,6 +90,70 @@ DecodeResult DecodeFrameHeader(const uint8_t* b, uint64_t off, uint32_t max_payl
   }
   r.ok = true;
   r.header = h;
+  return r;
+}
+
+bool IsCoreMessageType(uint8_t type) {
+  return type >= static_cast<uint8_t>(core::MsgType::kRegister) &&
+         type <= static_cast<uint8_t>(core::MsgType::kRing);
+}
+
+std::array<uint8_t, kMessageFixedBytes> EncodeMessageFixed(const core::Message& m) {
+  std::array<uint8_t, kMessageFixedBytes> b{};
+  const uint32_t n = m.data ? static_cast<uint32_t>(m.data->size()) : 0;
+  // On the wire a message carries exactly its floats; a phantom message (no floats) keeps its
+  // payload_bytes field, which replayed compute relies on.
+  const int64_t payload_bytes = m.data ? int64_t{4} * n : m.payload_bytes;
+  Put<uint32_t>(&b[0], static_cast<uint32_t>(m.from));
+  Put<uint32_t>(&b[4], static_cast<uint32_t>(m.to));
+  Put<uint64_t>(&b[8], static_cast<uint64_t>(m.clock));
+  Put<uint32_t>(&b[16], static_cast<uint32_t>(m.chunk));
+  Put<uint32_t>(&b[20], static_cast<uint32_t>(m.layer));
+  Put<uint32_t>(&b[24], static_cast<uint32_t>(m.step));
+  Put<uint64_t>(&b[28], static_cast<uint64_t>(payload_bytes));
+  Put<uint32_t>(&b[36], n);
+  return b;
+}
+
+MessageFixedResult DecodeMessageFixed(const uint8_t* b, uint8_t type, uint32_t frame_length,
+                                      uint64_t off) {
+  MessageFixedResult r;
+  if (!IsCoreMessageType(type)) {
+    r.error = fmt::format("unknown message type {} in the frame at stream offset {}", type, off);
+    return r;
+  }
+  if (frame_length < kMessageFixedBytes) {
+    r.error = fmt::format("a core message frame of {} bytes at stream offset {} is shorter than "
+                          "its {}-byte fixed part",
+                          frame_length, off, kMessageFixedBytes);
+    return r;
+  }
+  MessageFixed f;
+  f.msg.type = static_cast<core::MsgType>(type);
+  f.msg.from = static_cast<int32_t>(Get<uint32_t>(b + 0));
+  f.msg.to = static_cast<int32_t>(Get<uint32_t>(b + 4));
+  f.msg.clock = static_cast<int64_t>(Get<uint64_t>(b + 8));
+  f.msg.chunk = static_cast<int32_t>(Get<uint32_t>(b + 16));
+  f.msg.layer = static_cast<int32_t>(Get<uint32_t>(b + 20));
+  f.msg.step = static_cast<int32_t>(Get<uint32_t>(b + 24));
+  f.msg.payload_bytes = static_cast<int64_t>(Get<uint64_t>(b + 28));
+  f.float_count = Get<uint32_t>(b + 36);
+  const uint64_t expected_length = kMessageFixedBytes + uint64_t{4} * f.float_count;
+  if (expected_length != frame_length) {
+    r.error = fmt::format("float count {} at stream offset {} needs a {}-byte frame, the header "
+                          "says {}",
+                          f.float_count, off + 36, expected_length, frame_length);
+    return r;
+  }
+  if (f.float_count > 0 ? f.msg.payload_bytes != int64_t{4} * f.float_count
+                        : f.msg.payload_bytes < 0) {
+    r.error = fmt::format("payload_bytes {} at stream offset {} does not match the {} floats "
+                          "carried",
+                          f.msg.payload_bytes, off + 28, f.float_count);
+    return r;
+  }
+  r.ok = true;
+  r.fixed = f;
   return r;
 }
 

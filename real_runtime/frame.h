@@ -11,8 +11,12 @@
 //        8     4  sender rank
 //       12     8  sequence number (per connection and direction, starting at 0)
 //       20     4  payload length in bytes
-//       24     4  reserved, must be 0
+//       24     4  epoch (the job's restart epoch, bound in the handshake; 0 today)
 //       28     4  CRC-32 of bytes 0..27
+//
+// A frame is thus bound to (job, rank, epoch, sequence number): the job and rank by the
+// connection's handshake, the epoch and sequence number by the header, so a frame replayed from
+// an older epoch or out of order is refused.
 //
 // DecodeFrameHeader checks every field -- the length against the configured limit *before*
 // anything is allocated -- and says what was wrong and at which byte offset of the stream, so
@@ -23,11 +27,21 @@
 #include <cstdint>
 #include <string>
 
+#include "core/messages.h"
+
 namespace poseidon::rt {
 
 inline constexpr uint32_t kFrameMagic = 0x4E445350;  // "PSDN" little-endian
 inline constexpr uint16_t kProtocolVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 32;
+
+// Frame types. 1..7 are core::MsgType values (a core message); the handshake uses its own two
+// types and is the only thing allowed before a connection is authenticated; >= 64 are runtime
+// control frames that the transport delivers opaquely (TransportCallbacks::on_control).
+inline constexpr uint8_t kFrameHello = 16;
+inline constexpr uint8_t kFrameAuth = 17;
+inline constexpr uint8_t kFrameControlMin = 64;
+bool IsCoreMessageType(uint8_t type);
 
 struct FrameHeader {
   uint16_t version = kProtocolVersion;
@@ -36,6 +50,7 @@ struct FrameHeader {
   uint32_t sender = 0;
   uint64_t seq = 0;
   uint32_t length = 0;
+  uint32_t epoch = 0;
 };
 
 std::array<uint8_t, kFrameHeaderBytes> EncodeFrameHeader(const FrameHeader& h);
@@ -48,6 +63,39 @@ struct DecodeResult {
 
 // `bytes` holds kFrameHeaderBytes bytes read at `stream_offset` of the connection.
 DecodeResult DecodeFrameHeader(const uint8_t* bytes, uint64_t stream_offset,
-                               uint32_t max_payload_bytes, uint64_t expected_seq);
+                               uint32_t max_payload_bytes, uint64_t expected_seq,
+                               uint32_t expected_epoch = 0);
+
+// The body of a core-message frame: a fixed 40-byte little-endian part followed by the floats.
+//
+//   offset  size  field
+//        0     4  from (int32)
+//        4     4  to (int32)
+//        8     8  clock (int64)
+//       16     4  chunk (int32)
+//       20     4  layer (int32)
+//       24     4  step (int32)
+//       28     8  payload_bytes (int64): 4 * float count, or, with no floats, the phantom size
+//       36     4  float count (uint32)
+//       40  4*n  the floats (IEEE-754 binary32, little-endian: the host's own layout)
+//
+// The floats are never copied into a frame buffer: the sender writes them straight from the
+// message's shared vector (scatter/gather) and the receiver reads straight into a new vector.
+inline constexpr size_t kMessageFixedBytes = 40;
+std::array<uint8_t, kMessageFixedBytes> EncodeMessageFixed(const core::Message& m);
+
+struct MessageFixed {
+  core::Message msg;  // every field but data
+  uint32_t float_count = 0;
+};
+// Decodes and checks the fixed part of a frame of `type` and `frame_length` payload bytes that
+// starts at `stream_offset`: an error names the field, the offset and what was wrong.
+struct MessageFixedResult {
+  bool ok = false;
+  MessageFixed fixed;
+  std::string error;
+};
+MessageFixedResult DecodeMessageFixed(const uint8_t* bytes, uint8_t type, uint32_t frame_length,
+                                      uint64_t stream_offset);
 
 }  // namespace poseidon::rt

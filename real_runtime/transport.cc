@@ -1,0 +1,814 @@
+#include "real_runtime/transport.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <asio.hpp>
+#include <asio/ssl.hpp>
+#include <bit>
+#include <deque>
+#include <map>
+#include <stdexcept>
+
+#include "real_runtime/frame.h"
+
+namespace poseidon::rt {
+
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+// The floats go on the wire in the host's layout (see frame.h): little-endian hosts only.
+static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
+
+namespace {
+
+// One frame waiting to be written. Core messages keep a reference to their floats (no copy);
+// control and handshake frames own their small body.
+struct OutFrame {
+  std::array<uint8_t, kFrameHeaderBytes> header{};
+  std::array<uint8_t, kMessageFixedBytes> fixed{};
+  bool is_message = false;
+  core::Message msg;          // for on_sent; msg.data is the payload written
+  std::vector<uint8_t> body;  // control / handshake body
+  size_t bytes = 0;           // header included
+
+  void AppendBuffers(std::vector<asio::const_buffer>* b) const {
+    b->push_back(asio::buffer(header));
+    if (is_message) {
+      b->push_back(asio::buffer(fixed));
+      if (msg.data && !msg.data->empty()) {
+        b->push_back(asio::buffer(msg.data->data(), msg.data->size() * sizeof(float)));
+      }
+    } else if (!body.empty()) {
+      b->push_back(asio::buffer(body));
+    }
+  }
+};
+
+enum class State { kTls, kHandshake, kUp, kClosed };
+
+// An attacker-chosen string (a peer's job id) made safe for a log line.
+std::string Printable(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+      out.push_back(static_cast<char>(ch));
+    } else {
+      out += fmt::format("\\x{:02x}", ch);
+    }
+  }
+  return out;
+}
+
+constexpr size_t kMaxBuffersPerWrite = 48;
+
+}  // namespace
+
+struct Conn {
+  Conn(asio::io_context& io, asio::ssl::context& ctx)
+      : stream(io, ctx), hs_timer(io), frame_timer(io) {}
+
+  asio::ssl::stream<tcp::socket> stream;
+  bool tls = false;
+  bool dialer = false;
+  int expected_peer = -1;  // dialer: the rank dialed
+  int claimed = -1;        // the rank the peer's HELLO claims (not yet proven)
+  int peer = -1;           // the authenticated rank, once up
+  std::string addr;
+  State state = State::kHandshake;
+  bool pending_counted = false;
+  Hello mine, theirs;
+  bool have_hello = false;
+
+  // Read side.
+  uint64_t rx_off = 0;  // bytes received so far = stream offset of the next byte
+  uint64_t rx_seq = 0;
+  std::array<uint8_t, kFrameHeaderBytes> hdr{};
+  size_t hdr_got = 0;
+  FrameHeader cur;
+  uint64_t frame_off = 0;
+  std::array<uint8_t, kMessageFixedBytes> fixed{};
+  MessageFixed mf;
+  std::vector<uint8_t> body;
+  std::shared_ptr<std::vector<float>> floats;
+  uint64_t frame_gen = 0;
+  asio::steady_timer hs_timer, frame_timer;
+
+  // Write side.
+  uint64_t tx_seq = 0;
+  std::deque<OutFrame> queue;
+  size_t queued_bytes = 0;
+  bool writing = false;
+  size_t in_flight = 0;
+  std::vector<asio::const_buffer> bufs;
+
+  template <typename F>
+  void WithStream(F&& f) {
+    if (tls) {
+      f(stream);
+    } else {
+      f(stream.next_layer());
+    }
+  }
+};
+
+struct Dial {
+  Dial(asio::io_context& io) : resolver(io), timer(io) {}
+  int peer = -1;
+  std::string host;
+  uint16_t port = 0;
+  Clock::time_point deadline;
+  std::chrono::milliseconds backoff{50};
+  tcp::resolver resolver;
+  asio::steady_timer timer;
+  std::shared_ptr<Conn> conn;
+  bool done = false;
+};
+
+class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
+ public:
+  Impl(asio::io_context& io, int rank, TransportOptions o, TransportCallbacks cb)
+      : io_(io),
+        rank_(rank),
+        o_(std::move(o)),
+        cb_(std::move(cb)),
+        log_(o_.logger ? o_.logger : spdlog::default_logger()),
+        ssl_(asio::ssl::context::tls),
+        accept_retry_(io) {
+    if (o_.secret.empty()) {
+      throw std::runtime_error("TransportOptions.secret is empty; load the job's secret file "
+                               "with LoadSecretFile");
+    }
+    if (o_.job_id.size() > kMaxJobIdBytes) {
+      throw std::runtime_error(fmt::format("TransportOptions.job_id has {} bytes, at most {}",
+                                           o_.job_id.size(), kMaxJobIdBytes));
+    }
+    if (o_.max_payload_bytes < kMessageFixedBytes) {
+      throw std::runtime_error("TransportOptions.max_payload_bytes is smaller than a message");
+    }
+    if (o_.tls) SetUpTls();
+  }
+
+  void SetUpTls() {
+    auto load = [&](const char* what, const std::string& path, auto&& f) {
+      if (path.empty()) {
+        throw std::runtime_error(fmt::format("TLS is on but TransportOptions.{} is empty", what));
+      }
+      asio::error_code ec;
+      f(path, ec);
+      if (ec) {
+        throw std::runtime_error(
+            fmt::format("TLS {} {}: {}; give a readable PEM file", what, path, ec.message()));
+      }
+    };
+    ssl_.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                     asio::ssl::context::no_tlsv1_1);
+    load("tls_cert", o_.tls_cert,
+         [&](const std::string& p, asio::error_code& ec) { ssl_.use_certificate_chain_file(p, ec); });
+    load("tls_key", o_.tls_key, [&](const std::string& p, asio::error_code& ec) {
+      ssl_.use_private_key_file(p, asio::ssl::context::pem, ec);
+    });
+    load("tls_ca", o_.tls_ca,
+         [&](const std::string& p, asio::error_code& ec) { ssl_.load_verify_file(p, ec); });
+    ssl_.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+  }
+
+  // ---- listening ----------------------------------------------------------------------------
+
+  uint16_t Listen(const std::string& host, uint16_t port) {
+    tcp::resolver resolver(io_);
+    auto results = resolver.resolve(host, std::to_string(port), tcp::resolver::passive);
+    const tcp::endpoint ep = results.begin()->endpoint();
+    acceptor_ = std::make_unique<tcp::acceptor>(io_);
+    acceptor_->open(ep.protocol());
+    acceptor_->set_option(tcp::acceptor::reuse_address(true));
+    acceptor_->bind(ep);
+    acceptor_->listen(asio::socket_base::max_listen_connections);
+    const uint16_t bound = acceptor_->local_endpoint().port();
+    log_->info("rank {}: listening on {}:{}", rank_, host, bound);
+    DoAccept();
+    return bound;
+  }
+
+  void DoAccept() {
+    if (closed_ || !acceptor_) return;
+    acceptor_->async_accept([self = shared_from_this()](asio::error_code ec, tcp::socket s) {
+      self->OnAccept(ec, std::move(s));
+    });
+  }
+
+  void OnAccept(asio::error_code ec, tcp::socket s) {
+    if (closed_) return;
+    if (ec) {
+      if (ec == asio::error::operation_aborted) return;
+      // Out of file descriptors and the like: say so and retry shortly rather than spin.
+      log_->warn("rank {}: accept failed: {}; retrying in 100 ms", rank_, ec.message());
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([self = shared_from_this()](asio::error_code e) {
+        if (!e) self->DoAccept();
+      });
+      return;
+    }
+    asio::error_code ep_ec;
+    const tcp::endpoint remote = s.remote_endpoint(ep_ec);
+    const std::string addr =
+        ep_ec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+    if (pending_ >= o_.max_pending_handshakes) {
+      const std::string who = fmt::format("unauthenticated peer at {}", addr);
+      const std::string reason = fmt::format(
+          "{} connections are already handshaking (max_pending_handshakes); connection refused",
+          pending_);
+      log_->warn("rank {}: closing connection with {}: {}", rank_, who, reason);
+      asio::error_code ignored;
+      s.close(ignored);
+      if (cb_.on_refused) cb_.on_refused(who, reason);
+    } else {
+      auto c = std::make_shared<Conn>(io_, ssl_);
+      c->stream.next_layer() = std::move(s);
+      c->addr = addr;
+      StartConn(c);
+    }
+    DoAccept();
+  }
+
+  // ---- dialing ------------------------------------------------------------------------------
+
+  void Connect(int peer, const std::string& host, uint16_t port) {
+    if (closed_) return;
+    auto d = std::make_shared<Dial>(io_);
+    d->peer = peer;
+    d->host = host;
+    d->port = port;
+    d->deadline = Clock::now() + o_.connect_timeout;
+    dials_.push_back(d);
+    Attempt(d);
+  }
+
+  void Attempt(const std::shared_ptr<Dial>& d) {
+    d->resolver.async_resolve(
+        d->host, std::to_string(d->port),
+        [self = shared_from_this(), d](asio::error_code ec, tcp::resolver::results_type results) {
+          if (self->closed_ || d->done) return;
+          if (ec) return self->Retry(d, "cannot resolve the host: " + ec.message());
+          auto c = std::make_shared<Conn>(self->io_, self->ssl_);
+          d->conn = c;
+          asio::async_connect(
+              c->stream.next_layer(), results,
+              [self, d, c](asio::error_code e, const tcp::endpoint& ep) {
+                if (self->closed_ || d->done) return;
+                if (e) return self->Retry(d, e.message());
+                d->done = true;
+                d->conn.reset();
+                c->dialer = true;
+                c->expected_peer = d->peer;
+                c->addr = fmt::format("{}:{}", ep.address().to_string(), ep.port());
+                self->StartConn(c);
+              });
+        });
+  }
+
+  void Retry(const std::shared_ptr<Dial>& d, const std::string& error) {
+    if (Clock::now() + d->backoff > d->deadline) {
+      d->done = true;
+      const std::string reason =
+          fmt::format("could not connect to rank {} at {}:{} within {} ms: {}", d->peer, d->host,
+                      d->port, o_.connect_timeout.count(), error);
+      log_->error("rank {}: {}", rank_, reason);
+      if (cb_.on_peer_down) cb_.on_peer_down(d->peer, reason);
+      return;
+    }
+    d->timer.expires_after(d->backoff);
+    d->backoff = std::min(d->backoff * 2, std::chrono::milliseconds(1000));
+    d->timer.async_wait([self = shared_from_this(), d](asio::error_code ec) {
+      if (!ec && !self->closed_ && !d->done) self->Attempt(d);
+    });
+  }
+
+  // ---- a connection's life --------------------------------------------------------------------
+
+  void StartConn(const std::shared_ptr<Conn>& c) {
+    asio::error_code ignored;
+    auto& sock = c->stream.next_layer();
+    sock.set_option(tcp::no_delay(true), ignored);
+    sock.set_option(asio::socket_base::send_buffer_size(o_.socket_buffer_bytes), ignored);
+    sock.set_option(asio::socket_base::receive_buffer_size(o_.socket_buffer_bytes), ignored);
+    conns_.emplace(c.get(), c);
+    if (!c->dialer) {
+      c->pending_counted = true;
+      ++pending_;
+    }
+    c->hs_timer.expires_after(o_.handshake_timeout);
+    c->hs_timer.async_wait([self = shared_from_this(), c](asio::error_code ec) {
+      if (ec || c->state == State::kUp || c->state == State::kClosed) return;
+      self->Fail(c, fmt::format("handshake not completed within {} ms ({} bytes received)",
+                                self->o_.handshake_timeout.count(), c->rx_off));
+    });
+    c->tls = o_.tls;
+    if (c->tls) {
+      c->state = State::kTls;
+      c->stream.async_handshake(
+          c->dialer ? asio::ssl::stream_base::client : asio::ssl::stream_base::server,
+          [self = shared_from_this(), c](asio::error_code ec) {
+            if (c->state == State::kClosed) return;
+            if (ec) return self->Fail(c, "TLS handshake failed: " + ec.message());
+            self->BeginHandshake(c);
+          });
+    } else {
+      BeginHandshake(c);
+    }
+  }
+
+  void BeginHandshake(const std::shared_ptr<Conn>& c) {
+    c->state = State::kHandshake;
+    c->mine.version = kProtocolVersion;
+    c->mine.rank = static_cast<uint32_t>(rank_);
+    c->mine.epoch = o_.epoch;
+    c->mine.nonce = RandomNonce();
+    c->mine.job_id = o_.job_id;
+    OutFrame f;
+    f.body = EncodeHello(c->mine);
+    Enqueue(c, kFrameHello, std::move(f));
+    ReadHeader(c);
+  }
+
+  std::string Who(const Conn& c) const {
+    if (c.state == State::kUp) return fmt::format("rank {} at {}", c.peer, c.addr);
+    if (c.dialer) return fmt::format("rank {} at {} (dialed, not yet authenticated)",
+                                     c.expected_peer, c.addr);
+    if (c.claimed >= 0) {
+      return fmt::format("unauthenticated peer at {} (claims rank {})", c.addr, c.claimed);
+    }
+    return fmt::format("unauthenticated peer at {}", c.addr);
+  }
+
+  // Closes c for `reason`: one log line, then the callbacks.
+  void Fail(const std::shared_ptr<Conn>& c, const std::string& reason) {
+    if (c->state == State::kClosed || closed_) return;
+    const std::string who = Who(*c);
+    const bool was_up = c->state == State::kUp;
+    const int peer = was_up ? c->peer : c->expected_peer;
+    log_->warn("rank {}: closing connection with {}: {}", rank_, who, reason);
+    Shutdown(c);
+    if (cb_.on_refused) cb_.on_refused(who, reason);
+    if ((was_up || c->dialer) && cb_.on_peer_down) cb_.on_peer_down(peer, reason);
+  }
+
+  // The peer closed the connection cleanly between frames.
+  void PeerClosed(const std::shared_ptr<Conn>& c, const std::string& why) {
+    if (c->state != State::kUp) {
+      return Fail(c, fmt::format("connection closed by the peer during the handshake at stream "
+                                 "offset {} ({})",
+                                 c->rx_off, why));
+    }
+    const std::string reason =
+        fmt::format("connection closed by the peer at stream offset {} ({})", c->rx_off, why);
+    log_->info("rank {}: rank {} at {}: {}", rank_, c->peer, c->addr, reason);
+    const int peer = c->peer;
+    Shutdown(c);
+    if (cb_.on_peer_down) cb_.on_peer_down(peer, reason);
+  }
+
+  void Shutdown(const std::shared_ptr<Conn>& c) {
+    if (c->state == State::kClosed) return;
+    if (c->state == State::kUp) {
+      auto it = up_.find(c->peer);
+      if (it != up_.end() && it->second == c) up_.erase(it);
+    }
+    c->state = State::kClosed;
+    if (c->pending_counted) {
+      c->pending_counted = false;
+      --pending_;
+    }
+    asio::error_code ignored;
+    c->stream.next_layer().close(ignored);
+    c->hs_timer.cancel();
+    c->frame_timer.cancel();
+    c->queue.clear();
+    c->queued_bytes = 0;
+    conns_.erase(c.get());
+  }
+
+  // ---- writing ------------------------------------------------------------------------------
+
+  void Enqueue(const std::shared_ptr<Conn>& c, uint8_t type, OutFrame f) {
+    FrameHeader h;
+    h.type = type;
+    h.sender = static_cast<uint32_t>(rank_);
+    h.seq = c->tx_seq++;
+    h.epoch = o_.epoch;
+    size_t body = f.body.size();
+    if (f.is_message) {
+      body = kMessageFixedBytes + (f.msg.data ? f.msg.data->size() * sizeof(float) : 0);
+    }
+    h.length = static_cast<uint32_t>(body);
+    f.header = EncodeFrameHeader(h);
+    f.bytes = kFrameHeaderBytes + body;
+    c->queued_bytes += f.bytes;
+    c->queue.push_back(std::move(f));
+    if (!c->writing) DoWrite(c);
+  }
+
+  void DoWrite(const std::shared_ptr<Conn>& c) {
+    c->bufs.clear();
+    size_t n = 0;
+    for (const OutFrame& f : c->queue) {
+      if (n > 0 && c->bufs.size() + 3 > kMaxBuffersPerWrite) break;
+      f.AppendBuffers(&c->bufs);
+      ++n;
+    }
+    if (n == 0) return;
+    c->writing = true;
+    c->in_flight = n;
+    c->WithStream([&](auto& s) {
+      asio::async_write(s, c->bufs, [self = shared_from_this(), c](asio::error_code ec, size_t) {
+        self->OnWritten(c, ec);
+      });
+    });
+  }
+
+  void OnWritten(const std::shared_ptr<Conn>& c, asio::error_code ec) {
+    c->writing = false;
+    if (c->state == State::kClosed || closed_) return;
+    if (ec) return Fail(c, "write failed: " + ec.message());
+    std::vector<core::Message> sent;
+    for (size_t i = 0; i < c->in_flight; ++i) {
+      OutFrame& f = c->queue.front();
+      c->queued_bytes -= f.bytes;
+      if (f.is_message) sent.push_back(std::move(f.msg));
+      c->queue.pop_front();
+    }
+    c->in_flight = 0;
+    if (!c->queue.empty()) DoWrite(c);
+    if (cb_.on_sent) {
+      for (const core::Message& m : sent) {
+        if (closed_) return;
+        cb_.on_sent(m);
+      }
+    }
+  }
+
+  bool Send(const core::Message& msg) {
+    if (closed_) return false;
+    auto it = up_.find(msg.to);
+    if (it == up_.end()) {
+      log_->warn("rank {}: cannot send {} to rank {}: not connected; message dropped", rank_,
+                 core::MsgTypeName(msg.type), msg.to);
+      return false;
+    }
+    if (msg.from != rank_) {
+      log_->error("rank {}: refusing to send a message whose from ({}) is not this rank", rank_,
+                  msg.from);
+      return false;
+    }
+    const size_t floats = msg.data ? msg.data->size() : 0;
+    const size_t body = kMessageFixedBytes + floats * sizeof(float);
+    if (body > o_.max_payload_bytes) {
+      log_->error("rank {}: cannot send {} to rank {}: {} bytes exceed max_payload_bytes {}",
+                  rank_, core::MsgTypeName(msg.type), msg.to, body, o_.max_payload_bytes);
+      return false;
+    }
+    const std::shared_ptr<Conn>& c = it->second;
+    if (!HasRoom(*c, kFrameHeaderBytes + body)) return false;
+    OutFrame f;
+    f.is_message = true;
+    f.msg = msg;
+    f.fixed = EncodeMessageFixed(msg);
+    Enqueue(c, static_cast<uint8_t>(msg.type), std::move(f));
+    return true;
+  }
+
+  bool SendControl(int peer, uint8_t type, std::vector<uint8_t> body) {
+    if (closed_) return false;
+    if (type < kFrameControlMin) {
+      log_->error("rank {}: control frame type {} is below {}; not sent", rank_, type,
+                  kFrameControlMin);
+      return false;
+    }
+    auto it = up_.find(peer);
+    if (it == up_.end()) {
+      log_->warn("rank {}: cannot send control frame {} to rank {}: not connected", rank_, type,
+                 peer);
+      return false;
+    }
+    if (body.size() > o_.max_payload_bytes) {
+      log_->error("rank {}: control frame of {} bytes exceeds max_payload_bytes", rank_,
+                  body.size());
+      return false;
+    }
+    if (!HasRoom(*it->second, kFrameHeaderBytes + body.size())) return false;
+    OutFrame f;
+    f.body = std::move(body);
+    Enqueue(it->second, type, std::move(f));
+    return true;
+  }
+
+  bool HasRoom(const Conn& c, size_t bytes) const {
+    if (c.queued_bytes == 0 || c.queued_bytes + bytes <= o_.max_queued_bytes_per_peer) return true;
+    log_->debug("rank {}: backpressure: {} bytes queued for rank {}, a {}-byte frame would pass "
+                "max_queued_bytes_per_peer {}",
+                rank_, c.queued_bytes, c.peer, bytes, o_.max_queued_bytes_per_peer);
+    return false;
+  }
+
+  // ---- reading ------------------------------------------------------------------------------
+
+  void ReadHeader(const std::shared_ptr<Conn>& c) {
+    c->WithStream([&](auto& s) {
+      s.async_read_some(asio::buffer(c->hdr.data() + c->hdr_got, kFrameHeaderBytes - c->hdr_got),
+                        [self = shared_from_this(), c](asio::error_code ec, size_t n) {
+                          self->OnHeaderBytes(c, ec, n);
+                        });
+    });
+  }
+
+  void ArmFrameTimer(const std::shared_ptr<Conn>& c) {
+    const uint64_t gen = ++c->frame_gen;
+    c->frame_timer.expires_after(o_.frame_timeout);
+    c->frame_timer.async_wait([self = shared_from_this(), c, gen](asio::error_code ec) {
+      if (ec || c->state == State::kClosed || c->frame_gen != gen) return;
+      self->Fail(c, fmt::format("stalled partial frame: the frame at stream offset {} is "
+                                "incomplete after {} ms ({} bytes of it received)",
+                                c->frame_off, self->o_.frame_timeout.count(),
+                                c->rx_off - c->frame_off));
+    });
+  }
+
+  // A read failed: the peer went away or the socket broke.
+  void ReadFailed(const std::shared_ptr<Conn>& c, asio::error_code ec, const char* what) {
+    if (c->state == State::kClosed) return;
+    Fail(c, fmt::format("connection lost ({}) at stream offset {} in the middle of the frame "
+                        "that starts at offset {}: truncated {}",
+                        ec.message(), c->rx_off, c->frame_off, what));
+  }
+
+  void OnHeaderBytes(const std::shared_ptr<Conn>& c, asio::error_code ec, size_t n) {
+    if (c->state == State::kClosed || closed_) return;
+    if (ec) {
+      if (c->hdr_got == 0) return PeerClosed(c, ec.message());
+      return ReadFailed(c, ec, "header");
+    }
+    if (c->hdr_got == 0 && n > 0) {
+      c->frame_off = c->rx_off;
+      ArmFrameTimer(c);
+    }
+    c->hdr_got += n;
+    c->rx_off += n;
+    if (c->hdr_got < kFrameHeaderBytes) return ReadHeader(c);
+
+    const bool up = c->state == State::kUp;
+    const uint32_t limit = up ? o_.max_payload_bytes : kMaxHandshakeFrameBytes;
+    DecodeResult r = DecodeFrameHeader(c->hdr.data(), c->frame_off, limit, c->rx_seq, o_.epoch);
+    if (!r.ok) {
+      if (!up && r.error.find("exceeds the limit") != std::string::npos) {
+        r.error += " (the limit before authentication)";
+      }
+      return Fail(c, r.error);
+    }
+    const FrameHeader& h = r.header;
+    if (h.flags != 0) {
+      return Fail(c, fmt::format("unknown flags 0x{:02x} at stream offset {}", h.flags,
+                                 c->frame_off + 7));
+    }
+    if (up && h.sender != static_cast<uint32_t>(c->peer)) {
+      return Fail(c, fmt::format("sender rank {} at stream offset {}, but this connection is "
+                                 "authenticated as rank {}",
+                                 h.sender, c->frame_off + 8, c->peer));
+    }
+    ++c->rx_seq;
+    c->cur = h;
+    if (c->state == State::kTls || c->state == State::kHandshake) {
+      const uint8_t want = c->have_hello ? kFrameAuth : kFrameHello;
+      if (h.type != want) {
+        return Fail(c, fmt::format("frame type {} at stream offset {} before the handshake "
+                                   "finished (expected {}); the peer must authenticate first",
+                                   h.type, c->frame_off + 6,
+                                   want == kFrameHello ? "HELLO" : "AUTH"));
+      }
+      return ReadBody(c);
+    }
+    if (IsCoreMessageType(h.type)) {
+      if (h.length < kMessageFixedBytes) {
+        return Fail(c, fmt::format("a {} frame of {} bytes at stream offset {} is shorter than "
+                                   "its {}-byte fixed part",
+                                   core::MsgTypeName(static_cast<core::MsgType>(h.type)),
+                                   h.length, c->frame_off, kMessageFixedBytes));
+      }
+      c->WithStream([&](auto& s) {
+        asio::async_read(s, asio::buffer(c->fixed),
+                         [self = shared_from_this(), c](asio::error_code e, size_t got) {
+                           self->OnFixed(c, e, got);
+                         });
+      });
+      return;
+    }
+    if (h.type >= kFrameControlMin) return ReadBody(c);
+    Fail(c, fmt::format("unexpected frame type {} at stream offset {} on an authenticated "
+                        "connection",
+                        h.type, c->frame_off + 6));
+  }
+
+  void ReadBody(const std::shared_ptr<Conn>& c) {
+    c->body.assign(c->cur.length, 0);  // the length was checked against its limit
+    if (c->body.empty()) return OnBody(c, {}, 0);
+    c->WithStream([&](auto& s) {
+      asio::async_read(s, asio::buffer(c->body),
+                       [self = shared_from_this(), c](asio::error_code e, size_t got) {
+                         self->OnBody(c, e, got);
+                       });
+    });
+  }
+
+  void OnFixed(const std::shared_ptr<Conn>& c, asio::error_code ec, size_t got) {
+    if (c->state == State::kClosed || closed_) return;
+    c->rx_off += got;
+    if (ec) return ReadFailed(c, ec, "message body");
+    MessageFixedResult r = DecodeMessageFixed(c->fixed.data(), c->cur.type, c->cur.length,
+                                              c->frame_off + kFrameHeaderBytes);
+    if (!r.ok) return Fail(c, r.error);
+    const uint64_t body_off = c->frame_off + kFrameHeaderBytes;
+    if (r.fixed.msg.from != c->peer) {
+      return Fail(c, fmt::format("message from rank {} at stream offset {}, but this connection "
+                                 "is authenticated as rank {}",
+                                 r.fixed.msg.from, body_off, c->peer));
+    }
+    if (r.fixed.msg.to != rank_) {
+      return Fail(c, fmt::format("message to rank {} at stream offset {}, but this is rank {}",
+                                 r.fixed.msg.to, body_off + 4, rank_));
+    }
+    c->mf = r.fixed;
+    if (c->mf.float_count == 0) return Deliver(c);
+    c->floats = std::make_shared<std::vector<float>>(c->mf.float_count);
+    c->WithStream([&](auto& s) {
+      asio::async_read(s, asio::buffer(c->floats->data(), c->floats->size() * sizeof(float)),
+                       [self = shared_from_this(), c](asio::error_code e, size_t n) {
+                         if (c->state == State::kClosed || self->closed_) return;
+                         c->rx_off += n;
+                         if (e) return self->ReadFailed(c, e, "message payload");
+                         self->Deliver(c);
+                       });
+    });
+  }
+
+  void FrameDone(const std::shared_ptr<Conn>& c) {
+    ++c->frame_gen;
+    c->frame_timer.cancel();
+    c->hdr_got = 0;
+  }
+
+  void Deliver(const std::shared_ptr<Conn>& c) {
+    FrameDone(c);
+    core::Message m = std::move(c->mf.msg);
+    m.data = std::move(c->floats);
+    c->floats.reset();
+    ReadHeader(c);
+    if (cb_.on_message) cb_.on_message(std::move(m));
+  }
+
+  void OnBody(const std::shared_ptr<Conn>& c, asio::error_code ec, size_t got) {
+    if (c->state == State::kClosed || closed_) return;
+    c->rx_off += got;
+    if (ec) return ReadFailed(c, ec, "frame body");
+    FrameDone(c);
+    const uint64_t body_off = c->frame_off + kFrameHeaderBytes;
+    if (c->state == State::kUp) {
+      std::vector<uint8_t> body = std::move(c->body);
+      c->body.clear();
+      const uint8_t type = c->cur.type;
+      ReadHeader(c);
+      if (cb_.on_control) cb_.on_control(c->peer, type, std::move(body));
+      return;
+    }
+    if (!c->have_hello) {
+      Hello h;
+      std::string err;
+      if (!DecodeHello(c->body, body_off, &h, &err)) return Fail(c, err);
+      if (h.rank != c->cur.sender) {
+        return Fail(c, fmt::format("HELLO at stream offset {} claims rank {} but its header says "
+                                   "{}",
+                                   body_off + 2, h.rank, c->cur.sender));
+      }
+      c->claimed = static_cast<int>(h.rank);
+      if (h.job_id != o_.job_id) {
+        return Fail(c, fmt::format("HELLO at stream offset {}: the peer belongs to job '{}', "
+                                   "this node to job '{}'",
+                                   body_off + 44, Printable(h.job_id), Printable(o_.job_id)));
+      }
+      if (h.epoch != o_.epoch) {
+        return Fail(c, fmt::format("HELLO at stream offset {}: the peer is in epoch {}, this "
+                                   "node in epoch {}",
+                                   body_off + 6, h.epoch, o_.epoch));
+      }
+      if (c->claimed == rank_) {
+        return Fail(c, fmt::format("HELLO at stream offset {} claims this node's own rank {}",
+                                   body_off + 2, rank_));
+      }
+      if (c->dialer && c->claimed != c->expected_peer) {
+        return Fail(c, fmt::format("HELLO at stream offset {}: dialed rank {} but reached rank "
+                                   "{}",
+                                   body_off + 2, c->expected_peer, c->claimed));
+      }
+      if (auto err2 = Duplicate(*c); !err2.empty()) return Fail(c, err2);
+      c->theirs = std::move(h);
+      c->have_hello = true;
+      OutFrame f;
+      const Mac mac = AuthMac(o_.secret, o_.job_id, static_cast<uint32_t>(rank_), c->theirs.rank,
+                              o_.epoch, c->mine.nonce, c->theirs.nonce);
+      f.body.assign(mac.begin(), mac.end());
+      Enqueue(c, kFrameAuth, std::move(f));
+      return ReadHeader(c);
+    }
+    if (c->body.size() != kMacBytes) {
+      return Fail(c, fmt::format("AUTH at stream offset {} has {} bytes, expected {}", body_off,
+                                 c->body.size(), kMacBytes));
+    }
+    const Mac want = AuthMac(o_.secret, o_.job_id, c->theirs.rank, static_cast<uint32_t>(rank_),
+                             o_.epoch, c->theirs.nonce, c->mine.nonce);
+    if (!MacEqual(want.data(), c->body.data())) {
+      return Fail(c, fmt::format("AUTH at stream offset {}: HMAC-SHA256 authentication failed; "
+                                 "the peer does not hold this job's secret (are the secret "
+                                 "files identical?)",
+                                 body_off));
+    }
+    if (auto err = Duplicate(*c); !err.empty()) return Fail(c, err);
+    c->state = State::kUp;
+    c->peer = c->claimed;
+    if (c->pending_counted) {
+      c->pending_counted = false;
+      --pending_;
+    }
+    c->hs_timer.cancel();
+    up_[c->peer] = c;
+    log_->info("rank {}: connection with rank {} at {} is up ({}{})", rank_, c->peer, c->addr,
+               c->dialer ? "dialed" : "accepted", c->tls ? ", TLS" : "");
+    ReadHeader(c);
+    if (cb_.on_peer_up) cb_.on_peer_up(c->peer);
+  }
+
+  std::string Duplicate(const Conn& c) const {
+    auto it = up_.find(c.claimed);
+    if (it == up_.end()) return {};
+    return fmt::format("rank {} is already connected from {}; a second connection claiming it is "
+                       "refused",
+                       c.claimed, it->second->addr);
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    asio::error_code ignored;
+    if (acceptor_) acceptor_->close(ignored);
+    accept_retry_.cancel();
+    for (auto& d : dials_) {
+      d->done = true;
+      d->resolver.cancel();
+      d->timer.cancel();
+      if (d->conn) d->conn->stream.next_layer().close(ignored);
+    }
+    dials_.clear();
+    auto conns = conns_;
+    for (auto& [ptr, c] : conns) Shutdown(c);
+    up_.clear();
+  }
+
+  size_t queued_bytes(int peer) const {
+    auto it = up_.find(peer);
+    return it == up_.end() ? 0 : it->second->queued_bytes;
+  }
+  bool is_up(int peer) const { return up_.count(peer) != 0; }
+
+  asio::io_context& io_;
+  const int rank_;
+  TransportOptions o_;
+  TransportCallbacks cb_;
+  std::shared_ptr<spdlog::logger> log_;
+  asio::ssl::context ssl_;
+  std::unique_ptr<tcp::acceptor> acceptor_;
+  asio::steady_timer accept_retry_;
+  std::map<const Conn*, std::shared_ptr<Conn>> conns_;
+  std::map<int, std::shared_ptr<Conn>> up_;
+  std::vector<std::shared_ptr<Dial>> dials_;
+  int pending_ = 0;
+  bool closed_ = false;
+};
+
+Transport::Transport(asio::io_context& io, int my_rank, TransportOptions opts,
+                     TransportCallbacks cb)
+    : impl_(std::make_shared<Impl>(io, my_rank, std::move(opts), std::move(cb))) {}
+Transport::~Transport() { impl_->Close(); }
+uint16_t Transport::Listen(const std::string& host, uint16_t port) {
+  return impl_->Listen(host, port);
+}
+void Transport::Connect(int peer, const std::string& host, uint16_t port) {
+  impl_->Connect(peer, host, port);
+}
+bool Transport::Send(const core::Message& msg) { return impl_->Send(msg); }
+bool Transport::SendControl(int peer, uint8_t type, std::vector<uint8_t> body) {
+  return impl_->SendControl(peer, type, std::move(body));
+}
+size_t Transport::queued_bytes(int peer) const { return impl_->queued_bytes(peer); }
+bool Transport::is_up(int peer) const { return impl_->is_up(peer); }
+int Transport::my_rank() const { return impl_->rank_; }
+void Transport::Close() { impl_->Close(); }
+
+}  // namespace poseidon::rt
