@@ -1,0 +1,216 @@
+#include "apps/poseidon/live_command.h"
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "config/scenario.h"
+#include "config/yaml_reader.h"
+#include "kernels/sgd.h"
+#include "real_runtime/launch.h"
+#include "real_runtime/node.h"
+#include "real_runtime/transport.h"
+
+namespace poseidon::app {
+namespace {
+
+using config::ConfigError;
+
+// The training flags `node` takes and `launch` passes on to every node.
+struct TrainingFlags {
+  std::string backend = "cpu", data_dir, lr_policy = "fixed", csv, save_params;
+  double lr = 0.01, momentum = 0.9, weight_decay = 0.0005, gamma = 0.1, power = 1;
+  int64_t stepsize = 0, print_interval = 100;
+  bool no_test = false;
+
+  void Add(CLI::App* c) {
+    c->add_option("--backend", backend, "reference | cpu | cuda")->capture_default_str();
+    c->add_option("--data-dir", data_dir, "folder with the Fashion-MNIST IDX files");
+    c->add_option("--lr", lr, "base learning rate")->capture_default_str();
+    c->add_option("--momentum", momentum)->capture_default_str();
+    c->add_option("--weight-decay", weight_decay)->capture_default_str();
+    c->add_option("--lr-policy", lr_policy, "fixed | step | poly")->capture_default_str();
+    c->add_option("--gamma", gamma, "step: factor per stepsize")->capture_default_str();
+    c->add_option("--stepsize", stepsize, "step: iterations (0 = iterations/3)");
+    c->add_option("--power", power, "poly: power")->capture_default_str();
+    c->add_option("--print-interval", print_interval)->capture_default_str();
+    c->add_option("--csv", csv, "coordinator: write the learning curve here");
+    c->add_flag("--no-test", no_test, "skip the test-set accuracy at the end");
+    c->add_option("--save-params", save_params,
+                  "workers: write the final parameters (raw float32) here; {rank} = the rank");
+  }
+  std::vector<std::string> Args() const {
+    std::vector<std::string> a = {"--backend", backend, "--lr", fmt::format("{}", lr),
+                                  "--momentum", fmt::format("{}", momentum), "--weight-decay",
+                                  fmt::format("{}", weight_decay), "--lr-policy", lr_policy,
+                                  "--gamma", fmt::format("{}", gamma), "--stepsize",
+                                  std::to_string(stepsize), "--power", fmt::format("{}", power),
+                                  "--print-interval", std::to_string(print_interval)};
+    if (!data_dir.empty()) a.insert(a.end(), {"--data-dir", data_dir});
+    if (!csv.empty()) a.insert(a.end(), {"--csv", csv});
+    if (no_test) a.push_back("--no-test");
+    if (!save_params.empty()) a.insert(a.end(), {"--save-params", save_params});
+    return a;
+  }
+  rt::LiveTraining Build() const {
+    rt::LiveTraining t;
+    t.backend = backend;
+    t.data_dir = data_dir;
+    if (!kernels::LrPolicyFromName(lr_policy, &t.sgd.policy)) {
+      throw ConfigError(fmt::format("error: --lr-policy: unknown policy '{}'; known: {}",
+                                    lr_policy, kernels::KnownLrPolicies()));
+    }
+    if (!(lr >= 0) || !(momentum >= 0 && momentum < 1) || !(weight_decay >= 0)) {
+      throw ConfigError("error: --lr and --weight-decay must be >= 0 and --momentum in [0, 1)");
+    }
+    if (print_interval <= 0) throw ConfigError("error: --print-interval must be positive");
+    t.sgd.base_lr = lr;
+    t.sgd.momentum = momentum;
+    t.sgd.weight_decay = weight_decay;
+    t.sgd.gamma = gamma;
+    t.sgd.stepsize = stepsize;
+    t.sgd.power = power;
+    t.sgd.max_iter = 0;  // the scenario's iterations
+    t.print_interval = print_interval;
+    t.csv = csv;
+    t.test = !no_test;
+    t.save_params = save_params;
+    return t;
+  }
+};
+
+bool SplitHostPort(const std::string& s, std::string* host, uint16_t* port) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  const std::string p = s.substr(colon + 1);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  const int v = std::stoi(p);
+  if (v > 65535) return false;
+  *host = s.substr(0, colon);
+  *port = static_cast<uint16_t>(v);
+  return true;
+}
+
+class Commands final : public LiveCommands {
+ public:
+  explicit Commands(CLI::App& app) {
+    node_ = app.add_subcommand("node", "run one process of a live job (a coordinator, worker or "
+                                       "server shard)");
+    node_->add_option("scenario", node_scenario_, "scenario YAML file")->required();
+    node_->add_option("--set", node_overrides_, "override a scenario key: KEY=VALUE");
+    node_->add_option("--rank", rank_,
+                      "0 coordinator, 1..P workers, P+1.. shards (default: from mpirun or Slurm)");
+    node_->add_option("--coordinator", coordinator_, "HOST:PORT of rank 0 (ranks > 0)");
+    node_->add_option("--port", port_, "rank 0: port to listen on (0 = any)");
+    node_->add_option("--listen", listen_, "address to listen on")->capture_default_str();
+    node_->add_option("--advertise", advertise_, "address peers dial (default: --listen)");
+    node_->add_option("--secret-file", secret_file_, "file with the job's shared secret (0600)")
+        ->required();
+    node_->add_option("--job-id", job_id_, "the job's id, the same on every process")
+        ->capture_default_str();
+    node_->add_option("--ready-fd", ready_fd_, "rank 0: write the port here once listening");
+    node_->add_option("--trace", trace_, "write this process's Chrome-trace JSON here");
+    node_->add_option("--trace-dir", trace_dir_node_, "write it as DIR/rank-R.json");
+    node_flags_.Add(node_);
+
+    launch_app_ = app.add_subcommand("launch", "run a whole live job on this machine, one process "
+                                           "per coordinator, worker and shard");
+    launch_app_->add_option("scenario", launch_.scenario_file, "scenario YAML file")->required();
+    launch_app_->add_option("--set", launch_.overrides, "override a scenario key: KEY=VALUE");
+    launch_app_->add_option("--workers", launch_.workers, "workers (default: the scenario's)");
+    launch_app_->add_option("--servers", launch_.servers, "server shards (default: the scenario's)");
+    launch_app_->add_option("--log-dir", launch_.log_dir, "one log per process, and the job's secret")
+        ->capture_default_str();
+    launch_app_->add_option("--trace-dir", trace_dir_, "every process writes its trace here");
+    launch_flags_.Add(launch_app_);
+  }
+
+  int RunIfParsed() override {
+    if (node_->parsed()) return RunNodeCommand();
+    if (launch_app_->parsed()) {
+      launch_.node_args = launch_flags_.Args();
+      (void)launch_flags_.Build();  // reject bad flags before anything starts
+      if (!trace_dir_.empty()) {
+        launch_.node_args.insert(launch_.node_args.end(), {"--trace-dir", trace_dir_});
+      }
+      return rt::RunLaunch(launch_);
+    }
+    return -1;
+  }
+
+ private:
+  int RunNodeCommand() {
+    rt::NodeOptions o;
+    o.scenario = config::LoadScenarioFile(node_scenario_, node_overrides_);
+    int size = -1;
+    std::string source;
+    if (rank_ < 0) {
+      if (!rt::RankFromEnvironment(&rank_, &size, &source)) {
+        throw ConfigError("error: no --rank, and no launcher's rank in the environment "
+                          "(OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID); give --rank");
+      }
+      const int want = 1 + o.scenario.workers + o.scenario.servers;
+      if (size != want) {
+        throw ConfigError(fmt::format("error: {} says the job has {} processes but scenario {} "
+                                      "needs {} (1 coordinator + {} workers + {} shards)",
+                                      source, size, node_scenario_, want, o.scenario.workers,
+                                      o.scenario.servers));
+      }
+    }
+    o.rank = rank_;
+    if (rank_ == 0) {
+      o.coordinator_port = port_;
+      if (!coordinator_.empty() && !SplitHostPort(coordinator_, &o.coordinator_host,
+                                                  &o.coordinator_port)) {
+        throw ConfigError("error: --coordinator must be HOST:PORT, got '" + coordinator_ + "'");
+      }
+    } else if (!SplitHostPort(coordinator_, &o.coordinator_host, &o.coordinator_port)) {
+      throw ConfigError("error: --coordinator must be HOST:PORT (the address rank 0 listens on), "
+                        "got '" + coordinator_ + "'");
+    }
+    if (rank_ == 0 && !coordinator_.empty() && listen_ == "127.0.0.1") listen_ = o.coordinator_host;
+    o.listen_host = listen_;
+    o.advertise_host = advertise_;
+    try {
+      o.transport.secret = rt::LoadSecretFile(secret_file_);
+    } catch (const std::runtime_error& e) {
+      throw ConfigError(e.what());
+    }
+    o.transport.job_id = job_id_;
+    o.ready_fd = ready_fd_;
+    o.training = node_flags_.Build();
+    if (!trace_dir_node_.empty()) {
+      o.trace_file = fmt::format("{}/rank-{}.json", trace_dir_node_, rank_);
+    }
+    if (!trace_.empty()) o.trace_file = trace_;
+    return rt::RunNode(o);
+  }
+
+  CLI::App* node_ = nullptr;
+  std::string node_scenario_;
+  std::vector<std::string> node_overrides_;
+  int rank_ = -1;
+  std::string coordinator_;
+  uint16_t port_ = 0;
+  std::string listen_ = "127.0.0.1", advertise_, secret_file_, job_id_ = "poseidon";
+  int ready_fd_ = -1;
+  std::string trace_, trace_dir_node_;
+  TrainingFlags node_flags_;
+
+  CLI::App* launch_app_ = nullptr;
+  rt::LaunchOptions launch_;
+  std::string trace_dir_;
+  TrainingFlags launch_flags_;
+};
+
+}  // namespace
+
+std::unique_ptr<LiveCommands> AddLiveCommands(CLI::App& app) {
+  return std::make_unique<Commands>(app);
+}
+
+}  // namespace poseidon::app

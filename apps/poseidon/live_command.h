@@ -1,0 +1,21 @@
+// apps/poseidon/live_command.h: `poseidon node` (one process of a live job) and `poseidon launch`
+// (a whole live job on this machine). Flags only; the work is in real_runtime/.
+#pragma once
+
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+namespace poseidon::app {
+
+class LiveCommands {
+ public:
+  virtual ~LiveCommands() = default;
+  // Runs the parsed subcommand and returns its exit code; -1 when neither was given.
+  virtual int RunIfParsed() = 0;
+};
+
+// Adds `node` and `launch` to `app`.
+std::unique_ptr<LiveCommands> AddLiveCommands(CLI::App& app);
+
+}  // namespace poseidon::app

@@ -1,0 +1,232 @@
+#include "real_runtime/launch.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "config/job_config.h"
+#include "config/scenario.h"
+#include "config/yaml_reader.h"
+
+namespace poseidon::rt {
+namespace {
+
+using config::ConfigError;
+
+volatile sig_atomic_t g_signal = 0;
+void OnSignal(int sig) { g_signal = sig; }
+
+struct Child {
+  pid_t pid = -1;
+  int rank = 0;
+  std::string name;
+  std::string log;
+};
+
+std::string RandomHex(size_t bytes) {
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  std::string raw(bytes, '\0');
+  if (!urandom.read(raw.data(), static_cast<std::streamsize>(bytes))) {
+    throw ConfigError("error: cannot read /dev/urandom for the job's secret");
+  }
+  std::string hex;
+  for (unsigned char c : raw) hex += fmt::format("{:02x}", c);
+  return hex;
+}
+
+// fork + exec `argv` with stdout/stderr redirected (-1 = inherit); extra_fd stays open in the
+// child (the coordinator's ready pipe). The child dies with the launcher.
+pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int keep_fd) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw ConfigError(fmt::format("error: fork failed: {}", std::strerror(errno)));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);
+    if (out_fd >= 0) dup2(out_fd, STDOUT_FILENO);
+    if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
+    if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
+    // Several processes share the cores: one OpenMP thread each unless the user said otherwise.
+    setenv("OMP_NUM_THREADS", "1", /*overwrite=*/0);
+    execv(args[0], args.data());
+    std::fprintf(stderr, "poseidon launch: cannot run %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
+std::string Describe(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
+  return "ended";
+}
+
+}  // namespace
+
+int RunLaunch(const LaunchOptions& o) {
+  std::vector<std::string> overrides = o.overrides;
+  if (o.workers > 0) overrides.push_back(fmt::format("cluster.workers={}", o.workers));
+  if (o.servers > 0) overrides.push_back(fmt::format("cluster.servers={}", o.servers));
+  const config::ScenarioSpec s = config::LoadScenarioFile(o.scenario_file, overrides);
+  const core::JobLayout layout = config::BuildLayout(s, s.workers, s.servers);
+  const std::string exe = o.self_exe.empty() ? "/proc/self/exe" : o.self_exe;
+
+  std::error_code ec;
+  std::filesystem::create_directories(o.log_dir, ec);
+  if (ec) {
+    throw ConfigError(fmt::format("{}: error: cannot create the log folder: {}", o.log_dir,
+                                  ec.message()));
+  }
+  // The job's secret: random, owner-only, never on a command line.
+  const std::string secret_file = o.log_dir + "/job.secret";
+  {
+    const int fd = ::open(secret_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || fchmod(fd, 0600) != 0) {
+      throw ConfigError(fmt::format("{}: error: cannot write the job's secret: {}", secret_file,
+                                    std::strerror(errno)));
+    }
+    const std::string secret = RandomHex(32);
+    const bool ok = ::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size());
+    ::close(fd);
+    if (!ok) throw ConfigError(secret_file + ": error: cannot write the job's secret");
+  }
+  const std::string job_id = fmt::format("launch-{}-{}", getpid(),
+                                         std::chrono::system_clock::now().time_since_epoch().count());
+
+  auto node_argv = [&](int rank) {
+    std::vector<std::string> a = {exe, "node", o.scenario_file, "--rank", std::to_string(rank),
+                                  "--secret-file", secret_file, "--job-id", job_id};
+    for (const std::string& ov : overrides) {
+      a.push_back("--set");
+      a.push_back(ov);
+    }
+    a.insert(a.end(), o.node_args.begin(), o.node_args.end());
+    return a;
+  };
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: waitpid returns EINTR on a signal
+  struct sigaction old_int {}, old_term {};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  g_signal = 0;
+
+  std::map<pid_t, Child> children;
+  auto open_log = [&](int rank) {
+    Child c;
+    c.rank = rank;
+    c.name = layout.ActorName(rank);
+    std::string role = rank == 0 ? "coordinator" : layout.IsWorker(rank) ? "worker" : "shard";
+    c.log = fmt::format("{}/rank-{}-{}.log", o.log_dir, rank, role);
+    const int fd = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw ConfigError(fmt::format("{}: error: cannot create log file", c.log));
+    return std::make_pair(c, fd);
+  };
+  auto stop_all = [&](int sig) {
+    for (const auto& [pid, c] : children) kill(pid, sig);
+  };
+
+  int result = 0;
+  try {
+    // The coordinator first; it reports its port through a pipe.
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) throw ConfigError("error: pipe failed");
+    auto [coord, coord_log] = open_log(0);
+    std::vector<std::string> argv0 = node_argv(0);
+    argv0.insert(argv0.end(), {"--port", "0", "--ready-fd", std::to_string(pipefd[1])});
+    coord.pid = Spawn(argv0, /*out=*/-1, coord_log, pipefd[1]);
+    ::close(coord_log);
+    ::close(pipefd[1]);
+    children[coord.pid] = coord;
+    std::string line;
+    char ch;
+    while (line.size() < 16) {
+      const ssize_t n = ::read(pipefd[0], &ch, 1);
+      if (n == 1 && ch != '\n') {
+        line += ch;
+        continue;
+      }
+      if (n < 0 && errno == EINTR && !g_signal) continue;
+      break;
+    }
+    ::close(pipefd[0]);
+    if (line.empty()) {
+      stop_all(SIGTERM);
+      int status = 0;
+      waitpid(coord.pid, &status, 0);
+      children.clear();
+      throw ConfigError(fmt::format("error: the coordinator {} before it listened; see {}",
+                                    Describe(status), coord.log));
+    }
+    fmt::print(stderr, "launch: {} workers, {} shards; coordinator on 127.0.0.1:{}; logs in {}\n",
+               s.workers, s.servers, line, o.log_dir);
+    for (int rank = 1; rank < layout.num_actors(); ++rank) {
+      auto [c, fd] = open_log(rank);
+      std::vector<std::string> a = node_argv(rank);
+      a.insert(a.end(), {"--coordinator", "127.0.0.1:" + line});
+      c.pid = Spawn(a, fd, fd, -1);
+      ::close(fd);
+      children[c.pid] = c;
+    }
+    bool stopping = false;
+    while (!children.empty()) {
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, 0);
+      if (pid < 0) {
+        if (errno == EINTR) {
+          if (g_signal && !stopping) {
+            fmt::print(stderr, "launch: signal {}: stopping all {} processes\n",
+                       static_cast<int>(g_signal), children.size());
+            stopping = true;
+            result = 130;
+            stop_all(SIGTERM);
+          }
+          continue;
+        }
+        break;
+      }
+      auto it = children.find(pid);
+      if (it == children.end()) continue;
+      const Child c = it->second;
+      children.erase(it);
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && !stopping) {
+        fmt::print(stderr, "launch: {} (rank {}) {}; stopping the others; see {}\n", c.name, c.rank,
+                   Describe(status), c.log);
+        result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        stopping = true;
+        stop_all(SIGTERM);
+      }
+    }
+  } catch (...) {
+    stop_all(SIGKILL);
+    for (const auto& [pid, c] : children) waitpid(pid, nullptr, 0);
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    throw;
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  return result;
+}
+
+}  // namespace poseidon::rt

@@ -1,0 +1,40 @@
+// real_runtime/launch.h: start a whole live job on this machine, one process per actor.
+//
+//   poseidon launch --workers 4 --servers 2 scenarios/live/fmnist_mlp.yaml
+//
+// The launcher writes a fresh random secret (mode 0600) into the log folder, starts the
+// coordinator (`poseidon node ... --rank 0 --ready-fd N`), learns the port the OS gave it, then
+// starts every worker and shard pointing at it. The coordinator's progress goes to the
+// launcher's stdout; every process's log goes to LOG_DIR/rank-R-ROLE.log. The launcher waits for
+// all; when one fails it stops the others (SIGTERM) and exits with the failed process's code;
+// Ctrl-C (SIGINT) or SIGTERM stops them all and exits with 130. Children die with the launcher
+// (PR_SET_PDEATHSIG).
+//
+// Emulated cluster (--emulate): every process runs in its own network namespace behind one
+// bridge, each namespace's link shaped with tc tbf to the scenario's bandwidth, through
+// scripts/netns-run; the namespaces are removed when the job ends, whatever the outcome.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace poseidon::rt {
+
+struct LaunchOptions {
+  std::string scenario_file;
+  std::vector<std::string> overrides;  // --set KEY=VALUE, passed to every process
+  int workers = 0;                     // > 0: overrides cluster.workers
+  int servers = 0;                     // > 0: overrides cluster.servers
+  std::string log_dir = "out/launch";
+  std::vector<std::string> node_args;  // flags every node gets (training options, trace, ...)
+  std::string self_exe;                // the poseidon binary (default /proc/self/exe)
+  bool emulate = false;                // each process in a shaped network namespace
+  std::string netns_script;            // scripts/netns-run (emulate)
+  double emulate_gbps = 0;             // link rate; 0 = the scenario's bandwidth
+};
+
+// Runs the job; returns the exit code (see NodeExit in node.h; 130 after a signal). Throws
+// config::ConfigError when the scenario cannot be read or the log folder cannot be made.
+int RunLaunch(const LaunchOptions& options);
+
+}  // namespace poseidon::rt

@@ -1,0 +1,79 @@
+// real_runtime/node.h: one process of a live job, hosting one of the core's actors.
+//
+// A live job is 1 + P + S processes, one per actor of the scenario's JobLayout: rank 0 the
+// coordinator, ranks 1..P the workers, ranks P+1..P+S the server shards. Each process runs the
+// core's state machine unchanged on an asio event loop (RunNode):
+//
+//   1. rendezvous: the coordinator listens at a known address; every other process listens on a
+//      port of its own, dials the coordinator, authenticates (transport.h) and says where it
+//      listens; once all have, the coordinator sends the address table and every process dials
+//      the peers of lower rank, so that every pair shares one connection;
+//   2. when all of its connections are up, a process starts its actor (OnStart), which registers
+//      with the core coordinator; the core's kStart then begins training;
+//   3. compute runs on one thread per compute stream (core::Stream): a worker's forward and
+//      backward passes and SFB rebuilds run its kernels::Net layer by layer while the loop
+//      thread sends the gradients of the layers already done (DWBP overlaps for real);
+//   4. workers report their loss of every iteration to the coordinator, which prints progress
+//      and writes the learning curve (the CSV `poseidon train` writes); at the end worker 1
+//      measures test accuracy; then the coordinator tells every process to exit.
+//
+// Nothing here decides anything about the protocol: what to send, when and to whom is the
+// core's. Incoming messages are checked against the job (type for this role, chunk and layer
+// ranges, payload sizes) before the core sees them; a message that does not fit is logged and
+// dropped, never handed to the core.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/scenario.h"
+#include "kernels/sgd.h"
+#include "real_runtime/transport.h"
+
+namespace poseidon::rt {
+
+// How live workers train (the scenario says what the job is; these say how to learn).
+struct LiveTraining {
+  std::string backend = "cpu";       // reference | cpu | cuda
+  std::string data_dir;              // Fashion-MNIST IDX files; empty = Debian's location
+  kernels::SgdOptions sgd;           // max_iter and stepsize defaults come from the scenario
+  int64_t print_interval = 100;      // coordinator: a progress line every this many iterations
+  std::string csv;                   // coordinator: the learning curve, as `poseidon train`
+  bool test = true;                  // worker 1 measures test accuracy at the end
+  std::string save_params;           // workers: write the final parameters here (raw
+                                     // little-endian float32, blob after blob in model order);
+                                     // "{rank}" in the path is replaced by the rank
+};
+
+struct NodeOptions {
+  config::ScenarioSpec scenario;
+  int rank = 0;                       // the actor id this process hosts
+  std::string coordinator_host = "127.0.0.1";
+  uint16_t coordinator_port = 0;      // rank 0 listens here (0 = the OS picks; see ready_fd)
+  std::string listen_host = "127.0.0.1";
+  std::string advertise_host;         // where peers reach this process; empty = listen_host
+  TransportOptions transport;         // job id and secret filled in by the caller
+  int ready_fd = -1;                  // rank 0 writes "PORT\n" here once it listens, then closes it
+  LiveTraining training;
+  std::string trace_file;             // Chrome-trace JSON of this process's events
+};
+
+// Exit codes of a node process (and of `poseidon launch`, which passes the worst one on).
+enum NodeExit : int {
+  kExitOk = 0,
+  kExitConfig = 2,      // bad options or scenario (a ConfigError)
+  kExitPeerLost = 3,    // a peer's connection closed before the job ended
+  kExitCompute = 4,     // a kernel failed or the loss diverged
+};
+
+// Runs the process until the job ends; returns a NodeExit. Throws config::ConfigError for
+// options the job cannot run with (rank out of range, an all-reduce layer, a model that does
+// not fit the data).
+int RunNode(const NodeOptions& options);
+
+// rank and size from an existing launcher's environment: OMPI_COMM_WORLD_RANK/SIZE (Open MPI),
+// PMI_RANK/SIZE (MPICH, Intel MPI), SLURM_PROCID/NTASKS (Slurm). False when none is set.
+bool RankFromEnvironment(int* rank, int* size, std::string* source);
+
+}  // namespace poseidon::rt
