@@ -280,6 +280,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     d->host = host;
     d->port = port;
     d->deadline = Clock::now() + o_.connect_timeout;
+    std::erase_if(dials_, [](const std::shared_ptr<Dial>& old) { return old->done; });
     dials_.push_back(d);
     Attempt(d);
   }
