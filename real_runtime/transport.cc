@@ -8,6 +8,7 @@
 #include <bit>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include "real_runtime/frame.h"
@@ -61,6 +62,44 @@ std::string Printable(const std::string& s) {
 }
 
 constexpr size_t kMaxBuffersPerWrite = 48;
+
+// Received payloads are read straight into vectors that come back here when the last reference
+// to a delivered message's data is dropped (on any thread), so that steady-state traffic reuses
+// warm memory instead of allocating, zero-filling and page-faulting a fresh vector per message.
+class FloatPool : public std::enable_shared_from_this<FloatPool> {
+ public:
+  std::shared_ptr<std::vector<float>> Get(size_t n) {
+    std::unique_ptr<std::vector<float>> v;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!free_.empty()) {
+        v = std::move(free_.back());
+        free_.pop_back();
+        pooled_bytes_ -= v->capacity() * sizeof(float);
+      }
+    }
+    if (!v) v = std::make_unique<std::vector<float>>();
+    v->resize(n);  // every element is overwritten by the read that follows
+    return std::shared_ptr<std::vector<float>>(
+        v.release(), [self = shared_from_this()](std::vector<float>* p) { self->Put(p); });
+  }
+
+ private:
+  void Put(std::vector<float>* p) {
+    std::unique_ptr<std::vector<float>> v(p);
+    const size_t bytes = v->capacity() * sizeof(float);
+    std::lock_guard<std::mutex> l(mu_);
+    if (free_.size() < kMaxPooled && pooled_bytes_ + bytes <= kMaxPooledBytes) {
+      pooled_bytes_ += bytes;
+      free_.push_back(std::move(v));
+    }
+  }
+  static constexpr size_t kMaxPooled = 16;
+  static constexpr size_t kMaxPooledBytes = size_t{64} << 20;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<std::vector<float>>> free_;
+  size_t pooled_bytes_ = 0;
+};
 
 }  // namespace
 
@@ -241,6 +280,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     d->host = host;
     d->port = port;
     d->deadline = Clock::now() + o_.connect_timeout;
+    std::erase_if(dials_, [](const std::shared_ptr<Dial>& old) { return old->done; });
     dials_.push_back(d);
     Attempt(d);
   }
@@ -638,7 +678,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     }
     c->mf = r.fixed;
     if (c->mf.float_count == 0) return Deliver(c);
-    c->floats = std::make_shared<std::vector<float>>(c->mf.float_count);
+    c->floats = pool_->Get(c->mf.float_count);
     c->WithStream([&](auto& s) {
       asio::async_read(s, asio::buffer(c->floats->data(), c->floats->size() * sizeof(float)),
                        [self = shared_from_this(), c](asio::error_code e, size_t n) {
@@ -788,6 +828,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   std::map<const Conn*, std::shared_ptr<Conn>> conns_;
   std::map<int, std::shared_ptr<Conn>> up_;
   std::vector<std::shared_ptr<Dial>> dials_;
+  std::shared_ptr<FloatPool> pool_ = std::make_shared<FloatPool>();
   int pending_ = 0;
   bool closed_ = false;
 };

@@ -447,6 +447,16 @@ TEST_F(TransportTest, WrongVersionIsRefused) {
                        fmt::format("protocol version {}", kProtocolVersion + 1));
 }
 
+TEST_F(TransportTest, FrameFromAnotherEpochIsRefused) {
+  FrameHeader h;
+  h.type = static_cast<uint8_t>(core::MsgType::kDone);
+  h.sender = 5;
+  h.seq = 2;
+  h.epoch = 1;  // the connection was bound to epoch 0 by its handshake
+  auto hb = EncodeFrameHeader(h);
+  AttackAfterHandshake(std::vector<uint8_t>(hb.begin(), hb.end()), "epoch 1 at stream offset");
+}
+
 TEST_F(TransportTest, HugeLengthIsRefusedBeforeAnyAllocation) {
   FrameHeader h;
   h.type = static_cast<uint8_t>(core::MsgType::kPushGrad);
