@@ -330,7 +330,7 @@ ProbeResult ProbeNetwork(const HostPort& server, const ProbeOptions& o, const st
     if (progress) progress(s);
   };
   ProbeResult result;
-  auto conn = Connect(server, 5.0);
+  auto conn = Connect(server, o.connect_timeout_s);
   // Round trips.
   std::vector<double> rtts;
   for (int i = 0; i < o.pings + 10; ++i) {
@@ -395,7 +395,7 @@ ProbeResult ProbeNetwork(const HostPort& server, const ProbeOptions& o, const st
   // Concurrent connections.
   for (int k : o.streams) {
     std::vector<std::unique_ptr<Conn>> conns;
-    for (int i = 0; i < k; ++i) conns.push_back(Connect(server, 5.0));
+    for (int i = 0; i < k; ++i) conns.push_back(Connect(server, o.connect_timeout_s));
     std::vector<double> samples;
     for (int rep = 0; rep < 4; ++rep) {
       std::atomic<int> ready{0};

@@ -78,6 +78,7 @@ struct ProbeOptions {
   std::vector<int> streams = {1, 2, 4, 8};
   int64_t stream_bytes = 8 * 1024 * 1024;  // per connection in the concurrency test
   double line_rate_gbps = 0;               // nominal rate (e.g. the tbf rate); 0 = unknown
+  double connect_timeout_s = 5;            // retry connecting this long (the server may start late)
 };
 
 struct SizePoint {

@@ -195,7 +195,7 @@ TEST(NetworkFile, BadInputIsLocated) {
     config::LoadScenarioFile(scen);
     FAIL() << "no error";
   } catch (const config::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("s.yaml:6:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("s.yaml:7:"), std::string::npos) << e.what();
   }
   fs::remove_all(dir);
 }
@@ -211,9 +211,10 @@ TEST(Predict, SinkAndTransferFollowTheAlphaBetaFormula) {
   // Sink: payload+header flow, then a header flow back.
   const double sink = 2 * (30e-6 + 10e-6) + (s + 48) / beta;
   EXPECT_NEAR(PredictSinkMs(n, s), sink * 1e3, 1e-5);
-  // k senders into one receiver share its link: go (24 B), then k*S bytes at beta.
+  // k senders into one receiver share its link: k go headers (24 B) share the receiver's uplink,
+  // then k*S bytes share its downlink.
   for (int k : {1, 2, 4}) {
-    const double t = 2 * (30e-6 + 10e-6) + 24 / beta + static_cast<double>(k) * s / beta;
+    const double t = 2 * (30e-6 + 10e-6) + 24.0 * k / beta + static_cast<double>(k) * s / beta;
     EXPECT_NEAR(PredictTransferMs(n, k, s), t * 1e3, 1e-5) << k;
   }
 }
@@ -267,7 +268,9 @@ TEST(NetProbe, ErrorsNameThePeer) {
     port = s.port();
   }  // closed: nothing listens there now
   try {
-    ProbeNetwork({"127.0.0.1", port}, ProbeOptions{}, "x", nullptr);
+    ProbeOptions o;
+    o.connect_timeout_s = 0.2;
+    ProbeNetwork({"127.0.0.1", port}, o, "x", nullptr);
     FAIL() << "no error";
   } catch (const ProbeError& e) {
     EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)), std::string::npos)
