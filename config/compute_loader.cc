@@ -117,6 +117,7 @@ LayerTiming ReadLayerTiming(MapReader& r) {
   t.fwd_p90_ms = OptionalNonNegative(r, "fwd_p90_ms");
   t.bwd_p10_ms = OptionalNonNegative(r, "bwd_p10_ms");
   t.bwd_p90_ms = OptionalNonNegative(r, "bwd_p90_ms");
+  t.sfb_rebuild_ms = OptionalNonNegative(r, "sfb_rebuild_ms");
   CheckPercentiles(r, t.fwd_p10_ms, t.fwd_p90_ms, "fwd_p10_ms", "fwd_p90_ms");
   CheckPercentiles(r, t.bwd_p10_ms, t.bwd_p90_ms, "bwd_p10_ms", "bwd_p90_ms");
   return t;
@@ -241,6 +242,9 @@ std::string YamlNumber(double v) { return fmt::format("{}", v); }
 
 }  // namespace
 
+std::string YamlScalarString(const std::string& s) { return YamlString(s); }
+std::string YamlScalarNumber(double v) { return YamlNumber(v); }
+
 DeviceSpec LoadDeviceFile(const std::string& path) { return ReadDevice(YamlFile::Load(path)); }
 
 DeviceSpec ParseDeviceYaml(const std::string& text, const std::string& name) {
@@ -340,6 +344,7 @@ void WriteProfileYaml(const ProfileSpec& profile, std::ostream& out) {
     opt("fwd_p90_ms", t.fwd_p90_ms);
     opt("bwd_p10_ms", t.bwd_p10_ms);
     opt("bwd_p90_ms", t.bwd_p90_ms);
+    opt("sfb_rebuild_ms", t.sfb_rebuild_ms);
     out << "}\n";
   }
 }

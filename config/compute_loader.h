@@ -36,7 +36,9 @@
 //
 // Layer entries: name, fwd_ms, bwd_ms (>= 0, the time for the whole batch; calibration writes
 // the median) and optionally fwd_p10_ms, fwd_p90_ms, bwd_p10_ms, bwd_p90_ms (>= 0, p10 <= p90).
-// A layer name may appear once.
+// A layer name may appear once. FC layers may also carry sfb_rebuild_ms (>= 0, optional): the
+// measured time of one sufficient-factor gradient rebuild (kernels::RebuildFcGradient) from
+// `batch` factor pairs, written by `poseidon calibrate`.
 //
 // Every bad input (unknown key, missing or unsupported schema_version, negative time, a value
 // that is not a number, duplicate layer) throws one ConfigError "FILE:LINE:COL: error: ...; what
@@ -74,5 +76,10 @@ ProfileSpec ParseProfileYaml(const std::string& text, const std::string& name);
 // YAML would otherwise misread them. LoadProfileFile of the output gives back the same values
 // (pcie to within rounding of the 1e9 unit conversion).
 void WriteProfileYaml(const ProfileSpec& profile, std::ostream& out);
+
+// The scalar forms WriteProfileYaml uses, for other writers of config files (network files):
+// a string plain when unambiguous, else double-quoted; a number in its shortest exact form.
+std::string YamlScalarString(const std::string& s);
+std::string YamlScalarNumber(double v);
 
 }  // namespace poseidon::config

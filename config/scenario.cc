@@ -8,6 +8,7 @@
 
 #include "config/compute_loader.h"
 #include "config/model_loader.h"
+#include "config/network_loader.h"
 
 namespace poseidon::config {
 namespace fs = std::filesystem;
@@ -34,7 +35,7 @@ std::vector<std::string> YamlStems(const std::string& dir) {
   return names;
 }
 
-// Resolves `value` of kind "models" | "devices" | "profiles" for the scenario in `file`.
+// Resolves `value` of kind "models" | "devices" | "profiles" | "networks" for the scenario in `file`.
 std::string FindData(const std::string& kind, const std::string& value, const std::string& file,
                      const core::SourceLoc& where) {
   if (LooksLikePath(value)) {
@@ -65,19 +66,36 @@ std::string FindData(const std::string& kind, const std::string& value, const st
                             list));
 }
 
-void ReadNetwork(MapReader& r, NetworkSpec* n) {
+// `network:` of a scenario. With `file:` (a network file written by `poseidon calibrate-net`,
+// config/network_loader.h) the file's figures are the defaults and keys given here override them.
+void ReadNetwork(MapReader& r, NetworkSpec* n, const std::string& scenario_file,
+                 std::string* network_file) {
   n->loc = r.Loc();
-  n->model = r.Choice("model", {"flow", "alpha_beta"}, "flow") == "flow"
+  const bool from_file = r.Has("file");
+  if (from_file) {
+    *network_file = FindData("networks", r.String("file"), scenario_file, r.Loc("file"));
+    *n = LoadNetworkFile(*network_file).network;
+    n->loc = r.Loc();
+  }
+  const char* model_def = n->model == NetworkModelKind::kFlow ? "flow" : "alpha_beta";
+  n->model = r.Choice("model", {"flow", "alpha_beta"}, model_def) == "flow"
                  ? NetworkModelKind::kFlow
                  : NetworkModelKind::kAlphaBeta;
   n->topology = r.Choice("topology", {"star", "leaf_spine"}, "star") == "star"
                     ? TopologyKind::kStar
                     : TopologyKind::kLeafSpine;
-  n->host_bandwidth_Bps = r.PositiveNumber("bandwidth_gbps") * 1e9 / 8;
-  n->latency_ns = std::llround(r.NonNegativeNumber("latency_us", 5) * 1e3);
-  n->efficiency = r.PositiveNumber("efficiency", 1.0);
+  n->host_bandwidth_Bps = (from_file ? r.PositiveNumber("bandwidth_gbps", n->host_bandwidth_Bps * 8 / 1e9)
+                                     : r.PositiveNumber("bandwidth_gbps")) *
+                          1e9 / 8;
+  if (!from_file || r.Has("latency_us")) {
+    n->latency_ns = std::llround(r.NonNegativeNumber("latency_us", 5) * 1e3);
+  }
+  n->efficiency = r.PositiveNumber("efficiency", from_file ? n->efficiency : 1.0);
   if (n->efficiency > 1) r.FailKey("efficiency", "efficiency is payload/wire bytes and must be <= 1");
-  n->per_message_overhead_ns = std::llround(r.NonNegativeNumber("per_message_overhead_us", 0) * 1e3);
+  if (!from_file || r.Has("per_message_overhead_us")) {
+    n->per_message_overhead_ns =
+        std::llround(r.NonNegativeNumber("per_message_overhead_us", 0) * 1e3);
+  }
   const bool leaf = n->topology == TopologyKind::kLeafSpine;
   if (!leaf) {
     for (const char* k : {"hosts_per_leaf", "spines", "oversubscription"}) {
@@ -160,7 +178,7 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
   }
   s.server_update_Bps = c.PositiveNumber("server_update_gbs", 10) * 1e9;
   MapReader n(c.Node("network"), file, "network");
-  ReadNetwork(n, &s.network);
+  ReadNetwork(n, &s.network, file, &s.network_file);
   c.Finish();
 
   s.protocol_loc = r.Loc();

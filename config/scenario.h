@@ -28,6 +28,8 @@
 //       hosts_per_leaf: 16         # leaf_spine only
 //       spines: 2
 //       oversubscription: 1
+//       # or: network: {file: networks/NAME.yaml, topology: star}: bandwidth, latency, efficiency
+//       # and overhead from a network file (config/network_loader.h); keys here override it
 //   protocol:
 //     dwbp: true
 //     chunk_kib: 512
@@ -86,6 +88,7 @@ struct ScenarioSpec {
   std::optional<ProfileSpec> profile;
   double server_update_Bps = 10e9;
   NetworkSpec network;
+  std::string network_file;  // set when `network: {file: ...}` named a network file
   // protocol
   bool dwbp = true;
   int64_t chunk_bytes = 512 * 1024;

@@ -65,6 +65,8 @@ struct LayerTiming {
   double bwd_ms = 0;
   // Optional spread of the measurement (10th / 90th percentile), for jitter models later.
   std::optional<double> fwd_p10_ms, fwd_p90_ms, bwd_p10_ms, bwd_p90_ms;
+  // FC layers, optional: one SFB gradient rebuild from `batch` factor pairs, measured.
+  std::optional<double> sfb_rebuild_ms;
   core::SourceLoc loc;  // the layer's entry in the profile file
 };
 

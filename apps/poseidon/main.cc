@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/poseidon/calibrate_command.h"
 #include "apps/poseidon/live_command.h"
 #include "apps/poseidon/models_command.h"
 #include "apps/poseidon/plan_command.h"
@@ -147,6 +148,7 @@ int main(int argc, char** argv) {
   sweep->add_option("-o,--output", sweep_out, "CSV file (default: stdout)");
   sweep->add_option("-j,--jobs", jobs, "threads")->capture_default_str()->check(CLI::PositiveNumber);
 
+  auto calibrate_commands = poseidon::app::AddCalibrateCommands(app, &data_dir);
   std::unique_ptr<poseidon::app::LiveCommands> live;
   try {
     live = poseidon::app::AddLiveCommands(app);
@@ -157,6 +159,9 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
+    if (int rc = poseidon::app::RunCalibrateCommands(*calibrate_commands, argc, argv); rc >= 0) {
+      return rc;
+    }
     if (const int rc = live->RunIfParsed(); rc >= 0) return rc;
     const std::string models_dir = data_dir + "/models";
     if (models_list->parsed()) return poseidon::app::RunModelsList(models_dir, std::cout);

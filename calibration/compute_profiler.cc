@@ -1,0 +1,175 @@
+#include "calibration/compute_profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "calibration/provenance.h"
+#include "calibration/stats.h"
+#include "kernels/net.h"
+#include "kernels/sgd.h"
+
+namespace poseidon::calibration {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+struct Inputs {
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+};
+
+Inputs RandomInputs(const core::Model& model, int64_t batch, uint64_t seed) {
+  Inputs in;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> pixel(0.f, 1.f);
+  in.images.resize(static_cast<size_t>(batch * model.input_shape().count()));
+  for (float& v : in.images) v = pixel(rng);
+  int64_t classes = 2;
+  for (const core::Layer& l : model.layers()) {
+    if (l.kind == core::LayerKind::kSoftmaxLoss) classes = std::max<int64_t>(classes, l.out.count());
+  }
+  std::uniform_int_distribution<int32_t> label(0, static_cast<int32_t>(classes - 1));
+  in.labels.resize(static_cast<size_t>(batch));
+  for (int32_t& v : in.labels) v = label(rng);
+  return in;
+}
+
+void CheckOptions(const ComputeProfileOptions& o) {
+  if (o.repetitions < 1) throw std::invalid_argument("repetitions must be >= 1");
+  if (o.warmup < 0) throw std::invalid_argument("warm-up iterations must be >= 0");
+  if (o.batch < 1) throw std::invalid_argument("batch must be >= 1");
+}
+
+}  // namespace
+
+config::ProfileSpec MeasureComputeProfile(const core::Model& model, const std::string& model_name,
+                                          const ComputeProfileOptions& o,
+                                          const ProgressFn& progress) {
+  CheckOptions(o);
+  auto report = [&](const std::string& phase, int done, int total) {
+    if (progress) progress(phase, done, total);
+  };
+  kernels::Net net(model, o.backend, o.batch, o.seed);
+  const Inputs in = RandomInputs(model, o.batch, o.seed + 1);
+  const auto& layers = model.layers();
+  const int n = static_cast<int>(layers.size());
+  std::vector<std::vector<double>> fwd(static_cast<size_t>(n)), bwd(static_cast<size_t>(n));
+
+  auto iteration = [&](bool record) {
+    for (int i = 0; i < n; ++i) {
+      auto t0 = Clock::now();
+      if (i == 0) net.SetInput(in.images.data(), in.labels.data());
+      net.ForwardLayer(layers[static_cast<size_t>(i)].id, /*train=*/true);
+      if (record) fwd[static_cast<size_t>(i)].push_back(MsSince(t0));
+    }
+    for (int i = n - 1; i >= 0; --i) {
+      auto t0 = Clock::now();
+      if (i == n - 1) net.BeginBackward();
+      net.BackwardLayer(layers[static_cast<size_t>(i)].id);
+      if (record) bwd[static_cast<size_t>(i)].push_back(MsSince(t0));
+    }
+  };
+  for (int w = 0; w < o.warmup; ++w) {
+    iteration(false);
+    report("warm-up", w + 1, o.warmup);
+  }
+  for (int r = 0; r < o.repetitions; ++r) {
+    iteration(true);
+    report("layers", r + 1, o.repetitions);
+  }
+
+  config::ProfileSpec p;
+  p.model = model_name;
+  p.batch = o.batch;
+  p.backend = kernels::BackendName(o.backend);
+  p.device = fmt::format("cpu: {} ({} logical cores)", CpuModelName(), LogicalCores());
+  for (int i = 0; i < n; ++i) {
+    const core::Layer& l = layers[static_cast<size_t>(i)];
+    Summary f = Summarize(fwd[static_cast<size_t>(i)]);
+    Summary b = Summarize(bwd[static_cast<size_t>(i)]);
+    config::LayerTiming t;
+    t.fwd_ms = f.median;
+    t.bwd_ms = b.median;
+    t.fwd_p10_ms = f.p10;
+    t.fwd_p90_ms = f.p90;
+    t.bwd_p10_ms = b.p10;
+    t.bwd_p90_ms = b.p90;
+    p.layers[l.name] = t;
+    p.layer_order.push_back(l.name);
+  }
+
+  // Server update: SGD with momentum over every parameter, as a shard does it.
+  const int64_t params = net.num_params();
+  if (params > 0) {
+    std::vector<float> w(net.params(), net.params() + params);
+    std::vector<float> g(net.param_grads(), net.param_grads() + params);
+    std::vector<float> history(static_cast<size_t>(params), 0.f);
+    std::vector<double> samples;
+    for (int r = 0; r < o.warmup + o.repetitions; ++r) {
+      auto t0 = Clock::now();
+      kernels::SgdUpdate(0.001, 0.9, 0.0005, w.data(), g.data(), history.data(), params);
+      if (r >= o.warmup) samples.push_back(MsSince(t0));
+    }
+    const double mb = 4.0 * static_cast<double>(params) / 1e6;
+    p.update_ms_per_mb = Summarize(samples).median / mb;
+    report("update", 1, 1);
+  }
+
+  // SFB rebuild per FC layer, from the factors of the last backward.
+  std::vector<int> fcs;
+  for (const core::Layer& l : layers) {
+    if (l.kind == core::LayerKind::kFc) fcs.push_back(l.id);
+  }
+  for (size_t j = 0; j < fcs.size(); ++j) {
+    kernels::FcFactors f = net.FactorsOf(fcs[j]);
+    std::vector<float> dw(static_cast<size_t>(f.m * f.n));
+    std::vector<double> samples;
+    for (int r = 0; r < o.warmup + o.repetitions; ++r) {
+      auto t0 = Clock::now();
+      kernels::RebuildFcGradient(f.top_grad, f.bottom, f.k, f.m, f.n, dw.data());
+      if (r >= o.warmup) samples.push_back(MsSince(t0));
+    }
+    p.layers[layers[static_cast<size_t>(fcs[j])].name].sfb_rebuild_ms = Summarize(samples).median;
+    report("sfb", static_cast<int>(j + 1), static_cast<int>(fcs.size()));
+  }
+
+  p.provenance = CollectProvenance(o.command);
+  p.provenance["label"] = fmt::format("{} profile", p.backend == "cuda" ? "GPU" : "CPU");
+  p.provenance["method"] = fmt::format(
+      "median (p10, p90) of {} timed iterations after {} warm-up; seeded random inputs",
+      o.repetitions, o.warmup);
+  return p;
+}
+
+std::vector<double> MeasureTrainingIterations(const core::Model& model,
+                                              const ComputeProfileOptions& o, int iterations) {
+  CheckOptions(o);
+  if (iterations < 1) throw std::invalid_argument("iterations must be >= 1");
+  kernels::Net net(model, o.backend, o.batch, o.seed);
+  const Inputs in = RandomInputs(model, o.batch, o.seed + 1);
+  kernels::SgdOptions so;
+  so.base_lr = 0.001;
+  so.momentum = 0.9;
+  so.weight_decay = 0.0005;
+  kernels::Sgd sgd(so, net.num_params());
+  std::vector<double> times;
+  for (int i = 0; i < o.warmup + iterations; ++i) {
+    auto t0 = Clock::now();
+    net.Forward(in.images.data(), in.labels.data(), /*train=*/true);
+    net.Backward();
+    sgd.Step(net.params(), net.param_grads(), i);
+    if (i >= o.warmup) times.push_back(MsSince(t0));
+  }
+  return times;
+}
+
+}  // namespace poseidon::calibration

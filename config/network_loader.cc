@@ -1,0 +1,104 @@
+#include "config/network_loader.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "config/compute_loader.h"
+
+namespace poseidon::config {
+namespace {
+
+std::map<std::string, std::string> StringMap(const YAML::Node& node, const std::string& file,
+                                             const std::string& what) {
+  if (!node.IsMap()) {
+    FailAt(node, file,
+           fmt::format("'{}' must be a mapping of strings, e.g. '{}: {{date: \"...\"}}'", what,
+                       what));
+  }
+  std::map<std::string, std::string> m;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    std::string key = AsString(it->first, file, fmt::format("{} key", what));
+    if (it->second.IsScalar()) {
+      m[key] = AsString(it->second, file, fmt::format("{} '{}'", what, key));
+    } else {
+      YAML::Emitter e;
+      e << YAML::Flow << it->second;
+      m[key] = e.c_str();
+    }
+  }
+  return m;
+}
+
+NetworkFileSpec ReadNetworkFile(const YamlFile& f) {
+  const std::string& file = f.path();
+  MapReader r(f.root(), file, "network file");
+  if (!r.Has("schema_version")) {
+    r.Fail(fmt::format("network file has no 'schema_version'; add 'schema_version: {}' as its "
+                       "first key",
+                       kNetworkSchemaVersion));
+  }
+  if (r.Int("schema_version") != kNetworkSchemaVersion) {
+    r.FailKey("schema_version", fmt::format("unsupported schema_version for a network file; this "
+                                            "build reads version {}",
+                                            kNetworkSchemaVersion));
+  }
+  NetworkFileSpec s;
+  NetworkSpec& n = s.network;
+  n.loc = r.Loc();
+  n.model = r.Choice("model", {"flow", "alpha_beta"}, "flow") == "flow"
+                ? NetworkModelKind::kFlow
+                : NetworkModelKind::kAlphaBeta;
+  n.host_bandwidth_Bps = r.PositiveNumber("bandwidth_gbps") * 1e9 / 8;
+  const double latency_us = r.Number("latency_us");
+  if (latency_us < 0) r.FailKey("latency_us", "'latency_us' must not be negative");
+  n.latency_ns = std::llround(latency_us * 1e3);
+  n.efficiency = r.PositiveNumber("efficiency");
+  if (n.efficiency > 1) {
+    r.FailKey("efficiency", "efficiency is payload/wire bytes and must be <= 1");
+  }
+  n.per_message_overhead_ns = std::llround(r.NonNegativeNumber("per_message_overhead_us", 0) * 1e3);
+  if (!r.Has("provenance")) {
+    r.Fail("network file has no 'provenance'; say where the figures come from (date, command, "
+           "host), e.g. 'provenance: {source: \"datasheet\"}'");
+  }
+  s.provenance = StringMap(r.Node("provenance"), file, "provenance");
+  YAML::Node meas = r.OptionalNode("measurements");
+  if (meas.IsDefined() && !meas.IsNull()) s.measurements = StringMap(meas, file, "measurements");
+  r.Finish();
+  return s;
+}
+
+}  // namespace
+
+NetworkFileSpec LoadNetworkFile(const std::string& path) {
+  return ReadNetworkFile(YamlFile::Load(path));
+}
+
+NetworkFileSpec ParseNetworkYaml(const std::string& text, const std::string& name) {
+  return ReadNetworkFile(YamlFile::Parse(text, name));
+}
+
+void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
+  const NetworkSpec& n = spec.network;
+  out << "# Network figures for the simulator's network model. Format: config/network_loader.h.\n";
+  out << "schema_version: " << kNetworkSchemaVersion << "\n";
+  out << "model: " << (n.model == NetworkModelKind::kFlow ? "flow" : "alpha_beta") << "\n";
+  out << "bandwidth_gbps: " << YamlScalarNumber(n.host_bandwidth_Bps * 8 / 1e9) << "\n";
+  out << "latency_us: " << YamlScalarNumber(static_cast<double>(n.latency_ns) / 1e3) << "\n";
+  out << "efficiency: " << YamlScalarNumber(n.efficiency) << "\n";
+  out << "per_message_overhead_us: "
+      << YamlScalarNumber(static_cast<double>(n.per_message_overhead_ns) / 1e3) << "\n";
+  out << "provenance:" << (spec.provenance.empty() ? " {}" : "") << "\n";
+  for (const auto& [k, v] : spec.provenance) {
+    out << "  " << YamlScalarString(k) << ": " << YamlScalarString(v) << "\n";
+  }
+  if (!spec.measurements.empty()) {
+    out << "measurements:\n";
+    for (const auto& [k, v] : spec.measurements) {
+      out << "  " << YamlScalarString(k) << ": " << YamlScalarString(v) << "\n";
+    }
+  }
+}
+
+}  // namespace poseidon::config

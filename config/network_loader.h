@@ -1,0 +1,47 @@
+// config/network_loader.h: network files (scenarios/networks/*.yaml), the link figures that
+// `poseidon calibrate-net` measures and a scenario's network model replays.
+//
+//   schema_version: 1
+//   model: flow                       # flow | alpha_beta (optional, default flow)
+//   bandwidth_gbps: 1                 # NIC line rate, 1e9 bit/s                 (> 0)
+//   latency_us: 31.5                  # one-way, host to host                    (>= 0)
+//   efficiency: 0.941                 # payload / wire bytes                     (0 < x <= 1)
+//   per_message_overhead_us: 12       # fixed cost added to every message        (>= 0)
+//   provenance:                       # free-form strings; calibrate-net writes host, kernel,
+//     date: "2026-11-29T10:00:00Z"    # date, command, commit, link
+//   measurements: {...}               # optional, free-form: the raw figures (not read)
+//
+// A scenario uses one with `network: {file: networks/NAME.yaml}` (a path relative to the
+// scenario, or a name looked up in networks/ folders like models and profiles); keys given next
+// to `file` (topology, hosts_per_leaf, ...; or bandwidth_gbps to override) win over the file's.
+//
+// Every bad input throws one ConfigError "FILE:LINE:COL: error: ...; what to do".
+// Thread-safety: free functions without shared state.
+#pragma once
+
+#include <map>
+#include <ostream>
+#include <string>
+
+#include "config/specs.h"
+#include "config/yaml_reader.h"
+
+namespace poseidon::config {
+
+inline constexpr int kNetworkSchemaVersion = 1;
+
+struct NetworkFileSpec {
+  NetworkSpec network;  // model, bandwidth, latency, efficiency, overhead; topology left default
+  std::map<std::string, std::string> provenance;
+  // Free-form measured figures written under `measurements:` (name -> text), written back as is.
+  std::map<std::string, std::string> measurements;
+};
+
+NetworkFileSpec LoadNetworkFile(const std::string& path);
+NetworkFileSpec ParseNetworkYaml(const std::string& text, const std::string& name);
+
+// Writes the format above (fixed key order); LoadNetworkFile of the output gives back the same
+// values (latency and overhead to the ns).
+void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out);
+
+}  // namespace poseidon::config
