@@ -135,7 +135,7 @@ ProfileSpec ReadProfile(const YamlFile& f) {
   p.batch = r.PositiveInt("batch");
   p.device = RequiredName(r, "device");
   if (!r.Has("backend")) r.String("backend");  // the "missing required key" message
-  p.backend = r.Choice("backend", {"cpu", "cuda", "synthetic"}, "");
+  p.backend = r.Choice("backend", {"cpu", "cuda", "reference", "synthetic"}, "");
   p.update_ms_per_mb = r.NonNegativeNumber("update_ms_per_mb", 0.0);
   p.pcie_bandwidth_Bps = r.NonNegativeNumber("pcie_gbs", 0.0) * 1e9;
 

@@ -74,7 +74,7 @@ struct ProfileSpec {
   std::string model;      // model name the profile was measured on
   int64_t batch = 0;      // batch size of the measurement
   std::string device;     // what it was measured on ("cpu: ...", "NVIDIA H200")
-  std::string backend;    // "cpu" | "cuda" | "synthetic"
+  std::string backend;    // "cpu" | "cuda" | "reference" | "synthetic"
   std::map<std::string, LayerTiming> layers;  // by layer name
   // Optional (0 = not given): parameter-server update cost in ms per MB (1e6 bytes) of
   // parameters, and host<->device copy bandwidth in bytes/s (YAML: pcie_gbs).

@@ -111,16 +111,16 @@ TEST(ComputeProfiler, BadOptionsAreRejected) {
   EXPECT_THROW(MeasureComputeProfile(m, "x", o, nullptr), std::invalid_argument);
 }
 
-// Loop (a), fast subset: a tiny model, a generous bound (the 5% claim is checked by
-// scripts/calibration-loop and recorded in docs/calibration.md). Medians on both sides.
-// DISABLED: on the shared 2-core VM it failed (measured 324 ms, predicted 22 ms for this case): the
-// measured whole iteration is far slower than the sum of the per-layer medians, cause not yet
-// found (see docs/calibration.md). Run with --gtest_also_run_disabled_tests.
-TEST(CalibrationLoop, DISABLED_OneNodeIterationPredictedWithinAGenerousBound) {
+// Loop (a), fast subset: the reference backend (single-threaded plain loops, so an OpenMP team
+// fighting other tests for the two cores cannot distort one side), medians on both sides, and
+// a generous bound; the 5% claim is checked by scripts/calibration-loop and recorded in
+// docs/calibration.md. A profile timed without the optimizer step between iterations (the bug
+// this guards against) predicted fc layers ~30% fast.
+TEST(CalibrationLoop, OneNodeIterationPredictedWithinAGenerousBound) {
   core::Model m = LoadModel("fmnist_mlp");
   ComputeProfileOptions o;
-  o.batch = 32;
-  o.backend = HostBackend();
+  o.batch = 16;
+  o.backend = kernels::Backend::kReference;
   o.repetitions = 15;
   o.warmup = 3;
   config::ProfileSpec p = MeasureComputeProfile(m, "fmnist_mlp", o, nullptr);
@@ -132,8 +132,8 @@ TEST(CalibrationLoop, DISABLED_OneNodeIterationPredictedWithinAGenerousBound) {
   }
   const double measured = Summarize(MeasureTrainingIterations(m, o, 15)).median;
   const double predicted =
-      PredictOneNodeIterationMs(Root() + "/scenarios/models/fmnist_mlp.yaml", file, 32);
-  EXPECT_NEAR(predicted / measured, 1.0, 0.5) << "measured " << measured << " ms, predicted "
+      PredictOneNodeIterationMs(Root() + "/scenarios/models/fmnist_mlp.yaml", file, 16);
+  EXPECT_NEAR(predicted / measured, 1.0, 0.25) << "measured " << measured << " ms, predicted "
                                               << predicted << " ms";
   fs::remove_all(dir);
 }
