@@ -54,8 +54,9 @@ class ShardStore {
   virtual ~ShardStore() = default;
   // Adds one worker's gradient for a chunk to the chunk's accumulator.
   virtual void Accumulate(const Chunk& chunk, const Message& push) = 0;
-  // Runs the optimizer step for a chunk with the accumulated sum of `num_pushes` gradients and
-  // clears the accumulator.
+  // Runs the optimizer step for a chunk with the accumulated gradient divided by `num_pushes`
+  // (the number of workers, P) and clears the accumulator. BSP/SSP accumulate the P pushes of
+  // one clock; ASP applies every push on its own, as one P-th of a clock's update.
   virtual void Apply(const Chunk& chunk, int64_t clock, int num_pushes) = 0;
   // The chunk's current parameter values (null when phantom).
   virtual FloatBuffer Read(const Chunk& chunk) = 0;

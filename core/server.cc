@@ -55,7 +55,9 @@ void ServerShard::OnComputeDone(TimeNs now, const ComputeTask& task) {
   POSEIDON_CHECK(task.kind == TaskKind::kServerUpdate) << TaskKindName(task.kind);
   const Chunk& c = placement_.chunks()[static_cast<size_t>(task.chunk)];
   const bool asp = config_.consistency == Consistency::kAsp;
-  store_->Apply(c, task.clock, asp ? 1 : layout_.num_workers);
+  // BSP/SSP: the mean of the clock's P pushes. ASP: each push alone, as one P-th of a clock's
+  // update, so that a learning rate means the same under every consistency model.
+  store_->Apply(c, task.clock, layout_.num_workers);
   TraceEvent e;
   e.kind = TraceKind::kClockApplied;
   e.ts = now;

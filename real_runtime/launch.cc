@@ -21,6 +21,7 @@
 #include "config/job_config.h"
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
+#include "real_runtime/node.h"
 
 namespace poseidon::rt {
 namespace {
@@ -85,6 +86,7 @@ int RunLaunch(const LaunchOptions& o) {
   if (o.workers > 0) overrides.push_back(fmt::format("cluster.workers={}", o.workers));
   if (o.servers > 0) overrides.push_back(fmt::format("cluster.servers={}", o.servers));
   const config::ScenarioSpec s = config::LoadScenarioFile(o.scenario_file, overrides);
+  CheckLiveScenario(s);
   const core::JobLayout layout = config::BuildLayout(s, s.workers, s.servers);
   const std::string exe = o.self_exe.empty() ? "/proc/self/exe" : o.self_exe;
 
@@ -107,7 +109,7 @@ int RunLaunch(const LaunchOptions& o) {
     ::close(fd);
     if (!ok) throw ConfigError(secret_file + ": error: cannot write the job's secret");
   }
-  const std::string job_id = fmt::format("launch-{}-{}", getpid(),
+  const std::string job_id = !o.job_id.empty() ? o.job_id : fmt::format("launch-{}-{}", getpid(),
                                          std::chrono::system_clock::now().time_since_epoch().count());
 
   auto node_argv = [&](int rank) {
@@ -174,8 +176,13 @@ int RunLaunch(const LaunchOptions& o) {
       int status = 0;
       waitpid(coord.pid, &status, 0);
       children.clear();
-      throw ConfigError(fmt::format("error: the coordinator {} before it listened; see {}",
-                                    Describe(status), coord.log));
+      std::ifstream log(coord.log);
+      std::string last, l;
+      while (std::getline(log, l)) {
+        if (!l.empty()) last = l;
+      }
+      throw ConfigError(fmt::format("error: the coordinator {} before it listened: {} (log: {})",
+                                    Describe(status), last, coord.log));
     }
     fmt::print(stderr, "launch: {} workers, {} shards; coordinator on 127.0.0.1:{}; logs in {}\n",
                s.workers, s.servers, line, o.log_dir);

@@ -26,6 +26,7 @@ struct LaunchOptions {
   int workers = 0;                     // > 0: overrides cluster.workers
   int servers = 0;                     // > 0: overrides cluster.servers
   std::string log_dir = "out/launch";
+  std::string job_id;                  // empty: launch-PID-TIME
   std::vector<std::string> node_args;  // flags every node gets (training options, trace, ...)
   std::string self_exe;                // the poseidon binary (default /proc/self/exe)
   bool emulate = false;                // each process in a shaped network namespace

@@ -230,15 +230,8 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
                                   o_.rank, s.file, layout_.num_actors(), s.workers, s.workers + 1,
                                   layout_.num_actors() - 1));
   }
+  CheckLiveScenario(s);
   protocol_ = config::BuildProtocol(s, model_, s.workers, s.servers, /*device_copies=*/false);
-  for (const core::Layer& l : model_.layers()) {
-    if (protocol_.SchemeOf(l.id) == core::Scheme::kAllreduce) {
-      throw ConfigError(fmt::format(
-          "{}: error: layer '{}' is planned for ring all-reduce, which live runs do not carry "
-          "yet (the simulator does); set protocol.scheme to ps, sfb or auto without allreduce",
-          s.file, l.name));
-    }
-  }
   placement_ = core::Placement::Build(model_, s.servers, protocol_.chunk_bytes,
                                       protocol_.scheme_of_layer);
   is_worker_ = layout_.IsWorker(o_.rank);
@@ -375,6 +368,15 @@ void NodeHost::OnPeerDown(int peer, const std::string& reason) {
       transport_->Close();
       io_.stop();
     }
+    return;
+  }
+  if (actor_started_ && actor_->finished() && o_.rank != 0) {
+    // Our part is done and the job is ending: peers close as they get the coordinator's
+    // shutdown, which may reach them before it reaches us.
+    spdlog::info("{}: {} closed after this process finished; exiting", Who(o_.rank), Who(peer));
+    shutting_down_ = true;
+    transport_->Close();
+    io_.stop();
     return;
   }
   Fail(kExitPeerLost, fmt::format("lost {} before the job ended: {}", Who(peer), reason));
@@ -804,6 +806,20 @@ void NodeHost::WriteTrace() {
 }
 
 }  // namespace
+
+void CheckLiveScenario(const config::ScenarioSpec& s) {
+  const core::Model model = config::BuildScenarioModel(s);
+  const core::ProtocolConfig p = config::BuildProtocol(s, model, s.workers, s.servers, false);
+  for (const core::Layer& l : model.layers()) {
+    if (p.SchemeOf(l.id) == core::Scheme::kAllreduce) {
+      config::FailAt(s.protocol_loc,
+                     fmt::format("layer '{}' is planned for ring all-reduce, which live runs do "
+                                 "not carry yet (the simulator does); set protocol.scheme to ps, "
+                                 "sfb or auto, and no layer_schemes entry to allreduce",
+                                 l.name));
+    }
+  }
+}
 
 int RunNode(const NodeOptions& options) {
   // Logs go to stderr (stdout carries the coordinator's progress), tagged with the rank.

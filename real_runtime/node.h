@@ -72,6 +72,10 @@ enum NodeExit : int {
 // not fit the data).
 int RunNode(const NodeOptions& options);
 
+// Checks, before anything starts, that the scenario can run live: throws config::ConfigError
+// naming the problem (a layer planned for ring all-reduce, which live runs do not carry yet).
+void CheckLiveScenario(const config::ScenarioSpec& s);
+
 // rank and size from an existing launcher's environment: OMPI_COMM_WORLD_RANK/SIZE (Open MPI),
 // PMI_RANK/SIZE (MPICH, Intel MPI), SLURM_PROCID/NTASKS (Slurm). False when none is set.
 bool RankFromEnvironment(int* rank, int* size, std::string* source);

@@ -125,6 +125,7 @@ class Commands final : public LiveCommands {
     launch_app_->add_option("--servers", launch_.servers, "server shards (default: the scenario's)");
     launch_app_->add_option("--log-dir", launch_.log_dir, "one log per process, and the job's secret")
         ->capture_default_str();
+    launch_app_->add_option("--job-id", launch_.job_id, "the job's id (default: launch-PID-TIME)");
     launch_app_->add_option("--trace-dir", trace_dir_, "every process writes its trace here");
     launch_flags_.Add(launch_app_);
   }

@@ -1,0 +1,296 @@
+// Live training end to end: `poseidon launch` starts real processes that talk over loopback TCP
+// and train fmnist_mlp on a subset of Fashion-MNIST. Each test compares what a user would
+// compare: loss curves, final weights, accuracy, exit codes, log lines.
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <asio.hpp>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/data/idx.h"
+#include "real_runtime/frame.h"
+#include "real_runtime/transport.h"
+
+namespace poseidon::rt {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kBin = POSEIDON_BINARY;
+const std::string kRoot = POSEIDON_SOURCE_DIR;
+
+struct Result {
+  int rc = -1;
+  std::string out;
+};
+
+Result Shell(const std::string& cmd) {
+  Result r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, p)) r.out += buf;
+  const int st = pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return r;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Losses by iteration from a learning-curve CSV (iteration,loss,test_accuracy,seconds).
+std::vector<double> Losses(const std::string& csv) {
+  std::vector<double> v;
+  std::istringstream in(ReadFile(csv));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    std::string it, loss;
+    std::getline(row, it, ',');
+    std::getline(row, loss, ',');
+    v.push_back(std::stod(loss));
+  }
+  return v;
+}
+
+std::vector<float> Floats(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<float> v;
+  float x;
+  while (f.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
+  return v;
+}
+
+class LiveTest : public ::testing::Test {
+ protected:
+  // 4,096 training and 1,000 test images of the real data set, so that every process loads
+  // its data in milliseconds.
+  static void SetUpTestSuite() {
+    dir_ = new std::string(fs::temp_directory_path() / ("poseidon_live_" + std::to_string(getpid())));
+    fs::create_directories(*dir_ + "/data");
+    const std::string src = kernels::DefaultFashionMnistDir();
+    auto cut = [&](const std::string& name, int64_t n) {
+      kernels::IdxArray a = kernels::ReadIdx(src + "/" + name);
+      int64_t per = 1;
+      for (size_t i = 1; i < a.dims.size(); ++i) per *= a.dims[i];
+      a.dims[0] = n;
+      a.data.resize(static_cast<size_t>(n * per));
+      kernels::WriteIdx(*dir_ + "/data/" + name, a, /*gzip=*/true);
+    };
+    cut("train-images-idx3-ubyte.gz", 4096);
+    cut("train-labels-idx1-ubyte.gz", 4096);
+    cut("t10k-images-idx3-ubyte.gz", 1000);
+    cut("t10k-labels-idx1-ubyte.gz", 1000);
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static std::string Dir() { return *dir_; }
+  // `poseidon launch` of scenarios/live/fmnist_mlp.yaml with these extra arguments.
+  static Result Launch(const std::string& name, const std::string& args) {
+    return Shell(kBin + " launch " + kRoot + "/scenarios/live/fmnist_mlp.yaml --data-dir " + Dir() +
+                 "/data --log-dir " + Dir() + "/" + name + " " + args);
+  }
+  static std::string* dir_;
+};
+std::string* LiveTest::dir_ = nullptr;
+
+// BSP with the same global batch and seed is the same computation as one process, whatever the
+// number of workers: the loss of every iteration matches `poseidon train` to float rounding
+// (the gradient of a global batch is the mean of the workers' means, summed in worker order).
+TEST_F(LiveTest, BspFollowsTheOneProcessLossCurveWith1And2And4Workers) {
+  const int iters = 25;
+  Result t = Shell(kBin + " train --model fmnist_mlp --iterations 25 --batch 32 --print-interval 1 "
+                "--test-interval 0 --data-dir " + Dir() + "/data --csv " + Dir() + "/train.csv");
+  ASSERT_EQ(t.rc, 0) << t.out;
+  const std::vector<double> want = Losses(Dir() + "/train.csv");
+  ASSERT_EQ(want.size(), static_cast<size_t>(iters));
+  for (int p : {1, 2, 4}) {
+    const std::string csv = Dir() + "/bsp" + std::to_string(p) + ".csv";
+    Result r = Launch("bsp" + std::to_string(p),
+                   "--workers " + std::to_string(p) + " --servers 2 --set iterations=25 --set "
+                   "batch_per_worker=" + std::to_string(32 / p) +
+                   " --set protocol.scheme=ps --print-interval 1 --csv " + csv);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const std::vector<double> got = Losses(csv);
+    ASSERT_EQ(got.size(), want.size()) << r.out;
+    for (int i = 0; i < iters; ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << p << " workers, iteration " << i + 1;
+    }
+    EXPECT_GT(want.front() - want.back(), 0.5) << "the curve must actually descend";
+  }
+}
+
+// Sufficient-factor broadcasting rebuilds every FC weight gradient from its factors on every
+// worker and applies the update there; the parameter server averages the pushed gradients. Same
+// arithmetic: the final weights agree to float rounding, and SFB replicas agree with each other.
+// (Rounding differences can flip a ReLU and then grow, so the bound is 1e-4: a tenth of one
+// update step at lr 0.01 for these weights; an SFB sum that missed a peer or forgot to average
+// is off by 1e-3 and more.)
+TEST_F(LiveTest, PsAndSfbPathsGiveTheSameWeights) {
+  for (const std::string scheme : {"ps", "sfb"}) {
+    Result r = Launch("w" + scheme, "--workers 2 --servers 2 --set iterations=10 --set "
+                   "batch_per_worker=16 --set protocol.scheme=" + scheme +
+                   " --no-test --save-params " + Dir() + "/w-" + scheme + "-{rank}.bin");
+    ASSERT_EQ(r.rc, 0) << r.out;
+  }
+  const std::vector<float> ps = Floats(Dir() + "/w-ps-1.bin");
+  const std::vector<float> sfb1 = Floats(Dir() + "/w-sfb-1.bin");
+  const std::vector<float> sfb2 = Floats(Dir() + "/w-sfb-2.bin");
+  const std::vector<float> ps2 = Floats(Dir() + "/w-ps-2.bin");
+  ASSERT_EQ(ps.size(), 1863690u);
+  ASSERT_EQ(sfb1.size(), ps.size());
+  ASSERT_EQ(sfb2.size(), ps.size());
+  EXPECT_EQ(ps, ps2) << "PS replicas receive the same values from the shards";
+  double ps_sfb = 0, sfb_sfb = 0, max_abs = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    ps_sfb = std::max(ps_sfb, static_cast<double>(std::fabs(ps[i] - sfb1[i])));
+    sfb_sfb = std::max(sfb_sfb, static_cast<double>(std::fabs(sfb1[i] - sfb2[i])));
+    max_abs = std::max(max_abs, static_cast<double>(std::fabs(ps[i])));
+  }
+  EXPECT_LT(ps_sfb, 1e-4) << "largest weight " << max_abs;
+  EXPECT_LT(sfb_sfb, 1e-4) << "largest weight " << max_abs;
+  std::printf("max |w_ps - w_sfb| = %.3g, max |w_sfb1 - w_sfb2| = %.3g, max |w| = %.3g\n", ps_sfb,
+              sfb_sfb, max_abs);
+  EXPECT_GT(max_abs, 0.05);
+}
+
+// Bounded staleness and no bound at all still learn (their curves depend on timing, so the
+// check is convergence, not equality). ASP runs with a shard per worker and a larger batch:
+// with no bound, workers that outrun their shards compute on ever older weights and diverge
+// (2 shards for 4 workers at batch 16 did, here), which is the case SSP exists for.
+TEST_F(LiveTest, SspAndAspConverge) {
+  for (const std::string c : {"--servers 2 --set batch_per_worker=16 --set 'protocol.consistency={model: ssp, staleness: 2}'",
+                              "--servers 4 --set batch_per_worker=32 --set 'protocol.consistency={model: asp}'"}) {
+    const std::string csv = Dir() + "/c.csv";
+    Result r = Launch("ssp", "--workers 4 --set iterations=80 " + c +
+                      " --lr 0.01 --print-interval 10 --csv " + csv);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const std::vector<double> loss = Losses(csv);
+    ASSERT_EQ(loss.size(), 8u);
+    EXPECT_LT(loss.back(), 0.6 * loss.front()) << c << "\n" << r.out;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex("test accuracy ([0-9.]+)"))) << r.out;
+    EXPECT_GT(std::stod(m[1]), 0.6) << c << "\n" << r.out;
+  }
+}
+
+// Connections that are not members of the job (garbage, a huge frame, a wrong secret) are
+// closed with a logged reason while the job's own connections go on training.
+TEST_F(LiveTest, HostileConnectionsAreRefusedWhileTrainingGoesOn) {
+  const std::string log_dir = Dir() + "/hostile";
+  const std::string cmd = kBin + " launch " + kRoot + "/scenarios/live/fmnist_mlp.yaml --data-dir " +
+                          Dir() + "/data --log-dir " + log_dir +
+                          " --job-id live-test-job --workers 2 --servers 1 --set iterations=400 --set batch_per_worker=8 "
+                          "--print-interval 100 --no-test 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  int port = 0;
+  std::smatch m;
+  while (port == 0 && fgets(buf, sizeof buf, p)) {
+    out += buf;
+    const std::string line = buf;
+    if (std::regex_search(line, m, std::regex("coordinator on 127\\.0\\.0\\.1:([0-9]+)"))) {
+      port = std::stoi(m[1]);
+    }
+  }
+  ASSERT_GT(port, 0) << out;
+
+  asio::io_context io;
+  const asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port));
+  auto closed_by_peer = [&](const std::vector<uint8_t>& bytes) {
+    asio::ip::tcp::socket s(io);
+    s.connect(ep);
+    asio::write(s, asio::buffer(bytes));
+    uint8_t b[64];
+    asio::error_code ec;
+    while (!ec) s.read_some(asio::buffer(b), ec);  // until the coordinator closes it
+    return ec == asio::error::eof || ec == asio::error::connection_reset;
+  };
+  // Not a Poseidon peer at all.
+  EXPECT_TRUE(closed_by_peer(std::vector<uint8_t>(64, 0x41)));
+  // A well-formed frame header (right magic, version, checksum) announcing 2 GiB: refused
+  // before any allocation.
+  FrameHeader h;
+  h.type = kFrameHello;
+  h.length = 0x7fffffffu;
+  const auto hdr = EncodeFrameHeader(h);
+  EXPECT_TRUE(closed_by_peer(std::vector<uint8_t>(hdr.begin(), hdr.end())));
+  // A real handshake with the wrong secret.
+  {
+    TransportOptions o;
+    o.job_id = "live-test-job";
+    o.secret = "not-the-job-secret";
+    o.connect_timeout = std::chrono::milliseconds(5000);
+    bool down = false, up = false;
+    TransportCallbacks cb;
+    cb.on_peer_up = [&](int) { up = true; };
+    cb.on_peer_down = [&](int, const std::string&) { down = true; };
+    asio::io_context io2;
+    Transport t(io2, /*my_rank=*/1, o, cb);
+    t.Connect(0, "127.0.0.1", static_cast<uint16_t>(port));
+    io2.run_for(std::chrono::seconds(10));
+    EXPECT_TRUE(down);
+    EXPECT_FALSE(up);
+  }
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  const int st = pclose(p);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << out;
+  EXPECT_NE(out.find("iter    400"), std::string::npos) << out;
+  EXPECT_NE(out.find("job done"), std::string::npos) << out;
+  const std::string log = ReadFile(log_dir + "/rank-0-coordinator.log");
+  EXPECT_NE(log.find("magic"), std::string::npos) << log;
+  EXPECT_NE(log.find("2147483647"), std::string::npos) << log;
+  EXPECT_NE(log.find("secret"), std::string::npos) << log;
+  EXPECT_NE(log.find("127.0.0.1"), std::string::npos) << log;
+  EXPECT_EQ(log.find(ReadFile(log_dir + "/job.secret")), std::string::npos)
+      << "the secret must never be logged";
+}
+
+TEST_F(LiveTest, MissingDataSetStopsTheJobWithOneClearError) {
+  Result r = Shell(kBin + " launch " + kRoot + "/scenarios/live/fmnist_mlp.yaml --data-dir " + Dir() +
+                "/nowhere --log-dir " + Dir() + "/nodata --workers 2 --servers 1");
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("see " + Dir() + "/nodata/rank-"), std::string::npos) << r.out;
+  std::string logs;
+  for (const auto& e : fs::directory_iterator(Dir() + "/nodata")) logs += ReadFile(e.path());
+  EXPECT_NE(logs.find(Dir() + "/nowhere"), std::string::npos) << logs;
+}
+
+TEST_F(LiveTest, AllReduceLayersAreRefusedUpFront) {
+  Result r = Launch("ar", "--workers 2 --servers 1 --set protocol.scheme=allreduce");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("all-reduce"), std::string::npos) << r.out;
+}
+
+TEST_F(LiveTest, SecretFileReadableByOthersIsRefused) {
+  const std::string f = Dir() + "/open.secret";
+  std::ofstream(f) << "0123456789abcdef";
+  chmod(f.c_str(), 0644);
+  Result r = Shell(kBin + " node " + kRoot + "/scenarios/live/fmnist_mlp.yaml --rank 0 --secret-file " +
+                f);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find(f), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace poseidon::rt
