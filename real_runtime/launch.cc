@@ -73,6 +73,29 @@ pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int ke
   return pid;
 }
 
+// Runs argv to completion and returns its stdout (trimmed); throws ConfigError on failure.
+std::string Capture(const std::vector<std::string>& argv, const std::string& what) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw ConfigError("error: pipe failed");
+  const pid_t pid = Spawn(argv, fds[1], -1, -1);
+  ::close(fds[1]);
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw ConfigError(fmt::format("error: {} failed (see the message above)", what));
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
 std::string Describe(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
@@ -112,15 +135,47 @@ int RunLaunch(const LaunchOptions& o) {
   const std::string job_id = !o.job_id.empty() ? o.job_id : fmt::format("launch-{}-{}", getpid(),
                                          std::chrono::system_clock::now().time_since_epoch().count());
 
+  // Emulated cluster: one network namespace per machine of the layout (a colocated shard shares
+  // its worker's namespace and talks to it over loopback), every link shaped to the rate.
+  std::string netns_prefix;
+  std::string exe_path = exe;
+  if (o.emulate) {
+    char buf[4096];
+    const ssize_t n = readlink(exe.c_str(), buf, sizeof buf - 1);
+    if (n > 0) exe_path.assign(buf, static_cast<size_t>(n));
+    const double gbps = o.emulate_gbps > 0 ? o.emulate_gbps : s.network.host_bandwidth_Bps * 8 / 1e9;
+    const std::string rate = fmt::format("{}kbit", static_cast<int64_t>(gbps * 1e6));
+    netns_prefix = Capture({"/bin/bash", o.netns_script, "create", "-n",
+                            std::to_string(layout.num_machines), "--rate", rate},
+                           o.netns_script + " create");
+    fmt::print(stderr, "launch: emulated cluster {}: {} namespaces, links shaped to {} Gbit/s\n",
+               netns_prefix, layout.num_machines, gbps);
+  }
+  auto addr_of = [&](int rank) {
+    return fmt::format("10.77.0.{}", layout.machine_of[static_cast<size_t>(rank)] + 1);
+  };
   auto node_argv = [&](int rank) {
-    std::vector<std::string> a = {exe, "node", o.scenario_file, "--rank", std::to_string(rank),
+    std::vector<std::string> a = {exe_path, "node", o.scenario_file, "--rank", std::to_string(rank),
                                   "--secret-file", secret_file, "--job-id", job_id};
     for (const std::string& ov : overrides) {
       a.push_back("--set");
       a.push_back(ov);
     }
     a.insert(a.end(), o.node_args.begin(), o.node_args.end());
+    if (o.emulate) {
+      a.insert(a.end(), {"--listen", addr_of(rank)});
+      const std::string ns = fmt::format("{}-{}", netns_prefix, layout.machine_of[static_cast<size_t>(rank)]);
+      a.insert(a.begin(), {"/usr/bin/ip", "netns", "exec", ns});
+    }
     return a;
+  };
+  const std::string coordinator_host = o.emulate ? addr_of(0) : "127.0.0.1";
+  auto destroy_netns = [&] {
+    if (netns_prefix.empty()) return;
+    const pid_t pid = Spawn({"/bin/bash", o.netns_script, "destroy", netns_prefix}, -1, -1, -1);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   };
 
   struct sigaction sa {};
@@ -184,12 +239,12 @@ int RunLaunch(const LaunchOptions& o) {
       throw ConfigError(fmt::format("error: the coordinator {} before it listened: {} (log: {})",
                                     Describe(status), last, coord.log));
     }
-    fmt::print(stderr, "launch: {} workers, {} shards; coordinator on 127.0.0.1:{}; logs in {}\n",
-               s.workers, s.servers, line, o.log_dir);
+    fmt::print(stderr, "launch: {} workers, {} shards; coordinator on {}:{}; logs in {}\n",
+               s.workers, s.servers, coordinator_host, line, o.log_dir);
     for (int rank = 1; rank < layout.num_actors(); ++rank) {
       auto [c, fd] = open_log(rank);
       std::vector<std::string> a = node_argv(rank);
-      a.insert(a.end(), {"--coordinator", "127.0.0.1:" + line});
+      a.insert(a.end(), {"--coordinator", coordinator_host + ":" + line});
       c.pid = Spawn(a, fd, fd, -1);
       ::close(fd);
       children[c.pid] = c;
@@ -227,10 +282,12 @@ int RunLaunch(const LaunchOptions& o) {
   } catch (...) {
     stop_all(SIGKILL);
     for (const auto& [pid, c] : children) waitpid(pid, nullptr, 0);
+    destroy_netns();
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     throw;
   }
+  destroy_netns();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   return result;

@@ -125,6 +125,11 @@ class Commands final : public LiveCommands {
     launch_app_->add_option("--servers", launch_.servers, "server shards (default: the scenario's)");
     launch_app_->add_option("--log-dir", launch_.log_dir, "one log per process, and the job's secret")
         ->capture_default_str();
+    launch_app_->add_flag("--emulate", launch_.emulate,
+                          "run every machine in its own network namespace, links shaped with tc "
+                          "tbf (root; scripts/netns-run)");
+    launch_app_->add_option("--emulate-gbps", launch_.emulate_gbps,
+                            "link rate of the emulated cluster (default: the scenario's)");
     launch_app_->add_option("--job-id", launch_.job_id, "the job's id (default: launch-PID-TIME)");
     launch_app_->add_option("--trace-dir", trace_dir_, "every process writes its trace here");
     launch_flags_.Add(launch_app_);
@@ -134,6 +139,7 @@ class Commands final : public LiveCommands {
     if (node_->parsed()) return RunNodeCommand();
     if (launch_app_->parsed()) {
       launch_.node_args = launch_flags_.Args();
+      launch_.netns_script = std::string(POSEIDON_DATA_DIR) + "/../scripts/netns-run";
       (void)launch_flags_.Build();  // reject bad flags before anything starts
       if (!trace_dir_.empty()) {
         launch_.node_args.insert(launch_.node_args.end(), {"--trace-dir", trace_dir_});
