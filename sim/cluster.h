@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -50,6 +51,12 @@ struct SimJobConfig {
   // Clocks below this are left out of the per-layer figures (SimRun::layers).
   int64_t warmup_iterations = 0;
   bool record_trace = false;
+  // Progress: called every 2^16 events with the fraction of (worker, clock, parameter layer)
+  // syncs done (0..1). Only observes; results do not depend on it.
+  std::function<void(double fraction)> progress;
+  // Fault injection for tests: a message for which this returns true is lost (never delivered),
+  // e.g. to check that a job which cannot progress ends with a deadlock report.
+  std::function<bool(const core::Message&)> drop_message;
 };
 
 struct WorkerRun {
@@ -158,6 +165,8 @@ class SimJob {
   // Backward end of (worker, layer) for the clock being synced, for LayerRun::sync.
   std::vector<std::vector<TimeNs>> backward_end_;  // [worker * layers + layer][clock]
   SimRun run_;
+  int64_t iterations_total_ = 0;  // workers x iterations x parameter layers, for progress
+  int64_t iterations_done_ = 0;   // layer syncs so far
 };
 
 }  // namespace poseidon::sim
