@@ -23,8 +23,9 @@
 // per-message overhead. A lone flow then takes L + S/B in both.
 //
 // Output: one row per (topology, workload): completion time in each model, their relative
-// difference, the wall time of each (SimGrid: the simulated comms only, platform loading
-// excluded; ours: building the model and running the waves) and the ratio.
+// difference, the wall time of each (best of 3; SimGrid: the simulated comms only, platform
+// loading excluded; ours: building the model and running the waves) and the ratio. Exit status
+// 1 when a difference exceeds 2%.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -147,6 +148,8 @@ std::string Platform(const std::vector<Case>& cases) {
       for (const FlowSpec& f : wave) pairs[c.prefix].insert({f.src, f.dst});
     }
   }
+  // The DTD wants every host and link of a zone before its routes.
+  std::string routes;
   for (const Case& c : cases) {
     if (!done_topo.insert(c.prefix).second) continue;
     const Topology& t = *c.topo;
@@ -161,13 +164,14 @@ std::string Platform(const std::vector<Case>& cases) {
       x += buf;
     }
     for (const auto& [s, d] : pairs[c.prefix]) {
-      x += "<route src=\"" + c.prefix + "h" + std::to_string(s) + "\" dst=\"" + c.prefix + "h" +
-           std::to_string(d) + "\" symmetrical=\"NO\">";
+      routes += "<route src=\"" + c.prefix + "h" + std::to_string(s) + "\" dst=\"" + c.prefix +
+                "h" + std::to_string(d) + "\" symmetrical=\"NO\">";
       const Route r = t.RouteBetween(s, d);
-      for (int32_t l : r) x += "<link_ctn id=\"" + c.prefix + "l" + std::to_string(l) + "\"/>";
-      x += "</route>\n";
+      for (int32_t l : r) routes += "<link_ctn id=\"" + c.prefix + "l" + std::to_string(l) + "\"/>";
+      routes += "</route>\n";
     }
   }
+  x += routes;
   x += "</zone>\n</platform>\n";
   return x;
 }
@@ -212,8 +216,11 @@ int main(int argc, char** argv) {
   e.load_platform(platform_file);
   std::remove(platform_file.c_str());
 
+  // Each case three times in SimGrid too (best wall time; the first run also pays SimGrid's
+  // warm-up); the completion time must come out the same every time.
+  for (Case& c : cases) c.sg_wall = 1e30;
   sg4::Actor::create("driver", e.host_by_name("ah0"), [&]() {
-    for (Case& c : cases) {
+    for (int rep = 0; rep < 3; ++rep) for (Case& c : cases) {
       const double wall0 = WallNow();
       const double t0 = sg4::Engine::get_clock();
       for (const Wave& wave : c.work.waves) {
@@ -226,8 +233,13 @@ int main(int argc, char** argv) {
         }
         sg4::Comm::wait_all(comms);
       }
-      c.sg_s = sg4::Engine::get_clock() - t0;
-      c.sg_wall = WallNow() - wall0;
+      const double took = sg4::Engine::get_clock() - t0;
+      if (rep > 0 && std::abs(took - c.sg_s) > 1e-9 * c.sg_s) {
+        std::fprintf(stderr, "simgrid_compare: SimGrid gave %.9g s then %.9g s for %s\n", c.sg_s,
+                     took, c.work.name.c_str());
+      }
+      c.sg_s = took;
+      c.sg_wall = std::min(c.sg_wall, WallNow() - wall0);
     }
   });
   e.run();
@@ -235,8 +247,10 @@ int main(int argc, char** argv) {
   std::printf("%d hosts, 10 Gbit/s NICs, 5 us; leaf-spine: 8 hosts/leaf, 2 spines, 2:1\n", n);
   std::printf("| topology | workload | flows | SimGrid CM02 (ms) | ours (ms) | difference | "
               "SimGrid wall (ms) | ours wall (ms) | speed-up |\n|---|---|---|---|---|---|---|---|---|\n");
-  double worst = 0;
+  double worst = 0, sg_total = 0, ours_total = 0;
   for (const Case& c : cases) {
+    sg_total += c.sg_wall;
+    ours_total += c.ours_wall;
     size_t flows = 0;
     for (const Wave& w : c.work.waves) flows += w.size();
     const double diff = (c.ours_s - c.sg_s) / c.sg_s;
@@ -245,6 +259,9 @@ int main(int argc, char** argv) {
                 c.topo_name.c_str(), c.work.name.c_str(), flows, c.sg_s * 1e3, c.ours_s * 1e3,
                 100 * diff, c.sg_wall * 1e3, c.ours_wall * 1e3, c.sg_wall / c.ours_wall);
   }
-  std::printf("largest |difference|: %.4f%% (goal: within 2%%)\n", 100 * worst);
+  std::printf("| all | | | | | | %.2f | %.3f | %.0fx |\n", sg_total * 1e3, ours_total * 1e3,
+              sg_total / ours_total);
+  std::printf("largest |difference|: %.4f%% (goal: within 2%%); wall times best of 3\n",
+              100 * worst);
   return worst <= 0.02 ? 0 : 1;
 }
