@@ -78,7 +78,8 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
     jitter_rng_.emplace_back(seq);
   }
   iterations_total_ = static_cast<int64_t>(layout.num_workers) * config_.protocol.iterations *
-                      static_cast<int64_t>(config_.model->param_layers().size());
+                      static_cast<int64_t>(2 * config_.model->layers().size() +
+                                           config_.model->param_layers().size());
 }
 
 SimJob::~SimJob() = default;
@@ -354,6 +355,9 @@ SimRun SimJob::Run() {
             LayerRun& lr = run_.layers[static_cast<size_t>(task.layer)];
             if (task.kind == TaskKind::kForward) lr.fwd += now_ - s.started;
             if (task.kind == TaskKind::kBackward) lr.bwd += now_ - s.started;
+          }
+          if (task.kind == TaskKind::kForward || task.kind == TaskKind::kBackward) {
+            ++iterations_done_;
           }
           if (task.kind == TaskKind::kBackward) {
             backward_end_[static_cast<size_t>(w) * run_.layers.size() +

@@ -51,8 +51,9 @@ struct SimJobConfig {
   // Clocks below this are left out of the per-layer figures (SimRun::layers).
   int64_t warmup_iterations = 0;
   bool record_trace = false;
-  // Progress: called every 2^16 events with the fraction of (worker, clock, parameter layer)
-  // syncs done (0..1). Only observes; results do not depend on it.
+  // Progress: called every 2^16 events with the fraction (0..1) of the job's forward and backward
+  // tasks and layer syncs done, counted per worker and clock. A rough measure of work: in a
+  // one-iteration run the syncs come late, so an estimate of time left from it runs high. Only observes; results do not depend on it.
   std::function<void(double fraction)> progress;
   // Fault injection for tests: a message for which this returns true is lost (never delivered),
   // e.g. to check that a job which cannot progress ends with a deadlock report.
@@ -165,8 +166,10 @@ class SimJob {
   // Backward end of (worker, layer) for the clock being synced, for LayerRun::sync.
   std::vector<std::vector<TimeNs>> backward_end_;  // [worker * layers + layer][clock]
   SimRun run_;
-  int64_t iterations_total_ = 0;  // workers x iterations x parameter layers, for progress
-  int64_t iterations_done_ = 0;   // layer syncs so far
+  // For progress: workers x iterations x (2 x layers + parameter layers), and how many of those
+  // forward/backward tasks and layer syncs are done.
+  int64_t iterations_total_ = 0;
+  int64_t iterations_done_ = 0;
 };
 
 }  // namespace poseidon::sim
