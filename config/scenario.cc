@@ -317,6 +317,39 @@ std::string ScalarText(const YAML::Node& n) {
   return e.c_str();
 }
 
+// Canonical text of a YAML document: maps sorted by key, every scalar with its length (so no
+// scalar text can fake structure). Equal texts mean equal documents.
+void CanonicalText(const YAML::Node& n, std::string* out) {
+  if (n.IsMap()) {
+    // Sort (key text, index) pairs, never YAML::Node values: assigning a Node writes through to
+    // the document it refers to.
+    std::vector<YAML::Node> values;
+    std::vector<std::pair<std::string, size_t>> keys;
+    for (YAML::const_iterator it = n.begin(); it != n.end(); ++it) {
+      std::string k;
+      CanonicalText(it->first, &k);
+      keys.emplace_back(std::move(k), values.size());
+      values.push_back(it->second);
+    }
+    std::sort(keys.begin(), keys.end());
+    *out += "{";
+    for (const auto& [k, i] : keys) {
+      *out += k;
+      *out += ":";
+      CanonicalText(values[i], out);
+    }
+    *out += "}";
+  } else if (n.IsSequence()) {
+    *out += "[";
+    for (size_t i = 0; i < n.size(); ++i) CanonicalText(n[i], out);
+    *out += "]";
+  } else if (n.IsScalar()) {
+    *out += fmt::format("s{}:{}", n.Scalar().size(), n.Scalar());
+  } else {
+    *out += "~";
+  }
+}
+
 }  // namespace
 
 SweepSpec LoadSweepFile(const std::string& path) {
@@ -387,6 +420,7 @@ SweepSpec LoadSweepFile(const std::string& path) {
       SetPath(doc, axis.path, v);
       point.values.emplace_back(axis.path, ScalarText(v));
     }
+    CanonicalText(doc, &point.input_key);
     try {
       point.scenario = ParseScenario(doc, sw.base_file);
     } catch (const ConfigError& e) {

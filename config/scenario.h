@@ -145,6 +145,9 @@ struct SweepPoint {
   int index = 0;
   std::vector<std::pair<std::string, std::string>> values;  // (path, value as written)
   ScenarioSpec scenario;
+  // Canonical text of the point's merged scenario document (maps sorted by key): two points
+  // with equal keys have identical inputs (the sweep runner computes them once).
+  std::string input_key;
 };
 
 struct SweepSpec {

@@ -77,6 +77,9 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
     std::seed_seq seq{config_.seed, static_cast<uint64_t>(w), uint64_t{0x9e3779b97f4a7c15}};
     jitter_rng_.emplace_back(seq);
   }
+  iterations_total_ = static_cast<int64_t>(layout.num_workers) * config_.protocol.iterations *
+                      static_cast<int64_t>(2 * config_.model->layers().size() +
+                                           config_.model->param_layers().size());
 }
 
 SimJob::~SimJob() = default;
@@ -96,6 +99,7 @@ void SimJob::Send(ActorId from, Message msg) {
   POSEIDON_CHECK(msg.from == from) << "actor " << from << " sent as " << msg.from;
   POSEIDON_CHECK(msg.to >= 0 && msg.to < config_.layout.num_actors()) << core::Describe(msg);
   ++run_.messages;
+  if (config_.drop_message && config_.drop_message(msg)) return;
   const int src = config_.layout.machine_of[from];
   const int dst = config_.layout.machine_of[msg.to];
   const uint32_t slot = AllocSlot();
@@ -252,6 +256,7 @@ TimeNs SimJob::Jittered(int worker, TimeNs base) {
 void SimJob::Trace(const TraceEvent& e) {
   const core::JobLayout& layout = config_.layout;
   if (layout.IsWorker(e.actor) && e.kind == TraceKind::kLayerSynced) {
+    ++iterations_done_;
     const size_t w = static_cast<size_t>(layout.WorkerIndex(e.actor));
     int64_t& v = layer_version_[w][static_cast<size_t>(e.layer)];
     const int64_t old = v;
@@ -303,7 +308,10 @@ SimRun SimJob::Run() {
   Event ev;
   while (queue_.Pop(&ev)) {
     now_ = ev.time;
-    ++run_.events;
+    if ((++run_.events & 0xffff) == 0 && config_.progress && iterations_total_ > 0) {
+      config_.progress(std::min(1.0, static_cast<double>(iterations_done_) /
+                                         static_cast<double>(iterations_total_)));
+    }
     switch (ev.kind) {
       case kStartActor:
         actors_[ev.target]->OnStart(now_);
@@ -347,6 +355,9 @@ SimRun SimJob::Run() {
             LayerRun& lr = run_.layers[static_cast<size_t>(task.layer)];
             if (task.kind == TaskKind::kForward) lr.fwd += now_ - s.started;
             if (task.kind == TaskKind::kBackward) lr.bwd += now_ - s.started;
+          }
+          if (task.kind == TaskKind::kForward || task.kind == TaskKind::kBackward) {
+            ++iterations_done_;
           }
           if (task.kind == TaskKind::kBackward) {
             backward_end_[static_cast<size_t>(w) * run_.layers.size() +

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -50,6 +51,13 @@ struct SimJobConfig {
   // Clocks below this are left out of the per-layer figures (SimRun::layers).
   int64_t warmup_iterations = 0;
   bool record_trace = false;
+  // Progress: called every 2^16 events with the fraction (0..1) of the job's forward and backward
+  // tasks and layer syncs done, counted per worker and clock. A rough measure of work: in a
+  // one-iteration run the syncs come late, so an estimate of time left from it runs high. Only observes; results do not depend on it.
+  std::function<void(double fraction)> progress;
+  // Fault injection for tests: a message for which this returns true is lost (never delivered),
+  // e.g. to check that a job which cannot progress ends with a deadlock report.
+  std::function<bool(const core::Message&)> drop_message;
 };
 
 struct WorkerRun {
@@ -158,6 +166,10 @@ class SimJob {
   // Backward end of (worker, layer) for the clock being synced, for LayerRun::sync.
   std::vector<std::vector<TimeNs>> backward_end_;  // [worker * layers + layer][clock]
   SimRun run_;
+  // For progress: workers x iterations x (2 x layers + parameter layers), and how many of those
+  // forward/backward tasks and layer syncs are done.
+  int64_t iterations_total_ = 0;
+  int64_t iterations_done_ = 0;
 };
 
 }  // namespace poseidon::sim

@@ -25,7 +25,8 @@ ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model&
 namespace {
 
 SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const ComputeModel& compute,
-              int workers, int servers, bool record_trace, core::JobLayout* layout_out) {
+              int workers, int servers, bool record_trace, core::JobLayout* layout_out,
+              std::function<void(double)> progress = {}) {
   SimJobConfig cfg;
   cfg.model = &model;
   cfg.layout = config::BuildLayout(s, workers, servers);
@@ -44,6 +45,7 @@ SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const Com
   cfg.seed = s.seed;
   cfg.warmup_iterations = s.warmup_iterations;
   cfg.record_trace = record_trace;
+  cfg.progress = std::move(progress);
   if (layout_out) *layout_out = cfg.layout;
   SimJob job(std::move(cfg));
   return job.Run();
@@ -66,7 +68,8 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   r.warnings = compute.warnings();
 
   core::JobLayout layout;
-  SimRun run = RunJob(s, model, compute, s.workers, s.servers, options.record_trace, &layout);
+  SimRun run = RunJob(s, model, compute, s.workers, s.servers, options.record_trace, &layout,
+                      options.progress);
   r.events = run.events;
   r.network_messages = run.network_messages;
   r.links = run.links;

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ namespace poseidon::sim {
 struct SimOptions {
   bool record_trace = false;
   bool baseline = true;  // also report the speedup over one node
+  // Called now and then during the main run (see SimJobConfig::progress); never changes results.
+  std::function<void(double fraction)> progress;
 };
 
 // Per-layer figures (layers with parameters), means over workers and measured clocks.

@@ -1,14 +1,20 @@
 #include "sim/sweep.h"
 
+#include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "sim/simulation.h"
 
 namespace poseidon::sim {
 namespace {
+
+using config::ConfigError;
 
 std::string CsvField(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -20,21 +26,54 @@ std::string CsvField(const std::string& s) {
   return o + "\"";
 }
 
+constexpr const char* kShardTag = "# poseidon-sweep-shard ";
+
 }  // namespace
 
 std::string RunSweep(const config::SweepSpec& sweep, int threads, const SweepProgress& progress) {
-  const int total = static_cast<int>(sweep.points.size());
-  std::vector<std::string> rows(total);
+  SweepOptions o;
+  o.threads = threads;
+  o.progress = progress;
+  return RunSweep(sweep, o);
+}
+
+std::string RunSweep(const config::SweepSpec& sweep, const SweepOptions& options) {
+  const int64_t total = static_cast<int64_t>(sweep.points.size());
+  const int n_shards = std::max(1, options.shard_count);
+  const int shard = options.shard_index;
+  if (shard < 0 || shard >= n_shards) {
+    throw ConfigError(fmt::format("--shard {}/{}: error: the index must be in 0..{}", shard, n_shards,
+                                  n_shards - 1));
+  }
+  const int64_t first = total * shard / n_shards;
+  const int64_t last = total * (shard + 1) / n_shards;  // exclusive
+
+  // Points with identical inputs are simulated once: `unique` lists the first point of each
+  // distinct input, `source[i]` the unique job whose result point i shows.
+  std::vector<int64_t> unique;
+  std::vector<size_t> source(static_cast<size_t>(last - first));
+  std::map<std::string, size_t> seen;
+  for (int64_t i = first; i < last; ++i) {
+    const std::string& key = sweep.points[static_cast<size_t>(i)].input_key;
+    auto [it, inserted] = seen.emplace(key, unique.size());
+    if (key.empty() && !inserted) {  // no key (a spec built in code): never merge
+      it->second = unique.size();
+      inserted = true;
+    }
+    if (inserted) unique.push_back(i);
+    source[static_cast<size_t>(i - first)] = it->second;
+  }
+
+  const int jobs = static_cast<int>(unique.size());
+  std::vector<std::string> results(unique.size());
   std::atomic<int> next{0};
   std::mutex mu;
   int done = 0;
   auto work = [&]() {
     for (;;) {
-      const int i = next.fetch_add(1);
-      if (i >= total) return;
-      const config::SweepPoint& p = sweep.points[i];
-      std::string row;
-      for (const auto& [path, value] : p.values) row += CsvField(value) + ",";
+      const int j = next.fetch_add(1);
+      if (j >= jobs) return;
+      const config::SweepPoint& p = sweep.points[static_cast<size_t>(unique[static_cast<size_t>(j)])];
       std::string error;
       ScenarioResult r;
       try {
@@ -43,23 +82,129 @@ std::string RunSweep(const config::SweepSpec& sweep, int threads, const SweepPro
       } catch (const std::exception& e) {
         error = e.what();
       }
-      row += CsvRow(r) + "," + CsvField(error);
+      std::string row = CsvRow(r) + "," + CsvField(error);
       std::lock_guard<std::mutex> lock(mu);
-      rows[i] = std::move(row);
+      results[static_cast<size_t>(j)] = std::move(row);
       ++done;
-      if (progress) progress(done, total);
+      if (options.progress) options.progress(done, jobs);
     }
   };
   std::vector<std::thread> pool;
-  const int n = std::max(1, std::min(threads, total));
+  const int n = std::max(1, std::min(options.threads, jobs));
   for (int t = 1; t < n; ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
 
   std::string out;
+  if (n_shards > 1) {
+    out += fmt::format("{}{}/{} points {}-{} of {} name={}\n", kShardTag, shard, n_shards, first,
+                       last, total, sweep.name);
+  }
   for (const auto& axis : sweep.axes) out += CsvField(axis.path) + ",";
   out += CsvHeader() + ",error\n";
-  for (const auto& row : rows) out += row + "\n";
+  for (int64_t i = first; i < last; ++i) {
+    for (const auto& [path, value] : sweep.points[static_cast<size_t>(i)].values) {
+      out += CsvField(value) + ",";
+    }
+    out += results[source[static_cast<size_t>(i - first)]] + "\n";
+  }
+  return out;
+}
+
+void ParseShard(const std::string& text, int* index, int* count) {
+  const std::string what = fmt::format(
+      "--shard {}: error: expected I/N with 0 <= I < N (e.g. --shard 0/4 ... --shard 3/4; under Slurm "
+      "--shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)",
+      text);
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos) throw ConfigError(what);
+  try {
+    size_t a = 0, b = 0;
+    const std::string si = text.substr(0, slash), sn = text.substr(slash + 1);
+    const long i = std::stol(si, &a), nn = std::stol(sn, &b);
+    if (a != si.size() || b != sn.size() || nn < 1 || nn > 1000000 || i < 0 || i >= nn) {
+      throw ConfigError(what);
+    }
+    *index = static_cast<int>(i);
+    *count = static_cast<int>(nn);
+  } catch (const std::logic_error&) {
+    throw ConfigError(what);
+  }
+}
+
+std::string MergeSweepShards(const std::vector<std::pair<std::string, std::string>>& files) {
+  struct Shard {
+    std::string file;
+    int index = 0, count = 0;
+    int64_t first = 0, last = 0, total = 0;
+    std::string name, header, rows;
+  };
+  if (files.empty()) throw ConfigError("sweep --merge: give the shards' CSV files");
+  std::vector<Shard> shards;
+  for (const auto& [file, text] : files) {
+    Shard s;
+    s.file = file;
+    const size_t eol = text.find('\n');
+    const std::string line = text.substr(0, eol);
+    char name[512] = {};
+    long long first = 0, last = 0, total = 0;
+    if (line.rfind(kShardTag, 0) != 0 ||
+        std::sscanf(line.c_str() + std::char_traits<char>::length(kShardTag),
+                    "%d/%d points %lld-%lld of %lld name=%511[^\n]", &s.index, &s.count, &first,
+                    &last, &total, name) != 6) {
+      throw ConfigError(fmt::format(
+          "{}:1: error: not a sweep shard (its first line must be '{}I/N points ...'); give the "
+          "files written by 'poseidon sweep --shard I/N'",
+          file, kShardTag));
+    }
+    s.first = first;
+    s.last = last;
+    s.total = total;
+    s.name = name;
+    const size_t eoh = eol == std::string::npos ? std::string::npos : text.find('\n', eol + 1);
+    if (eoh == std::string::npos) {
+      throw ConfigError(fmt::format("{}:2: error: the CSV header is missing; the shard file is "
+                                    "truncated, run that shard again",
+                                    file));
+    }
+    s.header = text.substr(eol + 1, eoh - eol);
+    s.rows = text.substr(eoh + 1);
+    shards.push_back(std::move(s));
+  }
+  std::sort(shards.begin(), shards.end(),
+            [](const Shard& a, const Shard& b) { return a.index < b.index; });
+  const Shard& s0 = shards.front();
+  for (size_t k = 0; k < shards.size(); ++k) {
+    const Shard& s = shards[k];
+    if (s.count != s0.count || s.total != s0.total || s.name != s0.name || s.header != s0.header) {
+      throw ConfigError(fmt::format(
+          "{}: error: shard of a different sweep ({}/{} of '{}', {} points) than {} ({}/{} of "
+          "'{}', {} points); merge the shards of one sweep only",
+          s.file, s.index, s.count, s.name, s.total, s0.file, s0.index, s0.count, s0.name,
+          s0.total));
+    }
+    if (k > 0 && s.index == shards[k - 1].index) {
+      throw ConfigError(fmt::format("{}: error: shard {}/{} is given twice (also {}); give each "
+                                    "shard once",
+                                    s.file, s.index, s.count, shards[k - 1].file));
+    }
+  }
+  for (int i = 0; i < s0.count; ++i) {
+    if (i >= static_cast<int>(shards.size()) || shards[static_cast<size_t>(i)].index != i) {
+      throw ConfigError(fmt::format("sweep --merge: shard {}/{} of '{}' is missing; run it "
+                                    "(poseidon sweep ... --shard {}/{}) and merge again",
+                                    i, s0.count, s0.name, i, s0.count));
+    }
+    const Shard& s = shards[static_cast<size_t>(i)];
+    const int64_t rows = std::count(s.rows.begin(), s.rows.end(), '\n');
+    if (rows != s.last - s.first) {
+      throw ConfigError(fmt::format("{}: error: shard {}/{} holds {} rows, expected {} (points "
+                                    "{}-{}); the file is truncated, run that shard again",
+                                    s.file, i, s.count, rows, s.last - s.first, s.first, s.last));
+    }
+  }
+  std::string out = s0.header;
+  for (const Shard& s : shards) out += s.rows;
   return out;
 }
 

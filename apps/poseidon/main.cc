@@ -1,8 +1,13 @@
 // poseidon: the command-line program. One binary, one subcommand per job; each parses its flags
 // and calls the libraries. Bad input ends with one "poseidon: error: ..." line and exit code 2.
+#include <chrono>
 #include <cstdio>
+#include <unistd.h>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -34,14 +39,59 @@ void WriteFile(const std::string& path, const std::string& text) {
   }
 }
 
+// A progress line with an estimate of the time left, on stderr only (stdout bytes never change).
+// On a terminal it redraws one line at most 4 times a second; otherwise (with --progress) it
+// writes a line at most every 10 s. Silent until the run has lasted 1 s (short runs print nothing).
+class ProgressLine {
+ public:
+  ProgressLine(std::string what, bool enabled)
+      : what_(std::move(what)), enabled_(enabled), tty_(isatty(fileno(stderr)) != 0),
+        start_(Clock::now()), last_(start_) {}
+  ~ProgressLine() {
+    if (drawn_ && tty_) std::cerr << "\n";
+  }
+  // fraction in [0, 1]; `detail` is appended (e.g. "12/40 points").
+  void Update(double fraction, const std::string& detail = "") {
+    if (!enabled_) return;
+    const auto now = Clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double since = std::chrono::duration<double>(now - last_).count();
+    if (elapsed < 1 || (drawn_ && since < (tty_ ? 0.25 : 10)) ) return;
+    last_ = now;
+    drawn_ = true;
+    std::string eta = "?";
+    if (fraction > 0) eta = fmt::format("{:.0f} s", elapsed * (1 - fraction) / fraction);
+    const std::string line = fmt::format("{}: {:5.1f}%{}{} elapsed {:.0f} s, about {} left",
+                                         what_, 100 * fraction, detail.empty() ? "" : ", ",
+                                         detail, elapsed, eta);
+    if (tty_) {
+      std::cerr << "\r" << line << "\x1b[K" << std::flush;
+    } else {
+      std::cerr << line << "\n";
+    }
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::string what_;
+  bool enabled_;
+  bool tty_;
+  Clock::time_point start_, last_;
+  bool drawn_ = false;
+};
+
 int Simulate(const std::string& scenario, const std::vector<std::string>& overrides,
              const std::string& format, const std::string& trace, const std::string& output,
-             bool baseline) {
+             bool baseline, bool progress) {
   poseidon::config::ScenarioSpec s = poseidon::config::LoadScenarioFile(scenario, overrides);
   poseidon::sim::SimOptions opts;
   opts.record_trace = !trace.empty();
   opts.baseline = baseline;
+  std::optional<ProgressLine> line;
+  line.emplace("simulate " + s.name, progress || isatty(fileno(stderr)) != 0);
+  opts.progress = [&](double f) { line->Update(f); };
   poseidon::sim::ScenarioResult r = poseidon::sim::SimulateScenario(s, opts);
+  line.reset();
   if (r.deadlocked) {
     std::cerr << "poseidon: error: the simulation deadlocked: every actor waits and nothing is "
                  "pending. Who waits for what:\n"
@@ -64,22 +114,44 @@ int Simulate(const std::string& scenario, const std::vector<std::string>& overri
   return 0;
 }
 
-int Sweep(const std::string& sweep_file, const std::string& output, int jobs) {
+int Sweep(const std::string& sweep_file, const std::string& output, int jobs,
+          const std::string& shard, bool progress) {
   poseidon::config::SweepSpec sw = poseidon::config::LoadSweepFile(sweep_file);
-  const bool tty = isatty(fileno(stderr));
-  std::string csv = poseidon::sim::RunSweep(sw, jobs, [&](int done, int total) {
-    if (tty) {
-      std::cerr << fmt::format("\rsweep {}: {}/{} points", sw.name, done, total) << std::flush;
-    } else if (done == total || done % std::max(1, total / 10) == 0) {
-      std::cerr << fmt::format("sweep {}: {}/{} points\n", sw.name, done, total);
-    }
-  });
-  if (tty) std::cerr << "\n";
+  poseidon::sim::SweepOptions so;
+  so.threads = jobs;
+  if (!shard.empty()) poseidon::sim::ParseShard(shard, &so.shard_index, &so.shard_count);
+  std::optional<ProgressLine> line;
+  line.emplace("sweep " + sw.name, progress || isatty(fileno(stderr)) != 0);
+  so.progress = [&](int done, int total) {
+    line->Update(static_cast<double>(done) / total, fmt::format("{}/{} points", done, total));
+  };
+  std::string csv = poseidon::sim::RunSweep(sw, so);
+  line.reset();
+  const auto rows = std::count(csv.begin(), csv.end(), '\n') - (so.shard_count > 1 ? 2 : 1);
   if (output.empty()) {
     std::cout << csv;
   } else {
     WriteFile(output, csv);
-    std::cerr << fmt::format("wrote {} rows to {}\n", sw.points.size(), output);
+    std::cerr << fmt::format("wrote {} rows to {}\n", rows, output);
+  }
+  return 0;
+}
+
+int MergeSweep(const std::vector<std::string>& files, const std::string& output) {
+  std::vector<std::pair<std::string, std::string>> texts;
+  for (const std::string& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) {
+      throw ConfigError(fmt::format("{}: error: cannot read the shard file; check the path", f));
+    }
+    texts.emplace_back(f, std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  std::string csv = poseidon::sim::MergeSweepShards(texts);
+  if (output.empty()) {
+    std::cout << csv;
+  } else {
+    WriteFile(output, csv);
+    std::cerr << fmt::format("merged {} shards into {}\n", files.size(), output);
   }
   return 0;
 }
@@ -114,6 +186,9 @@ int main(int argc, char** argv) {
   simulate->add_option("-o,--output", output, "write the result here instead of stdout");
   simulate->add_option("--set", overrides, "override a scenario key: KEY=VALUE (dotted path)");
   simulate->add_flag("--no-baseline", no_baseline, "skip the one-node run used for the speedup");
+  bool sim_progress = false;
+  simulate->add_flag("--progress", sim_progress,
+                     "progress and time left on stderr even when it is not a terminal");
 
   CLI::App* plan = app.add_subcommand("plan", "per layer: shape, bytes per scheme, SACP's choice");
   std::string plan_scenario = std::string(POSEIDON_DATA_DIR) + "/demo.yaml";
@@ -144,9 +219,19 @@ int main(int argc, char** argv) {
   CLI::App* sweep = app.add_subcommand("sweep", "simulate every point of a sweep, one CSV row each");
   std::string sweep_file, sweep_out;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  sweep->add_option("sweep", sweep_file, "sweep YAML file")->required();
+  std::string shard;
+  std::vector<std::string> merge_files;
+  bool sweep_progress = false;
+  sweep->add_option("sweep", sweep_file, "sweep YAML file");
   sweep->add_option("-o,--output", sweep_out, "CSV file (default: stdout)");
   sweep->add_option("-j,--jobs", jobs, "threads")->capture_default_str()->check(CLI::PositiveNumber);
+  sweep->add_option("--shard", shard,
+                    "run only shard I of N (I/N, 0 <= I < N): a contiguous block of the points");
+  sweep->add_option("--merge", merge_files,
+                    "join these shard CSVs (from --shard) into the whole sweep's CSV")
+      ->expected(1, -1);
+  sweep->add_flag("--progress", sweep_progress,
+                  "progress and time left on stderr even when it is not a terminal");
 
   auto calibrate_commands = poseidon::app::AddCalibrateCommands(app, &data_dir);
   std::unique_ptr<poseidon::app::LiveCommands> live;
@@ -170,8 +255,22 @@ int main(int argc, char** argv) {
                                           std::set<std::string>(without.begin(), without.end()),
                                           std::cout);
     }
-    if (simulate->parsed()) return Simulate(scenario, overrides, format, trace, output, !no_baseline);
-    if (sweep->parsed()) return Sweep(sweep_file, sweep_out, jobs);
+    if (simulate->parsed()) {
+      return Simulate(scenario, overrides, format, trace, output, !no_baseline, sim_progress);
+    }
+    if (sweep->parsed()) {
+      if (!merge_files.empty()) {
+        if (!sweep_file.empty() || !shard.empty()) {
+          throw ConfigError("sweep --merge: error: give only the shard CSVs (no sweep file, no "
+                            "--shard): poseidon sweep --merge s0.csv s1.csv ... -o all.csv");
+        }
+        return MergeSweep(merge_files, sweep_out);
+      }
+      if (sweep_file.empty()) {
+        throw ConfigError("sweep: error: give a sweep YAML file (or --merge with shard CSVs)");
+      }
+      return Sweep(sweep_file, sweep_out, jobs, shard, sweep_progress);
+    }
     if (train->parsed()) {
       topt.models_dir = models_dir;
       return poseidon::app::RunTrain(topt, std::cout);

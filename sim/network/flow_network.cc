@@ -163,7 +163,9 @@ int32_t FlowNetwork::AllocFlow() {
     f = static_cast<int32_t>(flows_.size());
     flows_.emplace_back();
     hot_.emplace_back();
+    heap_pos_.push_back(-1);
   }
+  heap_pos_[static_cast<size_t>(f)] = -1;
   flows_[static_cast<size_t>(f)] = Flow{};
   flows_[static_cast<size_t>(f)].live = true;
   hot_[static_cast<size_t>(f)] = Hot{};  // stamp 0: never a live round epoch (they start at 1)
@@ -294,13 +296,36 @@ void FlowNetwork::Solve(TimeNs now) {
     fl.last_t = now;
     h.rate = h.new_rate;
     fl.finish = now + RoundUpNs(fl.remaining / h.rate * 1e9);
-    if (fl.heap_pos < 0) {
-      HeapPush(f);
-    } else {
-      HeapFix(f);
-    }
+    changed_.push_back(f);
     ++stats_.rate_changes;
   }
+  // New finish times into the completion heap: one sift each when few moved; when many did (an
+  // incast end changes every sender's rate) set the keys in place and rebuild the heap bottom-up
+  // (Floyd, O(n)) instead of O(k log n) sifts. Pops depend only on the keys, which are unique
+  // (finish, start sequence), so both ways give the same order.
+  if (changed_.size() * 16 > heap_.size() + 64) {
+    for (int32_t f : changed_) {
+      Flow& fl = flows_[static_cast<size_t>(f)];
+      int32_t& pos = heap_pos_[static_cast<size_t>(f)];
+      if (pos < 0) {
+        pos = static_cast<int32_t>(heap_.size());
+        heap_.push_back(HeapEntry{fl.finish, fl.seq, f});
+      } else {
+        heap_[static_cast<size_t>(pos)].finish = fl.finish;
+      }
+    }
+    for (size_t i = heap_.size() / 2; i-- > 0;) SiftDown(i);
+    ++stats_.heap_rebuilds;
+  } else {
+    for (int32_t f : changed_) {
+      if (heap_pos_[static_cast<size_t>(f)] < 0) {
+        HeapPush(f);
+      } else {
+        HeapFix(f);
+      }
+    }
+  }
+  changed_.clear();
 }
 
 bool FlowNetwork::FillRound() {
@@ -453,7 +478,7 @@ void FlowNetwork::ActivateLink(int32_t link) {
 
 void FlowNetwork::HeapSet(size_t i, const HeapEntry& e) {
   heap_[i] = e;
-  flows_[static_cast<size_t>(e.flow)].heap_pos = static_cast<int32_t>(i);
+  heap_pos_[static_cast<size_t>(e.flow)] = static_cast<int32_t>(i);
 }
 
 void FlowNetwork::SiftUp(size_t i) {
@@ -489,7 +514,7 @@ void FlowNetwork::HeapPush(int32_t f) {
 
 void FlowNetwork::HeapFix(int32_t f) {
   const Flow& fl = flows_[static_cast<size_t>(f)];
-  const size_t i = static_cast<size_t>(fl.heap_pos);
+  const size_t i = static_cast<size_t>(heap_pos_[static_cast<size_t>(f)]);
   const TimeNs old = heap_[i].finish;
   heap_[i].finish = fl.finish;
   if (fl.finish < old) {
@@ -507,7 +532,7 @@ int32_t FlowNetwork::HeapPop() {
     HeapSet(0, last);
     SiftDown(0);
   }
-  flows_[static_cast<size_t>(top)].heap_pos = -1;
+  heap_pos_[static_cast<size_t>(top)] = -1;
   return top;
 }
 

@@ -90,6 +90,7 @@ class FlowNetwork final : public NetworkModel {
     uint64_t link_visits = 0;   // links set up in R, summed over passes
     uint64_t flow_visits = 0;   // flow-on-link entries scanned, summed over passes
     uint64_t rate_changes = 0;  // flows whose rate was updated
+    uint64_t heap_rebuilds = 0; // solves that rebuilt the completion heap (many rates moved)
   };
   const SolverStats& solver_stats() const { return stats_; }
 
@@ -113,7 +114,6 @@ class FlowNetwork final : public NetworkModel {
     TimeNs last_t = 0;
     TimeNs finish = 0;  // end of transmission at the current rate
     uint64_t seq = 0;   // start order
-    int32_t heap_pos = -1;
     bool live = false;
     double wire = 0;   // wire bytes in total
     TimeNs extra = 0;  // route latency + per-message overhead
@@ -163,7 +163,8 @@ class FlowNetwork final : public NetworkModel {
   int32_t AllocFlow();
   void AttachToLinks(int32_t f, TimeNs now);
   void DetachFromLinks(int32_t f, TimeNs now);
-  // Indexed binary min-heap of HeapEntry; Flow::heap_pos tracks each flow's entry.
+  // Indexed binary min-heap of HeapEntry; heap_pos_[flow] tracks each flow's entry (a dense
+  // array apart from Flow: every sift level writes one, so they should share cache lines).
   void HeapSet(size_t i, const HeapEntry& e);
   void HeapPush(int32_t f);
   void HeapFix(int32_t f);
@@ -186,6 +187,7 @@ class FlowNetwork final : public NetworkModel {
   std::vector<Flow> flows_;
   std::vector<int32_t> free_slots_;
   std::vector<HeapEntry> heap_;
+  std::vector<int32_t> heap_pos_;  // per flow slot: index in heap_, -1 when not in it
 
   // Per link.
   std::vector<double> capacity_;
@@ -206,6 +208,7 @@ class FlowNetwork final : public NetworkModel {
   bool restart_ = false;
   std::vector<int32_t> region_;
   std::vector<int32_t> free_flows_;
+  std::vector<int32_t> changed_;  // flows whose finish time moved in this solve
   std::vector<std::pair<double, int32_t>> fill_heap_;
 
   std::vector<Done> done_;  // finished, not yet reported by AdvanceTo
