@@ -123,14 +123,15 @@ TEST(CalibrationLoop, OneNodeIterationPredictedWithinAGenerousBound) {
   o.backend = kernels::Backend::kReference;
   o.repetitions = 15;
   o.warmup = 3;
-  config::ProfileSpec p = MeasureComputeProfile(m, "fmnist_mlp", o, nullptr);
+  ProfileAndIterations r = MeasureProfileAndIterations(m, "fmnist_mlp", o, nullptr);
+  ASSERT_EQ(r.whole_iteration_ms.size(), 15u);
   fs::path dir = TempDir("loopa");
   const std::string file = (dir / "p.yaml").string();
   {
     std::ofstream out(file);
-    config::WriteProfileYaml(p, out);
+    config::WriteProfileYaml(r.profile, out);
   }
-  const double measured = Summarize(MeasureTrainingIterations(m, o, 15)).median;
+  const double measured = Summarize(r.whole_iteration_ms).median;
   const double predicted =
       PredictOneNodeIterationMs(Root() + "/scenarios/models/fmnist_mlp.yaml", file, 16);
   EXPECT_NEAR(predicted / measured, 1.0, 0.25) << "measured " << measured << " ms, predicted "
@@ -331,6 +332,26 @@ TEST(NetnsRun, CleansUpOnTerm) {
       "kill -TERM $p; wait $p; echo rc=$?) 2>&1",
       &st);
   EXPECT_NE(out.find("rc=143"), std::string::npos) << out;
+  EXPECT_EQ(Leftovers(prefix), "");
+}
+
+// Ctrl-C in a terminal sends INT to the foreground process group: the script's group (its
+// commands run in sessions of their own and are killed by its cleanup). `set -m` gives the
+// background job its own process group, as a terminal's foreground job has, and keeps INT
+// deliverable (without job control a background command starts with INT ignored).
+TEST(NetnsRun, CleansUpOnIntToItsProcessGroup) {
+  std::string why;
+  if (!CanUseNamespaces(&why)) GTEST_SKIP() << why;
+  const std::string prefix = "pnv" + std::to_string(getpid() % 100000);
+  int st = 0;
+  std::string out = RunCapture(
+      "bash -c 'set -m; " + Root() + "/scripts/netns-run --prefix " + prefix +
+          " -n 2 --rate 1gbit -- sleep 60 & p=$!; "
+          "for i in $(seq 100); do ip netns list | grep -q " + prefix +
+          "-1 && tc -n " + prefix + "-sw qdisc show | grep -q tbf && break; sleep 0.1; done; "
+          "kill -INT -- -$p; wait $p; echo rc=$?' 2>&1",
+      &st);
+  EXPECT_NE(out.find("rc=130"), std::string::npos) << out;
   EXPECT_EQ(Leftovers(prefix), "");
 }
 
