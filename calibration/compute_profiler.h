@@ -16,8 +16,8 @@
 // whose total time (all layers + step) lies between the 25th and 75th percentile of the totals;
 // p10/p90 over all samples. Why not each layer's median: the simulator adds layer times, and
 // medians do not add up when the samples are skewed, as they are on a loaded machine (fmnist_mlp
-// b64, 2 shared cores: sum of per-layer medians 19.3 ms, median of the per-iteration totals
-// 25.2 ms). Means over the same iterations add up exactly (their sum is the mean total of those
+// b64, 2 shared cores: sum of the per-layer and step medians 21.1 ms, median of the
+// per-iteration totals 25.2 ms). Means over the same iterations add up exactly (their sum is the mean total of those
 // iterations), and keeping only the interquartile iterations drops the rare long preemptions the
 // way a median would. Then:
 //   update_ms_per_mb  the step's time (same iterations, same mean) divided by the parameters'
