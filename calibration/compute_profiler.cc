@@ -51,9 +51,13 @@ void CheckOptions(const ComputeProfileOptions& o) {
 
 }  // namespace
 
-config::ProfileSpec MeasureComputeProfile(const core::Model& model, const std::string& model_name,
-                                          const ComputeProfileOptions& o,
-                                          const ProgressFn& progress) {
+namespace {
+
+// The profile; when `whole` is not null, each profiled iteration is followed by one whole
+// iteration (Forward, Backward, Step on the same Net) whose time goes to *whole.
+config::ProfileSpec Measure(const core::Model& model, const std::string& model_name,
+                            const ComputeProfileOptions& o, const ProgressFn& progress,
+                            std::vector<double>* whole) {
   CheckOptions(o);
   auto report = [&](const std::string& phase, int done, int total) {
     if (progress) progress(phase, done, total);
@@ -98,8 +102,29 @@ config::ProfileSpec MeasureComputeProfile(const core::Model& model, const std::s
   }
   for (int r = 0; r < o.repetitions; ++r) {
     iteration(true);
-    report("layers", r + 1, o.repetitions);
+    if (whole != nullptr) {
+      auto t0 = Clock::now();
+      net.Forward(in.images.data(), in.labels.data(), /*train=*/true);
+      net.Backward();
+      if (net.num_params() > 0) sgd.Step(net.params(), net.param_grads(), step++);
+      whole->push_back(MsSince(t0));
+    }
+    report(whole != nullptr ? "layers + whole iterations" : "layers", r + 1, o.repetitions);
   }
+
+  // The iterations whose total (all layers + the step) lies between its 25th and 75th
+  // percentile; every recorded time is the mean over those iterations (header: why).
+  std::vector<double> totals(static_cast<size_t>(o.repetitions), 0.0);
+  for (size_t r = 0; r < totals.size(); ++r) {
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) totals[r] += fwd[i][r] + bwd[i][r];
+    if (!update_ms.empty()) totals[r] += update_ms[r];
+  }
+  const std::vector<size_t> typical = InterquartileIndices(totals);
+  auto typical_mean = [&](const std::vector<double>& v) {
+    double sum = 0;
+    for (size_t r : typical) sum += v[r];
+    return sum / static_cast<double>(typical.size());
+  };
 
   config::ProfileSpec p;
   p.model = model_name;
@@ -111,8 +136,8 @@ config::ProfileSpec MeasureComputeProfile(const core::Model& model, const std::s
     Summary f = Summarize(fwd[static_cast<size_t>(i)]);
     Summary b = Summarize(bwd[static_cast<size_t>(i)]);
     config::LayerTiming t;
-    t.fwd_ms = f.median;
-    t.bwd_ms = b.median;
+    t.fwd_ms = typical_mean(fwd[static_cast<size_t>(i)]);
+    t.bwd_ms = typical_mean(bwd[static_cast<size_t>(i)]);
     t.fwd_p10_ms = f.p10;
     t.fwd_p90_ms = f.p90;
     t.bwd_p10_ms = b.p10;
@@ -126,7 +151,7 @@ config::ProfileSpec MeasureComputeProfile(const core::Model& model, const std::s
   const int64_t params = net.num_params();
   if (params > 0) {
     const double mb = 4.0 * static_cast<double>(params) / 1e6;
-    p.update_ms_per_mb = Summarize(update_ms).median / mb;
+    p.update_ms_per_mb = typical_mean(update_ms) / mb;
     report("update", 1, 1);
   }
 
@@ -151,9 +176,29 @@ config::ProfileSpec MeasureComputeProfile(const core::Model& model, const std::s
   p.provenance = CollectProvenance(o.command);
   p.provenance["label"] = fmt::format("{} profile", p.backend == "cuda" ? "GPU" : "CPU");
   p.provenance["method"] = fmt::format(
-      "median (p10, p90) of {} timed iterations after {} warm-up; seeded random inputs",
-      o.repetitions, o.warmup);
+      "fwd_ms, bwd_ms, update: mean over the interquartile iterations (by total time) of {} "
+      "timed iterations after {} warm-up; p10, p90 over all; sfb: median; seeded random "
+      "inputs{}",
+      o.repetitions, o.warmup,
+      whole != nullptr ? "; each followed by one whole training iteration timed as one (loop (a), calibrate --check)" : "");
   return p;
+}
+
+}  // namespace
+
+config::ProfileSpec MeasureComputeProfile(const core::Model& model, const std::string& model_name,
+                                          const ComputeProfileOptions& o,
+                                          const ProgressFn& progress) {
+  return Measure(model, model_name, o, progress, nullptr);
+}
+
+ProfileAndIterations MeasureProfileAndIterations(const core::Model& model,
+                                                 const std::string& model_name,
+                                                 const ComputeProfileOptions& o,
+                                                 const ProgressFn& progress) {
+  ProfileAndIterations r;
+  r.profile = Measure(model, model_name, o, progress, &r.whole_iteration_ms);
+  return r;
 }
 
 std::vector<double> MeasureTrainingIterations(const core::Model& model,

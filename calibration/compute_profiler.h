@@ -10,10 +10,18 @@
 // `warmup` untimed iterations, each of `repetitions` iterations times (steady_clock, per call):
 // SetInput + ForwardLayer(0) as layer 0's forward, ForwardLayer(i) for the others; BeginBackward +
 // BackwardLayer(n-1) as the last layer's backward, BackwardLayer(i) for the others; so the sum of
-// a profile's times is a whole forward+backward pass. The profile records the median of each
-// layer's samples (fwd_ms, bwd_ms) and their p10/p90. Then:
-//   update_ms_per_mb  median time of one SGD-with-momentum update (kernels::SgdUpdate) of all the
-//                     model's parameters, divided by their size in MB (1e6 bytes);
+// a profile's times is a whole forward+backward pass; then the SGD step over all parameters, timed
+// as the update. Every timed iteration is a real training iteration (the step runs between them).
+// The profile records, per layer, the mean of its samples over the "typical" iterations: those
+// whose total time (all layers + step) lies between the 25th and 75th percentile of the totals;
+// p10/p90 over all samples. Why not each layer's median: the simulator adds layer times, and
+// medians do not add up when the samples are skewed, as they are on a loaded machine (fmnist_mlp
+// b64, 2 shared cores: sum of the per-layer and step medians 21.1 ms, median of the
+// per-iteration totals 25.2 ms). Means over the same iterations add up exactly (their sum is the mean total of those
+// iterations), and keeping only the interquartile iterations drops the rare long preemptions the
+// way a median would. Then:
+//   update_ms_per_mb  the step's time (same iterations, same mean) divided by the parameters'
+//                     size in MB (1e6 bytes);
 //   sfb_rebuild_ms    per FC layer, median time of kernels::RebuildFcGradient from the last
 //                     backward's sufficient factors (K = batch pairs);
 //   pcie_gbs          host<->device copies: only for a GPU backend (not measured on cpu).
@@ -26,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "config/specs.h"
 #include "core/model.h"
@@ -50,6 +59,20 @@ using ProgressFn = std::function<void(const std::string& phase, int done, int to
 config::ProfileSpec MeasureComputeProfile(const core::Model& model, const std::string& model_name,
                                           const ComputeProfileOptions& options,
                                           const ProgressFn& progress);
+
+// Loop (a) without drift between the two sides: the profile of MeasureComputeProfile, where each
+// profiled iteration is followed at once by one whole training iteration (Forward, Backward, SGD
+// step, as `poseidon train` runs it, on the same Net) timed as one. On a shared machine the load
+// changes over seconds; alternating iteration by iteration makes the profile and the whole
+// iterations see the same load, which two separate runs do not.
+struct ProfileAndIterations {
+  config::ProfileSpec profile;
+  std::vector<double> whole_iteration_ms;  // options.repetitions samples
+};
+ProfileAndIterations MeasureProfileAndIterations(const core::Model& model,
+                                                 const std::string& model_name,
+                                                 const ComputeProfileOptions& options,
+                                                 const ProgressFn& progress);
 
 // Times `iterations` whole training iterations as `poseidon train` runs them (Forward, Backward,
 // one SGD-with-momentum step over all parameters) after `warmup` untimed ones; returns the per

@@ -29,7 +29,7 @@ double PredictOneNodeIterationMs(const std::string& model_file, const std::strin
       "  placement: colocated\n"
       "  profile: \"{}\"\n"
       "  network: {{bandwidth_gbps: 10, latency_us: 5}}\n"
-      "protocol: {{dwbp: true}}\n",
+      "protocol: {{dwbp: false}}\n",
       model, batch, profile);
   config::ScenarioSpec s = config::ParseScenario(YAML::Load(text), "<calibration loop>");
   sim::SimOptions opts;

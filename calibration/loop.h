@@ -5,9 +5,13 @@
 //                                                "scenarios/profiles/fmnist_mlp_cpu_b64.yaml", 64);
 //
 // The prediction simulates a scenario of one worker with one colocated parameter-server shard
-// (BSP, DWBP on, the profile's per-layer times and server update cost; a 10 Gbit/s star that
-// carries nothing between machines) and returns its mean iteration time over 4 measured
-// iterations after 1 warm-up. Throws config::ConfigError for a bad model or profile file.
+// (BSP, the profile's per-layer times and server update cost; a 10 Gbit/s star that carries
+// nothing between machines) and returns its mean iteration time over 4 measured iterations after
+// 1 warm-up. DWBP is off: the measured iteration is one thread running Forward, Backward, then
+// the SGD step, and with DWBP the simulator runs the shard's update of layer i on the shard's own
+// stream while the worker computes the backward of the layers below i (fmnist_mlp b64: ~1.9 ms of
+// a ~22 ms iteration overlapped), which that single thread cannot. Throws config::ConfigError for
+// a bad model or profile file.
 #pragma once
 
 #include <cstdint>

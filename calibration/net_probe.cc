@@ -375,19 +375,48 @@ ProbeResult ProbeNetwork(const HostPort& server, const ProbeOptions& o, const st
     say(fmt::format("size {:>9} B: median {:.3f} ms ({} reps) goodput {:.1f} Mbit/s", s,
                     ss.median, t.size(), 8.0 * static_cast<double>(s) / (ss.median * 1e3)));
   }
-  // Weighted least squares t = c + S * slope, weights 1/t^2.
-  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const auto& p : result.sizes) {
-    const double x = static_cast<double>(p.bytes), y = p.median_ms * 1e3;  // us
-    const double w = 1.0 / (y * y);
-    sw += w, sx += w * x, sy += w * y, sxx += w * x * x, sxy += w * x * y;
-  }
-  const double den = sw * sxx - sx * sx;
-  double slope = den != 0 ? (sw * sxy - sx * sy) / den : 0;  // us per byte
-  double intercept = sw != 0 ? (sy - slope * sx) / sw : 0;
+  // t = c + S * slope. The slope (1/beta) from the messages of >= 1 MiB when there are two or more
+  // (else from all): below that, a shaper's token bucket (tc tbf, whose burst is up to ~128 KB)
+  // lets part of a message through faster than the line, and a fit weighted toward the small
+  // sizes then puts beta above the rate large transfers reach (1 Gbit/s: 0.979 x line rate
+  // fitted over all sizes, 0.956 measured from 1 MiB up). Weights 1/t^2 (relative errors).
+  // Then c, with the slope fixed, over all sizes (same weights).
+  auto fit = [&](int64_t from_bytes, double* slope_out, double* intercept_out) {
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int points = 0;
+    for (const auto& p : result.sizes) {
+      if (p.bytes < from_bytes) continue;
+      const double x = static_cast<double>(p.bytes), y = p.median_ms * 1e3;  // us
+      const double w = 1.0 / (y * y);
+      sw += w, sx += w * x, sy += w * y, sxx += w * x * x, sxy += w * x * y;
+      ++points;
+    }
+    const double den = sw * sxx - sx * sx;
+    *slope_out = points >= 2 && den != 0 ? (sw * sxy - sx * sy) / den : 0;  // us per byte
+    *intercept_out = sw != 0 ? (sy - *slope_out * sx) / sw : 0;
+    return points;
+  };
+  constexpr int64_t kLargeBytes = 1 << 20;
+  double slope = 0, intercept = 0;
+  if (fit(kLargeBytes, &slope, &intercept) < 2 || !(slope > 0)) fit(0, &slope, &intercept);
   if (!(slope > 0)) {
     throw ProbeError("the message times do not grow with the size (no bandwidth to fit); measure "
                      "larger sizes (--max-size) or longer (--seconds-per-size)");
+  }
+  {
+    // c over the messages of >= 64 KiB (all when none is): a smaller message fits in the credit
+    // a token bucket banks during the idle round trip before it and takes ~ the RTT, not c + S/beta.
+    constexpr int64_t kInterceptFromBytes = 64 << 10;
+    const bool any = std::any_of(result.sizes.begin(), result.sizes.end(),
+                                 [](const SizePoint& p) { return p.bytes >= kInterceptFromBytes; });
+    double sw = 0, sr = 0;
+    for (const auto& p : result.sizes) {
+      if (any && p.bytes < kInterceptFromBytes) continue;
+      const double y = p.median_ms * 1e3;
+      sw += 1.0 / (y * y);
+      sr += (y - slope * static_cast<double>(p.bytes)) / (y * y);
+    }
+    intercept = sw != 0 ? sr / sw : 0;
   }
   result.beta_Bps = 1e6 / slope;
   result.intercept_us = intercept;
@@ -444,12 +473,17 @@ ProbeResult ProbeNetwork(const HostPort& server, const ProbeOptions& o, const st
     n.host_bandwidth_Bps = result.beta_Bps;
     n.efficiency = 1.0;
   }
-  n.latency_ns = std::llround(result.rtt_us / 2 * 1e3);
+  // The replay charges one latency per flow, two per sink: c when c < RTT. Over a token-bucket
+  // shaper c is below the ping RTT (the bucket credits the idle round trip before a message, so
+  // its first bytes leave at once: 1 Gbit/s tbf, ping RTT 36 us, c ~ 0-5 us), and a latency of
+  // RTT/2 then over-predicts a 64 KiB transfer by ~7%.
+  n.latency_ns = std::llround(std::clamp(intercept, 0.0, result.rtt_us) / 2 * 1e3);
   n.per_message_overhead_ns = std::max<int64_t>(0, std::llround((intercept - result.rtt_us) / 2 * 1e3));
   f.provenance = CollectProvenance(command);
   f.provenance["peer"] = fmt::format("{}:{}", server.host, server.port);
   f.provenance["method"] =
-      "latency = median ping RTT / 2; t(S) = c + S/beta fitted (weights 1/t^2) over sink medians; "
+      "t(S) = c + S/beta: beta fitted (weights 1/t^2) over the sink medians of >= 1 MiB, c over "
+      ">= 64 KiB with beta fixed; latency = min(c, median ping RTT) / 2; "
       "efficiency = beta / line rate; per-message overhead = (c - RTT) / 2";
   if (o.line_rate_gbps > 0) {
     f.provenance["line_rate"] = fmt::format("{} Gbit/s (given with --line-rate-gbps)", o.line_rate_gbps);

@@ -10,8 +10,14 @@
 // The client (ProbeNetwork) sends pings, then sinks of 4 KiB .. 64 MiB (x4 steps; each size
 // repeated until `seconds_per_size` has passed, at least 3 and at most 200 times), then the same
 // sink on 1, 2, 4, 8 connections at once, and fits the simulator's network figures:
-//   latency_us              = median ping RTT / 2
-//   t(S) = c + S / beta     weighted least squares (weights 1/t^2) over the sink medians
+//   latency_us              = min(c, median ping RTT) / 2 (c below: the fixed cost data messages
+//                             see; below the RTT over a token-bucket shaper, which credits the
+//                             idle round trip before each message)
+//   t(S) = c + S / beta     beta: weighted least squares (weights 1/t^2) over the sink medians
+//                           of >= 1 MiB (all sizes when fewer than two are that large): a
+//                           shaper's token bucket passes smaller messages partly above line
+//                           rate; c: weighted mean of t - S/beta over the sizes >= 64 KiB
+//                           (smaller ones fit in that credit and take ~ one RTT)
 //   bandwidth_gbps          = the nominal line rate when given, else beta (then efficiency 1)
 //   efficiency              = beta / line rate (capped at 1)
 //   per_message_overhead_us = max(0, (c - RTT) / 2): what a message costs beyond a ping, split

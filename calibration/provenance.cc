@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <thread>
@@ -99,6 +100,9 @@ std::map<std::string, std::string> CollectProvenance(const std::string& command)
   if (uname(&u) == 0) p["kernel"] = fmt::format("{} {}", u.sysname, u.release);
   const std::string dnnl = OneDnnVersion();
   if (!dnnl.empty()) p["onednn"] = dnnl;
+  // oneDNN's OpenMP team size: the compute figures depend on it (docs/calibration.md).
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  p["omp_num_threads"] = omp != nullptr && *omp != '\0' ? omp : "unset (OpenMP default: all cores)";
   return p;
 }
 

@@ -31,4 +31,30 @@ Summary Summarize(const std::vector<double>& samples) {
   return s;
 }
 
+std::vector<size_t> InterquartileIndices(const std::vector<double>& samples) {
+  std::vector<size_t> idx;
+  if (samples.empty()) return idx;
+  const double lo = Percentile(samples, 0.25), hi = Percentile(samples, 0.75);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (samples[i] >= lo && samples[i] <= hi) idx.push_back(i);
+  }
+  if (idx.empty()) {  // only when interpolation falls between two samples: take the nearest
+    size_t best = 0;
+    const double mid = Percentile(samples, 0.5);
+    for (size_t i = 1; i < samples.size(); ++i) {
+      if (std::abs(samples[i] - mid) < std::abs(samples[best] - mid)) best = i;
+    }
+    idx.push_back(best);
+  }
+  return idx;
+}
+
+double InterquartileMean(const std::vector<double>& samples) {
+  const std::vector<size_t> idx = InterquartileIndices(samples);
+  if (idx.empty()) return 0;
+  double sum = 0;
+  for (size_t i : idx) sum += samples[i];
+  return sum / static_cast<double>(idx.size());
+}
+
 }  // namespace poseidon::calibration

@@ -35,7 +35,8 @@
 //     - {name: relu1, fwd_ms: 0.1, bwd_ms: 0.12}
 //
 // Layer entries: name, fwd_ms, bwd_ms (>= 0, the time for the whole batch; calibration writes
-// the median) and optionally fwd_p10_ms, fwd_p90_ms, bwd_p10_ms, bwd_p90_ms (>= 0, p10 <= p90).
+// the mean over the interquartile iterations, calibration/compute_profiler.h) and optionally
+// fwd_p10_ms, fwd_p90_ms, bwd_p10_ms, bwd_p90_ms (>= 0, p10 <= p90).
 // A layer name may appear once. FC layers may also carry sfb_rebuild_ms (>= 0, optional): the
 // measured time of one sufficient-factor gradient rebuild (kernels::RebuildFcGradient) from
 // `batch` factor pairs, written by `poseidon calibrate`.

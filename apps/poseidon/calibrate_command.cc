@@ -40,6 +40,7 @@ struct CalibrateCommands {
   int warmup = 3;
   uint64_t seed = 1;
   std::string output;
+  bool loop_check = false;
   std::string profile;
   int iterations = 20;
   // calibrate-net
@@ -97,7 +98,28 @@ calibration::ProgressFn StderrProgress(const std::string& what) {
   };
 }
 
+// One loop (a) table row (with the header). Measured: the interquartile mean of the whole
+// iterations (the profile's layer times are means over its interquartile iterations; see
+// calibration/compute_profiler.h), their median and p10/p90 for the spread.
+void PrintLoopRow(const std::string& model, int64_t batch, kernels::Backend backend,
+                  const std::vector<double>& measured, double predicted) {
+  calibration::Summary s = calibration::Summarize(measured);
+  const double iqm = calibration::InterquartileMean(measured);
+  const double err = 100.0 * (predicted - iqm) / iqm;
+  std::cout << fmt::format("{:<14} {:>5} {:>7} {:>12} {:>28} {:>13} {:>8}\n", "model", "batch",
+                           "backend", "measured_ms", "(median; p10, p90)", "predicted_ms",
+                           "error");
+  std::cout << fmt::format("{:<14} {:>5} {:>7} {:>12.3f} {:>28} {:>13.3f} {:>+7.2f}%\n", model,
+                           batch, kernels::BackendName(backend), iqm,
+                           fmt::format("({:.3f}; {:.3f}, {:.3f})", s.median, s.p10, s.p90),
+                           predicted, err);
+}
+
 int RunCalibrate(const CalibrateCommands& c, const std::string& command) {
+  if (c.loop_check && c.output.empty()) {
+    throw ConfigError("error: calibrate --check needs -o FILE (the simulator reads the profile "
+                      "from it)");
+  }
   const std::string path = config::FindModelFile(c.model, *c.data_dir + "/models");
   core::Model m = core::Model::Build(config::LoadModelFile(path));
   calibration::ComputeProfileOptions o;
@@ -107,12 +129,20 @@ int RunCalibrate(const CalibrateCommands& c, const std::string& command) {
   o.warmup = c.warmup;
   o.seed = c.seed;
   o.command = command;
-  config::ProfileSpec p = calibration::MeasureComputeProfile(
-      m, m.name().empty() ? c.model : m.name(), o,
-      StderrProgress(fmt::format("calibrate {} batch {}", c.model, o.batch)));
+  const std::string name = m.name().empty() ? c.model : m.name();
+  auto progress = StderrProgress(fmt::format("calibrate {} batch {}", c.model, o.batch));
   std::ostringstream text;
-  config::WriteProfileYaml(p, text);
+  if (!c.loop_check) {
+    config::WriteProfileYaml(calibration::MeasureComputeProfile(m, name, o, progress), text);
+    WriteText(c.output, text.str());
+    return 0;
+  }
+  calibration::ProfileAndIterations r =
+      calibration::MeasureProfileAndIterations(m, name, o, progress);
+  config::WriteProfileYaml(r.profile, text);
   WriteText(c.output, text.str());
+  PrintLoopRow(name, o.batch, o.backend, r.whole_iteration_ms,
+               calibration::PredictOneNodeIterationMs(path, c.output, o.batch));
   return 0;
 }
 
@@ -128,14 +158,8 @@ int RunCheck(const CalibrateCommands& c) {
   o.warmup = c.warmup;
   o.seed = c.seed;
   std::vector<double> t = calibration::MeasureTrainingIterations(m, o, c.iterations);
-  calibration::Summary s = calibration::Summarize(t);
-  const double predicted = calibration::PredictOneNodeIterationMs(path, c.profile, o.batch);
-  const double err = 100.0 * (predicted - s.median) / s.median;
-  std::cout << fmt::format("{:<16} {:>6} {:>8} {:>14} {:>20} {:>14} {:>8}\n", "model", "batch",
-                           "backend", "measured_ms", "(p10, p90)", "predicted_ms", "error");
-  std::cout << fmt::format("{:<16} {:>6} {:>8} {:>14.3f} {:>20} {:>14.3f} {:>+7.2f}%\n", model_name,
-                           o.batch, kernels::BackendName(o.backend), s.median,
-                           fmt::format("({:.3f}, {:.3f})", s.p10, s.p90), predicted, err);
+  PrintLoopRow(model_name, o.batch, o.backend, t,
+               calibration::PredictOneNodeIterationMs(path, c.profile, o.batch));
   return 0;
 }
 
@@ -194,8 +218,13 @@ int RunNet(const CalibrateCommands& c, const std::string& command) {
   std::cerr << fmt::format("calibrate-net: waiting for {} sender(s) on port {}\n", c.senders,
                            server.port());
   auto cases = calibration::RunTransferReceiver(server, c.senders, conc, c.sizes, c.reps, log);
-  std::cout << fmt::format("{:>8} {:>10} {:>13} {:>13} {:>8}\n", "senders", "bytes", "measured_ms",
-                           "predicted_ms", "error");
+  if (net) {
+    std::cout << fmt::format("{:>8} {:>10} {:>13} {:>13} {:>8}\n", "senders", "bytes",
+                             "measured_ms", "predicted_ms", "error");
+  } else {  // no model to predict with: the aggregate goodput instead (the tbf sweep reads it)
+    std::cout << fmt::format("{:>8} {:>10} {:>13} {:>14}\n", "senders", "bytes", "measured_ms",
+                             "goodput_mbit");
+  }
   double worst = 0;
   for (auto& tc : cases) {
     if (net) {
@@ -205,8 +234,10 @@ int RunNet(const CalibrateCommands& c, const std::string& command) {
       std::cout << fmt::format("{:>8} {:>10} {:>13.3f} {:>13.3f} {:>+7.2f}%\n", tc.senders,
                                tc.bytes, tc.measured_ms, tc.predicted_ms, err);
     } else {
-      std::cout << fmt::format("{:>8} {:>10} {:>13.3f} {:>13} {:>8}\n", tc.senders, tc.bytes,
-                               tc.measured_ms, "-", "-");
+      std::cout << fmt::format("{:>8} {:>10} {:>13.3f} {:>14.1f}\n", tc.senders, tc.bytes,
+                               tc.measured_ms,
+                               8.0 * tc.senders * static_cast<double>(tc.bytes) /
+                                   (tc.measured_ms * 1e3));
     }
   }
   if (net) std::cout << fmt::format("worst |error|: {:.2f}%\n", worst);
@@ -230,6 +261,9 @@ std::shared_ptr<CalibrateCommands> AddCalibrateCommands(CLI::App& app, const std
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cal->add_option("--seed", c->seed)->capture_default_str();
   cal->add_option("-o,--output", c->output, "profile YAML file (default: stdout)");
+  cal->add_flag("--check", c->loop_check,
+                "loop (a): also time one whole training iteration after each profiled one and "
+                "print it against the simulator's prediction from the written profile (needs -o)");
 
   CLI::App* chk = app.add_subcommand(
       "calibrate-check",

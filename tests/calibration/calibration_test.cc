@@ -87,8 +87,10 @@ TEST(ComputeProfiler, ProfileHasEveryLayerProvenanceAndLoadsInTheSimulator) {
     const config::LayerTiming& t = back.layers.at(l.name);
     total += t.fwd_ms + t.bwd_ms;
     ASSERT_TRUE(t.fwd_p10_ms && t.fwd_p90_ms);
-    EXPECT_LE(*t.fwd_p10_ms, t.fwd_ms + 1e-12);
-    EXPECT_GE(*t.fwd_p90_ms, t.fwd_ms - 1e-12);
+    // fwd_ms is a mean over the interquartile iterations (compute_profiler.h), so it need not
+    // lie between this layer's own p10 and p90; it is positive and the spread is ordered.
+    EXPECT_LE(*t.fwd_p10_ms, *t.fwd_p90_ms);
+    EXPECT_GT(t.fwd_ms, 0);
     EXPECT_EQ(t.sfb_rebuild_ms.has_value(), l.kind == core::LayerKind::kFc) << l.name;
   }
   EXPECT_GT(total, 0);
@@ -123,14 +125,15 @@ TEST(CalibrationLoop, OneNodeIterationPredictedWithinAGenerousBound) {
   o.backend = kernels::Backend::kReference;
   o.repetitions = 15;
   o.warmup = 3;
-  config::ProfileSpec p = MeasureComputeProfile(m, "fmnist_mlp", o, nullptr);
+  ProfileAndIterations r = MeasureProfileAndIterations(m, "fmnist_mlp", o, nullptr);
+  ASSERT_EQ(r.whole_iteration_ms.size(), 15u);
   fs::path dir = TempDir("loopa");
   const std::string file = (dir / "p.yaml").string();
   {
     std::ofstream out(file);
-    config::WriteProfileYaml(p, out);
+    config::WriteProfileYaml(r.profile, out);
   }
-  const double measured = Summarize(MeasureTrainingIterations(m, o, 15)).median;
+  const double measured = Summarize(r.whole_iteration_ms).median;
   const double predicted =
       PredictOneNodeIterationMs(Root() + "/scenarios/models/fmnist_mlp.yaml", file, 16);
   EXPECT_NEAR(predicted / measured, 1.0, 0.25) << "measured " << measured << " ms, predicted "
@@ -304,6 +307,15 @@ std::string Leftovers(const std::string& prefix) {
                     &st);
 }
 
+// Checked before anything is created (no root needed).
+TEST(NetnsRun, BadBurstIsRejectedWithAClearError) {
+  int st = 0;
+  std::string out =
+      RunCapture(Root() + "/scripts/netns-run --rate 1gbit --burst 12q -- true 2>&1", &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("--burst '12q'"), std::string::npos) << out;
+}
+
 TEST(NetnsRun, CleansUpWhenACommandFails) {
   std::string why;
   if (!CanUseNamespaces(&why)) GTEST_SKIP() << why;
@@ -331,6 +343,26 @@ TEST(NetnsRun, CleansUpOnTerm) {
       "kill -TERM $p; wait $p; echo rc=$?) 2>&1",
       &st);
   EXPECT_NE(out.find("rc=143"), std::string::npos) << out;
+  EXPECT_EQ(Leftovers(prefix), "");
+}
+
+// Ctrl-C in a terminal sends INT to the foreground process group: the script's group (its
+// commands run in sessions of their own and are killed by its cleanup). `set -m` gives the
+// background job its own process group, as a terminal's foreground job has, and keeps INT
+// deliverable (without job control a background command starts with INT ignored).
+TEST(NetnsRun, CleansUpOnIntToItsProcessGroup) {
+  std::string why;
+  if (!CanUseNamespaces(&why)) GTEST_SKIP() << why;
+  const std::string prefix = "pnv" + std::to_string(getpid() % 100000);
+  int st = 0;
+  std::string out = RunCapture(
+      "bash -c 'set -m; " + Root() + "/scripts/netns-run --prefix " + prefix +
+          " -n 2 --rate 1gbit -- sleep 60 & p=$!; "
+          "for i in $(seq 100); do ip netns list | grep -q " + prefix +
+          "-1 && tc -n " + prefix + "-sw qdisc show | grep -q tbf && break; sleep 0.1; done; "
+          "kill -INT -- -$p; wait $p; echo rc=$?' 2>&1",
+      &st);
+  EXPECT_NE(out.find("rc=130"), std::string::npos) << out;
   EXPECT_EQ(Leftovers(prefix), "");
 }
 

@@ -21,4 +21,21 @@ TEST(Stats, PercentilesInterpolateLikeNumpy) {
 }
 
 }  // namespace
+// The interquartile samples: within [p25, p75]; rare spikes are left out, and the mean of
+// per-part means over the same indices adds up (the property the profiler relies on).
+TEST(Stats, InterquartileMeanLeavesOutSpikesAndAddsUp) {
+  const std::vector<double> a = {1, 1, 1, 1, 100, 1, 1, 1};
+  const std::vector<double> b = {2, 2, 2, 2, 2, 2, 2, 50};
+  EXPECT_DOUBLE_EQ(InterquartileMean(a), 1.0);
+  std::vector<double> total(a.size());
+  for (size_t i = 0; i < a.size(); ++i) total[i] = a[i] + b[i];
+  double sa = 0, sb = 0;
+  const std::vector<size_t> idx = InterquartileIndices(total);
+  ASSERT_FALSE(idx.empty());
+  for (size_t i : idx) sa += a[i], sb += b[i];
+  EXPECT_DOUBLE_EQ(sa / idx.size() + sb / idx.size(), InterquartileMean(total));
+  EXPECT_EQ(InterquartileIndices({1.0, 3.0}).size(), 1u);  // none between: the nearest one
+  EXPECT_TRUE(InterquartileIndices({}).empty());
+}
+
 }  // namespace poseidon::calibration
