@@ -197,4 +197,21 @@ core::FloatBuffer LiveShardStore::Read(const core::Chunk& c) {
   return std::make_shared<const std::vector<float>>(State(c).values);
 }
 
+core::FloatBuffer ReplayWorkerStore::Zeros(int64_t n) {
+  core::FloatBuffer& z = zeros_[n];
+  if (!z) z = std::make_shared<const std::vector<float>>(static_cast<size_t>(n), 0.f);
+  return z;
+}
+
+core::FloatBuffer ReplayWorkerStore::SfbFactors(int layer) {
+  const core::Layer& L = model_.layers().at(static_cast<size_t>(layer));
+  return Zeros(batch_ * (L.fc_in + L.fc_out));
+}
+
+core::FloatBuffer ReplayShardStore::Read(const core::Chunk& chunk) {
+  core::FloatBuffer& z = zeros_[chunk.count];
+  if (!z) z = std::make_shared<const std::vector<float>>(static_cast<size_t>(chunk.count), 0.f);
+  return z;
+}
+
 }  // namespace poseidon::rt

@@ -106,4 +106,31 @@ class LiveShardStore final : public core::ShardStore {
   std::map<int, ChunkState> state_;  // owned chunks by id
 };
 
+// Replayed compute (a node emulating a device by sleeping profiled times): no numbers are
+// computed, but every message carries as many bytes as a real one, so the network is really
+// loaded. Buffers of zeros, shared per size.
+class ReplayWorkerStore final : public core::WorkerStore {
+ public:
+  ReplayWorkerStore(const core::Model& model, int64_t batch) : model_(model), batch_(batch) {}
+  core::FloatBuffer GradientChunk(const core::Chunk& chunk) override { return Zeros(chunk.count); }
+  void WriteParams(const core::Chunk&, const core::Message&) override {}
+  core::FloatBuffer SfbFactors(int layer) override;
+
+ private:
+  core::FloatBuffer Zeros(int64_t n);
+  const core::Model& model_;
+  const int64_t batch_;
+  std::map<int64_t, core::FloatBuffer> zeros_;
+};
+
+class ReplayShardStore final : public core::ShardStore {
+ public:
+  void Accumulate(const core::Chunk&, const core::Message&) override {}
+  void Apply(const core::Chunk&, int64_t, int) override {}
+  core::FloatBuffer Read(const core::Chunk& chunk) override;
+
+ private:
+  std::map<int64_t, core::FloatBuffer> zeros_;
+};
+
 }  // namespace poseidon::rt

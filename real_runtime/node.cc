@@ -25,6 +25,7 @@
 #include "config/job_config.h"
 #include "config/yaml_reader.h"
 #include "core/coordinator.h"
+#include "core/decision_log.h"
 #include "core/placement.h"
 #include "core/server.h"
 #include "core/trace.h"
@@ -34,6 +35,7 @@
 #include "kernels/net.h"
 #include "kernels/training.h"
 #include "real_runtime/live_stores.h"
+#include "sim/compute_model.h"
 
 namespace poseidon::rt {
 namespace {
@@ -187,6 +189,11 @@ class NodeHost final : public core::Host {
   std::map<int, std::deque<core::Message>> backlog_;  // sends refused by backpressure
   std::map<uint64_t, std::unique_ptr<asio::steady_timer>> timers_;
   std::vector<core::TraceEvent> trace_;
+  core::DecisionLog decisions_;
+  bool replay_ = false;
+  std::optional<sim::ComputeModel> replay_model_;
+  std::unique_ptr<core::WorkerStore> replay_worker_store_;
+  std::unique_ptr<core::ShardStore> replay_shard_store_;
 
   // Worker.
   bool is_worker_ = false, is_server_ = false;
@@ -231,7 +238,24 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
                                   layout_.num_actors() - 1));
   }
   CheckLiveScenario(s);
-  protocol_ = config::BuildProtocol(s, model_, s.workers, s.servers, /*device_copies=*/false);
+  if (o_.compute != "real" && o_.compute != "replay") {
+    throw ConfigError(fmt::format("error: --compute must be real or replay, got '{}'", o_.compute));
+  }
+  replay_ = o_.compute == "replay";
+  bool device_copies = false;
+  if (replay_) {
+    // The simulator's compute model, with the straggler slowdowns the scenario gives.
+    sim::ComputeModel cm = sim::BuildComputeModel(s, model_);
+    device_copies = cm.pcie_bandwidth_Bps() > 0;
+    if (layout_.IsWorker(o_.rank)) {
+      for (const auto& st : s.stragglers) {
+        if (st.worker == layout_.WorkerIndex(o_.rank)) cm = cm.ScaledBy(st.slowdown);
+      }
+    }
+    replay_model_.emplace(std::move(cm));
+    o_.training.test = false;
+  }
+  protocol_ = config::BuildProtocol(s, model_, s.workers, s.servers, device_copies);
   placement_ = core::Placement::Build(model_, s.servers, protocol_.chunk_bytes,
                                       protocol_.scheme_of_layer);
   is_worker_ = layout_.IsWorker(o_.rank);
@@ -247,7 +271,15 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
   if (sgd.max_iter <= 1) sgd.max_iter = s.iterations;
   if (sgd.stepsize <= 1) sgd.stepsize = std::max<int64_t>(1, s.iterations / 3);
 
-  if (is_worker_) {
+  if (replay_ && is_worker_) {
+    replay_worker_store_ = std::make_unique<ReplayWorkerStore>(model_, s.batch_per_worker);
+    actor_ = std::make_unique<core::Worker>(o_.rank, model_, *placement_, layout_, protocol_, this,
+                                            replay_worker_store_.get());
+  } else if (replay_ && is_server_) {
+    replay_shard_store_ = std::make_unique<ReplayShardStore>();
+    actor_ = std::make_unique<core::ServerShard>(o_.rank, *placement_, layout_, protocol_, this,
+                                                 replay_shard_store_.get());
+  } else if (is_worker_) {
     const std::string dir =
         o_.training.data_dir.empty() ? kernels::DefaultFashionMnistDir() : o_.training.data_dir;
     train_ = std::make_unique<kernels::IdxDataset>(kernels::FashionMnistTrain(dir));
@@ -349,6 +381,11 @@ int NodeHost::Run() {
   io_.run();
   streams_.clear();
   WriteTrace();
+  if (!o_.decisions_file.empty()) {
+    std::ofstream f(o_.decisions_file, std::ios::binary);
+    f << decisions_.Text();
+    if (!f) spdlog::error("{}: cannot write the decisions to {}", Who(o_.rank), o_.decisions_file);
+  }
   return exit_code_;
 }
 
@@ -554,6 +591,7 @@ void NodeHost::OnMessage(core::Message msg) {
 }
 
 void NodeHost::Send(core::Message msg) {
+  if (!o_.decisions_file.empty()) decisions_.Send(o_.rank, msg);
   const int peer = msg.to;
   std::deque<core::Message>& q = backlog_[peer];
   q.push_back(std::move(msg));
@@ -577,6 +615,7 @@ void NodeHost::TrySend(int peer) {
 }
 
 void NodeHost::StartCompute(const core::ComputeTask& task) {
+  if (!o_.decisions_file.empty()) decisions_.Compute(o_.rank, task);
   const int stream = static_cast<int>(core::StreamOf(task.kind));
   std::unique_ptr<Executor>& ex = streams_[stream];
   if (!ex) ex = std::make_unique<Executor>();
@@ -588,6 +627,24 @@ void NodeHost::StartCompute(const core::ComputeTask& task) {
 void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
   if (compute_failed_) return;
   double loss = NAN;
+  if (replay_) {
+    // Sleep the task's modelled time from when its stream starts it (tasks on one stream queue).
+    const sim::ComputeModel& cm = *replay_model_;
+    int64_t ns = 0;
+    switch (task.kind) {
+      case core::TaskKind::kForward: ns = cm.fwd_ns(task.layer); break;
+      case core::TaskKind::kBackward: ns = cm.bwd_ns(task.layer); break;
+      case core::TaskKind::kCopyToHost:
+      case core::TaskKind::kCopyToDevice: ns = cm.CopyNs(task.bytes); break;
+      case core::TaskKind::kServerUpdate: ns = cm.UpdateNs(task.bytes); break;
+      case core::TaskKind::kSfbRebuild:
+        ns = cm.SfbRebuildNs(task.layer, o_.scenario.batch_per_worker);
+        break;
+    }
+    std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
+    asio::post(io_, [this, task, begin] { TaskDone(task, begin, NAN); });
+    return;
+  }
   try {
     switch (task.kind) {
       case core::TaskKind::kForward: {
@@ -676,6 +733,7 @@ void NodeHost::SetTimer(core::TimeNs at, uint64_t timer_id) {
 
 void NodeHost::Trace(const core::TraceEvent& event) {
   if (!o_.trace_file.empty()) trace_.push_back(event);
+  if (!o_.decisions_file.empty()) decisions_.Trace(event);
 }
 
 // After the actor acted: a finished worker 1 measures test accuracy (on its compute stream,
@@ -748,7 +806,7 @@ void NodeHost::OnLoss(int worker, int64_t clock, double loss) {
 
 void NodeHost::MaybeFinishJob() {
   if (job_finished_ || !actor_->finished()) return;
-  const bool all_losses = next_row_ == protocol_.iterations;
+  const bool all_losses = replay_ || next_row_ == protocol_.iterations;
   const bool want_accuracy = o_.training.test && layout_.num_workers > 0;
   if (!all_losses || (want_accuracy && !accuracy_)) return;
   job_finished_ = true;

@@ -57,6 +57,11 @@ struct NodeOptions {
   int ready_fd = -1;                  // rank 0 writes "PORT\n" here once it listens, then closes it
   LiveTraining training;
   std::string trace_file;             // Chrome-trace JSON of this process's events
+  // "real": workers run the kernels on Fashion-MNIST. "replay": every compute task sleeps the
+  // time the scenario's profile (or device roofline) gives it, as the simulator charges it,
+  // and messages carry zeros of the real sizes (a node emulating a GPU; no data, no learning).
+  std::string compute = "real";
+  std::string decisions_file;         // this process's protocol decisions (core/decision_log.h)
 };
 
 // Exit codes of a node process (and of `poseidon launch`, which passes the worst one on).

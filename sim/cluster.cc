@@ -21,8 +21,14 @@ using core::TraceKind;
 class SimJob::ActorHost final : public core::Host {
  public:
   ActorHost(SimJob* job, ActorId id) : job_(job), id_(id) {}
-  void Send(Message msg) override { job_->Send(id_, std::move(msg)); }
-  void StartCompute(const ComputeTask& task) override { job_->StartCompute(id_, task); }
+  void Send(Message msg) override {
+    if (job_->config_.record_decisions) job_->run_.decisions.Send(id_, msg);
+    job_->Send(id_, std::move(msg));
+  }
+  void StartCompute(const ComputeTask& task) override {
+    if (job_->config_.record_decisions) job_->run_.decisions.Compute(id_, task);
+    job_->StartCompute(id_, task);
+  }
   void SetTimer(TimeNs, uint64_t) override {
     POSEIDON_CHECK(false) << "timers are not used by the simulated protocol yet";
   }
@@ -299,6 +305,7 @@ void SimJob::Trace(const TraceEvent& e) {
     }
   }
   if (config_.record_trace) run_.trace.push_back(e);
+  if (config_.record_decisions) run_.decisions.Trace(e);
 }
 
 SimRun SimJob::Run() {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "config/specs.h"
+#include "core/decision_log.h"
 #include "core/host.h"
 #include "core/job.h"
 #include "core/model.h"
@@ -58,6 +59,8 @@ struct SimJobConfig {
   // Fault injection for tests: a message for which this returns true is lost (never delivered),
   // e.g. to check that a job which cannot progress ends with a deadlock report.
   std::function<bool(const core::Message&)> drop_message;
+  // Record every actor's protocol decisions (core/decision_log.h) into SimRun::decisions.
+  bool record_decisions = false;
 };
 
 struct WorkerRun {
@@ -88,6 +91,7 @@ struct SimRun {
   bool deadlocked = false;
   std::string deadlock_report;  // who waits for what, one actor a line
   std::vector<core::TraceEvent> trace;
+  core::DecisionLog decisions;  // with SimJobConfig::record_decisions
 };
 
 class SimJob {

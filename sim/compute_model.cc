@@ -1,5 +1,7 @@
 #include "sim/compute_model.h"
 
+#include "config/scenario.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -220,6 +222,19 @@ void ComputeModel::set_host_memory_bandwidth(double bytes_per_s) {
 void ComputeModel::set_pcie_bandwidth(double bytes_per_s) {
   POSEIDON_CHECK(bytes_per_s >= 0) << bytes_per_s;
   pcie_Bps_ = bytes_per_s;
+}
+
+ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model& model) {
+  ComputeModel c = s.profile
+                       ? ComputeModel::FromProfile(model, *s.profile, s.batch_per_worker,
+                                                   s.profile_file)
+                       : ComputeModel::FromDevice(model, *s.device, s.batch_per_worker);
+  if (s.profile && s.device && s.profile->pcie_bandwidth_Bps == 0) {
+    // A profile measured on a host-only backend says nothing of PCIe; the device file does.
+    c.set_pcie_bandwidth(s.device->pcie_bandwidth_Bps);
+  }
+  c.set_host_memory_bandwidth(s.server_update_Bps);
+  return c;
 }
 
 }  // namespace poseidon::sim

@@ -71,6 +71,7 @@
 #include <string>
 #include <vector>
 
+#include "config/scenario.h"
 #include "config/specs.h"
 #include "core/model.h"
 
@@ -141,5 +142,11 @@ class ComputeModel {
   std::string source_;
   std::vector<std::string> warnings_;
 };
+
+// The compute model a scenario describes: its measured profile, else its device's roofline
+// (with the device's PCIe bandwidth when the profile has none), and the shards' update
+// bandwidth. Both hosts replay through it: the simulator, and the live runtime's replayed
+// compute (a node emulating a GPU by sleeping the profiled time).
+ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model& model);
 
 }  // namespace poseidon::sim

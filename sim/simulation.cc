@@ -9,24 +9,11 @@
 
 namespace poseidon::sim {
 
-ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model& model) {
-  ComputeModel c = s.profile
-                       ? ComputeModel::FromProfile(model, *s.profile, s.batch_per_worker,
-                                                   s.profile_file)
-                       : ComputeModel::FromDevice(model, *s.device, s.batch_per_worker);
-  if (s.profile && s.device && s.profile->pcie_bandwidth_Bps == 0) {
-    // A profile measured on a host-only backend says nothing of PCIe; the device file does.
-    c.set_pcie_bandwidth(s.device->pcie_bandwidth_Bps);
-  }
-  c.set_host_memory_bandwidth(s.server_update_Bps);
-  return c;
-}
-
 namespace {
 
 SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const ComputeModel& compute,
               int workers, int servers, bool record_trace, core::JobLayout* layout_out,
-              std::function<void(double)> progress = {}) {
+              std::function<void(double)> progress = {}, bool record_decisions = false) {
   SimJobConfig cfg;
   cfg.model = &model;
   cfg.layout = config::BuildLayout(s, workers, servers);
@@ -45,6 +32,7 @@ SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const Com
   cfg.seed = s.seed;
   cfg.warmup_iterations = s.warmup_iterations;
   cfg.record_trace = record_trace;
+  cfg.record_decisions = record_decisions;
   cfg.progress = std::move(progress);
   if (layout_out) *layout_out = cfg.layout;
   SimJob job(std::move(cfg));
@@ -69,7 +57,8 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
 
   core::JobLayout layout;
   SimRun run = RunJob(s, model, compute, s.workers, s.servers, options.record_trace, &layout,
-                      options.progress);
+                      options.progress, options.record_decisions);
+  if (options.record_decisions) r.decisions = run.decisions.Text();
   r.events = run.events;
   r.network_messages = run.network_messages;
   r.links = run.links;

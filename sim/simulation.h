@@ -33,6 +33,7 @@ namespace poseidon::sim {
 
 struct SimOptions {
   bool record_trace = false;
+  bool record_decisions = false;  // ScenarioResult::decisions (core/decision_log.h)
   bool baseline = true;  // also report the speedup over one node
   // Called now and then during the main run (see SimJobConfig::progress); never changes results.
   std::function<void(double fraction)> progress;
@@ -72,6 +73,8 @@ struct ScenarioResult {
   std::vector<std::string> warnings;
   bool deadlocked = false;
   std::string deadlock_report;
+  // Only with SimOptions::record_decisions: every actor's protocol decisions (DecisionLog::Text).
+  std::string decisions;
   // Only with SimOptions::record_trace: Chrome-trace JSON of the run.
   std::string chrome_trace;
 };
@@ -79,8 +82,6 @@ struct ScenarioResult {
 // The model, protocol and layout come from config/job_config.h (shared with the live runtime).
 using config::BuildProtocol;
 using config::BuildScenarioModel;
-// The compute model the scenario describes (a measured profile, else the device's roofline).
-ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model& model);
 
 ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions& options);
 

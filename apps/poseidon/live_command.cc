@@ -21,6 +21,7 @@ using config::ConfigError;
 // The training flags `node` takes and `launch` passes on to every node.
 struct TrainingFlags {
   std::string backend = "cpu", data_dir, lr_policy = "fixed", csv, save_params;
+  std::string compute = "real", decisions_dir;
   double lr = 0.01, momentum = 0.9, weight_decay = 0.0005, gamma = 0.1, power = 1;
   int64_t stepsize = 0, print_interval = 100;
   bool no_test = false;
@@ -38,6 +39,11 @@ struct TrainingFlags {
     c->add_option("--print-interval", print_interval)->capture_default_str();
     c->add_option("--csv", csv, "coordinator: write the learning curve here");
     c->add_flag("--no-test", no_test, "skip the test-set accuracy at the end");
+    c->add_option("--compute", compute,
+                  "real (kernels on Fashion-MNIST) | replay (sleep the scenario's profiled times)")
+        ->capture_default_str();
+    c->add_option("--decisions-dir", decisions_dir,
+                  "every process writes its protocol decisions to DIR/rank-R.txt");
     c->add_option("--save-params", save_params,
                   "workers: write the final parameters (raw float32) here; {rank} = the rank");
   }
@@ -52,6 +58,8 @@ struct TrainingFlags {
     if (!csv.empty()) a.insert(a.end(), {"--csv", csv});
     if (no_test) a.push_back("--no-test");
     if (!save_params.empty()) a.insert(a.end(), {"--save-params", save_params});
+    a.insert(a.end(), {"--compute", compute});
+    if (!decisions_dir.empty()) a.insert(a.end(), {"--decisions-dir", decisions_dir});
     return a;
   }
   rt::LiveTraining Build() const {
@@ -194,6 +202,10 @@ class Commands final : public LiveCommands {
       o.trace_file = fmt::format("{}/rank-{}.json", trace_dir_node_, rank_);
     }
     if (!trace_.empty()) o.trace_file = trace_;
+    o.compute = node_flags_.compute;
+    if (!node_flags_.decisions_dir.empty()) {
+      o.decisions_file = fmt::format("{}/rank-{}.txt", node_flags_.decisions_dir, rank_);
+    }
     return rt::RunNode(o);
   }
 

@@ -82,10 +82,11 @@ class ProgressLine {
 
 int Simulate(const std::string& scenario, const std::vector<std::string>& overrides,
              const std::string& format, const std::string& trace, const std::string& output,
-             bool baseline, bool progress) {
+             bool baseline, bool progress, const std::string& decisions) {
   poseidon::config::ScenarioSpec s = poseidon::config::LoadScenarioFile(scenario, overrides);
   poseidon::sim::SimOptions opts;
   opts.record_trace = !trace.empty();
+  opts.record_decisions = !decisions.empty();
   opts.baseline = baseline;
   std::optional<ProgressLine> line;
   line.emplace("simulate " + s.name, progress || isatty(fileno(stderr)) != 0);
@@ -111,6 +112,7 @@ int Simulate(const std::string& scenario, const std::vector<std::string>& overri
     WriteFile(trace, r.chrome_trace);
     std::cerr << "trace written to " << trace << " (open it in https://ui.perfetto.dev)\n";
   }
+  if (!decisions.empty()) WriteFile(decisions, r.decisions);
   return 0;
 }
 
@@ -183,6 +185,9 @@ int main(int argc, char** argv) {
   simulate->add_option("--format", format, "table | csv | json")
       ->check(CLI::IsMember({"table", "csv", "json"}));
   simulate->add_option("--trace", trace, "write a Chrome-trace JSON timeline (Perfetto)");
+  std::string sim_decisions;
+  simulate->add_option("--decisions", sim_decisions,
+                       "write every actor's protocol decisions here (to compare with a live run)");
   simulate->add_option("-o,--output", output, "write the result here instead of stdout");
   simulate->add_option("--set", overrides, "override a scenario key: KEY=VALUE (dotted path)");
   simulate->add_flag("--no-baseline", no_baseline, "skip the one-node run used for the speedup");
@@ -256,7 +261,8 @@ int main(int argc, char** argv) {
                                           std::cout);
     }
     if (simulate->parsed()) {
-      return Simulate(scenario, overrides, format, trace, output, !no_baseline, sim_progress);
+      return Simulate(scenario, overrides, format, trace, output, !no_baseline, sim_progress,
+                      sim_decisions);
     }
     if (sweep->parsed()) {
       if (!merge_files.empty()) {
