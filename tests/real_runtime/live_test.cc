@@ -346,3 +346,35 @@ TEST_F(LiveTest, SimulatorAndLiveRunMakeTheSameProtocolDecisions) {
 
 }  // namespace
 }  // namespace poseidon::rt
+
+namespace poseidon::rt {
+namespace {
+
+// `launch --emulate`: one network namespace per machine behind a bridge, links shaped with tbf;
+// the job trains and every namespace is gone afterwards, also when the job fails.
+TEST_F(LiveTest, EmulatedClusterTrainsAndLeavesNothingBehind) {
+  if (geteuid() != 0 || Shell("ip netns add poseidon-probe && ip netns del poseidon-probe").rc != 0) {
+    GTEST_SKIP() << "network namespaces need root (CAP_NET_ADMIN); skipped";
+  }
+  // Other tests may create namespaces meanwhile: look for this job's own (its prefix is printed).
+  auto leftovers = [](const std::string& out) {
+    std::smatch m;
+    if (!std::regex_search(out, m, std::regex("emulated cluster (pn[0-9a-z]+)"))) return std::string("?");
+    return Shell("ip netns list | grep '^" + m[1].str() + "-' || true").out;
+  };
+  Result ok = Launch("emulated", "--emulate --emulate-gbps 1 --workers 2 --servers 1 --set "
+                     "iterations=20 --set batch_per_worker=16 --print-interval 10 --no-test");
+  EXPECT_EQ(ok.rc, 0) << ok.out;
+  EXPECT_NE(ok.out.find("coordinator on 10.77.0.1:"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("job done"), std::string::npos) << ok.out;
+  EXPECT_EQ(leftovers(ok.out), "") << ok.out;
+  // A failing job (no data) cleans up too.
+  Result bad = Shell(kBin + " launch " + kRoot + "/scenarios/live/fmnist_mlp.yaml --emulate "
+                     "--data-dir /nonexistent --log-dir " + Dir() + "/emulated-bad --workers 2 "
+                     "--servers 1");
+  EXPECT_NE(bad.rc, 0) << bad.out;
+  EXPECT_EQ(leftovers(bad.out), "") << bad.out;
+}
+
+}  // namespace
+}  // namespace poseidon::rt
