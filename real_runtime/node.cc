@@ -187,6 +187,7 @@ class NodeHost final : public core::Host {
   std::map<int, PeerAddress> addresses_;  // coordinator: hellos; others: the table
   bool table_received_ = false;
   std::map<int, std::deque<core::Message>> backlog_;  // sends refused by backpressure
+  std::map<int, std::deque<core::TimeNs>> send_times_;  // trace: when each queued send was made
   std::map<uint64_t, std::unique_ptr<asio::steady_timer>> timers_;
   std::vector<core::TraceEvent> trace_;
   core::DecisionLog decisions_;
@@ -335,6 +336,24 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     OnControl(peer, type, std::move(body));
   };
   cb.on_sent = [this](const core::Message& m) {
+    auto t = send_times_.find(m.to);
+    if (t != send_times_.end() && !t->second.empty()) {
+      // The same event the simulator records: a message in flight from its send to its last
+      // byte leaving this machine.
+      core::TraceEvent e;
+      e.kind = core::TraceKind::kMessage;
+      e.ts = t->second.front();
+      e.dur = Now() - e.ts;
+      e.actor = m.from;
+      e.peer = m.to;
+      e.layer = m.layer;
+      e.chunk = m.chunk;
+      e.clock = m.clock;
+      e.bytes = m.payload_bytes;
+      e.msg = m.type;
+      trace_.push_back(e);
+      t->second.pop_front();
+    }
     if (actor_started_ && !failed_) {
       actor_->OnSent(Now(), m);
       AfterActorCall();
@@ -592,6 +611,7 @@ void NodeHost::OnMessage(core::Message msg) {
 
 void NodeHost::Send(core::Message msg) {
   if (!o_.decisions_file.empty()) decisions_.Send(o_.rank, msg);
+  if (!o_.trace_file.empty()) send_times_[msg.to].push_back(Now());
   const int peer = msg.to;
   std::deque<core::Message>& q = backlog_[peer];
   q.push_back(std::move(msg));

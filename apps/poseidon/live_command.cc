@@ -1,5 +1,6 @@
 #include "apps/poseidon/live_command.h"
 
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -198,6 +199,10 @@ class Commands final : public LiveCommands {
     o.transport.job_id = job_id_;
     o.ready_fd = ready_fd_;
     o.training = node_flags_.Build();
+    for (const std::string& d : {trace_dir_node_, node_flags_.decisions_dir}) {
+      std::error_code ec;
+      if (!d.empty()) std::filesystem::create_directories(d, ec);
+    }
     if (!trace_dir_node_.empty()) {
       o.trace_file = fmt::format("{}/rank-{}.json", trace_dir_node_, rank_);
     }

@@ -377,3 +377,26 @@ class ScriptTest(TempDirTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DwbpOverlapTest(unittest.TestCase):
+    def test_overlap_counts_sends_in_flight_during_the_backward_pass_once(self):
+        import dwbp_overlap  # noqa: E402
+        ev = [
+            # worker actor 1 (compute tid 8, send tid 11), clock 1: backward 0..100 us
+            {"ph": "X", "name": "backward fc2", "cat": "compute", "tid": 8, "ts": 0, "dur": 40,
+             "args": {"clock": 1}},
+            {"ph": "X", "name": "backward fc1", "cat": "compute", "tid": 8, "ts": 40, "dur": 60,
+             "args": {"clock": 1}},
+            # two overlapping pushes 50..130 and 60..90: union 80, of which 50 during backward
+            {"ph": "X", "name": "push fc2 c0 -> shard 0", "cat": "network", "tid": 11, "ts": 50,
+             "dur": 80, "args": {"clock": 1}},
+            {"ph": "X", "name": "push fc2 c1 -> shard 0", "cat": "network", "tid": 11, "ts": 60,
+             "dur": 30, "args": {"clock": 1}},
+            # another clock's message and a register do not count
+            {"ph": "X", "name": "push fc2 c0 -> shard 0", "cat": "network", "tid": 11, "ts": 5,
+             "dur": 10, "args": {"clock": 0}},
+            {"ph": "X", "name": "register -> coordinator", "cat": "network", "tid": 11, "ts": 0,
+             "dur": 10, "args": {"clock": 1}},
+        ]
+        self.assertEqual(dwbp_overlap.overlap(ev), [(1, 1, 100, 80, 50)])
