@@ -20,6 +20,7 @@
 
 #include "kernels/data/idx.h"
 #include "real_runtime/frame.h"
+#include "real_runtime/node.h"
 #include "real_runtime/transport.h"
 
 namespace poseidon::rt {
@@ -374,6 +375,51 @@ TEST_F(LiveTest, EmulatedClusterTrainsAndLeavesNothingBehind) {
                      "--servers 1");
   EXPECT_NE(bad.rc, 0) << bad.out;
   EXPECT_EQ(leftovers(bad.out), "") << bad.out;
+}
+
+}  // namespace
+}  // namespace poseidon::rt
+
+namespace poseidon::rt {
+namespace {
+
+// Ctrl-C on the launcher stops every process of the job and says so in the exit code.
+TEST_F(LiveTest, InterruptStopsTheWholeJob) {
+  Result r = Shell("timeout --preserve-status -s INT 4 " + kBin + " launch " + kRoot +
+                   "/scenarios/live/fmnist_mlp.yaml --job-id live-test-sigint --data-dir " + Dir() +
+                   "/data --log-dir " + Dir() + "/sigint --set iterations=100000");
+  EXPECT_EQ(r.rc, 130) << r.out;
+  EXPECT_EQ(Shell("pgrep -f 'job-id live-test-[s]igint' || true").out, "") << "processes left behind";
+}
+
+TEST(RankFromEnvironment, ReadsOpenMpiMpichAndSlurmInThatOrder) {
+  int rank = -1, size = -1;
+  std::string source;
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                        "SLURM_PROCID", "SLURM_NTASKS"}) {
+    unsetenv(v);
+  }
+  EXPECT_FALSE(RankFromEnvironment(&rank, &size, &source));
+  setenv("SLURM_PROCID", "3", 1);
+  setenv("SLURM_NTASKS", "7", 1);
+  ASSERT_TRUE(RankFromEnvironment(&rank, &size, &source));
+  EXPECT_EQ(rank, 3);
+  EXPECT_EQ(size, 7);
+  EXPECT_EQ(source, "SLURM_PROCID/SLURM_NTASKS");
+  setenv("PMI_RANK", "x", 1);  // malformed: skipped
+  setenv("PMI_SIZE", "7", 1);
+  setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "7", 1);
+  ASSERT_TRUE(RankFromEnvironment(&rank, &size, &source));
+  EXPECT_EQ(rank, 5);
+  EXPECT_EQ(source, "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE");
+  setenv("OMPI_COMM_WORLD_RANK", "7", 1);  // rank >= size: skipped, falls through to Slurm
+  ASSERT_TRUE(RankFromEnvironment(&rank, &size, &source));
+  EXPECT_EQ(rank, 3);
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                        "SLURM_PROCID", "SLURM_NTASKS"}) {
+    unsetenv(v);
+  }
 }
 
 }  // namespace
