@@ -1,5 +1,7 @@
 #include "core/trace.h"
 
+#include <algorithm>
+
 #include <charconv>
 #include <set>
 #include <utility>
@@ -168,6 +170,54 @@ void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& l
     out->append("}}");
   }
   out->append("\n]}\n");
+}
+
+bool MergeChromeTraces(const std::vector<std::string>& traces, std::string* out,
+                       std::string* error) {
+  static const std::string kHead = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  static const std::string kTail = "\n]}\n";
+  std::vector<std::string> meta, events;
+  for (size_t t = 0; t < traces.size(); ++t) {
+    const std::string& text = traces[t];
+    if (text.size() < kHead.size() + kTail.size() - 1 || text.compare(0, kHead.size(), kHead) != 0 ||
+        text.compare(text.size() - 3, 3, "]}\n") != 0) {
+      *error = "input " + std::to_string(t + 1) +
+               " is not a Poseidon trace (it must start with " + kHead.substr(0, kHead.size() - 1) +
+               " and end with ]}, as `poseidon simulate --trace` and `launch --trace-dir` write)";
+      return false;
+    }
+    size_t pos = kHead.size();
+    const size_t end = text.size() - 3;
+    while (pos < end) {
+      size_t nl = text.find('\n', pos);
+      if (nl == std::string::npos || nl > end) nl = end;
+      std::string line = text.substr(pos, nl - pos);
+      pos = nl + 1;
+      if (!line.empty() && line.back() == ',') line.pop_back();
+      if (line.empty()) continue;
+      if (line.front() != '{' || line.back() != '}') {
+        *error = "input " + std::to_string(t + 1) + " has a malformed event line near byte " +
+                 std::to_string(pos);
+        return false;
+      }
+      if (line.find("\"ph\":\"M\"") != std::string::npos) {
+        if (std::find(meta.begin(), meta.end(), line) == meta.end()) meta.push_back(line);
+      } else {
+        events.push_back(std::move(line));
+      }
+    }
+  }
+  out->append(kHead);
+  bool first = true;
+  for (const auto* group : {&meta, &events}) {
+    for (const std::string& l : *group) {
+      if (!first) out->append(",\n");
+      first = false;
+      out->append(l);
+    }
+  }
+  out->append(kTail);
+  return true;
 }
 
 }  // namespace poseidon::core

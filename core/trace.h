@@ -22,4 +22,10 @@ namespace poseidon::core {
 void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& layout,
                        const Model& model, std::string* out);
 
+// Joins traces this formatter wrote (one per live process; they share the job's time base) into
+// one: every event once, the metadata naming machines and lanes once. Returns false and says
+// which input and why in *error when a text is not in this formatter's layout.
+bool MergeChromeTraces(const std::vector<std::string>& traces, std::string* out,
+                       std::string* error);
+
 }  // namespace poseidon::core

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <limits>
 #include <thread>
 
 #include <fmt/format.h>
@@ -50,7 +51,12 @@ enum Control : uint8_t {
   kCtlLoss = 66,      // worker -> coordinator: i64 clock, f64 loss
   kCtlAccuracy = 67,  // worker -> coordinator: f64 test accuracy
   kCtlShutdown = 68,  // coordinator -> any: the job is over, exit
+  kCtlClockPing = 69, // any -> coordinator: i64 local send time
+  kCtlClockPong = 70, // coordinator -> any: i64 that time, i64 coordinator's job time
 };
+
+// Clock pings per process: the offset of the sample with the smallest round trip is kept.
+constexpr int kClockPings = 8;
 
 // Little-endian helpers for the control bodies.
 void Put(std::vector<uint8_t>* b, const void* p, size_t n) {
@@ -142,7 +148,12 @@ class NodeHost final : public core::Host {
   void Trace(const core::TraceEvent& event) override;
 
  private:
-  core::TimeNs Now() const {
+  // The job's time base: the coordinator's time since it started. Other processes add the
+  // offset they estimated with clock pings (NTP-style, best of kClockPings round trips), so
+  // every process's trace shares one time base (on one host to within microseconds; across
+  // hosts to within half the smallest round trip).
+  core::TimeNs Now() const { return Local() + clock_offset_; }
+  core::TimeNs Local() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count();
   }
   std::string Who(int rank) const { return layout_.ActorName(rank); }
@@ -186,6 +197,9 @@ class NodeHost final : public core::Host {
   bool shutting_down_ = false;
   std::map<int, PeerAddress> addresses_;  // coordinator: hellos; others: the table
   bool table_received_ = false;
+  core::TimeNs clock_offset_ = 0;
+  core::TimeNs best_rtt_ = std::numeric_limits<core::TimeNs>::max();
+  int pongs_ = 0;
   std::map<int, std::deque<core::Message>> backlog_;  // sends refused by backpressure
   std::map<int, std::deque<core::TimeNs>> send_times_;  // trace: when each queued send was made
   std::map<uint64_t, std::unique_ptr<asio::steady_timer>> timers_;
@@ -414,6 +428,9 @@ void NodeHost::OnPeerUp(int peer) {
     PutValue<uint16_t>(&b, addresses_[o_.rank].port);
     Put(&b, addresses_[o_.rank].host.data(), addresses_[o_.rank].host.size());
     transport_->SendControl(0, kCtlHello, std::move(b));
+    std::vector<uint8_t> ping;
+    PutValue<int64_t>(&ping, Local());
+    transport_->SendControl(0, kCtlClockPing, std::move(ping));
   }
   MaybeStartActor();
 }
@@ -497,6 +514,34 @@ void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
       MaybeFinishJob();
       return;
     }
+    case kCtlClockPing: {
+      int64_t t1 = 0;
+      if (o_.rank != 0 || !r.Get(&t1)) return bad("clock ping");
+      std::vector<uint8_t> b;
+      PutValue<int64_t>(&b, t1);
+      PutValue<int64_t>(&b, Now());
+      transport_->SendControl(peer, kCtlClockPong, std::move(b));
+      return;
+    }
+    case kCtlClockPong: {
+      int64_t t1 = 0, coord = 0;
+      if (peer != 0 || !r.Get(&t1) || !r.Get(&coord) || pongs_ >= kClockPings) return bad("clock pong");
+      const core::TimeNs t2 = Local();
+      if (t2 - t1 < best_rtt_) {
+        best_rtt_ = t2 - t1;
+        clock_offset_ = coord + best_rtt_ / 2 - t2;
+      }
+      if (++pongs_ < kClockPings) {
+        std::vector<uint8_t> ping;
+        PutValue<int64_t>(&ping, Local());
+        transport_->SendControl(0, kCtlClockPing, std::move(ping));
+      } else {
+        spdlog::info("{}: clock offset to the coordinator {} us (round trip {} us)", Who(o_.rank),
+                     clock_offset_ / 1000, best_rtt_ / 1000);
+      }
+      MaybeStartActor();
+      return;
+    }
     case kCtlShutdown:
       if (peer != 0) return bad("shutdown");
       shutting_down_ = true;
@@ -522,7 +567,7 @@ void NodeHost::SendPeerTable() {
 
 // A non-coordinator starts its actor once it is connected to every other process.
 void NodeHost::MaybeStartActor() {
-  if (o_.rank == 0 || actor_started_ || !table_received_) return;
+  if (o_.rank == 0 || actor_started_ || !table_received_ || pongs_ < kClockPings) return;
   for (int r = 0; r < layout_.num_actors(); ++r) {
     if (r != o_.rank && !transport_->is_up(r)) return;
   }

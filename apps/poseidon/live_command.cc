@@ -1,13 +1,16 @@
 #include "apps/poseidon/live_command.h"
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "config/scenario.h"
+#include "core/trace.h"
 #include "config/yaml_reader.h"
 #include "kernels/sgd.h"
 #include "real_runtime/launch.h"
@@ -142,10 +145,17 @@ class Commands final : public LiveCommands {
     launch_app_->add_option("--job-id", launch_.job_id, "the job's id (default: launch-PID-TIME)");
     launch_app_->add_option("--trace-dir", trace_dir_, "every process writes its trace here");
     launch_flags_.Add(launch_app_);
+
+    CLI::App* trace = app.add_subcommand("trace", "work with Chrome-trace timelines");
+    merge_app_ = trace->add_subcommand("merge", "join live processes' traces into one timeline");
+    merge_app_->add_option("traces", merge_inputs_, "trace JSON files (launch --trace-dir)")
+        ->required();
+    merge_app_->add_option("-o,--output", merge_output_, "merged trace JSON")->required();
   }
 
   int RunIfParsed() override {
     if (node_->parsed()) return RunNodeCommand();
+    if (merge_app_->parsed()) return RunMerge();
     if (launch_app_->parsed()) {
       launch_.node_args = launch_flags_.Args();
       launch_.netns_script = std::string(POSEIDON_DATA_DIR) + "/../scripts/netns-run";
@@ -159,6 +169,35 @@ class Commands final : public LiveCommands {
   }
 
  private:
+  int RunMerge() {
+    std::vector<std::string> texts;
+    for (const std::string& path : merge_inputs_) {
+      std::ifstream f(path, std::ios::binary);
+      if (!f) throw ConfigError(path + ": error: cannot read the trace");
+      std::stringstream ss;
+      ss << f.rdbuf();
+      texts.push_back(ss.str());
+    }
+    std::string merged, error;
+    if (!core::MergeChromeTraces(texts, &merged, &error)) {
+      // "input N" -> the file's name.
+      const size_t at = error.find("input ");
+      size_t n = 0;
+      if (at != std::string::npos) n = std::stoul(error.substr(at + 6));
+      throw ConfigError(fmt::format("{}: error: {}", n >= 1 && n <= merge_inputs_.size()
+                                                          ? merge_inputs_[n - 1]
+                                                          : merge_output_,
+                                    error));
+    }
+    std::ofstream out(merge_output_, std::ios::binary);
+    if (!out || !(out << merged) || !out.flush()) {
+      throw ConfigError(merge_output_ + ": error: cannot write file; check the folder exists");
+    }
+    std::cerr << "merged " << merge_inputs_.size() << " traces into " << merge_output_
+              << " (open it in https://ui.perfetto.dev)\n";
+    return 0;
+  }
+
   int RunNodeCommand() {
     rt::NodeOptions o;
     o.scenario = config::LoadScenarioFile(node_scenario_, node_overrides_);
@@ -225,6 +264,9 @@ class Commands final : public LiveCommands {
   std::string trace_, trace_dir_node_;
   TrainingFlags node_flags_;
 
+  CLI::App* merge_app_ = nullptr;
+  std::vector<std::string> merge_inputs_;
+  std::string merge_output_;
   CLI::App* launch_app_ = nullptr;
   rt::LaunchOptions launch_;
   std::string trace_dir_;

@@ -1,5 +1,6 @@
-// apps/poseidon/live_command.h: `poseidon node` (one process of a live job) and `poseidon launch`
-// (a whole live job on this machine). Flags only; the work is in real_runtime/.
+// apps/poseidon/live_command.h: `poseidon node` (one process of a live job), `poseidon launch`
+// (a whole live job on this machine) and `poseidon trace merge` (one timeline from the
+// processes' traces). Flags only; the work is in real_runtime/ and core/trace.h.
 #pragma once
 
 #include <memory>
@@ -15,7 +16,7 @@ class LiveCommands {
   virtual int RunIfParsed() = 0;
 };
 
-// Adds `node` and `launch` to `app`.
+// Adds `node`, `launch` and `trace merge` to `app`.
 std::unique_ptr<LiveCommands> AddLiveCommands(CLI::App& app);
 
 }  // namespace poseidon::app

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <algorithm>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -420,6 +421,51 @@ TEST(RankFromEnvironment, ReadsOpenMpiMpichAndSlurmInThatOrder) {
                         "SLURM_PROCID", "SLURM_NTASKS"}) {
     unsetenv(v);
   }
+}
+
+}  // namespace
+}  // namespace poseidon::rt
+
+namespace poseidon::rt {
+namespace {
+
+std::set<std::string> EventNames(const std::string& trace) {
+  std::set<std::string> names;
+  static const std::regex kName("\"ph\":\"[Xi]\"(?:,\"s\":\"t\")?,\"name\":\"([^\"]*)\"");
+  for (auto it = std::sregex_iterator(trace.begin(), trace.end(), kName); it != std::sregex_iterator();
+       ++it) {
+    names.insert((*it)[1]);
+  }
+  return names;
+}
+
+// Every live process writes a Chrome trace on the job's time base; `poseidon trace merge` joins
+// them; a simulated run of the same scenario writes the same event names (timelines open side by
+// side in Perfetto).
+TEST_F(LiveTest, MergedLiveTraceHasTheSimulatorsEventNames) {
+  const std::string dir = Dir() + "/traces";
+  const std::string scenario = kRoot + "/scenarios/live/fmnist_mlp.yaml --set iterations=3 "
+                               "--set cluster.workers=2 --set cluster.servers=1 "
+                               "--set protocol.scheme=auto";
+  Result live = Shell(kBin + " launch " + scenario + " --compute replay --trace-dir " + dir +
+                      "/live --log-dir " + dir + "/logs");
+  ASSERT_EQ(live.rc, 0) << live.out;
+  std::string files;
+  for (int r = 0; r < 4; ++r) files += " " + dir + "/live/rank-" + std::to_string(r) + ".json";
+  Result merge = Shell(kBin + " trace merge" + files + " -o " + dir + "/merged.json");
+  ASSERT_EQ(merge.rc, 0) << merge.out;
+  Result sim = Shell(kBin + " simulate " + scenario + " --trace " + dir + "/sim.json");
+  ASSERT_EQ(sim.rc, 0) << sim.out;
+  const std::string merged = ReadFile(dir + "/merged.json");
+  const std::set<std::string> live_names = EventNames(merged);
+  const std::set<std::string> sim_names = EventNames(ReadFile(dir + "/sim.json"));
+  EXPECT_GT(sim_names.size(), 30u);
+  EXPECT_EQ(live_names, sim_names);
+  // Every process's lanes are named once.
+  EXPECT_NE(merged.find("\"name\":\"thread_name\""), std::string::npos);
+  Result bad = Shell(kBin + " trace merge " + kRoot + "/README.md -o " + dir + "/x.json");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.out.find("README.md: error: "), std::string::npos) << bad.out;
 }
 
 }  // namespace
