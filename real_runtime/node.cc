@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <asio.hpp>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -206,6 +207,7 @@ class NodeHost final : public core::Host {
   std::vector<core::TraceEvent> trace_;
   core::DecisionLog decisions_;
   bool replay_ = false;
+  std::array<core::TimeNs, core::kNumStreams> replay_stream_end_{};  // per stream, compute threads
   std::optional<sim::ComputeModel> replay_model_;
   std::unique_ptr<core::WorkerStore> replay_worker_store_;
   std::unique_ptr<core::ShardStore> replay_shard_store_;
@@ -706,8 +708,17 @@ void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
         ns = cm.SfbRebuildNs(task.layer, o_.scenario.batch_per_worker);
         break;
     }
-    std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
-    asio::post(io_, [this, task, begin] { TaskDone(task, begin, NAN); });
+    // Like a device queue: a task the core starts right after the previous one on this stream
+    // ended (within kAbsorbNs of it: the loop's hand-off latency on a busy host) starts when
+    // that one ended, as in the simulator where the next task starts at the same instant.
+    // Sleeping until an absolute deadline also keeps sleep overshoot from accumulating.
+    constexpr core::TimeNs kAbsorbNs = 1'000'000;
+    const int stream = static_cast<int>(core::StreamOf(task.kind));
+    core::TimeNs& last_end = replay_stream_end_[static_cast<size_t>(stream)];
+    const core::TimeNs start = begin - last_end <= kAbsorbNs ? last_end : begin;
+    last_end = start + ns;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(std::max<core::TimeNs>(0, last_end - Now())));
+    asio::post(io_, [this, task, start] { TaskDone(task, start, NAN); });
     return;
   }
   try {

@@ -1,5 +1,7 @@
 #include "apps/poseidon/live_command.h"
 
+#include "apps/poseidon/validate_command.h"
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -146,6 +148,21 @@ class Commands final : public LiveCommands {
     launch_app_->add_option("--trace-dir", trace_dir_, "every process writes its trace here");
     launch_flags_.Add(launch_app_);
 
+    validate_app_ = app.add_subcommand(
+        "validate", "simulated vs live iteration time per configuration of a scenario or sweep");
+    validate_app_->add_option("input", validate_.input, "scenario or sweep YAML")->required();
+    validate_app_->add_option("--set", validate_.overrides, "override a scenario key: KEY=VALUE");
+    validate_app_->add_option("--sim-set", validate_.sim_overrides,
+                              "override a key for the simulator only (e.g. to see a wrong network "
+                              "model caught)");
+    validate_app_->add_option("--work-dir", validate_.work_dir, "logs and traces per configuration")
+        ->capture_default_str();
+    validate_app_->add_option("-o,--output", validate_.csv, "CSV (default: stdout)");
+    validate_app_->add_option("--json", validate_.json, "also write JSON here");
+    validate_app_->add_flag("--loopback{false}", validate_.emulate,
+                            "run live over loopback instead of an emulated cluster (no root needed; "
+                            "the network is then not the scenario's)");
+
     CLI::App* trace = app.add_subcommand("trace", "work with Chrome-trace timelines");
     merge_app_ = trace->add_subcommand("merge", "join live processes' traces into one timeline");
     merge_app_->add_option("traces", merge_inputs_, "trace JSON files (launch --trace-dir)")
@@ -156,6 +173,10 @@ class Commands final : public LiveCommands {
   int RunIfParsed() override {
     if (node_->parsed()) return RunNodeCommand();
     if (merge_app_->parsed()) return RunMerge();
+    if (validate_app_->parsed()) {
+      validate_.netns_script = std::string(POSEIDON_DATA_DIR) + "/../scripts/netns-run";
+      return RunValidate(validate_);
+    }
     if (launch_app_->parsed()) {
       launch_.node_args = launch_flags_.Args();
       launch_.netns_script = std::string(POSEIDON_DATA_DIR) + "/../scripts/netns-run";
@@ -264,6 +285,8 @@ class Commands final : public LiveCommands {
   std::string trace_, trace_dir_node_;
   TrainingFlags node_flags_;
 
+  CLI::App* validate_app_ = nullptr;
+  ValidateOptions validate_;
   CLI::App* merge_app_ = nullptr;
   std::vector<std::string> merge_inputs_;
   std::string merge_output_;

@@ -470,3 +470,34 @@ TEST_F(LiveTest, MergedLiveTraceHasTheSimulatorsEventNames) {
 
 }  // namespace
 }  // namespace poseidon::rt
+
+namespace poseidon::rt {
+namespace {
+
+// The validation subset CI runs: the MLP on a 2-machine emulated 1 Gbit/s cluster, compute
+// replayed from its CPU profile, against the simulator with the calibrated network. The
+// prediction must be within 15% of the live run, and a simulator whose network is 20% too fast
+// must be caught (its error leaves the bound).
+TEST_F(LiveTest, ValidationSubsetCatchesAWrongNetworkModel) {
+  if (geteuid() != 0 || Shell("ip netns add poseidon-probe2 && ip netns del poseidon-probe2").rc != 0) {
+    GTEST_SKIP() << "the emulated cluster needs root (CAP_NET_ADMIN); skipped";
+  }
+  auto error_of = [&](const std::string& extra) {
+    const std::string csv = Dir() + "/validate.csv";
+    Result r = Shell(kBin + " validate " + kRoot + "/scenarios/validation/mlp_1g.yaml --work-dir " +
+                     Dir() + "/validate -o " + csv + " " + extra);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    std::istringstream in(ReadFile(csv));
+    std::string header, row;
+    std::getline(in, header);
+    std::getline(in, row);
+    return std::stod(row.substr(row.rfind(',') + 1));
+  };
+  const double honest = error_of("");
+  EXPECT_LT(std::fabs(honest), 15.0);
+  const double wrong = error_of("--sim-set cluster.network.bandwidth_gbps=1.2");
+  EXPECT_GT(std::fabs(wrong), 15.0) << "honest error " << honest;
+}
+
+}  // namespace
+}  // namespace poseidon::rt

@@ -1,0 +1,274 @@
+#include "apps/poseidon/validate_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "config/job_config.h"
+#include "config/scenario.h"
+#include "config/yaml_reader.h"
+#include "real_runtime/launch.h"
+#include "sim/simulation.h"
+
+namespace poseidon::app {
+namespace {
+
+using config::ConfigError;
+namespace fs = std::filesystem;
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string YamlText(const YAML::Node& n) {
+  YAML::Emitter e;
+  e.SetMapFormat(YAML::Flow);
+  e.SetSeqFormat(YAML::Flow);
+  e << n;
+  return e.c_str();
+}
+
+struct Config {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> values;  // for the CSV
+  std::vector<std::string> overrides;                       // --set for this configuration
+  config::ScenarioSpec scenario;                            // live
+  config::ScenarioSpec sim_scenario;                        // with --sim-set on top
+};
+
+config::ScenarioSpec WithSimOverrides(const std::string& file, std::vector<std::string> overrides,
+                                      const ValidateOptions& o) {
+  overrides.insert(overrides.end(), o.sim_overrides.begin(), o.sim_overrides.end());
+  return config::LoadScenarioFile(file, overrides);
+}
+
+std::vector<Config> Configurations(const ValidateOptions& o, std::string* base_file,
+                                   std::vector<std::string>* axes) {
+  std::vector<Config> out;
+  const YAML::Node doc = config::YamlFile::Load(o.input).root();
+  if (doc.IsMap() && doc["vary"]) {
+    const config::SweepSpec sw = config::LoadSweepFile(o.input);
+    *base_file = sw.base_file;
+    for (const config::SweepAxis& a : sw.axes) axes->push_back(a.path);
+    for (const config::SweepPoint& p : sw.points) {
+      Config c;
+      c.values = p.values;
+      c.overrides = o.overrides;
+      for (size_t i = 0; i < p.values.size(); ++i) {
+        const config::SweepAxis& a = sw.axes[i];
+        if (a.path == "variant") {
+          const auto it = std::find(a.variant_names.begin(), a.variant_names.end(), p.values[i].second);
+          const auto& sets = a.variant_sets[static_cast<size_t>(it - a.variant_names.begin())];
+          for (const auto& [path, value] : sets) c.overrides.push_back(path + "=" + YamlText(value));
+        } else {
+          c.overrides.push_back(a.path + "=" + p.values[i].second);
+        }
+      }
+      c.scenario = config::LoadScenarioFile(sw.base_file, c.overrides);
+      c.sim_scenario = WithSimOverrides(sw.base_file, c.overrides, o);
+      c.name = c.scenario.name;
+      for (const auto& [k, v] : p.values) c.name += fmt::format(" {}={}", k, v);
+      out.push_back(std::move(c));
+    }
+  } else {
+    *base_file = o.input;
+    Config c;
+    c.overrides = o.overrides;
+    c.scenario = config::LoadScenarioFile(o.input, o.overrides);
+    c.sim_scenario = WithSimOverrides(o.input, o.overrides, o);
+    c.name = c.scenario.name;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+}  // namespace
+
+Pace IterationPaceFromTraces(const std::vector<std::string>& traces, int num_workers,
+                             int64_t warmup, int64_t iterations) {
+  Pace p;
+  // T[w][v]: earliest time every synced layer of worker w reached version v (v = clock + 1);
+  // begin[w]: worker w's first iteration begin.
+  static const std::regex kEvent(
+      "\"name\":\"(synced [^\"]+|iteration 0)\",\"cat\":\"protocol\",\"pid\":[0-9]+,\"tid\":([0-9]+),"
+      "\"ts\":([0-9.]+),\"args\":\\{\"clock\":([0-9]+)");
+  std::map<int, double> begin;
+  std::map<int, std::map<std::string, std::map<int64_t, double>>> synced;  // w -> layer -> clock
+  for (const std::string& t : traces) {
+    for (auto it = std::sregex_iterator(t.begin(), t.end(), kEvent); it != std::sregex_iterator();
+         ++it) {
+      const std::string name = (*it)[1];
+      const int actor = std::stoi((*it)[2]) / 8;
+      const double ts_ms = std::stod((*it)[3]) / 1e3;
+      const int64_t clock = std::stoll((*it)[4]);
+      if (name == "iteration 0") {
+        if (!begin.count(actor)) begin[actor] = ts_ms;
+        continue;
+      }
+      auto& m = synced[actor][name];
+      if (!m.count(clock)) m[clock] = ts_ms;
+    }
+  }
+  if (static_cast<int>(begin.size()) != num_workers) {
+    p.why = fmt::format("traces hold the first iteration of {} of {} workers", begin.size(),
+                        num_workers);
+    return p;
+  }
+  auto T = [&](int w, int64_t v, double* out) {
+    if (v == 0) {
+      *out = begin[w];
+      return true;
+    }
+    double t = 0;
+    if (synced[w].empty()) return false;
+    for (const auto& [layer, clocks] : synced[w]) {
+      // The first event at or past clock v-1 (a version may jump over a clock).
+      auto it = clocks.lower_bound(v - 1);
+      if (it == clocks.end()) return false;
+      t = std::max(t, it->second);
+    }
+    *out = t;
+    return true;
+  };
+  double span_begin = -1e300, span_end = -1e300;
+  std::vector<double> samples;
+  for (const auto& [w, b] : begin) {
+    double t0 = 0, t1 = 0;
+    if (!T(w, warmup, &t0) || !T(w, iterations, &t1)) {
+      p.why = fmt::format("worker actor {} has no sync events up to clock {}", w, iterations - 1);
+      return p;
+    }
+    span_begin = std::max(span_begin, t0);
+    span_end = std::max(span_end, t1);
+    for (int64_t c = warmup; c < iterations; ++c) {
+      double a = 0, z = 0;
+      if (T(w, c, &a) && T(w, c + 1, &z)) samples.push_back(z - a);
+    }
+  }
+  const double n = static_cast<double>(iterations - warmup);
+  p.mean_ms = (span_end - span_begin) / n;
+  double mean = 0, var = 0;
+  for (double s : samples) mean += s;
+  mean /= static_cast<double>(samples.size());
+  for (double s : samples) var += (s - mean) * (s - mean);
+  p.std_ms = std::sqrt(var / static_cast<double>(samples.size()));
+  p.ok = true;
+  return p;
+}
+
+int RunValidate(const ValidateOptions& o) {
+  std::string base_file;
+  std::vector<std::string> axes;
+  const std::vector<Config> configs = Configurations(o, &base_file, &axes);
+  std::error_code ec;
+  fs::create_directories(o.work_dir, ec);
+  if (ec) throw ConfigError(o.work_dir + ": error: cannot create the work folder: " + ec.message());
+
+  std::string csv = "index,name";
+  for (const std::string& a : axes) csv += "," + CsvField(a);
+  csv += ",workers,measured_ms,measured_std_ms,predicted_ms,predicted_std_ms,error_pct\n";
+  std::string json = "{\"configurations\":[";
+  std::vector<double> errors;
+  int failures = 0;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const Config& c = configs[i];
+    const config::ScenarioSpec& s = c.scenario;
+    fmt::print(stderr, "validate {}/{}: {}\n", i + 1, configs.size(), c.name);
+    // Predicted, measured from the simulator's own trace the same way as the live one.
+    sim::SimOptions so;
+    so.baseline = false;
+    so.record_trace = true;
+    const std::string dir = fmt::format("{}/config-{}", o.work_dir, i);
+    Pace pred;
+    int rc = 0;
+    try {
+      const sim::ScenarioResult r = sim::SimulateScenario(c.sim_scenario, so);
+      pred = IterationPaceFromTraces({r.chrome_trace}, s.workers, s.warmup_iterations,
+                                     s.iterations);
+      // Measured: live, compute replayed.
+      fs::remove_all(dir + "/trace", ec);
+      rt::LaunchOptions lo;
+      lo.scenario_file = base_file;
+      lo.overrides = c.overrides;
+      lo.log_dir = dir;
+      lo.emulate = o.emulate;
+      lo.netns_script = o.netns_script;
+      lo.node_args = {"--compute", "replay", "--no-test", "--trace-dir", dir + "/trace"};
+      rc = rt::RunLaunch(lo);
+      if (rc == 130) {
+        fmt::print(stderr, "validate: interrupted\n");
+        return 130;
+      }
+    } catch (const ConfigError& e) {
+      // One configuration that cannot run does not stop the others.
+      fmt::print(stderr, "validate: {}: {}\n", c.name, e.what());
+      rc = 2;
+    }
+    std::vector<std::string> traces;
+    for (int w = 1; w <= s.workers; ++w) traces.push_back(ReadText(fmt::format("{}/trace/rank-{}.json", dir, w)));
+    const Pace meas = rc == 0 ? IterationPaceFromTraces(traces, s.workers, s.warmup_iterations,
+                                                        s.iterations)
+                              : Pace{false, fmt::format("the live run failed (exit code {}); see {}", rc, dir)};
+    std::string err_text;
+    double err = NAN;
+    if (meas.ok && pred.ok) {
+      err = 100.0 * (pred.mean_ms - meas.mean_ms) / meas.mean_ms;
+      errors.push_back(std::fabs(err));
+      err_text = fmt::format("{:.2f}", err);
+    } else {
+      ++failures;
+      fmt::print(stderr, "validate: {}: {}\n", c.name, !meas.ok ? meas.why : pred.why);
+    }
+    csv += fmt::format("{},{}", i, CsvField(s.name));
+    for (const auto& [k, v] : c.values) csv += "," + CsvField(v);
+    csv += fmt::format(",{},{:.3f},{:.3f},{:.3f},{:.3f},{}\n", s.workers, meas.mean_ms, meas.std_ms,
+                       pred.mean_ms, pred.std_ms, err_text);
+    json += fmt::format("{}{{\"index\":{},\"name\":\"{}\",\"workers\":{},\"measured_ms\":{:.3f},"
+                        "\"measured_std_ms\":{:.3f},\"predicted_ms\":{:.3f},\"predicted_std_ms\":{:.3f},"
+                        "\"error_pct\":{}}}",
+                        i ? "," : "", i, s.name, s.workers, meas.mean_ms, meas.std_ms, pred.mean_ms,
+                        pred.std_ms, err_text.empty() ? "null" : err_text);
+    fmt::print(stderr, "  measured {:.3f} ms (std {:.3f}), predicted {:.3f} ms: error {}%\n",
+               meas.mean_ms, meas.std_ms, pred.mean_ms, err_text.empty() ? "n/a" : err_text);
+  }
+  std::sort(errors.begin(), errors.end());
+  const double median = errors.empty() ? NAN
+                        : errors.size() % 2 ? errors[errors.size() / 2]
+                                            : (errors[errors.size() / 2 - 1] + errors[errors.size() / 2]) / 2;
+  const double max = errors.empty() ? NAN : errors.back();
+  json += fmt::format("],\"median_abs_error_pct\":{:.3f},\"max_abs_error_pct\":{:.3f},\"failed\":{}}}\n",
+                      median, max, failures);
+  const std::string summary =
+      fmt::format("validate: {} configurations, median |error| {:.2f}%, max |error| {:.2f}%{}\n",
+                  configs.size(), median, max,
+                  failures ? fmt::format(", {} failed", failures) : std::string());
+  if (o.csv.empty()) {
+    std::cout << csv;
+  } else {
+    std::ofstream(o.csv, std::ios::binary) << csv;
+  }
+  if (!o.json.empty()) std::ofstream(o.json, std::ios::binary) << json;
+  std::cerr << summary;
+  return failures ? 1 : 0;
+}
+
+}  // namespace poseidon::app
