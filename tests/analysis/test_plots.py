@@ -400,3 +400,24 @@ class DwbpOverlapTest(unittest.TestCase):
              "dur": 10, "args": {"clock": 1}},
         ]
         self.assertEqual(dwbp_overlap.overlap(ev), [(1, 1, 100, 80, 50)])
+
+
+class PlotValidationTest(TempDirTest):
+    def test_writes_scatter_and_error_plots_and_rejects_other_csvs(self):
+        src = self.path("v.csv")
+        with open(src, "w", newline="") as f:
+            f.write("index,name,variant,workers,measured_ms,measured_std_ms,predicted_ms,"
+                    "predicted_std_ms,error_pct\n"
+                    "0,a,mlp,2,100.0,1.0,95.0,0.0,-5.00\n"
+                    "1,a,cnn,2,50.0,1.0,52.0,0.0,4.00\n"
+                    "2,a,cifar,2,0.000,0.000,40.0,0.0,\n")
+        r = run_script("plot_validation.py", src, "-o", self.path("val"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for name in ("val_scatter.png", "val_scatter.svg", "val_error.png", "val_error.svg"):
+            self.assertGreater(os.path.getsize(self.path(name)), 1000, name)
+        other = self.path("other.csv")
+        with open(other, "w") as f:
+            f.write("name,iteration_ms\nx,1\n")
+        r = run_script("plot_validation.py", other, "-o", self.path("x"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not a `poseidon validate` CSV", r.stderr)

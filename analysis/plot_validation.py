@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""Plots of `poseidon validate` output: predicted against measured iteration time (with the
+identity line) and the error of every configuration.
+
+    /usr/bin/python3 analysis/plot_validation.py docs/validation_matrix.csv -o out/validation
+    # writes out/validation_scatter.{png,svg} and out/validation_error.{png,svg}
+"""
+import argparse
+import csv
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib import pyplot as plt  # noqa: E402
+
+import poseidon_plot  # noqa: E402
+
+FIXED = {"index", "name", "workers", "measured_ms", "measured_std_ms", "predicted_ms",
+         "predicted_std_ms", "error_pct"}
+
+
+def read(path):
+    """Rows with a label (the varied values) and numbers; rows without an error are skipped."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read: {err.strerror}")
+    if not rows or "error_pct" not in rows[0]:
+        raise ValueError(f"{path}: not a `poseidon validate` CSV (no error_pct column)")
+    out = []
+    for r in rows:
+        if not r["error_pct"]:
+            continue
+        label = " ".join(r[k] for k in r if k not in FIXED) or r["name"]
+        out.append((label, float(r["measured_ms"]), float(r["predicted_ms"]),
+                    float(r["error_pct"])))
+    if not out:
+        raise ValueError(f"{path}: no configuration has both a measured and a predicted time")
+    return out
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("csv")
+    p.add_argument("-o", "--output", required=True, help="output stem")
+    p.add_argument("--bound", type=float, default=8.0, help="error band drawn, in %% (default 8)")
+    a = p.parse_args(argv)
+    try:
+        rows = read(a.csv)
+    except ValueError as err:
+        print(f"plot_validation.py: error: {err}", file=sys.stderr)
+        return 2
+    poseidon_plot.setup()
+    stem = poseidon_plot.stem_of(a.output)
+
+    fig, ax = plt.subplots(figsize=poseidon_plot.FIGSIZE)
+    meas = [r[1] for r in rows]
+    pred = [r[2] for r in rows]
+    lo, hi = min(meas + pred) * 0.8, max(meas + pred) * 1.25
+    ax.plot([lo, hi], [lo, hi], label="predicted = measured", **poseidon_plot.IDEAL_STYLE)
+    ax.fill_between([lo, hi], [lo * (1 - a.bound / 100), hi * (1 - a.bound / 100)],
+                    [lo * (1 + a.bound / 100), hi * (1 + a.bound / 100)], alpha=0.15,
+                    label=f"within {a.bound:g}%")
+    ax.scatter(meas, pred, zorder=3, label="configurations")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured iteration time, live (ms)")
+    ax.set_ylabel("predicted iteration time, simulator (ms)")
+    ax.set_title("simulator vs live, per configuration")
+    ax.legend()
+    poseidon_plot.save(fig, stem + "_scatter")
+
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.35 * len(rows)), 4.5))
+    x = range(len(rows))
+    ax.bar(x, [r[3] for r in rows], zorder=3)
+    ax.axhline(a.bound, **poseidon_plot.IDEAL_STYLE)
+    ax.axhline(-a.bound, **poseidon_plot.IDEAL_STYLE)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels([r[0] for r in rows], rotation=70, ha="right", fontsize="x-small")
+    ax.set_ylabel("error of the prediction (%)")
+    ax.set_title("(predicted - measured) / measured")
+    fig.tight_layout()
+    poseidon_plot.save(fig, stem + "_error")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
