@@ -16,6 +16,7 @@
 #include "config/job_config.h"
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
+#include "core/trace.h"
 #include "real_runtime/launch.h"
 #include "sim/simulation.h"
 
@@ -204,6 +205,8 @@ int RunValidate(const ValidateOptions& o) {
       const sim::ScenarioResult r = sim::SimulateScenario(c.sim_scenario, so);
       pred = IterationPaceFromTraces({r.chrome_trace}, s.workers, s.warmup_iterations,
                                      s.iterations);
+      fs::create_directories(dir, ec);
+      std::ofstream(dir + "/sim.json", std::ios::binary) << r.chrome_trace;
       // Measured: live, compute replayed.
       fs::remove_all(dir + "/trace", ec);
       rt::LaunchOptions lo;
@@ -223,8 +226,16 @@ int RunValidate(const ValidateOptions& o) {
       fmt::print(stderr, "validate: {}: {}\n", c.name, e.what());
       rc = 2;
     }
-    std::vector<std::string> traces;
+    std::vector<std::string> traces, all;
     for (int w = 1; w <= s.workers; ++w) traces.push_back(ReadText(fmt::format("{}/trace/rank-{}.json", dir, w)));
+    // One live timeline beside the simulated one (dir/live.json, dir/sim.json).
+    for (int a = 0; rc == 0 && a < 1 + s.workers + s.servers; ++a) {
+      all.push_back(ReadText(fmt::format("{}/trace/rank-{}.json", dir, a)));
+    }
+    std::string merged, merge_error;
+    if (rc == 0 && core::MergeChromeTraces(all, &merged, &merge_error)) {
+      std::ofstream(dir + "/live.json", std::ios::binary) << merged;
+    }
     const Pace meas = rc == 0 ? IterationPaceFromTraces(traces, s.workers, s.warmup_iterations,
                                                         s.iterations)
                               : Pace{false, fmt::format("the live run failed (exit code {}); see {}", rc, dir)};

@@ -421,3 +421,26 @@ class PlotValidationTest(TempDirTest):
         r = run_script("plot_validation.py", other, "-o", self.path("x"))
         self.assertEqual(r.returncode, 2)
         self.assertIn("not a `poseidon validate` CSV", r.stderr)
+
+
+class ComparePhasesTest(TempDirTest):
+    def trace(self, name, iteration_us, compute_us):
+        ev = []
+        for c in range(4):
+            ev.append({"ph": "i", "s": "t", "name": f"iteration {c}", "cat": "protocol",
+                       "tid": 8, "ts": c * iteration_us, "args": {"clock": c}})
+            ev.append({"ph": "X", "name": "forward fc1", "cat": "compute", "tid": 8,
+                       "ts": c * iteration_us, "dur": compute_us, "args": {"clock": c}})
+        path = self.path(name)
+        with open(path, "w") as f:
+            json.dump({"traceEvents": ev}, f)
+        return path
+
+    def test_names_the_phase_that_differs_most(self):
+        sim = self.trace("sim.json", 1000, 400)
+        live = self.trace("live.json", 1300, 450)
+        r = run_script("compare_phases.py", sim, live, "--warmup", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("largest difference: wait (0.250 ms", r.stdout)
+        r = run_script("compare_phases.py", sim, self.path("missing.json"))
+        self.assertEqual(r.returncode, 2)

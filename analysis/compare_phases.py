@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""Simulated against live, phase by phase: where does the prediction differ most?
+
+    /usr/bin/python3 analysis/compare_phases.py out/validate/config-0/sim.json \\
+        out/validate/config-0/live.json --warmup 2
+
+Both files are Chrome traces of the same scenario (`poseidon validate` writes them as sim.json
+and live.json per configuration; or `simulate --trace` and `trace merge`). Per worker and
+iteration after the warm-up, averaged:
+  iteration  from one iteration's begin to the next's
+  compute    forward and backward tasks (the worker's compute lane)
+  wait       iteration - compute: the worker idled for parameters (exposed communication)
+  update     the shards' optimizer steps, per shard and iteration
+and names the phase with the largest absolute difference. Message spans are not compared: the
+simulator's end at delivery, a live process's when the last byte is handed to its kernel.
+"""
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict
+
+
+ITERATION = re.compile(r"^iteration (\d+)$")
+
+
+def phases(path, warmup):
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    compute = defaultdict(float)
+    update = defaultdict(float)
+    begins = defaultdict(dict)  # worker -> clock -> ts
+    for e in events:
+        actor = e.get("tid", 0) // 8
+        clock = e.get("args", {}).get("clock", 0)
+        name = e.get("name", "")
+        if e.get("ph") == "i" and ITERATION.match(name):
+            begins[actor].setdefault(int(ITERATION.match(name).group(1)), e["ts"])
+        if e.get("ph") != "X" or clock < warmup:
+            continue
+        if e["cat"] == "compute" and (name.startswith("forward ") or name.startswith("backward ")):
+            compute[(actor, clock)] += e["dur"]
+        elif e["cat"] == "compute" and name.startswith("server_update "):
+            update[(actor, clock)] += e["dur"]
+    iters, comp = [], []
+    for w, b in begins.items():
+        for c in sorted(b):
+            if c >= warmup and c + 1 in b:
+                iters.append(b[c + 1] - b[c])
+                comp.append(compute.get((w, c), 0.0))
+    if not iters:
+        raise ValueError(f"{path}: no two consecutive iteration begins after warm-up {warmup}")
+    n = len(iters)
+    mean = lambda v: sum(v) / max(1, len(v)) / 1e3  # noqa: E731  (us -> ms)
+    return {"iteration": mean(iters), "compute": mean(comp),
+            "wait": (sum(iters) - sum(comp)) / n / 1e3, "update": mean(list(update.values()))}
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("simulated")
+    p.add_argument("live")
+    p.add_argument("--warmup", type=int, default=1)
+    a = p.parse_args(argv)
+    try:
+        sim, live = phases(a.simulated, a.warmup), phases(a.live, a.warmup)
+    except (OSError, ValueError, KeyError) as err:
+        print(f"compare_phases.py: error: {err}", file=sys.stderr)
+        return 2
+    print(f"{'phase':<8} {'simulated ms':>13} {'live ms':>10} {'difference':>11}")
+    worst, worst_diff = None, -1.0
+    for phase in ("iteration", "compute", "wait", "update"):
+        s, l = sim.get(phase, 0.0), live.get(phase, 0.0)
+        print(f"{phase:<8} {s:>13.3f} {l:>10.3f} {s - l:>+11.3f}")
+        if phase != "iteration" and abs(s - l) > worst_diff:
+            worst, worst_diff = phase, abs(s - l)
+    print(f"largest difference: {worst} ({worst_diff:.3f} ms per worker-iteration)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
