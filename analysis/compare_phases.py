@@ -10,9 +10,12 @@ iteration after the warm-up, averaged:
   iteration  from one iteration's begin to the next's
   compute    forward and backward tasks (the worker's compute lane)
   wait       iteration - compute: the worker idled for parameters (exposed communication)
+  push       time with at least one of the worker's gradient pushes or factors in flight
+  pull       time with at least one parameter message to the worker in flight
   update     the shards' optimizer steps, per shard and iteration
-and names the phase with the largest absolute difference. Message spans are not compared: the
-simulator's end at delivery, a live process's when the last byte is handed to its kernel.
+and names the phase with the largest absolute difference (iteration aside). A message is in
+flight from its send to its delivery in both (live: the receiver records it, on the job's time
+base).
 """
 import argparse
 import json
@@ -22,6 +25,8 @@ from collections import defaultdict
 
 
 ITERATION = re.compile(r"^iteration (\d+)$")
+PUSH = re.compile(r"^(push|factors) ")
+TO_WORKER = re.compile(r"^params .* -> worker (\d+)$")
 
 
 def phases(path, warmup):
@@ -29,6 +34,8 @@ def phases(path, warmup):
         events = json.load(f)["traceEvents"]
     compute = defaultdict(float)
     update = defaultdict(float)
+    push = defaultdict(list)
+    pull = defaultdict(list)
     begins = defaultdict(dict)  # worker -> clock -> ts
     for e in events:
         actor = e.get("tid", 0) // 8
@@ -42,6 +49,12 @@ def phases(path, warmup):
             compute[(actor, clock)] += e["dur"]
         elif e["cat"] == "compute" and name.startswith("server_update "):
             update[(actor, clock)] += e["dur"]
+        elif e["cat"] == "network" and PUSH.match(name):
+            push[(actor, clock)].append((e["ts"], e["ts"] + e["dur"]))
+        elif e["cat"] == "network" and TO_WORKER.match(name):
+            # "worker K" is the K-th worker, actor K + 1.
+            pull[(int(TO_WORKER.match(name).group(1)) + 1, clock)].append(
+                (e["ts"], e["ts"] + e["dur"]))
     iters, comp = [], []
     for w, b in begins.items():
         for c in sorted(b):
@@ -52,8 +65,20 @@ def phases(path, warmup):
         raise ValueError(f"{path}: no two consecutive iteration begins after warm-up {warmup}")
     n = len(iters)
     mean = lambda v: sum(v) / max(1, len(v)) / 1e3  # noqa: E731  (us -> ms)
+    inflight = lambda d: mean([union_length(v) for v in d.values()])  # noqa: E731
     return {"iteration": mean(iters), "compute": mean(comp),
-            "wait": (sum(iters) - sum(comp)) / n / 1e3, "update": mean(list(update.values()))}
+            "wait": (sum(iters) - sum(comp)) / n / 1e3, "push": inflight(push),
+            "pull": inflight(pull), "update": mean(list(update.values()))}
+
+
+def union_length(spans):
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        a = max(a, end)
+        if b > a:
+            total += b - a
+            end = b
+    return total
 
 
 def main(argv):
@@ -69,7 +94,7 @@ def main(argv):
         return 2
     print(f"{'phase':<8} {'simulated ms':>13} {'live ms':>10} {'difference':>11}")
     worst, worst_diff = None, -1.0
-    for phase in ("iteration", "compute", "wait", "update"):
+    for phase in ("iteration", "compute", "wait", "push", "pull", "update"):
         s, l = sim.get(phase, 0.0), live.get(phase, 0.0)
         print(f"{phase:<8} {s:>13.3f} {l:>10.3f} {s - l:>+11.3f}")
         if phase != "iteration" and abs(s - l) > worst_diff:

@@ -2,12 +2,12 @@
 """How much of each worker's gradient sending DWBP hides behind its backward pass.
 
 Reads Chrome-trace JSON written by `poseidon simulate --trace` or by live processes
-(`poseidon launch --trace-dir DIR`: one file per rank; pass the workers' files). Per worker and
+(`poseidon launch --trace-dir DIR`: one file per rank; pass them all, or the merged file). Per worker and
 iteration: the backward pass spans from its first backward task's start to its last's end; the
 sends are the gradient pushes and sufficient factors of that iteration, from send to last byte
 out. Overlap is the time during the backward pass in which at least one of them was in flight.
 
-    /usr/bin/python3 analysis/dwbp_overlap.py out/trace/rank-1.json out/trace/rank-2.json
+    /usr/bin/python3 analysis/dwbp_overlap.py out/trace/rank-*.json
 """
 import argparse
 import json
@@ -61,13 +61,15 @@ def main(argv):
     p.add_argument("traces", nargs="+", help="Chrome-trace JSON files")
     p.add_argument("--warmup", type=int, default=1, help="iterations left out (default 1)")
     a = p.parse_args(argv)
-    rows = []
+    events = []
     for path in a.traces:
         try:
             with open(path) as f:
-                rows += overlap(json.load(f)["traceEvents"])
+                events += json.load(f)["traceEvents"]
         except (OSError, ValueError, KeyError) as err:
             sys.exit(f"dwbp_overlap: error: {path}: {err}")
+    # Live, a message is recorded by its receiver (on the sender's lane): read every process.
+    rows = overlap(events)
     rows = [r for r in rows if r[1] >= a.warmup]
     if not rows:
         sys.exit("dwbp_overlap: error: no iteration with both a backward pass and sends "

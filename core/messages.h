@@ -36,6 +36,9 @@ struct Message {
   int32_t step = -1;   // ring all-reduce step (kRing), -1 when none
   int64_t payload_bytes = 0;  // bytes of gradient or parameter data carried
   std::shared_ptr<const std::vector<float>> data;  // real payload, null when phantom
+  // When the sending host handed the message over (its job time base, ns); set by hosts for
+  // tracing, never read by the protocol. 0 when unknown.
+  TimeNs sent_at = 0;
 
   // Bytes the message occupies on the wire: fixed header + payload.
   int64_t wire_bytes() const { return kHeaderBytes + payload_bytes; }

@@ -112,6 +112,7 @@ std::array<uint8_t, kMessageFixedBytes> EncodeMessageFixed(const core::Message& 
   Put<uint32_t>(&b[24], static_cast<uint32_t>(m.step));
   Put<uint64_t>(&b[28], static_cast<uint64_t>(payload_bytes));
   Put<uint32_t>(&b[36], n);
+  Put<uint64_t>(&b[40], static_cast<uint64_t>(m.sent_at));
   return b;
 }
 
@@ -138,6 +139,7 @@ MessageFixedResult DecodeMessageFixed(const uint8_t* b, uint8_t type, uint32_t f
   f.msg.step = static_cast<int32_t>(Get<uint32_t>(b + 24));
   f.msg.payload_bytes = static_cast<int64_t>(Get<uint64_t>(b + 28));
   f.float_count = Get<uint32_t>(b + 36);
+  f.msg.sent_at = static_cast<int64_t>(Get<uint64_t>(b + 40));
   const uint64_t expected_length = kMessageFixedBytes + uint64_t{4} * f.float_count;
   if (expected_length != frame_length) {
     r.error = fmt::format("float count {} at stream offset {} needs a {}-byte frame, the header "

@@ -66,7 +66,7 @@ DecodeResult DecodeFrameHeader(const uint8_t* bytes, uint64_t stream_offset,
                                uint32_t max_payload_bytes, uint64_t expected_seq,
                                uint32_t expected_epoch = 0);
 
-// The body of a core-message frame: a fixed 40-byte little-endian part followed by the floats.
+// The body of a core-message frame: a fixed 48-byte little-endian part followed by the floats.
 //
 //   offset  size  field
 //        0     4  from (int32)
@@ -77,11 +77,13 @@ DecodeResult DecodeFrameHeader(const uint8_t* bytes, uint64_t stream_offset,
 //       24     4  step (int32)
 //       28     8  payload_bytes (int64): 4 * float count, or, with no floats, the phantom size
 //       36     4  float count (uint32)
-//       40  4*n  the floats (IEEE-754 binary32, little-endian: the host's own layout)
+//       40     8  sent_at: when the sender handed the message over, ns on the job time base
+//                  (tracing only; 0 when unknown)
+//       48  4*n  the floats (IEEE-754 binary32, little-endian: the host's own layout)
 //
 // The floats are never copied into a frame buffer: the sender writes them straight from the
 // message's shared vector (scatter/gather) and the receiver reads straight into a new vector.
-inline constexpr size_t kMessageFixedBytes = 40;
+inline constexpr size_t kMessageFixedBytes = 48;
 std::array<uint8_t, kMessageFixedBytes> EncodeMessageFixed(const core::Message& m);
 
 struct MessageFixed {

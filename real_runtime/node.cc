@@ -202,7 +202,6 @@ class NodeHost final : public core::Host {
   core::TimeNs best_rtt_ = std::numeric_limits<core::TimeNs>::max();
   int pongs_ = 0;
   std::map<int, std::deque<core::Message>> backlog_;  // sends refused by backpressure
-  std::map<int, std::deque<core::TimeNs>> send_times_;  // trace: when each queued send was made
   std::map<uint64_t, std::unique_ptr<asio::steady_timer>> timers_;
   std::vector<core::TraceEvent> trace_;
   core::DecisionLog decisions_;
@@ -352,24 +351,6 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     OnControl(peer, type, std::move(body));
   };
   cb.on_sent = [this](const core::Message& m) {
-    auto t = send_times_.find(m.to);
-    if (t != send_times_.end() && !t->second.empty()) {
-      // The same event the simulator records: a message in flight from its send to its last
-      // byte leaving this machine.
-      core::TraceEvent e;
-      e.kind = core::TraceKind::kMessage;
-      e.ts = t->second.front();
-      e.dur = Now() - e.ts;
-      e.actor = m.from;
-      e.peer = m.to;
-      e.layer = m.layer;
-      e.chunk = m.chunk;
-      e.clock = m.clock;
-      e.bytes = m.payload_bytes;
-      e.msg = m.type;
-      trace_.push_back(e);
-      t->second.pop_front();
-    }
     if (actor_started_ && !failed_) {
       actor_->OnSent(Now(), m);
       AfterActorCall();
@@ -642,6 +623,22 @@ void NodeHost::OnMessage(core::Message msg) {
                  core::Describe(msg));
     return;
   }
+  if (!o_.trace_file.empty() && msg.sent_at > 0) {
+    // The same event the simulator records: a message in flight from its send to its delivery
+    // (both ends share the job's time base; the receiver is the one that knows the end).
+    core::TraceEvent e;
+    e.kind = core::TraceKind::kMessage;
+    e.ts = msg.sent_at;
+    e.dur = std::max<core::TimeNs>(0, Now() - msg.sent_at);
+    e.actor = msg.from;
+    e.peer = msg.to;
+    e.layer = msg.layer;
+    e.chunk = msg.chunk;
+    e.clock = msg.clock;
+    e.bytes = msg.payload_bytes;
+    e.msg = msg.type;
+    trace_.push_back(e);
+  }
   if (!actor_started_) {
     // Peers start once connected to everyone; a message can beat our own last connection.
     Fail(kExitPeerLost, "a core message arrived before this process was connected to all peers");
@@ -658,7 +655,7 @@ void NodeHost::OnMessage(core::Message msg) {
 
 void NodeHost::Send(core::Message msg) {
   if (!o_.decisions_file.empty()) decisions_.Send(o_.rank, msg);
-  if (!o_.trace_file.empty()) send_times_[msg.to].push_back(Now());
+  msg.sent_at = Now();
   const int peer = msg.to;
   std::deque<core::Message>& q = backlog_[peer];
   q.push_back(std::move(msg));
