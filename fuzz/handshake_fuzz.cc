@@ -21,7 +21,7 @@ int FuzzHandshake(const uint8_t* data, size_t size) {
     rt::Hello h;
     std::string error;
     const bool ok = rt::DecodeHello(body, 32, &h, &error);
-    POSEIDON_FUZZ_CHECK(ok != error.empty());
+    POSEIDON_FUZZ_CHECK(ok == error.empty());
     if (ok) {
       POSEIDON_FUZZ_CHECK(h.job_id.size() <= rt::kMaxJobIdBytes);
       POSEIDON_FUZZ_CHECK(rt::EncodeHello(h) == body);  // what decodes re-encodes identically

@@ -36,7 +36,7 @@ size_t Replay(const std::string& target, Body body, const std::string& kind) {
   for (const auto& p : files) {
     SCOPED_TRACE(p.string());
     std::ifstream in(p, std::ios::binary);
-    ASSERT_TRUE(in) << "cannot read " << p;
+    EXPECT_TRUE(in) << "cannot read " << p;
     const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
                                      std::istreambuf_iterator<char>());
     EXPECT_EQ(body(bytes.data(), bytes.size()), 0);
@@ -69,7 +69,7 @@ INSTANTIATE_TEST_SUITE_P(Fuzz, FuzzReplay,
                                            Target{"scenario_fuzz", FuzzScenario},
                                            Target{"model_fuzz", FuzzModel},
                                            Target{"idx_fuzz", FuzzIdx}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 }  // namespace
 }  // namespace poseidon::fuzz
