@@ -38,24 +38,27 @@ std::vector<std::string> YamlStems(const std::string& dir) {
 // Resolves `value` of kind "models" | "devices" | "profiles" | "networks" for the scenario in `file`.
 std::string FindData(const std::string& kind, const std::string& value, const std::string& file,
                      const core::SourceLoc& where) {
+  // The non-throwing overloads throughout: a name the file system refuses (longer than
+  // NAME_MAX, say) is just "not found", not a filesystem_error escaping the parser (found by
+  // fuzz/scenario_fuzz; see fuzz/regressions/scenario_fuzz/).
+  std::error_code ec;
   if (LooksLikePath(value)) {
     std::string p = ResolvePath(file, value);
-    if (!fs::is_regular_file(p)) {
+    if (!fs::is_regular_file(p, ec)) {
       FailAt(where, fmt::format("{} file '{}' not found (resolved to {}); check the path", kind,
                                 value, p));
     }
     return p;
   }
-  std::error_code ec;
   fs::path dir = fs::absolute(fs::path(file), ec).parent_path();
   for (int depth = 0; depth < 8 && !dir.empty(); ++depth) {
     fs::path candidate = dir / kind / (value + ".yaml");
-    if (fs::is_regular_file(candidate)) return candidate.lexically_normal().string();
+    if (fs::is_regular_file(candidate, ec)) return candidate.lexically_normal().string();
     if (dir == dir.parent_path()) break;
     dir = dir.parent_path();
   }
   fs::path builtin = fs::path(DefaultDataDir()) / kind / (value + ".yaml");
-  if (fs::is_regular_file(builtin)) return builtin.string();
+  if (fs::is_regular_file(builtin, ec)) return builtin.string();
   std::vector<std::string> known = YamlStems((fs::path(DefaultDataDir()) / kind).string());
   std::string list;
   for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;

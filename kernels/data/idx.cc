@@ -172,8 +172,18 @@ IdxArray ReadIdx(const std::string& path) {
                     " (offset 4) hold more than 2^31 elements; refusing to allocate");
   }
 
-  out.data.resize(static_cast<size_t>(count));
-  const int64_t got_data = in.Read(out.data.data(), count);
+  // The buffer grows with the bytes actually read, never ahead of them by more than a doubling:
+  // a 16-byte header that declares 2^31 elements must not make us allocate 2 GiB before the
+  // (missing) data proves it (found by fuzz/idx_fuzz; see fuzz/regressions/idx_fuzz/).
+  int64_t got_data = 0;
+  while (got_data < count) {
+    const int64_t want = std::min(count, std::max<int64_t>(got_data * 2, int64_t{1} << 20));
+    out.data.resize(static_cast<size_t>(want));
+    const int64_t n = in.Read(out.data.data() + got_data, want - got_data);
+    got_data += n;
+    if (got_data < want) break;
+  }
+  out.data.resize(static_cast<size_t>(got_data));
   if (got_data < count) {
     throw DataError(path + ": truncated: expected " + std::to_string(count) +
                     " bytes of data after the header (dimensions " + DimsToString(out.dims) +

@@ -126,6 +126,15 @@ TEST_F(ScenarioFile, UnknownModelListsKnownOnes) {
   EXPECT_NE(e.find("vgg16"), std::string::npos) << e;
 }
 
+// Found by fuzz/scenario_fuzz (fuzz/regressions/scenario_fuzz/model_name_too_long): a model name
+// longer than the file system's NAME_MAX made std::filesystem throw filesystem_error out of the
+// parser instead of the ConfigError every bad scenario gets.
+TEST_F(ScenarioFile, OverlongModelNameIsAnUnknownModel) {
+  std::string text = kGood;
+  text.replace(text.find("cifar10_quick"), 13, std::string(300, 'm'));
+  EXPECT_NE(Error(text).find("s.yaml:2:8: error: unknown model 'mmmm"), std::string::npos);
+}
+
 TEST_F(ScenarioFile, UnknownChoiceListsChoices) {
   std::string text = std::string(kGood) + "    topology: ring\n";
   std::string e = Error(text);

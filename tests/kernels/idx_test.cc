@@ -1,5 +1,6 @@
 #include "kernels/data/idx.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -163,6 +164,21 @@ TEST_F(IdxTest, AbsurdDimensionsRefusedBeforeAllocating) {
       {path + ": IDX dimensions 4294967295 x 4294967295 x 4294967295", "refusing to allocate"});
   const std::string just_over = WriteBytes("over", {0, 0, 8, 2, 0, 1, 0, 0, 0, 0, 0x80, 0x01});
   ExpectDataError([&] { ReadIdx(just_over); }, {"more than 2^31 elements"});
+}
+
+// Found by fuzz/idx_fuzz (fuzz/regressions/idx_fuzz/declared_2gib_no_data): a header within the
+// element limit but with no data behind it made ReadIdx allocate (and zero) the whole declared
+// size first -- 2 GiB for 8 bytes of file. The buffer now grows only with the data read.
+TEST_F(IdxTest, DeclaredSizeWithoutDataIsNotAllocated) {
+  const std::string path = WriteBytes("liar", {0, 0, 8, 1, 0x7f, 0xff, 0xff, 0xff, 1, 2, 3});
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  ExpectDataError([&] { ReadIdx(path); },
+                  {path + ": truncated: expected 2147483647 bytes of data", "got 3 (offset 11)"});
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  // ru_maxrss is the peak resident size in KiB; reading 3 bytes must not raise it by 256 MiB.
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 256 * 1024);
 }
 
 TEST_F(IdxTest, GzipGarbage) {
