@@ -113,6 +113,21 @@ const char* Category(const TraceEvent& e) {
 
 }  // namespace
 
+TraceEvent MessageEvent(const Message& m, TimeNs sent, TimeNs delivered) {
+  TraceEvent e;
+  e.kind = TraceKind::kMessage;
+  e.ts = sent;
+  e.dur = delivered > sent ? delivered - sent : 0;
+  e.actor = m.from;
+  e.peer = m.to;
+  e.layer = m.layer;
+  e.chunk = m.chunk;
+  e.clock = m.clock;
+  e.bytes = m.payload_bytes;
+  e.msg = m.type;
+  return e;
+}
+
 void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& layout,
                        const Model& model, std::string* out) {
   out->append("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");

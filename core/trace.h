@@ -19,6 +19,9 @@
 
 namespace poseidon::core {
 
+// The event both hosts record for a message in flight from `sent` to `delivered`.
+TraceEvent MessageEvent(const Message& m, TimeNs sent, TimeNs delivered);
+
 void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& layout,
                        const Model& model, std::string* out);
 

@@ -626,18 +626,7 @@ void NodeHost::OnMessage(core::Message msg) {
   if (!o_.trace_file.empty() && msg.sent_at > 0) {
     // The same event the simulator records: a message in flight from its send to its delivery
     // (both ends share the job's time base; the receiver is the one that knows the end).
-    core::TraceEvent e;
-    e.kind = core::TraceKind::kMessage;
-    e.ts = msg.sent_at;
-    e.dur = std::max<core::TimeNs>(0, Now() - msg.sent_at);
-    e.actor = msg.from;
-    e.peer = msg.to;
-    e.layer = msg.layer;
-    e.chunk = msg.chunk;
-    e.clock = msg.clock;
-    e.bytes = msg.payload_bytes;
-    e.msg = msg.type;
-    trace_.push_back(e);
+    trace_.push_back(core::MessageEvent(msg, msg.sent_at, Now()));
   }
   if (!actor_started_) {
     // Peers start once connected to everyone; a message can beat our own last connection.

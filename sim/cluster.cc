@@ -1,5 +1,7 @@
 #include "sim/cluster.h"
 
+#include "core/trace.h"
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -330,20 +332,7 @@ SimRun SimJob::Run() {
         slots_[slot].msg = Message();
         slots_[slot].next = free_slot_;
         free_slot_ = static_cast<int32_t>(slot);
-        if (config_.record_trace) {
-          TraceEvent e;
-          e.kind = TraceKind::kMessage;
-          e.ts = sent;
-          e.dur = now_ - sent;
-          e.actor = msg.from;
-          e.peer = msg.to;
-          e.layer = msg.layer;
-          e.chunk = msg.chunk;
-          e.clock = msg.clock;
-          e.bytes = msg.payload_bytes;
-          e.msg = msg.type;
-          run_.trace.push_back(e);
-        }
+        if (config_.record_trace) run_.trace.push_back(core::MessageEvent(msg, sent, now_));
         if (config_.layout.SameMachine(msg.from, msg.to)) actors_[msg.from]->OnSent(now_, msg);
         actors_[ev.target]->OnMessage(now_, msg);
         break;

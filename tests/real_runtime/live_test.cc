@@ -48,6 +48,12 @@ Result Shell(const std::string& cmd) {
   return r;
 }
 
+// Root with working network namespaces (for the emulated-cluster tests).
+bool NamespacesAvailable() {
+  const std::string probe = "poseidon-probe-" + std::to_string(getpid());
+  return geteuid() == 0 && Shell("ip netns add " + probe + " && ip netns del " + probe).rc == 0;
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::stringstream s;
@@ -295,11 +301,6 @@ TEST_F(LiveTest, SecretFileReadableByOthersIsRefused) {
   EXPECT_NE(r.out.find(f), std::string::npos) << r.out;
 }
 
-}  // namespace
-}  // namespace poseidon::rt
-
-namespace poseidon::rt {
-namespace {
 
 std::vector<std::string> SortedLines(const std::string& text) {
   std::vector<std::string> lines;
@@ -346,16 +347,11 @@ TEST_F(LiveTest, SimulatorAndLiveRunMakeTheSameProtocolDecisions) {
   }
 }
 
-}  // namespace
-}  // namespace poseidon::rt
-
-namespace poseidon::rt {
-namespace {
 
 // `launch --emulate`: one network namespace per machine behind a bridge, links shaped with tbf;
 // the job trains and every namespace is gone afterwards, also when the job fails.
 TEST_F(LiveTest, EmulatedClusterTrainsAndLeavesNothingBehind) {
-  if (geteuid() != 0 || Shell("ip netns add poseidon-probe && ip netns del poseidon-probe").rc != 0) {
+  if (!NamespacesAvailable()) {
     GTEST_SKIP() << "network namespaces need root (CAP_NET_ADMIN); skipped";
   }
   // Other tests may create namespaces meanwhile: look for this job's own (its prefix is printed).
@@ -378,11 +374,6 @@ TEST_F(LiveTest, EmulatedClusterTrainsAndLeavesNothingBehind) {
   EXPECT_EQ(leftovers(bad.out), "") << bad.out;
 }
 
-}  // namespace
-}  // namespace poseidon::rt
-
-namespace poseidon::rt {
-namespace {
 
 // Ctrl-C on the launcher stops every process of the job and says so in the exit code.
 TEST_F(LiveTest, InterruptStopsTheWholeJob) {
@@ -423,11 +414,6 @@ TEST(RankFromEnvironment, ReadsOpenMpiMpichAndSlurmInThatOrder) {
   }
 }
 
-}  // namespace
-}  // namespace poseidon::rt
-
-namespace poseidon::rt {
-namespace {
 
 std::set<std::string> EventNames(const std::string& trace) {
   std::set<std::string> names;
@@ -468,11 +454,6 @@ TEST_F(LiveTest, MergedLiveTraceHasTheSimulatorsEventNames) {
   EXPECT_NE(bad.out.find("README.md: error: "), std::string::npos) << bad.out;
 }
 
-}  // namespace
-}  // namespace poseidon::rt
-
-namespace poseidon::rt {
-namespace {
 
 // The validation subset CI runs: the MLP on a 2-machine emulated 1 Gbit/s cluster, compute
 // replayed from its CPU profile, against the simulator with the calibrated network. The
@@ -480,7 +461,7 @@ namespace {
 // network is 20% too fast or too slow must be caught (its error leaves the bound: about -18%
 // and +17% here).
 TEST_F(LiveTest, ValidationSubsetCatchesAWrongNetworkModel) {
-  if (geteuid() != 0 || Shell("ip netns add poseidon-probe2 && ip netns del poseidon-probe2").rc != 0) {
+  if (!NamespacesAvailable()) {
     GTEST_SKIP() << "the emulated cluster needs root (CAP_NET_ADMIN); skipped";
   }
   auto error_of = [&](const std::string& extra) {
