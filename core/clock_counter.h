@@ -39,6 +39,12 @@ class ClockCounter {
     counts_.pop_front();
     ++version_;
   }
+  // Restarts the count at version v with nothing buffered (a rejoining worker, a restored
+  // shard).
+  void ResetTo(int64_t v) {
+    version_ = v;
+    counts_.clear();
+  }
   int64_t version() const { return version_; }
   int need() const { return need_; }
 

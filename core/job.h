@@ -51,6 +51,29 @@ enum class Gate : uint8_t {
   kPerLayer,   // as soon as layer l's own parameters are fresh enough
 };
 
+// Failure detection and recovery (docs/reliability.md). Everything is off by default, so a job
+// without faults sends exactly the messages it always did (and the simulator's output is
+// unchanged).
+struct FaultConfig {
+  // Workers and shards send a kHeartbeat to the coordinator this often; the coordinator declares
+  // an actor dead when it has heard nothing from it for failure_timeout_ns (a killed process and
+  // a stopped one look the same), bumps the membership epoch and tells everyone. 0 = off.
+  TimeNs heartbeat_ns = 0;
+  TimeNs failure_timeout_ns = 0;
+  // A dead worker is evicted: shards stop waiting for its pushes, so the others are no longer
+  // bounded by its clock (the default for SSP and ASP). Off: everyone waits until it rejoins
+  // (the default for BSP, which keeps BSP's result exact).
+  bool evict_dead_workers = false;
+  // Shards checkpoint their chunks every this many clocks (0 = never); workers keep the pushes a
+  // shard's last checkpoint does not cover and send them again when the shard comes back.
+  int64_t checkpoint_every = 0;
+  bool enabled() const { return heartbeat_ns > 0; }
+};
+
+// Timer ids of the core's actors (Host::SetTimer).
+inline constexpr uint64_t kHeartbeatTimer = 1;     // workers and shards: send a heartbeat
+inline constexpr uint64_t kFailureCheckTimer = 2;  // coordinator: look for silent actors
+
 struct ProtocolConfig {
   static constexpr int64_t kUnbounded = int64_t{1} << 60;
   Consistency consistency = Consistency::kBsp;
@@ -80,6 +103,7 @@ struct ProtocolConfig {
   // Workers keep parameters on a device: copy gradients to the host before pushing and fresh
   // parameters back after pulling (the host charges PCIe time; zero-cost on CPU workers).
   bool device_copies = false;
+  FaultConfig fault;
 };
 
 }  // namespace poseidon::core

@@ -11,6 +11,9 @@ const char* MsgTypeName(MsgType t) {
     case MsgType::kDone: return "done";
     case MsgType::kFactors: return "factors";
     case MsgType::kRing: return "ring";
+    case MsgType::kHeartbeat: return "heartbeat";
+    case MsgType::kMembership: return "membership";
+    case MsgType::kRejoin: return "rejoin";
   }
   return "unknown";
 }

@@ -23,7 +23,22 @@ enum class MsgType : uint8_t {
   kDone = 5,      // worker -> coordinator: finished the last iteration
   kFactors = 6,   // worker -> worker: sufficient factors of one FC layer for one clock (SFB)
   kRing = 7,      // worker -> next worker: one step of a ring all-reduce of one layer piece
+  // Fault tolerance (core/job.h FaultConfig; none of these is sent when it is off):
+  kHeartbeat = 8,   // worker or shard -> coordinator: still alive (clock: the sender's clock)
+  kMembership = 9,  // coordinator -> all: `step` (an actor) died (chunk kMemberDead) or came
+                    // back (chunk kMemberJoined); clock: the new membership epoch
+  kRejoin = 10,     // restarted worker -> every shard: send me the current values of your chunks
 };
+
+// kMembership's `chunk` field.
+inline constexpr int32_t kMemberDead = 0;
+inline constexpr int32_t kMemberJoined = 1;
+// kParams' `step` field: -1 for the fresh values after clock `clock`'s update; in a reply to
+// kRejoin, kRejoinCurrent for the chunk's current values at version `clock` (they hold the
+// updates of clocks 0..clock-1) and kRejoinPrevious for the values of version `clock` before
+// the last update (sent under BSP so that a rejoining worker can recompute exactly).
+inline constexpr int32_t kRejoinCurrent = 1;
+inline constexpr int32_t kRejoinPrevious = 2;
 const char* MsgTypeName(MsgType t);
 
 struct Message {

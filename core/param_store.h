@@ -48,6 +48,23 @@ class WorkerStore {
   }
 };
 
+// What a shard's checkpoint records besides the floats (fault tolerance, core/job.h): for every
+// chunk it owns, the version of its values (they hold every update of clocks 0..version-1) and,
+// under ASP, how many clocks of each worker's pushes have been applied. Every push of a clock
+// below these is applied in the checkpointed values, and applied exactly once: a push sent again
+// after a restart is recognised by (worker, clock, chunk) and not applied twice.
+struct ChunkProgress {
+  int32_t chunk = -1;
+  int64_t version = 0;
+  std::vector<int64_t> applied_by_worker;  // ASP only, indexed by worker index
+};
+struct ShardCheckpoint {
+  // Every worker's pushes of clocks below `floor` are covered (the smallest of the versions, or
+  // under ASP of the per-worker counts).
+  int64_t floor = 0;
+  std::vector<ChunkProgress> chunks;
+};
+
 // A server shard's parameter values and optimizer state for the chunks it owns.
 class ShardStore {
  public:
@@ -60,6 +77,15 @@ class ShardStore {
   virtual void Apply(const Chunk& chunk, int64_t clock, int num_pushes) = 0;
   // The chunk's current parameter values (null when phantom).
   virtual FloatBuffer Read(const Chunk& chunk) = 0;
+  // Fault tolerance. The chunk's values before its last update, for stores that keep them (a
+  // BSP job with fault tolerance on; null otherwise).
+  virtual FloatBuffer ReadPrevious(const Chunk& chunk) {
+    (void)chunk;
+    return nullptr;
+  }
+  // Makes the chunks' values, optimizer state and `state` durable before the shard answers the
+  // clock that completed them (the live store writes a file atomically; phantoms do nothing).
+  virtual void Checkpoint(const ShardCheckpoint& state) { (void)state; }
 };
 
 class PhantomWorkerStore final : public WorkerStore {

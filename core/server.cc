@@ -1,5 +1,7 @@
 #include "core/server.h"
 
+#include <algorithm>
+
 namespace poseidon::core {
 
 ServerShard::ServerShard(ActorId id, const Placement& placement, const JobLayout& layout,
@@ -13,51 +15,145 @@ ServerShard::ServerShard(ActorId id, const Placement& placement, const JobLayout
       store_(store),
       send_queue_(host, config.priority_window_bytes) {
   POSEIDON_CHECK(layout_.IsServer(id_)) << "actor " << id_ << " is not a server shard";
-  pushes_.assign(placement_.chunks().size(), ClockCounter(layout_.num_workers));
-  updating_.assign(placement_.chunks().size(), false);
-  applied_.assign(placement_.chunks().size(), 0);
+  const size_t n = placement_.chunks().size();
+  version_.assign(n, 0);
+  received_.resize(n);
+  updating_.assign(n, false);
+  asp_applied_.assign(n, std::vector<int64_t>(static_cast<size_t>(layout_.num_workers), 0));
+  asp_received_ = asp_applied_;
+  member_.assign(static_cast<size_t>(layout_.num_workers), true);
+  last_checkpoint_.assign(static_cast<size_t>(layout_.num_workers), 0);
+}
+
+void ServerShard::Restore(const ShardCheckpoint& state) {
+  for (const ChunkProgress& p : state.chunks) {
+    POSEIDON_CHECK(p.chunk >= 0 && p.chunk < static_cast<int32_t>(version_.size()) &&
+                   placement_.chunks()[static_cast<size_t>(p.chunk)].shard == shard_)
+        << "checkpoint names chunk " << p.chunk << ", which shard " << shard_ << " does not own";
+    version_[static_cast<size_t>(p.chunk)] = p.version;
+    if (!p.applied_by_worker.empty()) {
+      POSEIDON_CHECK(static_cast<int>(p.applied_by_worker.size()) == layout_.num_workers);
+      asp_applied_[static_cast<size_t>(p.chunk)] = p.applied_by_worker;
+      asp_received_[static_cast<size_t>(p.chunk)] = p.applied_by_worker;
+    }
+  }
+  checkpointed_floor_ = state.floor;
+  for (int w = 0; w < layout_.num_workers; ++w) {
+    last_checkpoint_[static_cast<size_t>(w)] = std::min(Progress(w), config_.iterations);
+  }
+}
+
+// Clocks of worker w's pushes applied to every chunk of this shard (kUnbounded without chunks).
+int64_t ServerShard::Progress(int w) const {
+  const bool asp = config_.consistency == Consistency::kAsp;
+  int64_t progress = ProtocolConfig::kUnbounded;
+  for (int32_t cid : placement_.chunks_of_shard(shard_)) {
+    progress = std::min(progress, asp ? asp_applied_[cid][static_cast<size_t>(w)] : version_[cid]);
+  }
+  return progress;
 }
 
 void ServerShard::OnStart(TimeNs now) {
-  (void)now;
   Message m;
   m.type = MsgType::kRegister;
   m.from = id_;
   m.to = JobLayout::coordinator();
   host_->Send(m);
+  if (config_.fault.enabled()) host_->SetTimer(now + config_.fault.heartbeat_ns, kHeartbeatTimer);
+}
+
+void ServerShard::OnTimer(TimeNs now, uint64_t timer_id) {
+  if (timer_id != kHeartbeatTimer || finished()) return;
+  Message m;
+  m.type = MsgType::kHeartbeat;
+  m.from = id_;
+  m.to = JobLayout::coordinator();
+  host_->Send(m);
+  host_->SetTimer(now + config_.fault.heartbeat_ns, kHeartbeatTimer);
 }
 
 void ServerShard::OnMessage(TimeNs now, const Message& msg) {
   (void)now;
-  if (msg.type == MsgType::kStart) return;
-  POSEIDON_CHECK(msg.type == MsgType::kPushGrad) << "shard " << shard_ << " got " << Describe(msg);
+  switch (msg.type) {
+    case MsgType::kStart:
+      return;
+    case MsgType::kPushGrad:
+      return OnPush(msg);
+    case MsgType::kMembership:
+      return OnMembership(msg);
+    case MsgType::kRejoin:
+      return OnRejoin(msg);
+    default:
+      POSEIDON_CHECK(false) << "shard " << shard_ << " got " << Describe(msg);
+  }
+}
+
+void ServerShard::OnPush(const Message& msg) {
   const Chunk& c = placement_.chunks().at(static_cast<size_t>(msg.chunk));
   POSEIDON_CHECK(c.shard == shard_) << "shard " << shard_ << " does not own " << Describe(msg);
-  store_->Accumulate(c, msg);
+  const int w = layout_.WorkerIndex(msg.from);
   if (config_.consistency == Consistency::kAsp) {
+    int64_t& got = asp_received_[c.id][static_cast<size_t>(w)];
+    if (msg.clock < got) {
+      // Sent again after a restart: applied (or being applied) already.
+      ++duplicates_;
+      if (msg.clock < asp_applied_[c.id][static_cast<size_t>(w)]) {
+        SendParams(c, msg.from, msg.clock, -1, store_->Read(c));
+      }
+      return;
+    }
+    POSEIDON_CHECK(msg.clock == got) << "shard " << shard_ << " expected clock " << got
+                                     << " from worker " << w << ", got " << Describe(msg);
+    ++got;
+    store_->Accumulate(c, msg);
     ComputeTask t{TaskKind::kServerUpdate, c.layer, c.id, c.bytes(), msg.clock};
     t.peer = msg.from;
     host_->StartCompute(t);
     return;
   }
-  pushes_[c.id].Add(msg.clock);
+  if (msg.clock < version_[c.id]) {
+    // The clock was applied: the worker lost our answer (we or it restarted). Answer again
+    // with the current values; the push itself was applied once already.
+    ++duplicates_;
+    SendParams(c, msg.from, msg.clock, -1, store_->Read(c));
+    return;
+  }
+  if (!member_[static_cast<size_t>(w)]) return;  // evicted: its late pushes no longer count
+  std::vector<bool>& who = received_[c.id][msg.clock];
+  if (who.empty()) who.assign(static_cast<size_t>(layout_.num_workers), false);
+  if (who[static_cast<size_t>(w)]) {
+    ++duplicates_;  // sent again after a restart, still waiting for the clock's other pushes
+    return;
+  }
+  who[static_cast<size_t>(w)] = true;
+  store_->Accumulate(c, msg);
   MaybeUpdate(c);
 }
 
 void ServerShard::MaybeUpdate(const Chunk& c) {
-  if (updating_[c.id] || !pushes_[c.id].FrontComplete()) return;
+  if (updating_[c.id]) return;
+  auto it = received_[c.id].find(version_[c.id]);
+  if (it == received_[c.id].end()) return;
+  int pushes = 0;
+  for (int w = 0; w < layout_.num_workers; ++w) {
+    const bool got = it->second[static_cast<size_t>(w)];
+    if (member_[static_cast<size_t>(w)] && !got) return;  // a member's push is missing
+    pushes += got ? 1 : 0;
+  }
   updating_[c.id] = true;
-  host_->StartCompute(
-      {TaskKind::kServerUpdate, c.layer, c.id, c.bytes(), pushes_[c.id].version()});
+  ComputeTask t{TaskKind::kServerUpdate, c.layer, c.id, c.bytes(), version_[c.id]};
+  t.peer = pushes;  // BSP/SSP: how many pushes the update averages (P without evictions)
+  host_->StartCompute(t);
 }
 
 void ServerShard::OnComputeDone(TimeNs now, const ComputeTask& task) {
   POSEIDON_CHECK(task.kind == TaskKind::kServerUpdate) << TaskKindName(task.kind);
   const Chunk& c = placement_.chunks()[static_cast<size_t>(task.chunk)];
   const bool asp = config_.consistency == Consistency::kAsp;
-  // BSP/SSP: the mean of the clock's P pushes. ASP: each push alone, as one P-th of a clock's
-  // update, so that a learning rate means the same under every consistency model.
-  store_->Apply(c, task.clock, layout_.num_workers);
+  // BSP/SSP: the mean of the clock's pushes (P of them unless a worker was evicted). ASP: each
+  // push alone, as one P-th of a clock's update, so that a learning rate means the same under
+  // every consistency model.
+  store_->Apply(c, task.clock, asp ? layout_.num_workers : static_cast<int>(task.peer));
   TraceEvent e;
   e.kind = TraceKind::kClockApplied;
   e.ts = now;
@@ -66,28 +162,99 @@ void ServerShard::OnComputeDone(TimeNs now, const ComputeTask& task) {
   e.chunk = c.id;
   e.clock = task.clock;
   host_->Trace(e);
-  FloatBuffer values = store_->Read(c);
-  auto send_to = [&](ActorId worker) {
-    Message m;
-    m.type = MsgType::kParams;
-    m.from = id_;
-    m.to = worker;
-    m.clock = task.clock;
-    m.chunk = c.id;
-    m.layer = c.layer;
-    m.payload_bytes = c.bytes();
-    m.data = values;
-    send_queue_.Send(std::move(m), c.layer);
-  };
   if (asp) {
-    ++applied_[c.id];
-    send_to(task.peer);
+    ++asp_applied_[c.id][static_cast<size_t>(layout_.WorkerIndex(task.peer))];
+  } else {
+    received_[c.id].erase(task.clock);
+    ++version_[c.id];
+    updating_[c.id] = false;
+  }
+  // Durable before anyone hears of the update that completed it.
+  MaybeCheckpoint();
+  FloatBuffer values = store_->Read(c);
+  if (asp) {
+    SendParams(c, task.peer, task.clock, -1, values);
     return;
   }
-  for (int w = 0; w < layout_.num_workers; ++w) send_to(layout_.worker(w));
-  pushes_[c.id].Advance();
-  updating_[c.id] = false;
+  for (int w = 0; w < layout_.num_workers; ++w) {
+    if (member_[static_cast<size_t>(w)]) SendParams(c, layout_.worker(w), task.clock, -1, values);
+  }
   MaybeUpdate(c);
+}
+
+void ServerShard::SendParams(const Chunk& c, ActorId worker, int64_t clock, int32_t step,
+                             FloatBuffer values) {
+  Message m;
+  m.type = MsgType::kParams;
+  m.from = id_;
+  m.to = worker;
+  m.clock = clock;
+  m.chunk = c.id;
+  m.layer = c.layer;
+  m.step = step;
+  m.payload_bytes = c.bytes();
+  m.data = std::move(values);
+  send_queue_.Send(std::move(m), c.layer);
+}
+
+// Checkpoints once the pushes every worker sent are applied up to a new multiple of
+// checkpoint_every clocks (for any worker: under ASP they progress separately, and a worker
+// drops its kept pushes by its own progress).
+void ServerShard::MaybeCheckpoint(bool force) {
+  const int64_t every = config_.fault.checkpoint_every;
+  if (every <= 0 && !force) return;
+  const bool asp = config_.consistency == Consistency::kAsp;
+  ShardCheckpoint state;
+  state.floor = ProtocolConfig::kUnbounded;
+  bool crossed = false;
+  for (int w = 0; w < layout_.num_workers; ++w) {
+    const int64_t progress = Progress(w);
+    if (progress == ProtocolConfig::kUnbounded) return;  // a shard without chunks
+    state.floor = std::min(state.floor, progress);
+    if (force || progress / every > last_checkpoint_[static_cast<size_t>(w)] / every) crossed = true;
+  }
+  if (!crossed) return;
+  for (int32_t cid : placement_.chunks_of_shard(shard_)) {
+    ChunkProgress p;
+    p.chunk = cid;
+    p.version = version_[cid];
+    if (asp) p.applied_by_worker = asp_applied_[cid];
+    state.chunks.push_back(std::move(p));
+  }
+  store_->Checkpoint(state);
+  for (int w = 0; w < layout_.num_workers; ++w) last_checkpoint_[static_cast<size_t>(w)] = Progress(w);
+  checkpointed_floor_ = state.floor;
+}
+
+void ServerShard::OnMembership(const Message& msg) {
+  const ActorId who = msg.step;
+  if (!layout_.IsWorker(who)) return;  // shards and the coordinator: nothing changes here
+  const size_t w = static_cast<size_t>(layout_.WorkerIndex(who));
+  if (msg.chunk == kMemberDead) {
+    if (!config_.fault.evict_dead_workers || !member_[w]) return;
+    member_[w] = false;
+    // The clocks that waited only for it may go now.
+    for (int32_t cid : placement_.chunks_of_shard(shard_)) {
+      MaybeUpdate(placement_.chunks()[static_cast<size_t>(cid)]);
+    }
+  } else {
+    member_[w] = true;
+  }
+}
+
+void ServerShard::OnRejoin(const Message& msg) {
+  POSEIDON_CHECK(layout_.IsWorker(msg.from)) << Describe(msg);
+  member_[static_cast<size_t>(layout_.WorkerIndex(msg.from))] = true;
+  const bool asp = config_.consistency == Consistency::kAsp;
+  const size_t w = static_cast<size_t>(layout_.WorkerIndex(msg.from));
+  for (int32_t cid : placement_.chunks_of_shard(shard_)) {
+    const Chunk& c = placement_.chunks()[static_cast<size_t>(cid)];
+    const int64_t version = asp ? asp_applied_[cid][w] : version_[cid];
+    SendParams(c, msg.from, version, kRejoinCurrent, store_->Read(c));
+    if (version > 0 && config_.consistency == Consistency::kBsp) {
+      SendParams(c, msg.from, version - 1, kRejoinPrevious, store_->ReadPrevious(c));
+    }
+  }
 }
 
 void ServerShard::OnSent(TimeNs now, const Message& msg) {
@@ -98,8 +265,11 @@ void ServerShard::OnSent(TimeNs now, const Message& msg) {
 bool ServerShard::finished() const {
   const bool asp = config_.consistency == Consistency::kAsp;
   for (int32_t cid : placement_.chunks_of_shard(shard_)) {
-    const int64_t done = asp ? applied_[cid] : pushes_[cid].version() * layout_.num_workers;
-    if (done < config_.iterations * layout_.num_workers) return false;
+    for (int w = 0; w < layout_.num_workers; ++w) {
+      if (!member_[static_cast<size_t>(w)]) continue;
+      const int64_t done = asp ? asp_applied_[cid][static_cast<size_t>(w)] : version_[cid];
+      if (done < config_.iterations) return false;
+    }
   }
   return true;
 }
@@ -107,10 +277,15 @@ bool ServerShard::finished() const {
 std::string ServerShard::WaitingFor() const {
   std::string s = layout_.ActorName(id_);
   for (int32_t cid : placement_.chunks_of_shard(shard_)) {
-    const ClockCounter& p = pushes_[cid];
-    if (p.version() < config_.iterations) {
-      return s + ": chunk " + std::to_string(cid) + " at clock " + std::to_string(p.version()) +
-             " has " + std::to_string(p.Count(p.version())) + " of " +
+    if (version_[cid] < config_.iterations &&
+        config_.consistency != Consistency::kAsp) {
+      auto it = received_[cid].find(version_[cid]);
+      int got = 0;
+      if (it != received_[cid].end()) {
+        for (bool b : it->second) got += b ? 1 : 0;
+      }
+      return s + ": chunk " + std::to_string(cid) + " at clock " +
+             std::to_string(version_[cid]) + " has " + std::to_string(got) + " of " +
              std::to_string(layout_.num_workers) + " pushes";
     }
   }

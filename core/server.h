@@ -7,12 +7,23 @@
 //     for later clocks from workers running ahead (SSP) wait in per-clock accumulators.
 //   ASP: every push is applied on its own as it arrives and the fresh chunk goes back to the
 //     worker that pushed it.
+// With fault tolerance (FaultConfig) the shard also
+//   - heartbeats to the coordinator;
+//   - applies a push exactly once: a push it already holds or already applied, recognised by
+//     (worker, clock, chunk), is not applied again; one of an applied clock is answered with the
+//     chunk's current values (the worker that sent it again lost the answer);
+//   - waits for the pushes of member workers only: a worker the coordinator evicted is no
+//     longer waited for, and counts again once it rejoins;
+//   - answers a rejoining worker's kRejoin with its chunks' current (and, under BSP, previous)
+//     values;
+//   - checkpoints through its store every checkpoint_every clocks, before it sends the values
+//     that complete them, and can be restored from such a checkpoint (Restore).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
-#include "core/clock_counter.h"
 #include "core/host.h"
 #include "core/job.h"
 #include "core/param_store.h"
@@ -30,11 +41,26 @@ class ServerShard final : public Actor {
   void OnMessage(TimeNs now, const Message& msg) override;
   void OnComputeDone(TimeNs now, const ComputeTask& task) override;
   void OnSent(TimeNs now, const Message& msg) override;
+  void OnTimer(TimeNs now, uint64_t timer_id) override;
   bool finished() const override;
   std::string WaitingFor() const override;
 
+  // Before OnStart: continue from a checkpoint (the store holds its values already).
+  void Restore(const ShardCheckpoint& state);
+  // Checkpoints now (a user's request), through the store.
+  void RequestCheckpoint() { MaybeCheckpoint(/*force=*/true); }
+  // Pushes not applied because they were sent again (tests, logs).
+  int64_t duplicates() const { return duplicates_; }
+  int64_t version(int32_t chunk) const { return version_[static_cast<size_t>(chunk)]; }
+
  private:
+  void OnPush(const Message& msg);
   void MaybeUpdate(const Chunk& c);
+  void SendParams(const Chunk& c, ActorId worker, int64_t clock, int32_t step, FloatBuffer values);
+  void MaybeCheckpoint(bool force = false);
+  int64_t Progress(int w) const;
+  void OnMembership(const Message& msg);
+  void OnRejoin(const Message& msg);
 
   const ActorId id_;
   const int shard_;
@@ -46,9 +72,16 @@ class ServerShard final : public Actor {
   SendQueue send_queue_;
 
   // Indexed by chunk id (only this shard's chunks are used).
-  std::vector<ClockCounter> pushes_;
+  std::vector<int64_t> version_;  // BSP/SSP: clocks applied
+  // BSP/SSP: per chunk, the workers whose push of each clock >= version is in (by worker index).
+  std::vector<std::map<int64_t, std::vector<bool>>> received_;
   std::vector<bool> updating_;
-  std::vector<int64_t> applied_;  // ASP: pushes applied
+  std::vector<std::vector<int64_t>> asp_applied_;   // ASP: [chunk][worker] clocks applied
+  std::vector<std::vector<int64_t>> asp_received_;  // ASP: [chunk][worker] clocks received
+  std::vector<bool> member_;                        // by worker index
+  int64_t duplicates_ = 0;
+  int64_t checkpointed_floor_ = 0;
+  std::vector<int64_t> last_checkpoint_;  // per worker: its progress at the last checkpoint
 };
 
 }  // namespace poseidon::core

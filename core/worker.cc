@@ -40,15 +40,39 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
     }
     POSEIDON_CHECK(s.has_ps || s.has_sfb || s.has_ring) << model_.layers()[l].name;
   }
+  chunk_version_.assign(placement_.chunks().size(), 0);
+}
+
+void Worker::Rejoin() {
+  for (int l : model_.param_layers()) {
+    const LayerSync& s = sync_[static_cast<size_t>(l)];
+    POSEIDON_CHECK(!s.has_sfb && !s.has_ring)
+        << "worker " << id_ << " cannot rejoin: layer " << model_.layers()[l].name
+        << " is synchronised by " << SchemeName(s.scheme)
+        << ", whose state lives in the workers; rejoining needs every layer on the parameter "
+           "server";
+  }
+  rejoining_ = true;
 }
 
 void Worker::OnStart(TimeNs now) {
-  (void)now;
   Message m;
   m.type = MsgType::kRegister;
   m.from = id_;
   m.to = JobLayout::coordinator();
   host_->Send(m);
+  if (config_.fault.enabled()) host_->SetTimer(now + config_.fault.heartbeat_ns, kHeartbeatTimer);
+}
+
+void Worker::OnTimer(TimeNs now, uint64_t timer_id) {
+  if (timer_id != kHeartbeatTimer || finished_) return;
+  Message m;
+  m.type = MsgType::kHeartbeat;
+  m.from = id_;
+  m.to = JobLayout::coordinator();
+  m.clock = clock_;
+  host_->Send(m);
+  host_->SetTimer(now + config_.fault.heartbeat_ns, kHeartbeatTimer);
 }
 
 bool Worker::FreshEnough(int layer, int64_t clock) const {
@@ -106,10 +130,33 @@ void Worker::OnMessage(TimeNs now, const Message& msg) {
     case MsgType::kStart:
       POSEIDON_CHECK(!started_) << "worker " << id_ << " started twice";
       started_ = true;
+      if (rejoining_) {
+        for (int j = 0; j < layout_.num_servers; ++j) {
+          if (placement_.chunks_of_shard(j).empty()) continue;
+          Message m;
+          m.type = MsgType::kRejoin;
+          m.from = id_;
+          m.to = layout_.server(j);
+          host_->Send(m);
+        }
+        if (!placement_.chunks().empty()) return;
+        rejoining_ = false;
+      }
       Advance(now);
       return;
     case MsgType::kParams:
-      OnParams(now, msg);
+      if (msg.step == kRejoinCurrent || msg.step == kRejoinPrevious) {
+        OnRejoinReply(now, msg);
+      } else {
+        OnParams(now, msg);
+      }
+      return;
+    case MsgType::kMembership:
+      // A shard that came back lost what its checkpoint did not hold: send it again (it
+      // applies each push once, and answers those of clocks it already applied).
+      if (msg.chunk == kMemberJoined && layout_.IsServer(msg.step)) {
+        for (const Message& push : retained_[layout_.ServerIndex(msg.step)]) Send(push, push.layer);
+      }
       return;
     case MsgType::kFactors: {
       store_->SfbReceive(msg);
@@ -244,15 +291,104 @@ void Worker::PushLayer(TimeNs now, int layer, int64_t clock) {
     m.layer = c.layer;
     m.payload_bytes = c.bytes();
     m.data = store_->GradientChunk(c);
+    if (config_.fault.checkpoint_every > 0) Retain(m);
     Send(std::move(m), layer);
   }
 }
 
+// Takes each chunk's answers once and in clock order: one already taken was sent again after a
+// restart; one ahead of order waits for those before it (a shard that came back from a
+// checkpoint answers the clocks it replays, in order, before new ones).
 void Worker::OnParams(TimeNs now, const Message& msg) {
+  const size_t c = static_cast<size_t>(msg.chunk);
+  if (rejoining_ || msg.clock > chunk_version_.at(c)) {
+    early_[msg.chunk][msg.clock] = msg;
+    return;
+  }
+  if (msg.clock < chunk_version_[c]) return;  // taken already
+  TakeParams(now, msg);
+  auto it = early_.find(msg.chunk);
+  while (it != early_.end() && !it->second.empty()) {
+    auto first = it->second.begin();
+    if (first->first > chunk_version_[c]) break;
+    const Message next = std::move(first->second);
+    it->second.erase(first);
+    if (next.clock == chunk_version_[c]) TakeParams(now, next);
+  }
+}
+
+void Worker::TakeParams(TimeNs now, const Message& msg) {
   const Chunk& chunk = placement_.chunks().at(static_cast<size_t>(msg.chunk));
+  ++chunk_version_[static_cast<size_t>(msg.chunk)];
   store_->WriteParams(chunk, msg);
   sync_[static_cast<size_t>(chunk.layer)].ps.Add(msg.clock);
+  if (config_.fault.checkpoint_every > 0) TrimRetained(chunk.shard);
   DrainPs(now, chunk.layer);
+}
+
+void Worker::Retain(const Message& push) {
+  retained_[placement_.chunks()[static_cast<size_t>(push.chunk)].shard].push_back(push);
+}
+
+// A shard checkpoints when the clocks it applied reach a multiple of checkpoint_every, before
+// it answers them: once every chunk of shard j is at version >= k (a multiple), pushes of clocks
+// below k are durable there.
+void Worker::TrimRetained(int shard) {
+  int64_t v = ProtocolConfig::kUnbounded;
+  for (int32_t cid : placement_.chunks_of_shard(shard)) {
+    v = std::min(v, chunk_version_[static_cast<size_t>(cid)]);
+  }
+  const int64_t floor = v / config_.fault.checkpoint_every * config_.fault.checkpoint_every;
+  std::deque<Message>& q = retained_[shard];
+  while (!q.empty() && q.front().clock < floor) q.pop_front();
+}
+
+size_t Worker::retained_pushes() const {
+  size_t n = 0;
+  for (const auto& [shard, q] : retained_) n += q.size();
+  return n;
+}
+
+// Collects every chunk's current values (and, under BSP, previous ones); once all are in,
+// continues at the oldest version v among them with every chunk at version v.
+void Worker::OnRejoinReply(TimeNs now, const Message& msg) {
+  POSEIDON_CHECK(rejoining_) << "worker " << id_ << " got a rejoin answer it did not ask for: "
+                             << Describe(msg);
+  (msg.step == kRejoinCurrent ? rejoin_current_ : rejoin_previous_)[msg.chunk] = msg;
+  if (rejoin_current_.size() < placement_.chunks().size()) return;
+  int64_t v = ProtocolConfig::kUnbounded;
+  for (const auto& [cid, m] : rejoin_current_) v = std::min(v, m.clock);
+  // Under BSP a chunk one clock ahead gives its previous values; the shard sends those with its
+  // current ones, so wait for them too.
+  for (const auto& [cid, m] : rejoin_current_) {
+    if (m.clock == v + 1 && config_.consistency == Consistency::kBsp &&
+        !rejoin_previous_.count(cid)) {
+      return;
+    }
+  }
+  rejoining_ = false;
+  for (const auto& [cid, m] : rejoin_current_) {
+    const Chunk& chunk = placement_.chunks()[static_cast<size_t>(cid)];
+    auto prev = rejoin_previous_.find(cid);
+    const bool use_prev = m.clock == v + 1 && prev != rejoin_previous_.end();
+    store_->WriteParams(chunk, use_prev ? prev->second : m);
+    chunk_version_[static_cast<size_t>(cid)] = v;
+  }
+  rejoin_current_.clear();
+  rejoin_previous_.clear();
+  clock_ = std::min(v, config_.iterations);
+  for (int l : model_.param_layers()) {
+    LayerSync& s = sync_[static_cast<size_t>(l)];
+    s.ps.ResetTo(clock_);
+    s.version = clock_;
+  }
+  // Answers that came while we waited: take those now in order (older ones are dropped).
+  std::map<int32_t, std::map<int64_t, Message>> early;
+  early.swap(early_);
+  for (auto& [cid, by_clock] : early) {
+    for (auto& [clock, m] : by_clock) OnParams(now, m);
+  }
+  Advance(now);
 }
 
 // Moves the layer's PS part past every complete clock (copying to the device first, when the

@@ -14,8 +14,17 @@
 // for SSP, unbounded for ASP): for every layer before layer 0 starts (Gate::kAllLayers, the
 // original Poseidon) or for layer l alone (Gate::kPerLayer). After the last iteration the worker
 // waits until every layer holds every update, then tells the coordinator it is done.
+//
+// With fault tolerance (FaultConfig) the worker also heartbeats to the coordinator; takes each
+// chunk's values once per clock, in clock order (an answer it already had -- sent again after a
+// restart -- is dropped, an early one waits); keeps the pushes its shards' last checkpoints do
+// not cover and sends them again when a shard comes back; and, when it is itself a restarted
+// process (Rejoin), starts from the shards' current values at their clock instead of clock 0.
+// Rejoining needs every layer on the parameter server: SFB and ring state lives in the workers.
 #pragma once
 
+#include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,7 +47,17 @@ class Worker final : public Actor {
   void OnMessage(TimeNs now, const Message& msg) override;
   void OnComputeDone(TimeNs now, const ComputeTask& task) override;
   void OnSent(TimeNs now, const Message& msg) override;
+  void OnTimer(TimeNs now, uint64_t timer_id) override;
   bool finished() const override { return finished_; }
+
+  // Before OnStart: this is a restarted worker. Once started it asks every shard for its
+  // chunks' current values and continues at the oldest clock they hold: the version v that
+  // the slowest chunk has (under BSP, chunks one clock ahead give their previous values, so
+  // the worker recomputes clock v exactly as the first time). Throws CheckError for a plan
+  // with SFB or all-reduce layers.
+  void Rejoin();
+  // Pushes kept for shards that may restart (tests).
+  size_t retained_pushes() const;
   std::string WaitingFor() const override;
 
   int64_t clock() const { return clock_; }
@@ -73,6 +92,10 @@ class Worker final : public Actor {
   void StartSync(TimeNs now, int layer);
   void PushLayer(TimeNs now, int layer, int64_t clock);
   void OnParams(TimeNs now, const Message& msg);
+  void TakeParams(TimeNs now, const Message& msg);
+  void OnRejoinReply(TimeNs now, const Message& msg);
+  void Retain(const Message& push);
+  void TrimRetained(int shard);
   void DrainPs(TimeNs now, int layer);
   void SfbContribution(TimeNs now, int layer, int64_t clock);
   void RingStep(TimeNs now, int layer, int piece);
@@ -99,6 +122,13 @@ class Worker final : public Actor {
   int fwd_next_ = 0;
   std::vector<int> deferred_syncs_;  // layers whose sync waits for the end of backward (no DWBP)
   std::vector<LayerSync> sync_;      // per layer
+
+  // Fault tolerance.
+  std::vector<int64_t> chunk_version_;                       // per chunk: clocks taken
+  std::map<int32_t, std::map<int64_t, Message>> early_;     // per chunk: answers ahead of order
+  std::map<int, std::deque<Message>> retained_;              // per shard: pushes kept
+  bool rejoining_ = false;                                   // waiting for kRejoin answers
+  std::map<int32_t, Message> rejoin_current_, rejoin_previous_;
 };
 
 }  // namespace poseidon::core
