@@ -1,7 +1,10 @@
 #include "config/job_config.h"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "core/sacp.h"
 
@@ -42,6 +45,25 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
     p.scheme_of_layer = core::PlanSchemes(model, in).scheme_of_layer;
   } catch (const std::invalid_argument& e) {
     FailAt(s.protocol_loc, std::string(e.what()) + "; fix protocol.scheme or layer_schemes");
+  }
+  if (s.fault.enabled) {
+    p.fault.heartbeat_ns = std::llround(s.fault.heartbeat_ms * 1e6);
+    p.fault.failure_timeout_ns = std::llround(s.fault.timeout_ms * 1e6);
+    const std::string& policy = s.fault.on_worker_failure;
+    p.fault.evict_dead_workers = policy.empty() ? p.consistency != core::Consistency::kBsp
+                                                : policy == "evict";
+    p.fault.checkpoint_every = s.fault.checkpoint_every;
+    if (p.fault.evict_dead_workers) {
+      for (const core::Layer& l : model.layers()) {
+        if (!l.blobs.empty() && p.SchemeOf(l.id) != core::Scheme::kPs) {
+          FailAt(s.protocol_loc,
+                 fmt::format("fault_tolerance: evicting a dead worker needs every layer on the "
+                             "parameter server, but layer '{}' goes by {}; set protocol.scheme "
+                             "to ps or on_worker_failure to wait",
+                             l.name, core::SchemeName(p.SchemeOf(l.id))));
+        }
+      }
+    }
   }
   return p;
 }

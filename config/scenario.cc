@@ -213,6 +213,25 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
       }
       cr.Finish();
     }
+    YAML::Node ft = p.OptionalNode("fault_tolerance");
+    if (ft.IsDefined() && !ft.IsNull()) {
+      MapReader fr(ft, file, "fault_tolerance");
+      s.fault.enabled = true;
+      s.fault.heartbeat_ms = fr.PositiveNumber("heartbeat_ms", 200);
+      s.fault.timeout_ms = fr.PositiveNumber("timeout_ms", 3000);
+      if (s.fault.timeout_ms < 2 * s.fault.heartbeat_ms) {
+        fr.FailKey("timeout_ms", "timeout_ms must be at least twice heartbeat_ms, or every late "
+                                 "heartbeat declares a process dead");
+      }
+      if (fr.Has("on_worker_failure")) {
+        s.fault.on_worker_failure = fr.Choice("on_worker_failure", {"wait", "evict"}, "wait");
+      }
+      s.fault.checkpoint_every = fr.Int("checkpoint_every", 0);
+      if (s.fault.checkpoint_every < 0) {
+        fr.FailKey("checkpoint_every", "checkpoint_every must be >= 0 clocks (0: no checkpoints)");
+      }
+      fr.Finish();
+    }
     s.gate = p.Choice("gate", {"all", "per_layer"}, "all");
     const double window_kib = p.NonNegativeNumber("priority_window_kib", 0);
     s.priority_window_bytes = std::llround(window_kib * 1024);

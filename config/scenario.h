@@ -98,6 +98,14 @@ struct ScenarioSpec {
   int64_t staleness = 0;                               // for ssp
   std::string gate = "all";                            // all | per_layer
   int64_t priority_window_bytes = 0;                   // 0 = no priorities
+  // protocol.fault_tolerance (core/job.h FaultConfig); all off unless the section is present
+  struct FaultTolerance {
+    bool enabled = false;
+    double heartbeat_ms = 200;
+    double timeout_ms = 3000;
+    std::string on_worker_failure;  // wait | evict; empty: wait for bsp, evict for ssp/asp
+    int64_t checkpoint_every = 0;   // clocks; 0 = no checkpoints
+  } fault;
   // variability
   struct Straggler {
     int worker = 0;

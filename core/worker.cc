@@ -352,8 +352,8 @@ size_t Worker::retained_pushes() const {
 // Collects every chunk's current values (and, under BSP, previous ones); once all are in,
 // continues at the oldest version v among them with every chunk at version v.
 void Worker::OnRejoinReply(TimeNs now, const Message& msg) {
-  POSEIDON_CHECK(rejoining_) << "worker " << id_ << " got a rejoin answer it did not ask for: "
-                             << Describe(msg);
+  // (Previous values of chunks that turned out not to be ahead may come after we went on.)
+  if (!rejoining_) return;
   (msg.step == kRejoinCurrent ? rejoin_current_ : rejoin_previous_)[msg.chunk] = msg;
   if (rejoin_current_.size() < placement_.chunks().size()) return;
   int64_t v = ProtocolConfig::kUnbounded;

@@ -42,6 +42,18 @@ void BatchSource::Next(float* images, int32_t* labels) {
   }
 }
 
+void BatchSource::Skip(int64_t batches) {
+  for (int64_t b = 0; b < batches; ++b) {
+    for (int64_t k = 0; k < global_batch_; ++k) {
+      if (cursor_ == data_.count) {
+        std::shuffle(order_.begin(), order_.end(), rng_);
+        cursor_ = 0;
+      }
+      ++cursor_;
+    }
+  }
+}
+
 int MainLossLayer(const core::Model& model) {
   int loss_layer = -1;
   for (const core::Layer& l : model.layers()) {

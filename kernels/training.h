@@ -30,6 +30,10 @@ class BatchSource {
   // Fills local_batch() examples of the next global batch: images (local_batch x rows x cols)
   // and labels. Consumes the whole global batch from the example stream.
   void Next(float* images, int32_t* labels);
+  // Consumes `batches` global batches without copying them: the stream's position after them is
+  // exactly that after as many Next calls (same shuffles), so a restarted worker that skips to
+  // its clock reads what it would have read.
+  void Skip(int64_t batches);
 
  private:
   const IdxDataset& data_;

@@ -35,7 +35,7 @@ inline constexpr uint32_t kFrameMagic = 0x4E445350;  // "PSDN" little-endian
 inline constexpr uint16_t kProtocolVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 32;
 
-// Frame types. 1..7 are core::MsgType values (a core message); the handshake uses its own two
+// Frame types. 1..10 are core::MsgType values (a core message); the handshake uses its own two
 // types and is the only thing allowed before a connection is authenticated; >= 64 are runtime
 // control frames that the transport delivers opaquely (TransportCallbacks::on_control).
 inline constexpr uint8_t kFrameHello = 16;

@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -132,6 +134,24 @@ int RunLaunch(const LaunchOptions& o) {
     ::close(fd);
     if (!ok) throw ConfigError(secret_file + ": error: cannot write the job's secret");
   }
+  if (o.restart_on_failure > 0 && !s.fault.enabled) {
+    throw ConfigError(fmt::format("{}: error: --restart-on-failure needs a protocol.fault_tolerance "
+                                  "section (heartbeats tell the job who is gone)",
+                                  o.scenario_file));
+  }
+  std::string checkpoint_dir;
+  if (s.fault.enabled) {
+    checkpoint_dir = o.log_dir + "/checkpoints";
+    std::filesystem::create_directories(checkpoint_dir, ec);
+    if (ec) {
+      throw ConfigError(fmt::format("{}: error: cannot create the checkpoint folder: {}",
+                                    checkpoint_dir, ec.message()));
+    }
+    // A new job starts from its initial values, not from an earlier job's checkpoints.
+    for (const auto& e : std::filesystem::directory_iterator(checkpoint_dir, ec)) {
+      std::filesystem::remove(e.path(), ec);
+    }
+  }
   const std::string job_id = !o.job_id.empty() ? o.job_id : fmt::format("launch-{}-{}", getpid(),
                                          std::chrono::system_clock::now().time_since_epoch().count());
 
@@ -169,6 +189,7 @@ int RunLaunch(const LaunchOptions& o) {
       a.push_back(ov);
     }
     a.insert(a.end(), o.node_args.begin(), o.node_args.end());
+    if (!checkpoint_dir.empty()) a.insert(a.end(), {"--checkpoint-dir", checkpoint_dir});
     if (o.emulate) {
       a.insert(a.end(), {"--listen", addr_of(rank)});
       const std::string ns = fmt::format("{}-{}", netns_prefix, layout.machine_of[static_cast<size_t>(rank)]);
@@ -195,13 +216,14 @@ int RunLaunch(const LaunchOptions& o) {
   g_signal = 0;
 
   std::map<pid_t, Child> children;
-  auto open_log = [&](int rank) {
+  auto open_log = [&](int rank, bool append = false) {
     Child c;
     c.rank = rank;
     c.name = layout.ActorName(rank);
     std::string role = rank == 0 ? "coordinator" : layout.IsWorker(rank) ? "worker" : "shard";
     c.log = fmt::format("{}/rank-{}-{}.log", o.log_dir, rank, role);
-    const int fd = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int fd = ::open(c.log.c_str(),
+                          O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
     if (fd < 0) throw ConfigError(fmt::format("{}: error: cannot create log file", c.log));
     return std::make_pair(c, fd);
   };
@@ -257,7 +279,46 @@ int RunLaunch(const LaunchOptions& o) {
       children[c.pid] = c;
     }
     bool stopping = false;
+    bool job_over = false;  // the coordinator exited cleanly
+    int restarts = 0;
+    std::map<int, int> incarnation;  // rank -> times restarted
+    auto restart = [&](const Child& dead) {
+      const int k = ++incarnation[dead.rank];
+      ++restarts;
+      fmt::print(stderr, "launch: restarting {} (rank {}) as incarnation {} (restart {} of {})\n",
+                 dead.name, dead.rank, k, restarts, o.restart_on_failure);
+      auto [c, fd] = open_log(dead.rank, /*append=*/true);
+      std::vector<std::string> a = node_argv(dead.rank);
+      a.insert(a.end(), {"--coordinator", coordinator_host + ":" + line, "--incarnation",
+                         std::to_string(k)});
+      c.pid = Spawn(a, fd, fd, -1);
+      ::close(fd);
+      children[c.pid] = c;
+    };
+    std::unique_ptr<std::chrono::steady_clock::time_point> over_since;
     while (!children.empty()) {
+      if (job_over) {
+        // The job ended; a process that does not follow within a grace period (a stopped one,
+        // evicted long ago) is killed.
+        int status = 0;
+        const pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid > 0) {
+          children.erase(pid);
+          continue;
+        }
+        if (std::chrono::steady_clock::now() - *over_since > std::chrono::seconds(15)) {
+          for (const auto& [p, c] : children) {
+            fmt::print(stderr, "launch: {} (rank {}) still runs after the job ended; killing it\n",
+                       c.name, c.rank);
+          }
+          stop_all(SIGKILL);
+          for (const auto& [p, c] : children) waitpid(p, nullptr, 0);
+          children.clear();
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
       int status = 0;
       const pid_t pid = waitpid(-1, &status, 0);
       if (pid < 0) {
@@ -278,6 +339,19 @@ int RunLaunch(const LaunchOptions& o) {
       const Child c = it->second;
       children.erase(it);
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (c.rank == 0 && ok && !stopping) {
+        job_over = true;
+        over_since = std::make_unique<std::chrono::steady_clock::time_point>(
+            std::chrono::steady_clock::now());
+        continue;
+      }
+      const bool config_error = WIFEXITED(status) && WEXITSTATUS(status) == kExitConfig;
+      if (!ok && !stopping && c.rank != 0 && !config_error && restarts < o.restart_on_failure) {
+        fmt::print(stderr, "launch: {} (rank {}) {}; see {}\n", c.name, c.rank, Describe(status),
+                   c.log);
+        restart(c);
+        continue;
+      }
       if (!ok && !stopping) {
         fmt::print(stderr, "launch: {} (rank {}) {}; stopping the others; see {}\n", c.name, c.rank,
                    Describe(status), c.log);

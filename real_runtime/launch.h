@@ -32,6 +32,10 @@ struct LaunchOptions {
   bool emulate = false;                // each process in a shaped network namespace
   std::string netns_script;            // scripts/netns-run (emulate)
   double emulate_gbps = 0;             // link rate; 0 = the scenario's bandwidth
+  // Fault tolerance (protocol.fault_tolerance): a worker or shard that dies is started again
+  // (`node --incarnation K`, which rejoins the running job), up to this many restarts in all.
+  // Shards checkpoint into LOG_DIR/checkpoints. A failed coordinator still ends the job.
+  int restart_on_failure = 0;
 };
 
 // Runs the job; returns the exit code (see NodeExit in node.h; 130 after a signal). Throws

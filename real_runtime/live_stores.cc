@@ -1,10 +1,20 @@
 #include "real_runtime/live_stores.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 
 #include <fmt/format.h>
+
+#include "config/yaml_reader.h"
 
 namespace poseidon::rt {
 namespace {
@@ -189,8 +199,186 @@ void LiveShardStore::Apply(const core::Chunk& c, int64_t clock, int num_pushes) 
     const float scale = 1.f / static_cast<float>(num_pushes);
     for (float& g : grad) g *= scale;
   }
+  if (keep_previous_) s.previous = s.values;
   kernels::SgdUpdate(kernels::LearningRate(sgd_, clock), sgd_.momentum, sgd_.weight_decay,
                      s.values.data(), grad.data(), s.history.data(), c.count);
+}
+
+core::FloatBuffer LiveShardStore::ReadPrevious(const core::Chunk& c) {
+  const ChunkState& s = State(c);
+  if (!keep_previous_ || s.previous.empty()) return nullptr;
+  return std::make_shared<const std::vector<float>>(s.previous);
+}
+
+// The checkpoint file, little-endian:
+//   "PSCK" u32 format 1 | i32 shard | i32 chunks | i32 workers | i64 floor
+//   per chunk: i32 id | i64 count | i64 version | i32 n_applied | n_applied x i64 |
+//              count x f32 values | count x f32 momentum | u8 has_previous | [count x f32]
+//   u32 CRC-32 of everything before it
+namespace {
+constexpr uint32_t kCheckpointMagic = 0x4B435350;  // "PSCK"
+constexpr uint32_t kCheckpointFormat = 1;
+
+template <typename T>
+void PutRaw(std::string* b, const T& v) {
+  b->append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void PutFloats(std::string* b, const std::vector<float>& v) {
+  b->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+}  // namespace
+
+void LiveShardStore::Checkpoint(const core::ShardCheckpoint& state) {
+  if (checkpoint_file_.empty()) return;
+  std::string b;
+  PutRaw(&b, kCheckpointMagic);
+  PutRaw(&b, kCheckpointFormat);
+  PutRaw(&b, static_cast<int32_t>(shard_));
+  PutRaw(&b, static_cast<int32_t>(state.chunks.size()));
+  const int32_t workers =
+      state.chunks.empty() ? 0 : static_cast<int32_t>(state.chunks[0].applied_by_worker.size());
+  PutRaw(&b, workers);
+  PutRaw(&b, state.floor);
+  for (const core::ChunkProgress& p : state.chunks) {
+    const ChunkState& s = state_.at(p.chunk);
+    PutRaw(&b, p.chunk);
+    PutRaw(&b, static_cast<int64_t>(s.values.size()));
+    PutRaw(&b, p.version);
+    PutRaw(&b, static_cast<int32_t>(p.applied_by_worker.size()));
+    for (int64_t a : p.applied_by_worker) PutRaw(&b, a);
+    PutFloats(&b, s.values);
+    PutFloats(&b, s.history);
+    const uint8_t has_prev = s.previous.empty() ? 0 : 1;
+    PutRaw(&b, has_prev);
+    if (has_prev) PutFloats(&b, s.previous);
+  }
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size())));
+  PutRaw(&b, crc);
+  WriteFileAtomically(checkpoint_file_, b);
+  ++checkpoints_written_;
+}
+
+core::ShardCheckpoint LiveShardStore::LoadCheckpoint() {
+  const std::string& path = checkpoint_file_;
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    throw config::ConfigError(fmt::format("{}: error: cannot read the shard's checkpoint; a "
+                                          "restarted shard needs the file its first run wrote "
+                                          "(--checkpoint-dir)",
+                                          path));
+  }
+  std::string b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t off = 0;
+  auto fail = [&](const std::string& what) -> void {
+    throw config::ConfigError(
+        fmt::format("{}: error: byte offset {}: {}; the checkpoint is unusable (delete it to "
+                    "restart the shard from the job's initial values)",
+                    path, off, what));
+  };
+  if (b.size() < 4 + 28) fail(fmt::format("truncated: {} bytes", b.size()));
+  uint32_t stored = 0;
+  std::memcpy(&stored, b.data() + b.size() - 4, 4);
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size() - 4)));
+  if (crc != stored) {
+    off = b.size() - 4;
+    fail(fmt::format("CRC-32 mismatch (stored 0x{:08x}, computed 0x{:08x}): truncated or "
+                     "corrupt",
+                     stored, crc));
+  }
+  const size_t end = b.size() - 4;
+  auto get = [&](auto* v) {
+    if (off + sizeof *v > end) fail("truncated");
+    std::memcpy(v, b.data() + off, sizeof *v);
+    off += sizeof *v;
+  };
+  auto get_floats = [&](std::vector<float>* v, int64_t n) {
+    if (n < 0 || off + static_cast<size_t>(n) * sizeof(float) > end) fail("truncated");
+    v->resize(static_cast<size_t>(n));
+    std::memcpy(v->data(), b.data() + off, static_cast<size_t>(n) * sizeof(float));
+    off += static_cast<size_t>(n) * sizeof(float);
+  };
+  uint32_t magic = 0, format = 0;
+  int32_t shard = 0, chunks = 0, workers = 0;
+  core::ShardCheckpoint state;
+  get(&magic);
+  if (magic != kCheckpointMagic) fail("not a Poseidon shard checkpoint (bad magic)");
+  get(&format);
+  if (format != kCheckpointFormat) fail(fmt::format("format {} (this build reads {})", format, kCheckpointFormat));
+  get(&shard);
+  if (shard != shard_) fail(fmt::format("written by shard {}, this is shard {}", shard, shard_));
+  get(&chunks);
+  if (chunks != static_cast<int32_t>(state_.size())) {
+    fail(fmt::format("{} chunks, but this shard owns {} (another model or layout?)", chunks,
+                     state_.size()));
+  }
+  get(&workers);
+  get(&state.floor);
+  for (int32_t i = 0; i < chunks; ++i) {
+    core::ChunkProgress p;
+    int64_t count = 0;
+    int32_t n_applied = 0;
+    get(&p.chunk);
+    auto it = state_.find(p.chunk);
+    if (it == state_.end()) fail(fmt::format("chunk {}, which this shard does not own", p.chunk));
+    get(&count);
+    if (count != static_cast<int64_t>(it->second.values.size())) {
+      fail(fmt::format("chunk {} has {} values, the model gives it {}", p.chunk, count,
+                       it->second.values.size()));
+    }
+    get(&p.version);
+    get(&n_applied);
+    if (n_applied != 0 && n_applied != workers) fail("inconsistent worker count");
+    p.applied_by_worker.resize(static_cast<size_t>(n_applied));
+    for (int64_t& a : p.applied_by_worker) get(&a);
+    get_floats(&it->second.values, count);
+    get_floats(&it->second.history, count);
+    uint8_t has_prev = 0;
+    get(&has_prev);
+    if (has_prev) {
+      get_floats(&it->second.previous, count);
+    } else {
+      it->second.previous.clear();
+    }
+    state.chunks.push_back(std::move(p));
+  }
+  if (off != end) fail("trailing bytes");
+  return state;
+}
+
+void WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  auto fail = [&](const std::string& what) {
+    throw std::runtime_error(fmt::format("{}: error: {}: {}", tmp, what, std::strerror(errno)));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) fail("cannot create");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      fail("cannot write");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    fail("fsync failed");
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename over " + path);
+  // The rename itself must survive a crash: sync the folder.
+  const std::string dir = std::filesystem::path(path).parent_path().empty()
+                              ? std::string(".")
+                              : std::filesystem::path(path).parent_path().string();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 core::FloatBuffer LiveShardStore::Read(const core::Chunk& c) {

@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -75,6 +76,11 @@ class LiveWorkerStore final : public core::WorkerStore {
   std::map<int, std::vector<float>> sfb_history_;                                 // momentum, per layer
 };
 
+// Writes `bytes` to PATH.tmp, fsyncs it, renames it over `path` and fsyncs the folder, so that
+// `path` holds either the old or the new contents after a crash, never a torn file. Throws
+// std::runtime_error naming the file and the system error.
+void WriteFileAtomically(const std::string& path, const std::string& bytes);
+
 class LiveShardStore final : public core::ShardStore {
  public:
   // Initial values: the chunks' slices of `initial` (a Net built with the job's seed, the same
@@ -86,12 +92,26 @@ class LiveShardStore final : public core::ShardStore {
   void Apply(const core::Chunk& chunk, int64_t clock, int num_pushes) override;
   core::FloatBuffer Read(const core::Chunk& chunk) override;
 
+  // Fault tolerance. Keep each chunk's values before its last update (ReadPrevious), for
+  // rejoining BSP workers.
+  void KeepPrevious() { keep_previous_ = true; }
+  core::FloatBuffer ReadPrevious(const core::Chunk& chunk) override;
+  // Checkpoints go to this file (written to PATH.tmp, fsynced, renamed over PATH, the folder
+  // fsynced): values, momentum and `state`, with a CRC-32. Empty: Checkpoint does nothing.
+  void SetCheckpointFile(std::string path) { checkpoint_file_ = std::move(path); }
+  void Checkpoint(const core::ShardCheckpoint& state) override;
+  // Loads the checkpoint file into the chunks and returns its state. Throws
+  // config::ConfigError naming the file, the byte offset and what is wrong (missing, truncated,
+  // corrupt, written by another job layout).
+  core::ShardCheckpoint LoadCheckpoint();
+  int64_t checkpoints_written() const { return checkpoints_written_; }
+
   // The chunk's current values (tests).
   const std::vector<float>& values(int chunk) const { return state_.at(chunk).values; }
 
  private:
   struct ChunkState {
-    std::vector<float> values, history;
+    std::vector<float> values, history, previous;
     // BSP/SSP: the pushes of each clock by worker, summed in worker order at Apply (so that
     // the result does not depend on arrival order and a run is reproducible bit for bit).
     std::map<int64_t, std::map<core::ActorId, core::FloatBuffer>> pushes;
@@ -104,6 +124,9 @@ class LiveShardStore final : public core::ShardStore {
   const bool asp_;
   const kernels::SgdOptions sgd_;
   std::map<int, ChunkState> state_;  // owned chunks by id
+  bool keep_previous_ = false;
+  std::string checkpoint_file_;
+  int64_t checkpoints_written_ = 0;
 };
 
 // Replayed compute (a node emulating a device by sleeping profiled times): no numbers are
@@ -128,6 +151,7 @@ class ReplayShardStore final : public core::ShardStore {
   void Accumulate(const core::Chunk&, const core::Message&) override {}
   void Apply(const core::Chunk&, int64_t, int) override {}
   core::FloatBuffer Read(const core::Chunk& chunk) override;
+  core::FloatBuffer ReadPrevious(const core::Chunk& chunk) override { return Read(chunk); }
 
  private:
   std::map<int64_t, core::FloatBuffer> zeros_;

@@ -11,12 +11,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <limits>
 #include <thread>
 
@@ -166,7 +168,7 @@ class NodeHost final : public core::Host {
   void OnPeerDown(int peer, const std::string& reason);
   void OnControl(int peer, uint8_t type, std::vector<uint8_t> body);
   void MaybeStartActor();
-  void SendPeerTable();
+  void SendPeerTable(int to);
 
   // Messages.
   void OnMessage(core::Message msg);
@@ -177,8 +179,15 @@ class NodeHost final : public core::Host {
   void RunTask(const core::ComputeTask& task, core::TimeNs begin);
   void TaskDone(const core::ComputeTask& task, core::TimeNs begin, double loss);
 
+  // Fault tolerance.
+  void OnMembership(const core::Message& m);
+  void RetryConnect(int peer);
+  bool Counts(int worker) const;  // coordinator: worker still counts (not evicted)
+
   // Coordinator bookkeeping.
   void OnLoss(int worker, int64_t clock, double loss);
+  void MaybeReportLosses();
+  bool RowComplete(const std::map<int, double>& row) const;
   void MaybeFinishJob();
   void WriteTrace();
   void SaveParams();
@@ -206,6 +215,15 @@ class NodeHost final : public core::Host {
   std::vector<core::TraceEvent> trace_;
   core::DecisionLog decisions_;
   bool replay_ = false;
+  bool ft_ = false;                          // fault tolerance on
+  core::ServerShard* shard_actor_ = nullptr;
+  core::Worker* worker_actor_ = nullptr;
+  core::Coordinator* coordinator_actor_ = nullptr;
+  std::map<int, uint32_t> known_epoch_;      // per peer: the epoch its last connection bound
+  std::set<int> table_ranks_;                // the ranks this process must connect to
+  std::map<int, int> connect_retries_;
+  int64_t next_batch_ = 0;
+  std::set<std::pair<int64_t, int>> announced_;  // coordinator: (epoch, actor) acted on                   // worker: the clock of the next batch to read
   std::array<core::TimeNs, core::kNumStreams> replay_stream_end_{};  // per stream, compute threads
   std::optional<sim::ComputeModel> replay_model_;
   std::unique_ptr<core::WorkerStore> replay_worker_store_;
@@ -227,11 +245,7 @@ class NodeHost final : public core::Host {
   std::atomic<bool> compute_failed_{false};
 
   // Coordinator.
-  struct LossRow {
-    double sum = 0;
-    int count = 0;
-  };
-  std::map<int64_t, LossRow> losses_;
+  std::map<int64_t, std::map<int, double>> losses_;  // clock -> worker -> loss
   int64_t next_row_ = 0;  // first clock not yet reported
   double window_loss_ = 0;
   int64_t window_n_ = 0;
@@ -240,6 +254,7 @@ class NodeHost final : public core::Host {
   std::ofstream csv_;
   bool job_finished_ = false;
   int peers_down_after_shutdown_ = 0;
+  int peers_up_at_shutdown_ = 0;
   std::unique_ptr<asio::steady_timer> shutdown_timer_;
 };
 
@@ -272,6 +287,26 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     o_.training.test = false;
   }
   protocol_ = config::BuildProtocol(s, model_, s.workers, s.servers, device_copies);
+  ft_ = protocol_.fault.enabled();
+  if (protocol_.fault.checkpoint_every > 0 && o_.checkpoint_dir.empty()) {
+    throw ConfigError(fmt::format("error: {}: protocol.fault_tolerance.checkpoint_every needs "
+                                  "--checkpoint-dir DIR (poseidon launch passes one)",
+                                  s.file));
+  }
+  if (o_.rejoin && !ft_) {
+    throw ConfigError(fmt::format("error: --rejoin needs protocol.fault_tolerance in {}", s.file));
+  }
+  if (o_.rejoin && layout_.IsWorker(o_.rank)) {
+    for (const core::Layer& l : model_.layers()) {
+      if (!l.blobs.empty() && protocol_.SchemeOf(l.id) != core::Scheme::kPs) {
+        throw ConfigError(fmt::format(
+            "error: a restarted worker cannot rejoin: layer '{}' goes by {}, whose state lives "
+            "in the workers; rejoining needs every layer on the parameter server "
+            "(protocol.scheme: ps)",
+            l.name, core::SchemeName(protocol_.SchemeOf(l.id))));
+      }
+    }
+  }
   placement_ = core::Placement::Build(model_, s.servers, protocol_.chunk_bytes,
                                       protocol_.scheme_of_layer);
   is_worker_ = layout_.IsWorker(o_.rank);
@@ -295,6 +330,10 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     replay_shard_store_ = std::make_unique<ReplayShardStore>();
     actor_ = std::make_unique<core::ServerShard>(o_.rank, *placement_, layout_, protocol_, this,
                                                  replay_shard_store_.get());
+    if (o_.rejoin) {
+      throw ConfigError("error: --rejoin of a shard needs --compute real (replayed shards hold no "
+                        "values to checkpoint)");
+    }
   } else if (is_worker_) {
     const std::string dir =
         o_.training.data_dir.empty() ? kernels::DefaultFashionMnistDir() : o_.training.data_dir;
@@ -328,10 +367,29 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     shard_store_ = std::make_unique<LiveShardStore>(initial, *placement_,
                                                     layout_.ServerIndex(o_.rank),
                                                     protocol_.consistency, sgd);
-    actor_ = std::make_unique<core::ServerShard>(o_.rank, *placement_, layout_, protocol_, this,
-                                                 shard_store_.get());
+    auto shard = std::make_unique<core::ServerShard>(o_.rank, *placement_, layout_, protocol_, this,
+                                                     shard_store_.get());
+    if (ft_ && protocol_.consistency == core::Consistency::kBsp) shard_store_->KeepPrevious();
+    if (!o_.checkpoint_dir.empty()) {
+      const std::string file =
+          fmt::format("{}/shard-{}.ckpt", o_.checkpoint_dir, layout_.ServerIndex(o_.rank));
+      shard_store_->SetCheckpointFile(file);
+      if (o_.rejoin && std::filesystem::exists(file)) {
+        const core::ShardCheckpoint state = shard_store_->LoadCheckpoint();
+        shard->Restore(state);
+        spdlog::info("{}: restored from {}: every push of clocks below {} applied", Who(o_.rank),
+                     file, state.floor);
+      } else if (o_.rejoin) {
+        spdlog::info("{}: no checkpoint at {} yet; starting from the initial values", Who(o_.rank),
+                     file);
+      }
+    }
+    shard_actor_ = shard.get();
+    actor_ = std::move(shard);
   } else {
-    actor_ = std::make_unique<core::Coordinator>(layout_, this);
+    auto coordinator = std::make_unique<core::Coordinator>(layout_, this, protocol_.fault);
+    coordinator_actor_ = coordinator.get();
+    actor_ = std::move(coordinator);
     if (!o_.training.csv.empty()) {
       csv_.open(o_.training.csv, std::ios::binary);
       if (!csv_) {
@@ -341,6 +399,14 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
       }
       csv_ << "iteration,loss,test_accuracy,seconds\n";
     }
+  }
+
+  if (is_worker_) {
+    worker_actor_ = static_cast<core::Worker*>(actor_.get());
+    if (o_.rejoin) worker_actor_->Rejoin();
+  }
+  for (int r = 0; r < layout_.num_actors(); ++r) {
+    if (r != o_.rank) table_ranks_.insert(r);
   }
 
   TransportCallbacks cb;
@@ -406,6 +472,10 @@ int NodeHost::Run() {
 }
 
 void NodeHost::OnPeerUp(int peer) {
+  known_epoch_[peer] = transport_->peer_epoch(peer);
+  if (o_.rank == 0 && table_received_ && ft_) {
+    spdlog::info("{}: {} connected in epoch {}", Who(o_.rank), Who(peer), known_epoch_[peer]);
+  }
   if (o_.rank != 0 && peer == 0) {
     std::vector<uint8_t> b;
     PutValue<uint16_t>(&b, addresses_[o_.rank].port);
@@ -420,7 +490,7 @@ void NodeHost::OnPeerUp(int peer) {
 
 void NodeHost::OnPeerDown(int peer, const std::string& reason) {
   if (shutting_down_) {
-    if (o_.rank == 0 && ++peers_down_after_shutdown_ == layout_.num_actors() - 1) {
+    if (o_.rank == 0 && ++peers_down_after_shutdown_ == peers_up_at_shutdown_) {
       transport_->Close();
       io_.stop();
     }
@@ -435,7 +505,53 @@ void NodeHost::OnPeerDown(int peer, const std::string& reason) {
     io_.stop();
     return;
   }
+  if (ft_ && (o_.rank == 0 || peer != 0)) {
+    backlog_.erase(peer);  // what it had not received is recovered by the protocol
+    if (!actor_started_ && o_.rejoin) return RetryConnect(peer);
+    spdlog::warn("{}: lost {} ({}); the coordinator decides whether it is dead", Who(o_.rank),
+                 Who(peer), reason);
+    return;
+  }
+  if (ft_ && !actor_started_ && o_.rejoin) return RetryConnect(peer);
   Fail(kExitPeerLost, fmt::format("lost {} before the job ended: {}", Who(peer), reason));
+}
+
+// A restarted process may dial a peer before that peer noticed the old incarnation's close:
+// try again a few times.
+void NodeHost::RetryConnect(int peer) {
+  if (++connect_retries_[peer] > 20) {
+    Fail(kExitPeerLost, fmt::format("cannot reconnect to {} after 20 tries", Who(peer)));
+    return;
+  }
+  auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(250));
+  t->async_wait([this, t, peer](const std::error_code& ec) {
+    if (ec || failed_) return;
+    if (peer == 0) {
+      transport_->Connect(0, o_.coordinator_host, o_.coordinator_port);
+    } else if (auto it = addresses_.find(peer); it != addresses_.end()) {
+      transport_->Connect(peer, it->second.host, it->second.port);
+    }
+  });
+}
+
+bool NodeHost::Counts(int worker) const {
+  return !protocol_.fault.evict_dead_workers || coordinator_actor_->alive(worker);
+}
+
+// A membership change the coordinator's core announced (rank 0: as it sends it; others: as it
+// arrives): a dead incarnation is shut out for good.
+void NodeHost::OnMembership(const core::Message& m) {
+  const int who = m.step;
+  if (who == o_.rank || who <= 0 || who >= layout_.num_actors()) return;
+  if (m.chunk == core::kMemberDead) {
+    const uint32_t dead_epoch = known_epoch_[who];
+    spdlog::warn("{}: {} (epoch {}) declared dead; membership epoch {}", Who(o_.rank), Who(who),
+                 dead_epoch, m.clock);
+    transport_->RefuseEpochsBelow(who, dead_epoch + 1);
+    backlog_.erase(who);
+  } else {
+    spdlog::info("{}: {} rejoined; membership epoch {}", Who(o_.rank), Who(who), m.clock);
+  }
 }
 
 void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
@@ -452,8 +568,14 @@ void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
           host.size() > 255) {
         return bad("hello");
       }
+      const bool rejoin = static_cast<int>(addresses_.size()) == layout_.num_actors() - 1;
       addresses_[peer] = {host, port};
-      if (static_cast<int>(addresses_.size()) == layout_.num_actors() - 1) SendPeerTable();
+      if (rejoin) {
+        // A restarted process: it gets the table of everyone alive.
+        SendPeerTable(peer);
+      } else if (static_cast<int>(addresses_.size()) == layout_.num_actors() - 1) {
+        SendPeerTable(-1);
+      }
       return;
     }
     case kCtlPeers: {
@@ -473,8 +595,13 @@ void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
         table[static_cast<int>(rank)] = {host, port};
       }
       table_received_ = true;
+      if (o_.rejoin) table_ranks_ = {0};
       for (const auto& [rank, addr] : table) {
-        if (rank < o_.rank) transport_->Connect(rank, addr.host, addr.port);
+        if (rank == o_.rank) continue;
+        addresses_[rank] = addr;
+        // Everyone dials the peers of lower rank; a restarted process dials all (they listen).
+        if (o_.rejoin) table_ranks_.insert(rank);
+        if (rank < o_.rank || o_.rejoin) transport_->Connect(rank, addr.host, addr.port);
       }
       MaybeStartActor();
       return;
@@ -536,14 +663,23 @@ void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
   }
 }
 
-void NodeHost::SendPeerTable() {
-  std::vector<uint8_t> b;
-  PutValue<uint32_t>(&b, static_cast<uint32_t>(addresses_.size()));
+// To everyone (to = -1) at the start, or to one restarted process: then only the peers alive.
+void NodeHost::SendPeerTable(int to) {
+  std::map<int, PeerAddress> table;
   for (const auto& [rank, addr] : addresses_) {
+    if (to < 0 || rank == to || coordinator_actor_->alive(rank)) table[rank] = addr;
+  }
+  std::vector<uint8_t> b;
+  PutValue<uint32_t>(&b, static_cast<uint32_t>(table.size()));
+  for (const auto& [rank, addr] : table) {
     PutValue<uint32_t>(&b, static_cast<uint32_t>(rank));
     PutValue<uint16_t>(&b, addr.port);
     PutValue<uint8_t>(&b, static_cast<uint8_t>(addr.host.size()));
     Put(&b, addr.host.data(), addr.host.size());
+  }
+  if (to >= 0) {
+    transport_->SendControl(to, kCtlPeers, std::move(b));
+    return;
   }
   for (const auto& [rank, addr] : addresses_) transport_->SendControl(rank, kCtlPeers, b);
 }
@@ -551,10 +687,11 @@ void NodeHost::SendPeerTable() {
 // A non-coordinator starts its actor once it is connected to every other process.
 void NodeHost::MaybeStartActor() {
   if (o_.rank == 0 || actor_started_ || !table_received_ || pongs_ < kClockPings) return;
-  for (int r = 0; r < layout_.num_actors(); ++r) {
-    if (r != o_.rank && !transport_->is_up(r)) return;
+  for (int r : table_ranks_) {
+    if (!transport_->is_up(r)) return;
   }
-  spdlog::info("{}: connected to all {} peers", Who(o_.rank), layout_.num_actors() - 1);
+  spdlog::info("{}: connected to all {} peers{}", Who(o_.rank), table_ranks_.size(),
+               o_.rejoin ? fmt::format(" (rejoining in epoch {})", o_.transport.epoch) : "");
   actor_started_ = true;
   actor_->OnStart(Now());
   AfterActorCall();
@@ -569,6 +706,19 @@ std::string NodeHost::CheckIncoming(const core::Message& m) const {
     case MsgType::kRegister:
     case MsgType::kDone:
       if (o_.rank != 0) return "only the coordinator takes register/done";
+      return "";
+    case MsgType::kHeartbeat:
+      if (!ft_ || o_.rank != 0) return "a heartbeat, but this process takes none";
+      return "";
+    case MsgType::kMembership:
+      if (!ft_ || m.from != 0) return "a membership change not from the coordinator";
+      if (m.step <= 0 || m.step >= layout_.num_actors() ||
+          (m.chunk != core::kMemberDead && m.chunk != core::kMemberJoined)) {
+        return fmt::format("a membership change naming actor {} ({})", m.step, m.chunk);
+      }
+      return "";
+    case MsgType::kRejoin:
+      if (!ft_ || !is_server_ || !layout_.IsWorker(m.from)) return "a rejoin not from a worker";
       return "";
     case MsgType::kStart:
       if (m.from != 0) return "start from a process that is not the coordinator";
@@ -589,6 +739,9 @@ std::string NodeHost::CheckIncoming(const core::Message& m) const {
       if (m.chunk < 0 || m.chunk >= chunks) return fmt::format("unknown chunk {}", m.chunk);
       const core::Chunk& c = placement_->chunks()[static_cast<size_t>(m.chunk)];
       if (layout_.server(c.shard) != m.from) return "parameters from a shard that does not own them";
+      if (m.step != -1 && !(ft_ && (m.step == core::kRejoinCurrent || m.step == core::kRejoinPrevious))) {
+        return fmt::format("parameters with an unknown kind {}", m.step);
+      }
       if (!clock_ok() || !m.data || static_cast<int64_t>(m.data->size()) != c.count) {
         return fmt::format("parameters of chunk {} clock {} with {} values (needs {})", m.chunk,
                            m.clock, m.data ? static_cast<int64_t>(m.data->size()) : 0, c.count);
@@ -629,10 +782,17 @@ void NodeHost::OnMessage(core::Message msg) {
     trace_.push_back(core::MessageEvent(msg, msg.sent_at, Now()));
   }
   if (!actor_started_) {
+    if (ft_) {
+      // A restarted process: what peers sent its dead predecessor's successor before it joined
+      // is recovered by the protocol (rejoin, resent pushes).
+      spdlog::info("{}: dropped {} before joining", Who(o_.rank), core::Describe(msg));
+      return;
+    }
     // Peers start once connected to everyone; a message can beat our own last connection.
     Fail(kExitPeerLost, "a core message arrived before this process was connected to all peers");
     return;
   }
+  if (msg.type == core::MsgType::kMembership) OnMembership(msg);
   try {
     actor_->OnMessage(Now(), msg);
   } catch (const PayloadError& e) {
@@ -644,6 +804,11 @@ void NodeHost::OnMessage(core::Message msg) {
 
 void NodeHost::Send(core::Message msg) {
   if (!o_.decisions_file.empty()) decisions_.Send(o_.rank, msg);
+  if (msg.type == core::MsgType::kMembership && o_.rank == 0 &&
+      !announced_.count({msg.clock, msg.step})) {
+    announced_.insert({msg.clock, msg.step});
+    OnMembership(msg);
+  }
   msg.sent_at = Now();
   const int peer = msg.to;
   std::deque<core::Message>& q = backlog_[peer];
@@ -659,6 +824,11 @@ void NodeHost::TrySend(int peer) {
   while (!it->second.empty() && !failed_) {
     if (!transport_->Send(it->second.front())) {
       if (!transport_->is_up(peer)) {
+        if (ft_ && peer != 0) {
+          // Lost, maybe dead: the protocol recovers what it misses when it is back.
+          backlog_.erase(it);
+          return;
+        }
         Fail(kExitPeerLost, fmt::format("cannot send to {}: not connected", Who(peer)));
       }
       return;
@@ -711,6 +881,9 @@ void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
     switch (task.kind) {
       case core::TaskKind::kForward: {
         if (task.layer == 0) {
+          // The batch of this clock (a rejoining worker starts at a later clock).
+          if (task.clock > next_batch_) batches_->Skip(task.clock - next_batch_);
+          next_batch_ = task.clock + 1;
           batches_->Next(images_.data(), labels_.data());
           net_->SetInput(images_.data(), labels_.data());
         }
@@ -783,7 +956,8 @@ void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin, doubl
 
 void NodeHost::SetTimer(core::TimeNs at, uint64_t timer_id) {
   auto t = std::make_unique<asio::steady_timer>(io_);
-  t->expires_at(start_ + std::chrono::nanoseconds(at));
+  // `at` is on the job's time base; this process's clock runs clock_offset_ behind it.
+  t->expires_at(start_ + std::chrono::nanoseconds(at - clock_offset_));
   t->async_wait([this, timer_id](const std::error_code& ec) {
     if (ec || failed_) return;
     timers_.erase(timer_id);
@@ -803,6 +977,7 @@ void NodeHost::Trace(const core::TraceEvent& event) {
 void NodeHost::AfterActorCall() {
   if (failed_) return;
   if (o_.rank == 0) {
+    MaybeReportLosses();  // an eviction may complete rows
     MaybeFinishJob();
     return;
   }
@@ -829,16 +1004,29 @@ void NodeHost::AfterActorCall() {
   });
 }
 
+// A row is complete when every worker that still counts reported its loss of that clock (the
+// first report: a rejoining worker recomputes its clock and reports it again).
+bool NodeHost::RowComplete(const std::map<int, double>& row) const {
+  for (int w = 0; w < layout_.num_workers; ++w) {
+    if (!row.count(layout_.worker(w)) && Counts(layout_.worker(w))) return false;
+  }
+  return !row.empty();
+}
+
 void NodeHost::OnLoss(int worker, int64_t clock, double loss) {
-  (void)worker;
-  LossRow& row = losses_[clock];
-  row.sum += loss;
-  ++row.count;
+  if (clock < next_row_) return;  // reported again by a rejoined worker
+  losses_[clock].emplace(worker, loss);
+  MaybeReportLosses();
+}
+
+void NodeHost::MaybeReportLosses() {
   const int P = layout_.num_workers;
   const int64_t interval = std::max<int64_t>(1, o_.training.print_interval);
   while (!losses_.empty() && losses_.begin()->first == next_row_ &&
-         losses_.begin()->second.count == P) {
-    window_loss_ += losses_.begin()->second.sum / P;
+         RowComplete(losses_.begin()->second)) {
+    double sum = 0;
+    for (const auto& [w, l] : losses_.begin()->second) sum += l;
+    window_loss_ += sum / static_cast<double>(losses_.begin()->second.size());
     ++window_n_;
     losses_.erase(losses_.begin());
     const int64_t it = ++next_row_;
@@ -869,7 +1057,8 @@ void NodeHost::OnLoss(int worker, int64_t clock, double loss) {
 void NodeHost::MaybeFinishJob() {
   if (job_finished_ || !actor_->finished()) return;
   const bool all_losses = replay_ || next_row_ == protocol_.iterations;
-  const bool want_accuracy = o_.training.test && layout_.num_workers > 0;
+  const bool want_accuracy =
+      o_.training.test && layout_.num_workers > 0 && Counts(layout_.worker(0));
   if (!all_losses || (want_accuracy && !accuracy_)) return;
   job_finished_ = true;
   const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
@@ -890,7 +1079,11 @@ void NodeHost::MaybeFinishJob() {
              layout_.num_servers, protocol_.iterations, seconds);
   std::fflush(stdout);
   shutting_down_ = true;
-  for (int r = 1; r < layout_.num_actors(); ++r) transport_->SendControl(r, kCtlShutdown, {});
+  for (int r = 1; r < layout_.num_actors(); ++r) {
+    if (transport_->is_up(r)) ++peers_up_at_shutdown_;
+    transport_->SendControl(r, kCtlShutdown, {});
+  }
+  if (peers_up_at_shutdown_ == 0) io_.stop();
   // Peers close on shutdown; stop when all have, or after a grace period.
   shutdown_timer_ = std::make_unique<asio::steady_timer>(io_, std::chrono::seconds(10));
   shutdown_timer_->async_wait([this](const std::error_code& ec) {

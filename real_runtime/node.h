@@ -62,6 +62,10 @@ struct NodeOptions {
   // and messages carry zeros of the real sizes (a node emulating a GPU; no data, no learning).
   std::string compute = "real";
   std::string decisions_file;         // this process's protocol decisions (core/decision_log.h)
+  // Fault tolerance (the scenario's protocol.fault_tolerance; docs/reliability.md).
+  std::string checkpoint_dir;         // shards write shard-J.ckpt here (checkpoint_every > 0)
+  bool rejoin = false;                // a restarted process: rejoin the running job
+                                      // (transport.epoch is its incarnation, > 0)
 };
 
 // Exit codes of a node process (and of `poseidon launch`, which passes the worst one on).
@@ -74,7 +78,12 @@ enum NodeExit : int {
 
 // Runs the process until the job ends; returns a NodeExit. Throws config::ConfigError for
 // options the job cannot run with (rank out of range, an all-reduce layer, a model that does
-// not fit the data).
+// not fit the data, a checkpoint that cannot be read).
+//
+// With fault tolerance on, a peer's lost connection is not fatal: the coordinator's core
+// declares it dead when its heartbeats stop, and every process then refuses that incarnation
+// (its epoch) and drops what it had queued for it; a restarted process (rejoin) dials everyone
+// alive and the core brings it back. Only losing the coordinator stops a process.
 int RunNode(const NodeOptions& options);
 
 // Checks, before anything starts, that the scenario can run live: throws config::ConfigError

@@ -1,5 +1,7 @@
 #include "real_runtime/transport.h"
 
+#include <endian.h>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -598,7 +600,12 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
 
     const bool up = c->state == State::kUp;
     const uint32_t limit = up ? o_.max_payload_bytes : kMaxHandshakeFrameBytes;
-    DecodeResult r = DecodeFrameHeader(c->hdr.data(), c->frame_off, limit, c->rx_seq, o_.epoch);
+    // Frames carry their sender's epoch (its incarnation): before the HELLO, whatever the
+    // header says (the HELLO's body must repeat it); afterwards the one the HELLO bound.
+    uint32_t header_epoch = 0;
+    std::memcpy(&header_epoch, c->hdr.data() + 24, sizeof header_epoch);
+    const uint32_t want_epoch = c->have_hello ? c->theirs.epoch : le32toh(header_epoch);
+    DecodeResult r = DecodeFrameHeader(c->hdr.data(), c->frame_off, limit, c->rx_seq, want_epoch);
     if (!r.ok) {
       if (!up && r.error.find("exceeds the limit") != std::string::npos) {
         r.error += " (the limit before authentication)";
@@ -734,10 +741,15 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
                                    "this node to job '{}'",
                                    body_off + 44, Printable(h.job_id), Printable(o_.job_id)));
       }
-      if (h.epoch != o_.epoch) {
-        return Fail(c, fmt::format("HELLO at stream offset {}: the peer is in epoch {}, this "
-                                   "node in epoch {}",
-                                   body_off + 6, h.epoch, o_.epoch));
+      if (h.epoch != c->cur.epoch) {
+        return Fail(c, fmt::format("HELLO at stream offset {}: epoch {} but its header says {}",
+                                   body_off + 6, h.epoch, c->cur.epoch));
+      }
+      if (auto it = min_epoch_.find(c->claimed); it != min_epoch_.end() && h.epoch < it->second) {
+        return Fail(c, fmt::format("HELLO at stream offset {}: rank {} in epoch {}, an old "
+                                   "incarnation (declared dead; this node accepts epoch {} or "
+                                   "later from it)",
+                                   body_off + 6, c->claimed, h.epoch, it->second));
       }
       if (c->claimed == rank_) {
         return Fail(c, fmt::format("HELLO at stream offset {} claims this node's own rank {}",
@@ -748,12 +760,12 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
                                    "{}",
                                    body_off + 2, c->expected_peer, c->claimed));
       }
-      if (auto err2 = Duplicate(*c); !err2.empty()) return Fail(c, err2);
+      if (auto err2 = Duplicate(*c, h.epoch); !err2.empty()) return Fail(c, err2);
       c->theirs = std::move(h);
       c->have_hello = true;
       OutFrame f;
       const Mac mac = AuthMac(o_.secret, o_.job_id, static_cast<uint32_t>(rank_), c->theirs.rank,
-                              o_.epoch, c->mine.nonce, c->theirs.nonce);
+                              c->mine.epoch, c->mine.nonce, c->theirs.nonce);
       f.body.assign(mac.begin(), mac.end());
       Enqueue(c, kFrameAuth, std::move(f));
       return ReadHeader(c);
@@ -763,14 +775,21 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
                                  c->body.size(), kMacBytes));
     }
     const Mac want = AuthMac(o_.secret, o_.job_id, c->theirs.rank, static_cast<uint32_t>(rank_),
-                             o_.epoch, c->theirs.nonce, c->mine.nonce);
+                             c->theirs.epoch, c->theirs.nonce, c->mine.nonce);
     if (!MacEqual(want.data(), c->body.data())) {
       return Fail(c, fmt::format("AUTH at stream offset {}: HMAC-SHA256 authentication failed; "
                                  "the peer does not hold this job's secret (are the secret "
                                  "files identical?)",
                                  body_off));
     }
-    if (auto err = Duplicate(*c); !err.empty()) return Fail(c, err);
+    if (auto it = up_.find(c->claimed); it != up_.end() && it->second->theirs.epoch < c->theirs.epoch) {
+      // Authenticated, and a later incarnation: a restarted process replaces the connection of
+      // its dead predecessor, whose close may not have reached us yet.
+      log_->info("rank {}: rank {} is back in epoch {}; closing its epoch {} connection", rank_,
+                 c->claimed, c->theirs.epoch, it->second->theirs.epoch);
+      Shutdown(it->second);
+    }
+    if (auto err = Duplicate(*c, c->theirs.epoch); !err.empty()) return Fail(c, err);
     c->state = State::kUp;
     c->peer = c->claimed;
     if (c->pending_counted) {
@@ -785,9 +804,11 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     if (cb_.on_peer_up) cb_.on_peer_up(c->peer);
   }
 
-  std::string Duplicate(const Conn& c) const {
+  // A connection claiming an already connected rank is refused, unless it claims a later epoch
+  // (a restarted process; it replaces the old connection once authenticated).
+  std::string Duplicate(const Conn& c, uint32_t epoch) const {
     auto it = up_.find(c.claimed);
-    if (it == up_.end()) return {};
+    if (it == up_.end() || it->second->theirs.epoch < epoch) return {};
     return fmt::format("rank {} is already connected from {}; a second connection claiming it is "
                        "refused",
                        c.claimed, it->second->addr);
@@ -817,6 +838,27 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   }
   bool is_up(int peer) const { return up_.count(peer) != 0; }
 
+  uint32_t peer_epoch(int peer) const {
+    auto it = up_.find(peer);
+    return it == up_.end() ? 0 : it->second->theirs.epoch;
+  }
+
+  void RefuseEpochsBelow(int peer, uint32_t epoch) {
+    uint32_t& m = min_epoch_[peer];
+    m = std::max(m, epoch);
+    auto it = up_.find(peer);
+    if (it != up_.end() && it->second->theirs.epoch < m) Disconnect(peer);
+  }
+
+  void Disconnect(int peer) {
+    auto it = up_.find(peer);
+    if (it == up_.end()) return;
+    const std::shared_ptr<Conn> c = it->second;
+    log_->info("rank {}: closing the connection with rank {} at {} (epoch {})", rank_, peer,
+               c->addr, c->theirs.epoch);
+    Shutdown(c);
+  }
+
   asio::io_context& io_;
   const int rank_;
   TransportOptions o_;
@@ -827,6 +869,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   asio::steady_timer accept_retry_;
   std::map<const Conn*, std::shared_ptr<Conn>> conns_;
   std::map<int, std::shared_ptr<Conn>> up_;
+  std::map<int, uint32_t> min_epoch_;  // per rank: older incarnations are refused
   std::vector<std::shared_ptr<Dial>> dials_;
   std::shared_ptr<FloatPool> pool_ = std::make_shared<FloatPool>();
   int pending_ = 0;
@@ -850,6 +893,9 @@ bool Transport::SendControl(int peer, uint8_t type, std::vector<uint8_t> body) {
 size_t Transport::queued_bytes(int peer) const { return impl_->queued_bytes(peer); }
 bool Transport::is_up(int peer) const { return impl_->is_up(peer); }
 int Transport::my_rank() const { return impl_->rank_; }
+uint32_t Transport::peer_epoch(int peer) const { return impl_->peer_epoch(peer); }
+void Transport::RefuseEpochsBelow(int peer, uint32_t epoch) { impl_->RefuseEpochsBelow(peer, epoch); }
+void Transport::Disconnect(int peer) { impl_->Disconnect(peer); }
 void Transport::Close() { impl_->Close(); }
 
 }  // namespace poseidon::rt

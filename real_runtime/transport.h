@@ -48,7 +48,9 @@ namespace poseidon::rt {
 struct TransportOptions {
   std::string job_id;  // bound into the handshake; at most kMaxJobIdBytes bytes
   std::string secret;  // the shared secret's bytes (never logged); see LoadSecretFile
-  uint32_t epoch = 0;  // the job's restart epoch, bound into the handshake and every frame
+  // This process's incarnation (0 at the first start, +1 at every restart), bound into the
+  // handshake and every frame it sends; a peer's frames must carry the epoch its HELLO bound.
+  uint32_t epoch = 0;
   uint32_t max_payload_bytes = 256u << 20;         // per frame, after the 32-byte header
   size_t max_queued_bytes_per_peer = 64u << 20;    // backpressure bound, see Send
   std::chrono::milliseconds handshake_timeout{5000};
@@ -117,6 +119,13 @@ class Transport {
   size_t queued_bytes(int peer) const;
   bool is_up(int peer) const;
   int my_rank() const;
+  // The epoch (incarnation) the connected peer's handshake bound; 0 when not up.
+  uint32_t peer_epoch(int peer) const;
+  // Fault tolerance: from now on a HELLO from `peer` with an epoch below `epoch` is refused (an
+  // incarnation declared dead), and its connection, if older, is closed.
+  void RefuseEpochsBelow(int peer, uint32_t epoch);
+  // Closes the connection with `peer`, if up, without calling on_peer_down.
+  void Disconnect(int peer);
 
   // Closes the listener and every connection; no callback fires for them afterwards. Safe to
   // call from inside a callback; idempotent.

@@ -129,6 +129,12 @@ class Commands final : public LiveCommands {
     node_->add_option("--ready-fd", ready_fd_, "rank 0: write the port here once listening");
     node_->add_option("--trace", trace_, "write this process's Chrome-trace JSON here");
     node_->add_option("--trace-dir", trace_dir_node_, "write it as DIR/rank-R.json");
+    node_->add_option("--checkpoint-dir", checkpoint_dir_,
+                      "shards: write checkpoints here (protocol.fault_tolerance.checkpoint_every)");
+    node_->add_option("--incarnation", incarnation_,
+                      "a restarted process: how many times this rank was started before (> 0 "
+                      "rejoins the running job)")
+        ->check(CLI::Range(0, 1 << 30));
     node_flags_.Add(node_);
 
     launch_app_ = app.add_subcommand("launch", "run a whole live job on this machine, one process "
@@ -146,6 +152,10 @@ class Commands final : public LiveCommands {
                             "link rate of the emulated cluster (default: the scenario's)");
     launch_app_->add_option("--job-id", launch_.job_id, "the job's id (default: launch-PID-TIME)");
     launch_app_->add_option("--trace-dir", trace_dir_, "every process writes its trace here");
+    launch_app_->add_option("--restart-on-failure", launch_.restart_on_failure,
+                            "restart a worker or shard that fails, up to N restarts in all "
+                            "(needs protocol.fault_tolerance)")
+        ->check(CLI::NonNegativeNumber);
     launch_flags_.Add(launch_app_);
 
     validate_app_ = app.add_subcommand(
@@ -268,6 +278,9 @@ class Commands final : public LiveCommands {
     }
     if (!trace_.empty()) o.trace_file = trace_;
     o.compute = node_flags_.compute;
+    o.checkpoint_dir = checkpoint_dir_;
+    o.transport.epoch = static_cast<uint32_t>(incarnation_);
+    o.rejoin = incarnation_ > 0;
     if (!node_flags_.decisions_dir.empty()) {
       o.decisions_file = fmt::format("{}/rank-{}.txt", node_flags_.decisions_dir, rank_);
     }
@@ -282,7 +295,8 @@ class Commands final : public LiveCommands {
   uint16_t port_ = 0;
   std::string listen_ = "127.0.0.1", advertise_, secret_file_, job_id_ = "poseidon";
   int ready_fd_ = -1;
-  std::string trace_, trace_dir_node_;
+  std::string trace_, trace_dir_node_, checkpoint_dir_;
+  int incarnation_ = 0;
   TrainingFlags node_flags_;
 
   CLI::App* validate_app_ = nullptr;
