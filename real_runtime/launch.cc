@@ -306,7 +306,7 @@ int RunLaunch(const LaunchOptions& o) {
           children.erase(pid);
           continue;
         }
-        if (std::chrono::steady_clock::now() - *over_since > std::chrono::seconds(15)) {
+        if (std::chrono::steady_clock::now() - *over_since > std::chrono::seconds(5)) {
           for (const auto& [p, c] : children) {
             fmt::print(stderr, "launch: {} (rank {}) still runs after the job ended; killing it\n",
                        c.name, c.rank);

@@ -255,7 +255,9 @@ void LiveShardStore::Checkpoint(const core::ShardCheckpoint& state) {
   const uint32_t crc = static_cast<uint32_t>(
       crc32(0L, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size())));
   PutRaw(&b, crc);
-  WriteFileAtomically(checkpoint_file_, b);
+  WriteFileAtomically(checkpoint_file_, b, [&] {
+    if (checkpoint_hook_) checkpoint_hook_(state);
+  });
   ++checkpoints_written_;
 }
 
@@ -347,7 +349,8 @@ core::ShardCheckpoint LiveShardStore::LoadCheckpoint() {
   return state;
 }
 
-void WriteFileAtomically(const std::string& path, const std::string& bytes) {
+void WriteFileAtomically(const std::string& path, const std::string& bytes,
+                         const std::function<void()>& before_rename) {
   const std::string tmp = path + ".tmp";
   auto fail = [&](const std::string& what) {
     throw std::runtime_error(fmt::format("{}: error: {}: {}", tmp, what, std::strerror(errno)));
@@ -369,6 +372,7 @@ void WriteFileAtomically(const std::string& path, const std::string& bytes) {
     fail("fsync failed");
   }
   ::close(fd);
+  if (before_rename) before_rename();
   if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename over " + path);
   // The rename itself must survive a crash: sync the folder.
   const std::string dir = std::filesystem::path(path).parent_path().empty()

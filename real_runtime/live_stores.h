@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -79,7 +80,8 @@ class LiveWorkerStore final : public core::WorkerStore {
 // Writes `bytes` to PATH.tmp, fsyncs it, renames it over `path` and fsyncs the folder, so that
 // `path` holds either the old or the new contents after a crash, never a torn file. Throws
 // std::runtime_error naming the file and the system error.
-void WriteFileAtomically(const std::string& path, const std::string& bytes);
+void WriteFileAtomically(const std::string& path, const std::string& bytes,
+                         const std::function<void()>& before_rename = {});
 
 class LiveShardStore final : public core::ShardStore {
  public:
@@ -105,6 +107,10 @@ class LiveShardStore final : public core::ShardStore {
   // corrupt, written by another job layout).
   core::ShardCheckpoint LoadCheckpoint();
   int64_t checkpoints_written() const { return checkpoints_written_; }
+  // Tests' fault injection: called after the temporary file is written, before the rename.
+  void SetCheckpointHook(std::function<void(const core::ShardCheckpoint&)> hook) {
+    checkpoint_hook_ = std::move(hook);
+  }
 
   // The chunk's current values (tests).
   const std::vector<float>& values(int chunk) const { return state_.at(chunk).values; }
@@ -127,6 +133,7 @@ class LiveShardStore final : public core::ShardStore {
   bool keep_previous_ = false;
   std::string checkpoint_file_;
   int64_t checkpoints_written_ = 0;
+  std::function<void(const core::ShardCheckpoint&)> checkpoint_hook_;
 };
 
 // Replayed compute (a node emulating a device by sleeping profiled times): no numbers are

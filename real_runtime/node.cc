@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -180,6 +182,7 @@ class NodeHost final : public core::Host {
   void TaskDone(const core::ComputeTask& task, core::TimeNs begin, double loss);
 
   // Fault tolerance.
+  void MaybeInjectFault(const char* phase, int64_t clock);
   void OnMembership(const core::Message& m);
   void RetryConnect(int peer);
   bool Counts(int worker) const;  // coordinator: worker still counts (not evicted)
@@ -370,6 +373,16 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     auto shard = std::make_unique<core::ServerShard>(o_.rank, *placement_, layout_, protocol_, this,
                                                      shard_store_.get());
     if (ft_ && protocol_.consistency == core::Consistency::kBsp) shard_store_->KeepPrevious();
+    if (o_.inject.phase == "checkpoint" && !o_.rejoin) {
+      const NodeOptions::InjectFault f = o_.inject;
+      shard_store_->SetCheckpointHook([f](const core::ShardCheckpoint& state) {
+        if (state.floor < f.clock) return;
+        spdlog::warn("injected fault: signal {} while writing the checkpoint of clock {}",
+                     f.signal, state.floor);
+        spdlog::default_logger()->flush();
+        ::raise(f.signal);
+      });
+    }
     if (!o_.checkpoint_dir.empty()) {
       const std::string file =
           fmt::format("{}/shard-{}.ckpt", o_.checkpoint_dir, layout_.ServerIndex(o_.rank));
@@ -532,6 +545,16 @@ void NodeHost::RetryConnect(int peer) {
       transport_->Connect(peer, it->second.host, it->second.port);
     }
   });
+}
+
+void NodeHost::MaybeInjectFault(const char* phase, int64_t clock) {
+  const NodeOptions::InjectFault& f = o_.inject;
+  if (f.phase != phase || clock < f.clock || o_.rejoin) return;
+  spdlog::warn("{}: injected fault: signal {} at {} of clock {}", Who(o_.rank), f.signal, phase,
+               clock);
+  spdlog::default_logger()->flush();
+  ::raise(f.signal);
+  o_.inject.phase.clear();  // (after a stop is continued)
 }
 
 bool NodeHost::Counts(int worker) const {
@@ -793,6 +816,9 @@ void NodeHost::OnMessage(core::Message msg) {
     return;
   }
   if (msg.type == core::MsgType::kMembership) OnMembership(msg);
+  if (msg.type == core::MsgType::kHeartbeat) MaybeInjectFault("heartbeat", msg.clock);
+  if (msg.type == core::MsgType::kParams && msg.step == -1) MaybeInjectFault("pull", msg.clock);
+  if (msg.type == core::MsgType::kPushGrad) MaybeInjectFault("push", msg.clock);
   try {
     actor_->OnMessage(Now(), msg);
   } catch (const PayloadError& e) {
@@ -804,6 +830,8 @@ void NodeHost::OnMessage(core::Message msg) {
 
 void NodeHost::Send(core::Message msg) {
   if (!o_.decisions_file.empty()) decisions_.Send(o_.rank, msg);
+  if (msg.type == core::MsgType::kPushGrad) MaybeInjectFault("push", msg.clock);
+  if (msg.type == core::MsgType::kParams && msg.step == -1) MaybeInjectFault("pull", msg.clock);
   if (msg.type == core::MsgType::kMembership && o_.rank == 0 &&
       !announced_.count({msg.clock, msg.step})) {
     announced_.insert({msg.clock, msg.step});
@@ -947,7 +975,7 @@ void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin, doubl
   }
   try {
     actor_->OnComputeDone(now, task);
-  } catch (const PayloadError& e) {
+  } catch (const std::runtime_error& e) {  // a PayloadError, a checkpoint that cannot be written
     Fail(kExitCompute, e.what());
     return;
   }
@@ -1132,6 +1160,28 @@ void CheckLiveScenario(const config::ScenarioSpec& s) {
                                  l.name));
     }
   }
+}
+
+NodeOptions::InjectFault InjectFaultFromEnvironment(int rank) {
+  NodeOptions::InjectFault f;
+  const char* v = std::getenv("POSEIDON_INJECT_FAULT");
+  if (!v || !*v) return f;
+  int r = -1;
+  long long clock = 0;
+  char phase[16] = {0}, sig[8] = {0};
+  if (std::sscanf(v, "%d:%15[a-z]:%lld:%7[a-z]", &r, phase, &clock, sig) != 4 ||
+      (std::string(phase) != "push" && std::string(phase) != "pull" &&
+       std::string(phase) != "checkpoint" && std::string(phase) != "heartbeat") ||
+      (std::string(sig) != "kill" && std::string(sig) != "stop")) {
+    throw ConfigError(fmt::format("error: POSEIDON_INJECT_FAULT='{}': want RANK:PHASE:CLOCK:SIGNAL "
+                                  "with PHASE push, pull, checkpoint or heartbeat and SIGNAL kill or stop",
+                                  v));
+  }
+  if (r != rank) return f;
+  f.phase = phase;
+  f.clock = clock;
+  f.signal = std::string(sig) == "kill" ? SIGKILL : SIGSTOP;
+  return f;
 }
 
 int RunNode(const NodeOptions& options) {

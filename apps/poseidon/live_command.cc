@@ -281,6 +281,7 @@ class Commands final : public LiveCommands {
     o.checkpoint_dir = checkpoint_dir_;
     o.transport.epoch = static_cast<uint32_t>(incarnation_);
     o.rejoin = incarnation_ > 0;
+    o.inject = rt::InjectFaultFromEnvironment(rank_);
     if (!node_flags_.decisions_dir.empty()) {
       o.decisions_file = fmt::format("{}/rank-{}.txt", node_flags_.decisions_dir, rank_);
     }

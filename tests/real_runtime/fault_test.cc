@@ -1,0 +1,176 @@
+// Fault injection end to end: `poseidon launch` of scenarios/live/fmnist_mlp_ft.yaml with one
+// process killed (SIGKILL) or stopped (SIGSTOP) at a chosen phase and clock
+// (POSEIDON_INJECT_FAULT, real_runtime/node.h). Under BSP a restarted worker or shard must end
+// the job with the parameters of a run without the fault, bit for bit; under SSP a stopped
+// worker is evicted and the others still converge; losing the coordinator ends the job cleanly.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/data/idx.h"
+
+namespace poseidon::rt {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kBin = POSEIDON_BINARY;
+const std::string kRoot = POSEIDON_SOURCE_DIR;
+
+struct Result {
+  int rc = -1;
+  std::string out;
+};
+
+Result Shell(const std::string& cmd) {
+  Result r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, p)) r.out += buf;
+  const int st = pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return r;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The (iteration, loss) columns of a learning curve.
+std::string LossColumns(const std::string& csv) {
+  std::istringstream in(ReadFile(csv));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    const size_t second = line.find(',', line.find(',') + 1);
+    out += line.substr(0, second) + "\n";
+  }
+  return out;
+}
+
+double LastLoss(const std::string& csv) {
+  std::istringstream in(ReadFile(csv));
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  const size_t a = last.find(',');
+  return std::stod(last.substr(a + 1, last.find(',', a + 1) - a - 1));
+}
+
+class FaultTest : public ::testing::Test {
+ protected:
+  static constexpr int kIterations = 40;
+  // 4,096 training images of the real data set (every process loads them in milliseconds), and
+  // the fault-free run every BSP test compares with.
+  static void SetUpTestSuite() {
+    dir_ = new std::string(fs::temp_directory_path() / ("poseidon-fault-" + std::to_string(getpid())));
+    fs::create_directories(*dir_ + "/data");
+    const std::string src = kernels::DefaultFashionMnistDir();
+    for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
+      kernels::IdxArray a = kernels::ReadIdx(src + "/" + name);
+      int64_t per = 1;
+      for (size_t i = 1; i < a.dims.size(); ++i) per *= a.dims[i];
+      a.dims[0] = 4096;
+      a.data.resize(static_cast<size_t>(4096 * per));
+      kernels::WriteIdx(*dir_ + "/data/" + name, a, /*gzip=*/true);
+    }
+    clean_ = new Result(Launch("clean", "", ""));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete clean_;
+  }
+  static Result Launch(const std::string& name, const std::string& fault, const std::string& args) {
+    const std::string d = *dir_ + "/" + name;
+    return Shell((fault.empty() ? "" : "POSEIDON_INJECT_FAULT=" + fault + " ") + kBin +
+                 " launch " + kRoot + "/scenarios/live/fmnist_mlp_ft.yaml --data-dir " + *dir_ +
+                 "/data --log-dir " + d + " --set iterations=" + std::to_string(kIterations) +
+                 " --no-test --print-interval 10 --csv " + d + ".csv --save-params " + d +
+                 "-{rank}.bin " + args);
+  }
+  static std::string Dir() { return *dir_; }
+  // The run ended as the fault-free one did: same losses, same parameters on both workers.
+  static void ExpectSameAsClean(const std::string& name, const Result& r) {
+    ASSERT_EQ(clean_->rc, 0) << clean_->out;
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(LossColumns(Dir() + "/" + name + ".csv"), LossColumns(Dir() + "/clean.csv"));
+    for (int rank : {1, 2}) {
+      const std::string want = ReadFile(fmt(Dir() + "/clean-", rank));
+      ASSERT_FALSE(want.empty());
+      EXPECT_TRUE(ReadFile(fmt(Dir() + "/" + name + "-", rank)) == want)
+          << "worker rank " << rank << "'s final parameters differ from the fault-free run";
+    }
+  }
+  static std::string fmt(const std::string& prefix, int rank) {
+    return prefix + std::to_string(rank) + ".bin";
+  }
+  static std::string* dir_;
+  static Result* clean_;
+};
+std::string* FaultTest::dir_ = nullptr;
+Result* FaultTest::clean_ = nullptr;
+
+TEST_F(FaultTest, BspWorkerKilledDuringPushRejoinsAndEndsBitIdentical) {
+  Result r = Launch("w-push", "2:push:12:kill", "--restart-on-failure 1");
+  EXPECT_NE(r.out.find("restarting worker 1 (rank 2) as incarnation 1"), std::string::npos) << r.out;
+  ExpectSameAsClean("w-push", r);
+  EXPECT_NE(ReadFile(Dir() + "/w-push/rank-2-worker.log").find("injected fault"), std::string::npos);
+}
+
+TEST_F(FaultTest, BspWorkerKilledDuringPullRejoinsAndEndsBitIdentical) {
+  Result r = Launch("w-pull", "1:pull:17:kill", "--restart-on-failure 1");
+  EXPECT_NE(r.out.find("restarting worker 0 (rank 1)"), std::string::npos) << r.out;
+  ExpectSameAsClean("w-pull", r);
+}
+
+// The shard dies with the checkpoint of clock 20 written to its temporary file but not renamed:
+// it comes back from the checkpoint of clock 10, and the workers' kept pushes replay 10..20.
+TEST_F(FaultTest, BspShardKilledDuringACheckpointWriteRestoresAndEndsBitIdentical) {
+  Result r = Launch("s-ckpt", "4:checkpoint:20:kill", "--restart-on-failure 1");
+  EXPECT_NE(r.out.find("restarting shard 1 (rank 4)"), std::string::npos) << r.out;
+  ExpectSameAsClean("s-ckpt", r);
+  const std::string log = ReadFile(Dir() + "/s-ckpt/rank-4-shard.log");
+  EXPECT_NE(log.find("every push of clocks below 10 applied"), std::string::npos) << log;
+}
+
+TEST_F(FaultTest, BspShardKilledDuringPushRestoresAndEndsBitIdentical) {
+  Result r = Launch("s-push", "3:push:25:kill", "--restart-on-failure 1");
+  EXPECT_NE(r.out.find("restarting shard 0 (rank 3)"), std::string::npos) << r.out;
+  ExpectSameAsClean("s-push", r);
+}
+
+// SSP evicts a dead worker: a stopped one is silent like a killed one, so after the timeout the
+// shards stop waiting for it, and the other worker trains to the end.
+TEST_F(FaultTest, SspStoppedWorkerIsEvictedAndTheOtherConverges) {
+  Result r = Launch("ssp-stop", "2:push:8:stop",
+                    "--set 'protocol.consistency={model: ssp, staleness: 2}'");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string coord = ReadFile(Dir() + "/ssp-stop/rank-0-coordinator.log");
+  EXPECT_NE(coord.find("worker 1 (epoch 0) declared dead"), std::string::npos) << coord;
+  EXPECT_NE(r.out.find("still runs after the job ended; killing it"), std::string::npos) << r.out;
+  // It learned: the last reported loss is well below the initial ~2.3 of ten classes.
+  EXPECT_LT(LastLoss(Dir() + "/ssp-stop.csv"), 1.6);
+}
+
+TEST_F(FaultTest, CoordinatorKilledEndsTheJobWithACleanError) {
+  Result r = Launch("c-kill", "0:heartbeat:10:kill", "--restart-on-failure 2");
+  EXPECT_EQ(r.rc, 128 + 9) << r.out;
+  EXPECT_NE(r.out.find("coordinator (rank 0) was killed by signal 9"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("restarting"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace poseidon::rt
