@@ -142,11 +142,12 @@ class RawPeer {
   }
   void Write(const std::vector<uint8_t>& bytes) { asio::write(sock_, asio::buffer(bytes)); }
   static std::vector<uint8_t> Frame(uint8_t type, uint32_t sender, uint64_t seq,
-                                    const std::vector<uint8_t>& body) {
+                                    const std::vector<uint8_t>& body, uint32_t epoch = 0) {
     FrameHeader h;
     h.type = type;
     h.sender = sender;
     h.seq = seq;
+    h.epoch = epoch;
     h.length = static_cast<uint32_t>(body.size());
     auto hb = EncodeFrameHeader(h);
     // Sized up front: GCC 12 warns (-Warray-bounds, a false positive) on insert after a copy.
@@ -158,30 +159,36 @@ class RawPeer {
   // Reads one frame (header checks only) and returns its body.
   std::vector<uint8_t> ReadFrame(uint8_t* type = nullptr) {
     std::array<uint8_t, kFrameHeaderBytes> hb{};
-    asio::read(sock_, asio::buffer(hb));
-    DecodeResult r = DecodeFrameHeader(hb.data(), 0, 1u << 30, rx_seq_++);
+    asio::error_code ec;
+    asio::read(sock_, asio::buffer(hb), ec);
+    if (ec) return {};  // closed: the other side refused us
+    DecodeResult r = DecodeFrameHeader(hb.data(), 0, 1u << 30, rx_seq_++, 0);
     EXPECT_TRUE(r.ok) << r.error;
     if (type) *type = r.header.type;
     std::vector<uint8_t> body(r.header.length);
-    asio::read(sock_, asio::buffer(body));
+    asio::read(sock_, asio::buffer(body), ec);
+    if (ec) return {};
     return body;
   }
   // The whole handshake as rank `rank`; returns whether the other side's AUTH verified.
   bool Handshake(uint32_t rank, const std::string& secret = kSecret,
-                 const std::string& job = kJob) {
+                 const std::string& job = kJob, uint32_t epoch = 0) {
     Hello mine;
     mine.version = kProtocolVersion;
     mine.rank = rank;
+    mine.epoch = epoch;
     mine.nonce = RandomNonce();
     mine.job_id = job;
-    Write(Frame(kFrameHello, rank, 0, EncodeHello(mine)));
+    Write(Frame(kFrameHello, rank, 0, EncodeHello(mine), epoch));
     Hello theirs;
     std::string err;
-    EXPECT_TRUE(DecodeHello(ReadFrame(), 0, &theirs, &err)) << err;
-    Mac mac = AuthMac(secret, job, rank, theirs.rank, 0, mine.nonce, theirs.nonce);
-    Write(Frame(kFrameAuth, rank, 1, std::vector<uint8_t>(mac.begin(), mac.end())));
+    std::vector<uint8_t> hello = ReadFrame();
+    if (hello.empty()) return false;  // refused
+    EXPECT_TRUE(DecodeHello(hello, 0, &theirs, &err)) << err;
+    Mac mac = AuthMac(secret, job, rank, theirs.rank, epoch, mine.nonce, theirs.nonce);
+    Write(Frame(kFrameAuth, rank, 1, std::vector<uint8_t>(mac.begin(), mac.end()), epoch));
     std::vector<uint8_t> auth = ReadFrame();
-    Mac want = AuthMac(secret, job, theirs.rank, rank, 0, theirs.nonce, mine.nonce);
+    Mac want = AuthMac(secret, job, theirs.rank, rank, theirs.epoch, theirs.nonce, mine.nonce);
     return auth.size() == kMacBytes && MacEqual(auth.data(), want.data());
   }
   static std::vector<uint8_t> MessageBody(const core::Message& m) {
@@ -524,6 +531,46 @@ TEST_F(TransportTest, SecondConnectionClaimingAConnectedRankIsRefused) {
   ExpectRefused(0, "rank 1 is already connected", "claims rank 1");
   EXPECT_TRUE(loop_.Run([&] { return v_.t->is_up(1); }));
   ExpectGoodTraffic();
+}
+
+// Fault tolerance: once rank 5's incarnation 0 is declared dead, its connection closes and a
+// HELLO of that incarnation is refused; incarnation 1 (a restart) is welcome.
+TEST_F(TransportTest, AnIncarnationDeclaredDeadIsRefusedAndALaterOneIsAccepted) {
+  StartGoodPair();
+  RawPeer old(port_);
+  ASSERT_TRUE(old.Handshake(5));
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return v_.ev.up.size() == 2; }));
+  loop_.Run([&] {
+    v_.t->RefuseEpochsBelow(5, 1);
+    return true;
+  });
+  EXPECT_TRUE(old.ClosedByPeer());
+  EXPECT_FALSE(loop_.Run([&] { return v_.t->is_up(5); }));
+  RawPeer again(port_);
+  EXPECT_FALSE(again.Handshake(5, kSecret, kJob, /*epoch=*/0));
+  ExpectRefused(0, "an old incarnation", "claims rank 5");
+  RawPeer restarted(port_);
+  ASSERT_TRUE(restarted.Handshake(5, kSecret, kJob, /*epoch=*/1));
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return v_.ev.up.size() == 3; }));
+  EXPECT_EQ(loop_.Run([&] { return v_.t->peer_epoch(5); }), 1u);
+  ExpectGoodTraffic();
+}
+
+// A later incarnation replaces a live connection of its rank, but only once it proved it holds
+// the secret: a HELLO claiming a later epoch alone cannot kick a peer off.
+TEST_F(TransportTest, ALaterIncarnationReplacesTheOldConnectionOnlyOnceAuthenticated) {
+  StartGoodPair();
+  RawPeer old(port_);
+  ASSERT_TRUE(old.Handshake(5));
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return v_.ev.up.size() == 2; }));
+  RawPeer impostor(port_);
+  EXPECT_FALSE(impostor.Handshake(5, "not the secret", kJob, /*epoch=*/7));
+  EXPECT_TRUE(loop_.Run([&] { return v_.t->is_up(5) && v_.t->peer_epoch(5) == 0; }));
+  RawPeer restarted(port_);
+  ASSERT_TRUE(restarted.Handshake(5, kSecret, kJob, /*epoch=*/1));
+  EXPECT_TRUE(old.ClosedByPeer());
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return v_.ev.up.size() == 3; }));
+  EXPECT_EQ(loop_.Run([&] { return v_.t->peer_epoch(5); }), 1u);
 }
 
 TEST_F(TransportTest, BackpressureRefusesPastTheBoundAndDeliversWhatWasAccepted) {

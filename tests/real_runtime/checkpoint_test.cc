@@ -1,0 +1,126 @@
+// A shard's checkpoint file: it restores exactly what was written, and a damaged or foreign file
+// is refused with one error naming the file, the byte offset and what is wrong.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "config/yaml_reader.h"
+#include "core/placement.h"
+#include "kernels/net.h"
+#include "real_runtime/live_stores.h"
+#include "tests/core/test_models.h"
+
+namespace poseidon::rt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("poseidon-ckpt-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    model_ = core::Model::Build(testing::SmallNetSpec());
+    placement_ = core::Placement::Build(model_, /*servers=*/2, /*chunk_bytes=*/256, {});
+    net_ = std::make_unique<kernels::Net>(model_, kernels::Backend::kReference, 1, /*seed=*/3);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<LiveShardStore> Store(int shard) {
+    auto s = std::make_unique<LiveShardStore>(*net_, placement_, shard, core::Consistency::kBsp,
+                                              kernels::SgdOptions{});
+    s->SetCheckpointFile((dir_ / ("shard-" + std::to_string(shard) + ".ckpt")).string());
+    s->KeepPrevious();
+    return s;
+  }
+  // One BSP clock of two workers' pushes applied to every chunk of the shard.
+  void Step(LiveShardStore* s, int shard, int64_t clock) {
+    for (const core::Chunk& c : placement_.chunks()) {
+      if (c.shard != shard) continue;
+      for (core::ActorId w : {1, 2}) {
+        core::Message m;
+        m.type = core::MsgType::kPushGrad;
+        m.from = w;
+        m.clock = clock;
+        m.chunk = c.id;
+        m.data = std::make_shared<const std::vector<float>>(static_cast<size_t>(c.count),
+                                                            0.01f * static_cast<float>(w + clock));
+        s->Accumulate(c, m);
+      }
+      s->Apply(c, clock, 2);
+    }
+  }
+  core::ShardCheckpoint State(int shard, int64_t version) {
+    core::ShardCheckpoint st;
+    st.floor = version;
+    for (int32_t cid : placement_.chunks_of_shard(shard)) st.chunks.push_back({cid, version, {}});
+    return st;
+  }
+  std::string LoadError(int shard) {
+    try {
+      Store(shard)->LoadCheckpoint();
+    } catch (const config::ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  std::string File(int shard) { return (dir_ / ("shard-" + std::to_string(shard) + ".ckpt")).string(); }
+
+  fs::path dir_;
+  core::Model model_;
+  core::Placement placement_;
+  std::unique_ptr<kernels::Net> net_;
+};
+
+TEST_F(CheckpointTest, RestoresValuesMomentumAndStateExactly) {
+  auto a = Store(0);
+  for (int64_t c = 0; c < 3; ++c) Step(a.get(), 0, c);
+  a->Checkpoint(State(0, 3));
+  EXPECT_FALSE(fs::exists(File(0) + ".tmp"));
+  auto b = Store(0);
+  const core::ShardCheckpoint st = b->LoadCheckpoint();
+  EXPECT_EQ(st.floor, 3);
+  ASSERT_FALSE(st.chunks.empty());
+  for (const core::ChunkProgress& p : st.chunks) EXPECT_EQ(p.version, 3);
+  // The next step from the restored store equals the next step of the original (momentum too).
+  Step(a.get(), 0, 3);
+  Step(b.get(), 0, 3);
+  for (int32_t cid : placement_.chunks_of_shard(0)) {
+    EXPECT_EQ(a->values(cid), b->values(cid)) << "chunk " << cid;
+    const core::Chunk& c = placement_.chunks()[static_cast<size_t>(cid)];
+    EXPECT_EQ(*a->ReadPrevious(c), *b->ReadPrevious(c));
+  }
+}
+
+TEST_F(CheckpointTest, ACorruptTruncatedOrForeignFileIsRefusedWithFileAndOffset) {
+  EXPECT_NE(LoadError(0).find("cannot read the shard's checkpoint"), std::string::npos);
+  auto a = Store(0);
+  Step(a.get(), 0, 0);
+  a->Checkpoint(State(0, 1));
+  std::string bytes;
+  {
+    std::ifstream f(File(0), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  auto write = [&](const std::string& b) { std::ofstream(File(0), std::ios::binary) << b; };
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] ^= 0x40;
+  write(flipped);
+  std::string e = LoadError(0);
+  EXPECT_NE(e.find(File(0)), std::string::npos) << e;
+  EXPECT_NE(e.find("CRC-32 mismatch"), std::string::npos) << e;
+  EXPECT_NE(e.find("byte offset"), std::string::npos) << e;
+  write(bytes.substr(0, 20));
+  EXPECT_NE(LoadError(0).find("truncated"), std::string::npos);
+  // Shard 0's file given to shard 1.
+  write(bytes);
+  fs::copy_file(File(0), File(1), fs::copy_options::overwrite_existing);
+  EXPECT_NE(LoadError(1).find("written by shard 0, this is shard 1"), std::string::npos) << LoadError(1);
+  EXPECT_EQ(LoadError(0), "");
+}
+
+}  // namespace
+}  // namespace poseidon::rt
