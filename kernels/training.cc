@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -52,6 +53,53 @@ void BatchSource::Skip(int64_t batches) {
       ++cursor_;
     }
   }
+}
+
+std::string BatchSource::SaveState() const {
+  std::ostringstream rng;
+  rng << rng_;
+  const std::string r = rng.str();
+  std::string b;
+  auto put = [&](const void* p, size_t n) { b.append(static_cast<const char*>(p), n); };
+  const int64_t n = static_cast<int64_t>(order_.size()), rn = static_cast<int64_t>(r.size());
+  put(&n, sizeof n);
+  put(&cursor_, sizeof cursor_);
+  put(&rn, sizeof rn);
+  put(r.data(), r.size());
+  put(order_.data(), order_.size() * sizeof(int64_t));
+  return b;
+}
+
+void BatchSource::RestoreState(const std::string& b) {
+  size_t off = 0;
+  auto get = [&](void* p, size_t n) {
+    if (off + n > b.size()) throw std::invalid_argument("BatchSource state: truncated");
+    std::memcpy(p, b.data() + off, n);
+    off += n;
+  };
+  int64_t n = 0, cursor = 0, rn = 0;
+  get(&n, sizeof n);
+  get(&cursor, sizeof cursor);
+  get(&rn, sizeof rn);
+  if (n != data_.count || cursor < 0 || cursor > n || rn < 0 || rn > (1 << 20)) {
+    throw std::invalid_argument("BatchSource state: for a data set of " + std::to_string(n) +
+                                " examples, this one has " + std::to_string(data_.count));
+  }
+  std::string r(static_cast<size_t>(rn), '\0');
+  get(r.data(), r.size());
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  get(order.data(), order.size() * sizeof(int64_t));
+  if (off != b.size()) throw std::invalid_argument("BatchSource state: trailing bytes");
+  std::istringstream rng(r);
+  std::mt19937_64 g;
+  rng >> g;
+  if (!rng) throw std::invalid_argument("BatchSource state: bad generator state");
+  for (int64_t i : order) {
+    if (i < 0 || i >= n) throw std::invalid_argument("BatchSource state: bad example index");
+  }
+  rng_ = g;
+  cursor_ = cursor;
+  order_ = std::move(order);
 }
 
 int MainLossLayer(const core::Model& model) {

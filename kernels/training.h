@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/data/idx.h"
@@ -34,6 +35,12 @@ class BatchSource {
   // exactly that after as many Next calls (same shuffles), so a restarted worker that skips to
   // its clock reads what it would have read.
   void Skip(int64_t batches);
+  // The stream's position (example order, cursor, generator) as bytes, and back: what a worker
+  // checkpoints so that a restart continues the same stream without replaying it from the start.
+  // Restore throws std::invalid_argument when the bytes do not come from a BatchSource over a
+  // data set of the same size.
+  std::string SaveState() const;
+  void RestoreState(const std::string& bytes);
 
  private:
   const IdxDataset& data_;

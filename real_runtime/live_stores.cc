@@ -252,8 +252,7 @@ void LiveShardStore::Checkpoint(const core::ShardCheckpoint& state) {
     PutRaw(&b, has_prev);
     if (has_prev) PutFloats(&b, s.previous);
   }
-  const uint32_t crc = static_cast<uint32_t>(
-      crc32(0L, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size())));
+  const uint32_t crc = Crc32(b.data(), b.size());
   PutRaw(&b, crc);
   WriteFileAtomically(checkpoint_file_, b, [&] {
     if (checkpoint_hook_) checkpoint_hook_(state);
@@ -281,8 +280,7 @@ core::ShardCheckpoint LiveShardStore::LoadCheckpoint() {
   if (b.size() < 4 + 28) fail(fmt::format("truncated: {} bytes", b.size()));
   uint32_t stored = 0;
   std::memcpy(&stored, b.data() + b.size() - 4, 4);
-  const uint32_t crc = static_cast<uint32_t>(
-      crc32(0L, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size() - 4)));
+  const uint32_t crc = Crc32(b.data(), b.size() - 4);
   if (crc != stored) {
     off = b.size() - 4;
     fail(fmt::format("CRC-32 mismatch (stored 0x{:08x}, computed 0x{:08x}): truncated or "
@@ -347,6 +345,10 @@ core::ShardCheckpoint LiveShardStore::LoadCheckpoint() {
   }
   if (off != end) fail("trailing bytes");
   return state;
+}
+
+uint32_t Crc32(const void* data, size_t n) {
+  return static_cast<uint32_t>(crc32(0L, static_cast<const Bytef*>(data), static_cast<uInt>(n)));
 }
 
 void WriteFileAtomically(const std::string& path, const std::string& bytes,

@@ -80,6 +80,9 @@ class LiveWorkerStore final : public core::WorkerStore {
 // Writes `bytes` to PATH.tmp, fsyncs it, renames it over `path` and fsyncs the folder, so that
 // `path` holds either the old or the new contents after a crash, never a torn file. Throws
 // std::runtime_error naming the file and the system error.
+// zlib's CRC-32 of n bytes (checkpoint files).
+uint32_t Crc32(const void* data, size_t n);
+
 void WriteFileAtomically(const std::string& path, const std::string& bytes,
                          const std::function<void()>& before_rename = {});
 

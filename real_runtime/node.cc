@@ -183,6 +183,9 @@ class NodeHost final : public core::Host {
 
   // Fault tolerance.
   void MaybeInjectFault(const char* phase, int64_t clock);
+  std::string WorkerCheckpointFile() const;
+  void WriteWorkerCheckpoint();                  // compute thread
+  void RestoreWorkerCheckpoint(int64_t clock);   // compute thread
   void OnMembership(const core::Message& m);
   void RetryConnect(int peer);
   bool Counts(int worker) const;  // coordinator: worker still counts (not evicted)
@@ -557,6 +560,66 @@ void NodeHost::MaybeInjectFault(const char* phase, int64_t clock) {
   o_.inject.phase.clear();  // (after a stop is continued)
 }
 
+std::string NodeHost::WorkerCheckpointFile() const {
+  return fmt::format("{}/worker-{}.ckpt", o_.checkpoint_dir, layout_.WorkerIndex(o_.rank));
+}
+
+// A worker's own state: the clock of its next batch and its data stream's position (order,
+// cursor, generator), "PSWK" u32 format | i64 next batch | i64 n | n bytes of state | u32 CRC-32.
+void NodeHost::WriteWorkerCheckpoint() {
+  const std::string state = batches_->SaveState();
+  std::string b = "PSWK";
+  auto put = [&](const void* p, size_t n) { b.append(static_cast<const char*>(p), n); };
+  const uint32_t format = 1;
+  const int64_t n = static_cast<int64_t>(state.size());
+  put(&format, sizeof format);
+  put(&next_batch_, sizeof next_batch_);
+  put(&n, sizeof n);
+  b += state;
+  const uint32_t crc = Crc32(b.data(), b.size());
+  put(&crc, sizeof crc);
+  WriteFileAtomically(WorkerCheckpointFile(), b);
+}
+
+// A restarted worker continues its data stream from its checkpoint when that is not past the
+// clock it rejoins at (it may have checkpointed a batch whose push never made it), else from the
+// start; either way it then skips to the clock, so it reads what it would have read.
+void NodeHost::RestoreWorkerCheckpoint(int64_t clock) {
+  const std::string path = WorkerCheckpointFile();
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return;
+  std::string b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  int64_t next = 0, n = 0;
+  uint32_t crc = 0;
+  const bool framed = b.size() >= 24 && b.compare(0, 4, "PSWK") == 0;
+  if (framed) {
+    std::memcpy(&next, b.data() + 8, 8);
+    std::memcpy(&n, b.data() + 16, 8);
+    std::memcpy(&crc, b.data() + b.size() - 4, 4);
+  }
+  if (!framed || n < 0 || static_cast<size_t>(n) != b.size() - 28 ||
+      crc != Crc32(b.data(), b.size() - 4)) {
+    spdlog::warn("{}: {}: not a valid worker checkpoint (truncated or corrupt); reading the data "
+                 "stream from its start instead",
+                 Who(o_.rank), path);
+    return;
+  }
+  if (next > clock) {
+    spdlog::info("{}: {} is at clock {}, past the rejoin clock {}; reading the data stream from "
+                 "its start",
+                 Who(o_.rank), path, next, clock);
+    return;
+  }
+  try {
+    batches_->RestoreState(b.substr(24, static_cast<size_t>(n)));
+  } catch (const std::invalid_argument& e) {
+    spdlog::warn("{}: {}: {}; reading the data stream from its start", Who(o_.rank), path, e.what());
+    return;
+  }
+  next_batch_ = next;
+  spdlog::info("{}: data stream restored from {} at clock {}", Who(o_.rank), path, next);
+}
+
 bool NodeHost::Counts(int worker) const {
   return !protocol_.fault.evict_dead_workers || coordinator_actor_->alive(worker);
 }
@@ -910,9 +973,12 @@ void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
       case core::TaskKind::kForward: {
         if (task.layer == 0) {
           // The batch of this clock (a rejoining worker starts at a later clock).
+          if (o_.rejoin && next_batch_ == 0) RestoreWorkerCheckpoint(task.clock);
           if (task.clock > next_batch_) batches_->Skip(task.clock - next_batch_);
           next_batch_ = task.clock + 1;
           batches_->Next(images_.data(), labels_.data());
+          const int64_t every = protocol_.fault.checkpoint_every;
+          if (every > 0 && next_batch_ % every == 0) WriteWorkerCheckpoint();
           net_->SetInput(images_.data(), labels_.data());
         }
         std::lock_guard<std::mutex> lock(worker_store_->LayerLock(task.layer));
