@@ -553,6 +553,17 @@ void NodeHost::RetryConnect(int peer) {
 void NodeHost::MaybeInjectFault(const char* phase, int64_t clock) {
   const NodeOptions::InjectFault& f = o_.inject;
   if (f.phase != phase || clock < f.clock || o_.rejoin) return;
+  if (f.signal == 0) {
+    // Take this machine's link down (in an emulated cluster: the process runs in the machine's
+    // network namespace, whose link to the switch is eth0).
+    spdlog::warn("{}: injected fault: link down at {} of clock {}", Who(o_.rank), phase, clock);
+    spdlog::default_logger()->flush();
+    o_.inject.phase.clear();
+    if (std::system("/usr/sbin/ip link set dev eth0 down") != 0) {
+      spdlog::error("{}: could not take eth0 down", Who(o_.rank));
+    }
+    return;
+  }
   spdlog::warn("{}: injected fault: signal {} at {} of clock {}", Who(o_.rank), f.signal, phase,
                clock);
   spdlog::default_logger()->flush();
@@ -1234,19 +1245,20 @@ NodeOptions::InjectFault InjectFaultFromEnvironment(int rank) {
   if (!v || !*v) return f;
   int r = -1;
   long long clock = 0;
-  char phase[16] = {0}, sig[8] = {0};
-  if (std::sscanf(v, "%d:%15[a-z]:%lld:%7[a-z]", &r, phase, &clock, sig) != 4 ||
+  char phase[16] = {0}, sig[12] = {0};
+  if (std::sscanf(v, "%d:%15[a-z]:%lld:%11[a-z]", &r, phase, &clock, sig) != 4 ||
       (std::string(phase) != "push" && std::string(phase) != "pull" &&
        std::string(phase) != "checkpoint" && std::string(phase) != "heartbeat") ||
-      (std::string(sig) != "kill" && std::string(sig) != "stop")) {
+      (std::string(sig) != "kill" && std::string(sig) != "stop" &&
+       std::string(sig) != "linkdown")) {
     throw ConfigError(fmt::format("error: POSEIDON_INJECT_FAULT='{}': want RANK:PHASE:CLOCK:SIGNAL "
-                                  "with PHASE push, pull, checkpoint or heartbeat and SIGNAL kill or stop",
+                                  "with PHASE push, pull, checkpoint or heartbeat and SIGNAL kill, stop or linkdown",
                                   v));
   }
   if (r != rank) return f;
   f.phase = phase;
   f.clock = clock;
-  f.signal = std::string(sig) == "kill" ? SIGKILL : SIGSTOP;
+  f.signal = std::string(sig) == "kill" ? SIGKILL : std::string(sig) == "stop" ? SIGSTOP : 0;
   return f;
 }
 

@@ -68,7 +68,8 @@ struct NodeOptions {
                                       // (transport.epoch is its incarnation, > 0)
   // Fault injection for tests (POSEIDON_INJECT_FAULT="RANK:PHASE:CLOCK:SIGNAL", read by
   // `poseidon node`; only a first incarnation obeys): the process raises SIGNAL (kill or stop)
-  // on itself at PHASE of clock CLOCK (or the first later one it sees): push (a worker sends,
+  // on itself, or (linkdown) takes its machine's link down in an emulated cluster, at PHASE of
+  // clock CLOCK (or the first later one it sees): push (a worker sends,
   // a shard receives, a push of the clock), pull (a shard sends, a worker receives, fresh
   // values of the clock), checkpoint (a shard has written the checkpoint that covers the clock
   // to its temporary file and not yet renamed it), heartbeat (the coordinator hears a worker's
@@ -76,7 +77,7 @@ struct NodeOptions {
   struct InjectFault {
     std::string phase;  // empty: none
     int64_t clock = 0;
-    int signal = 0;
+    int signal = 0;     // SIGKILL, SIGSTOP, or 0: take eth0 down
   } inject;
 };
 

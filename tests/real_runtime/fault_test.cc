@@ -168,6 +168,29 @@ TEST_F(FaultTest, SspStoppedWorkerIsEvictedAndTheOtherConverges) {
   EXPECT_LT(LastLoss(Dir() + "/ssp-stop.csv"), 1.6);
 }
 
+// Root with working network namespaces (for the emulated-cluster test).
+bool NamespacesAvailable() {
+  const std::string probe = "poseidon-probe-" + std::to_string(getpid());
+  return geteuid() == 0 && Shell("ip netns add " + probe + " && ip netns del " + probe).rc == 0;
+}
+
+// An emulated cluster (a network namespace per machine, tbf-shaped links) where worker 1's
+// machine loses its link at clock 8: its heartbeats stop reaching the coordinator, it is
+// declared dead and evicted (SSP), and worker 0 trains on to the end with the one shard.
+TEST_F(FaultTest, SspWorkerWhoseLinkGoesDownIsEvictedInAnEmulatedCluster) {
+  if (!NamespacesAvailable()) {
+    GTEST_SKIP() << "network namespaces need root (CAP_NET_ADMIN); skipped";
+  }
+  Result r = Launch("ssp-link", "2:push:8:linkdown",
+                    "--emulate --emulate-gbps 1 --servers 1 "
+                    "--set 'protocol.consistency={model: ssp, staleness: 2}'");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string coord = ReadFile(Dir() + "/ssp-link/rank-0-coordinator.log");
+  EXPECT_NE(coord.find("worker 1 (epoch 0) declared dead"), std::string::npos) << coord;
+  EXPECT_NE(ReadFile(Dir() + "/ssp-link/rank-2-worker.log").find("link down"), std::string::npos);
+  EXPECT_LT(LastLoss(Dir() + "/ssp-link.csv"), 1.6);
+}
+
 TEST_F(FaultTest, CoordinatorKilledEndsTheJobWithACleanError) {
   Result r = Launch("c-kill", "0:heartbeat:10:kill", "--restart-on-failure 2");
   EXPECT_EQ(r.rc, 128 + 9) << r.out;
