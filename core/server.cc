@@ -102,6 +102,13 @@ void ServerShard::OnPush(const Message& msg) {
       }
       return;
     }
+    if (msg.clock > got && config_.fault.checkpoint_every > 0) {
+      // Ahead of order: this shard came back from a checkpoint and the worker's pushes since
+      // then went to the old process, or to none. The worker still keeps them and sends them
+      // again, this one with them, once it hears the shard is back; applying this one first
+      // would break the order, so drop it.
+      return;
+    }
     POSEIDON_CHECK(msg.clock == got) << "shard " << shard_ << " expected clock " << got
                                      << " from worker " << w << ", got " << Describe(msg);
     ++got;
