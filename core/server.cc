@@ -63,11 +63,19 @@ void ServerShard::OnStart(TimeNs now) {
 }
 
 void ServerShard::OnTimer(TimeNs now, uint64_t timer_id) {
-  if (timer_id != kHeartbeatTimer || finished()) return;
+  if (timer_id != kHeartbeatTimer) return;
   Message m;
   m.type = MsgType::kHeartbeat;
   m.from = id_;
   m.to = JobLayout::coordinator();
+  if (finished()) {
+    // Nothing left to do: heartbeats stop (so that the job's events run out), and the
+    // coordinator hears why, or it would take the silence for a death (a shard without chunks
+    // is finished from the start).
+    m.type = MsgType::kDone;
+    host_->Send(m);
+    return;
+  }
   host_->Send(m);
   host_->SetTimer(now + config_.fault.heartbeat_ns, kHeartbeatTimer);
 }
