@@ -158,9 +158,8 @@ class RecordingWorkerStore final : public core::WorkerStore {
   };
   core::FloatBuffer GradientChunk(const core::Chunk&) override { return nullptr; }
   void WriteParams(const core::Chunk& chunk, const core::Message& params) override {
-    const int64_t v = params.data && !params.data->empty()
-                          ? static_cast<int64_t>((*params.data)[0])
-                          : -1;
+    const int64_t v =
+        params.data && !params.data->empty() ? static_cast<int64_t>((*params.data)[0]) : -1;
     held_[chunk.id] = v;
     writes.push_back({chunk.id, params.clock, params.step, v});
   }
@@ -210,7 +209,10 @@ class FaultCluster {
 
   FaultCluster(const core::Model& model, core::JobLayout layout, core::ProtocolConfig config,
                uint64_t seed = 0)
-      : model_(model), layout_(std::move(layout)), config_(config), rng_(seed),
+      : model_(model),
+        layout_(std::move(layout)),
+        config_(config),
+        rng_(seed),
         shuffle_(seed != 0) {
     placement_ = core::Placement::Build(model_, layout_.num_servers, config_.chunk_bytes,
                                         config_.scheme_of_layer);
@@ -222,8 +224,7 @@ class FaultCluster {
     for (core::ActorId a = 0; a < layout_.num_actors(); ++a) {
       hosts_.push_back(std::make_unique<Host>(this, a));
     }
-    actors_.push_back(
-        std::make_unique<core::Coordinator>(layout_, hosts_[0].get(), config_.fault));
+    actors_.push_back(std::make_unique<core::Coordinator>(layout_, hosts_[0].get(), config_.fault));
     for (int w = 0; w < layout_.num_workers; ++w) actors_.push_back(MakeWorker(layout_.worker(w)));
     for (int s = 0; s < layout_.num_servers; ++s) {
       const core::ActorId a = layout_.server(s);
@@ -368,7 +369,7 @@ class FaultCluster {
   std::function<void(core::ActorId, const core::ComputeTask&)> on_start_compute;  // when issued
   std::function<void(core::ActorId, const core::Message&)> on_send;               // when issued
   std::function<void(const Event&)> after_step;  // after every action
-  int64_t dropped_messages = 0;  // lost because their receiver died
+  int64_t dropped_messages = 0;                  // lost because their receiver died
   int64_t delivered_messages = 0;
   int64_t timers_fired = 0;
   int kills = 0, restarts = 0;
@@ -420,8 +421,8 @@ class FaultCluster {
   std::unique_ptr<core::Actor> MakeWorker(core::ActorId a) {
     const size_t i = static_cast<size_t>(a);
     worker_stores_[i] = std::make_unique<RecordingWorkerStore>();
-    return std::make_unique<core::Worker>(a, model_, placement_, layout_, config_,
-                                          hosts_[i].get(), worker_stores_[i].get());
+    return std::make_unique<core::Worker>(a, model_, placement_, layout_, config_, hosts_[i].get(),
+                                          worker_stores_[i].get());
   }
   std::unique_ptr<core::Actor> MakeShard(core::ActorId a) {
     const size_t i = static_cast<size_t>(a);
