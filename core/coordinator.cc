@@ -51,14 +51,13 @@ void Coordinator::OnMessage(TimeNs now, const Message& msg) {
       // nothing: it stays out until it registers again; hosts refuse its old connections.)
       return;
     case MsgType::kDone:
+      // From a worker: its last iteration is done. From a shard (fault tolerance only): it
+      // has nothing left to do and stops heartbeating, so its silence is no failure.
       if (done_[from]) return;
-      done_[from] = true;
-      if (finished()) {
-        TraceEvent e;
-        e.kind = TraceKind::kJobDone;
-        e.ts = now;
-        e.actor = JobLayout::coordinator();
-        host_->Trace(e);
+      {
+        const bool was_finished = finished();
+        done_[from] = true;
+        if (!was_finished && finished()) TraceJobDone(now);
       }
       return;
     default:
@@ -76,7 +75,20 @@ void Coordinator::OnTimer(TimeNs now, uint64_t timer_id) {
       Announce(now, a, kMemberDead);
     }
   }
-  if (!finished()) host_->SetTimer(now + fault_.heartbeat_ns, kFailureCheckTimer);
+  if (finished()) {
+    // The workers just evicted were the last ones the job waited for.
+    TraceJobDone(now);
+    return;
+  }
+  host_->SetTimer(now + fault_.heartbeat_ns, kFailureCheckTimer);
+}
+
+void Coordinator::TraceJobDone(TimeNs now) {
+  TraceEvent e;
+  e.kind = TraceKind::kJobDone;
+  e.ts = now;
+  e.actor = JobLayout::coordinator();
+  host_->Trace(e);
 }
 
 // Bumps the epoch and tells every live actor (and, for a rejoin, the one that is back).
@@ -117,7 +129,7 @@ std::string Coordinator::WaitingFor() const {
   }
   int done = 0, dead = 0;
   for (ActorId a = 1; a < layout_.num_actors(); ++a) {
-    done += done_[static_cast<size_t>(a)] ? 1 : 0;
+    done += done_[static_cast<size_t>(a)] && layout_.IsWorker(a) ? 1 : 0;
     dead += alive_[static_cast<size_t>(a)] ? 0 : 1;
   }
   return "coordinator: " + std::to_string(done) + " of " + std::to_string(layout_.num_workers) +

@@ -36,6 +36,7 @@ class Coordinator final : public Actor {
 
  private:
   void Announce(TimeNs now, ActorId who, int32_t what);
+  void TraceJobDone(TimeNs now);
 
   const JobLayout& layout_;
   Host* const host_;
@@ -43,7 +44,7 @@ class Coordinator final : public Actor {
   std::vector<bool> registered_;
   int num_registered_ = 0;
   bool started_ = false;
-  std::vector<bool> done_;       // by actor id (workers)
+  std::vector<bool> done_;       // by actor id (workers; shards that finished, with faults on)
   std::vector<bool> alive_;      // by actor id
   std::vector<TimeNs> last_heard_;
   uint32_t epoch_ = 0;

@@ -20,7 +20,8 @@ enum class MsgType : uint8_t {
   kStart = 2,     // coordinator -> all: every actor registered, begin
   kPushGrad = 3,  // worker -> shard: gradient of one chunk for one clock
   kParams = 4,    // shard -> worker: fresh parameters of one chunk after a clock's update
-  kDone = 5,      // worker -> coordinator: finished the last iteration
+  kDone = 5,      // worker -> coordinator: finished the last iteration (also a shard that has
+                  // nothing left to do and stops heartbeating, with fault tolerance on)
   kFactors = 6,   // worker -> worker: sufficient factors of one FC layer for one clock (SFB)
   kRing = 7,      // worker -> next worker: one step of a ring all-reduce of one layer piece
   // Fault tolerance (core/job.h FaultConfig; none of these is sent when it is off):

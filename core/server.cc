@@ -63,11 +63,19 @@ void ServerShard::OnStart(TimeNs now) {
 }
 
 void ServerShard::OnTimer(TimeNs now, uint64_t timer_id) {
-  if (timer_id != kHeartbeatTimer || finished()) return;
+  if (timer_id != kHeartbeatTimer) return;
   Message m;
   m.type = MsgType::kHeartbeat;
   m.from = id_;
   m.to = JobLayout::coordinator();
+  if (finished()) {
+    // Nothing left to do: heartbeats stop (so that the job's events run out), and the
+    // coordinator hears why, or it would take the silence for a death (a shard without chunks
+    // is finished from the start).
+    m.type = MsgType::kDone;
+    host_->Send(m);
+    return;
+  }
   host_->Send(m);
   host_->SetTimer(now + config_.fault.heartbeat_ns, kHeartbeatTimer);
 }
@@ -100,6 +108,13 @@ void ServerShard::OnPush(const Message& msg) {
       if (msg.clock < asp_applied_[c.id][static_cast<size_t>(w)]) {
         SendParams(c, msg.from, msg.clock, -1, store_->Read(c));
       }
+      return;
+    }
+    if (msg.clock > got && config_.fault.checkpoint_every > 0) {
+      // Ahead of order: this shard came back from a checkpoint and the worker's pushes since
+      // then went to the old process, or to none. The worker still keeps them and sends them
+      // again, this one with them, once it hears the shard is back; applying this one first
+      // would break the order, so drop it.
       return;
     }
     POSEIDON_CHECK(msg.clock == got) << "shard " << shard_ << " expected clock " << got

@@ -41,6 +41,7 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
     POSEIDON_CHECK(s.has_ps || s.has_sfb || s.has_ring) << model_.layers()[l].name;
   }
   chunk_version_.assign(placement_.chunks().size(), 0);
+  pushed_.assign(placement_.chunks().size(), 0);
 }
 
 void Worker::Rejoin() {
@@ -53,6 +54,7 @@ void Worker::Rejoin() {
            "server";
   }
   rejoining_ = true;
+  rejoined_ = true;
 }
 
 void Worker::OnStart(TimeNs now) {
@@ -291,6 +293,7 @@ void Worker::PushLayer(TimeNs now, int layer, int64_t clock) {
     m.layer = c.layer;
     m.payload_bytes = c.bytes();
     m.data = store_->GradientChunk(c);
+    pushed_[static_cast<size_t>(c.id)] = clock + 1;
     if (config_.fault.checkpoint_every > 0) Retain(m);
     Send(std::move(m), layer);
   }
@@ -301,6 +304,13 @@ void Worker::PushLayer(TimeNs now, int layer, int64_t clock) {
 // checkpoint answers the clocks it replays, in order, before new ones).
 void Worker::OnParams(TimeNs now, const Message& msg) {
   const size_t c = static_cast<size_t>(msg.chunk);
+  // BSP: an answer to a push this process has not made yet answers its previous incarnation's
+  // push (it was restarted and rejoined; the shard applied the old push after all). Taking it
+  // would run clock msg.clock with the values after that clock's update, and BSP would not be
+  // exact any more. Drop it: the shard answers this process's own push of that clock again (a
+  // duplicate of an applied clock is answered with the chunk's current values, which under BSP
+  // are those of msg.clock + 1).
+  if (config_.consistency == Consistency::kBsp && msg.clock >= pushed_.at(c)) return;
   if (rejoining_ || msg.clock > chunk_version_.at(c)) {
     early_[msg.chunk][msg.clock] = msg;
     return;
@@ -352,8 +362,14 @@ size_t Worker::retained_pushes() const {
 // Collects every chunk's current values (and, under BSP, previous ones); once all are in,
 // continues at the oldest version v among them with every chunk at version v.
 void Worker::OnRejoinReply(TimeNs now, const Message& msg) {
-  // (Previous values of chunks that turned out not to be ahead may come after we went on.)
-  if (!rejoining_) return;
+  if (!rejoining_) {
+    // Under BSP every shard sends the previous values of all its chunks at a version > 0, and
+    // the rejoin completes without those of chunks that were not one clock ahead: such a late
+    // answer is expected. Nothing else may come after the rejoin completed.
+    POSEIDON_CHECK(rejoined_ && msg.step == kRejoinPrevious)
+        << "worker " << id_ << " got a rejoin answer it did not ask for: " << Describe(msg);
+    return;
+  }
   (msg.step == kRejoinCurrent ? rejoin_current_ : rejoin_previous_)[msg.chunk] = msg;
   if (rejoin_current_.size() < placement_.chunks().size()) return;
   int64_t v = ProtocolConfig::kUnbounded;

@@ -128,6 +128,8 @@ class Worker final : public Actor {
   std::map<int32_t, std::map<int64_t, Message>> early_;     // per chunk: answers ahead of order
   std::map<int, std::deque<Message>> retained_;              // per shard: pushes kept
   bool rejoining_ = false;                                   // waiting for kRejoin answers
+  bool rejoined_ = false;                                    // Rejoin() was called
+  std::vector<int64_t> pushed_;                              // per chunk: clocks it pushed
   std::map<int32_t, Message> rejoin_current_, rejoin_previous_;
 };
 
