@@ -73,12 +73,12 @@ enum NodeExit : int {
 };
 
 // Runs the process until the job ends; returns a NodeExit. Throws config::ConfigError for
-// options the job cannot run with (rank out of range, an all-reduce layer, a model that does
-// not fit the data).
+// options the job cannot run with (rank out of range, a model that does not fit the data).
 int RunNode(const NodeOptions& options);
 
-// Checks, before anything starts, that the scenario can run live: throws config::ConfigError
-// naming the problem (a layer planned for ring all-reduce, which live runs do not carry yet).
+// Checks, before anything starts, that the scenario can run live: its model and protocol plan
+// build (every scheme runs live: ps, sfb and ring all-reduce); throws config::ConfigError
+// naming the problem otherwise.
 void CheckLiveScenario(const config::ScenarioSpec& s);
 
 // rank and size from an existing launcher's environment: OMPI_COMM_WORLD_RANK/SIZE (Open MPI),
