@@ -10,6 +10,7 @@
 
 #include "core/messages.h"
 #include "core/placement.h"
+#include "core/ring.h"
 
 namespace poseidon::core {
 
@@ -45,6 +46,40 @@ class WorkerStore {
     (void)layer;
     (void)clock;
     (void)contributions;
+  }
+
+  // Ring all-reduce of a layer's gradient (core/ring.h: pieces, segments, float spans; the
+  // layer's blobs flattened in order). The store keeps one buffer of the layer's floats per
+  // clock, which ends as the sum of the P workers' gradients:
+  //   RingBegin    the worker's own gradient of `clock` is ready: add it to that clock's buffer
+  //                (a peer's partial sum may be there already: a fast predecessor's step);
+  //   RingSegment  a copy of floats `span` of that buffer, for a message about to be sent (its
+  //                own gradient, a running partial sum, or a fully reduced segment);
+  //   RingReceive  a ring step arrived for floats `span`: reduce-scatter (`reduce`) adds the
+  //                peer's partial sum to the buffer, all-gather copies the reduced floats over it;
+  //   RingApply    every piece of `clock` is reduced and gathered: the optimizer step with the
+  //                buffer divided by `workers` (the mean gradient), as SfbApply does.
+  // Every replica ends with the same floats: segment s is fully reduced by one worker only, and
+  // the others copy it. The defaults do nothing: phantom stores carry no numbers.
+  virtual void RingBegin(int layer, int64_t clock) {
+    (void)layer;
+    (void)clock;
+  }
+  virtual FloatBuffer RingSegment(int layer, int64_t clock, RingSpan span) {
+    (void)layer;
+    (void)clock;
+    (void)span;
+    return nullptr;
+  }
+  virtual void RingReceive(const Message& step, RingSpan span, bool reduce) {
+    (void)step;
+    (void)span;
+    (void)reduce;
+  }
+  virtual void RingApply(int layer, int64_t clock, int workers) {
+    (void)layer;
+    (void)clock;
+    (void)workers;
   }
 };
 

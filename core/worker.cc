@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/ring.h"
+
 namespace poseidon::core {
 
 Worker::Worker(ActorId id, const Model& model, const Placement& placement,
@@ -170,12 +172,18 @@ void Worker::OnMessage(TimeNs now, const Message& msg) {
     case MsgType::kRing: {
       LayerSync& s = sync_.at(static_cast<size_t>(msg.layer));
       RingPiece& p = s.pieces.at(static_cast<size_t>(msg.chunk));
+      POSEIDON_CHECK(msg.clock == s.ring_version || msg.clock == s.ring_version + 1)
+          << "worker " << id_ << " ring at clock " << s.ring_version << " got " << Describe(msg);
+      // The floats first (they may be refused: then the step does not count).
+      const int P = layout_.num_workers;
+      const int seg = RingSegmentSent(layout_.WorkerIndex(msg.from), msg.step, P);
+      store_->RingReceive(msg,
+                          RingSegmentFloats(model_.layers()[msg.layer].params * 4,
+                                            config_.chunk_bytes, msg.chunk, seg, P),
+                          /*reduce=*/msg.step < P - 1);
       if (msg.clock == s.ring_version) {
         ++p.recv;
       } else {
-        POSEIDON_CHECK(msg.clock == s.ring_version + 1) << "worker " << id_ << " ring at clock "
-                                                        << s.ring_version << " got "
-                                                        << Describe(msg);
         ++p.recv_next;
       }
       RingStep(now, msg.layer, msg.chunk);
@@ -275,6 +283,7 @@ void Worker::StartSync(TimeNs now, int layer) {
     SfbContribution(now, layer, clock);  // the worker's own gradient
   }
   if (s.has_ring) {
+    store_->RingBegin(layer, clock);
     s.ring_ready = clock + 1;
     RingReady(now, layer);
   }
@@ -443,8 +452,10 @@ void Worker::RingReady(TimeNs now, int layer) {
 
 // Ring all-reduce of one piece among the P workers (ring order by worker index): 2(P-1) steps;
 // in step t worker i sends one segment of the piece to worker i+1: segment (i - t) mod P while
-// reducing (t < P-1), then segment (i + 1 - (t - (P-1))) mod P while gathering. Step t may go
-// once step t-1 has arrived from worker i-1 (step 0 once the own gradient is ready).
+// reducing (t < P-1), then segment (i + 1 - (t - (P-1))) mod P while gathering (core/ring.h).
+// Step t may go once step t-1 has arrived from worker i-1 (step 0 once the own gradient is
+// ready). The store supplies the floats: the segment's running sum while reducing (what arrived
+// in step t-1 plus the own gradient), the fully reduced segment while gathering.
 void Worker::RingStep(TimeNs now, int layer, int piece) {
   LayerSync& s = sync_[static_cast<size_t>(layer)];
   if (s.ring_ready <= s.ring_version) return;  // own gradient of this clock not ready yet
@@ -454,7 +465,7 @@ void Worker::RingStep(TimeNs now, int layer, int piece) {
   if (p.done) return;  // waiting for the layer's other pieces
   while (p.sent < steps && (p.sent == 0 || p.recv >= p.sent)) {
     const int t = p.sent;
-    const int seg = t < P - 1 ? ((rank_ - t) % P + P) % P : ((rank_ + 1 - (t - (P - 1))) % P + P) % P;
+    const int seg = RingSegmentSent(rank_, t, P);
     Message m;
     m.type = MsgType::kRing;
     m.from = id_;
@@ -463,7 +474,10 @@ void Worker::RingStep(TimeNs now, int layer, int piece) {
     m.layer = layer;
     m.chunk = piece;
     m.step = t;
-    m.payload_bytes = p.bytes * (seg + 1) / P - p.bytes * seg / P;
+    m.payload_bytes = RingSegmentBytes(p.bytes, seg, P);
+    m.data = store_->RingSegment(
+        layer, s.ring_version,
+        RingSegmentFloats(model_.layers()[layer].params * 4, config_.chunk_bytes, piece, seg, P));
     Send(std::move(m), layer);
     ++p.sent;
   }
@@ -471,6 +485,7 @@ void Worker::RingStep(TimeNs now, int layer, int piece) {
   p.done = true;
   if (++s.ring_pieces_done < static_cast<int>(s.pieces.size())) return;
   // Every piece of this clock is reduced and gathered.
+  store_->RingApply(layer, s.ring_version, P);
   s.ring_pieces_done = 0;
   ++s.ring_version;
   for (RingPiece& q : s.pieces) {

@@ -28,6 +28,19 @@ void CheckCount(const core::Message& m, int64_t want, const char* what) {
   }
 }
 
+// The optimizer step of every update in the live runtime (a shard's chunk, an SFB weight, a ring
+// all-reduce layer): the sum of `contributions` gradients scaled to their mean, then SGD with
+// momentum (kernels/sgd.h). One function, so that the three paths cannot drift apart.
+void StepWithMean(const kernels::SgdOptions& sgd, int64_t clock, int contributions,
+                  float* grad_sum, float* values, float* history, int64_t n) {
+  if (contributions != 1) {
+    const float scale = 1.f / static_cast<float>(contributions);
+    for (int64_t i = 0; i < n; ++i) grad_sum[i] *= scale;
+  }
+  kernels::SgdUpdate(kernels::LearningRate(sgd, clock), sgd.momentum, sgd.weight_decay, values,
+                     grad_sum, history, n);
+}
+
 }  // namespace
 
 LiveWorkerStore::LiveWorkerStore(kernels::Net* net, const core::Placement& placement,
@@ -130,14 +143,81 @@ void LiveWorkerStore::SfbApply(int layer, int64_t clock, int contributions) {
   for (auto it = std::next(parts.begin()); it != parts.end(); ++it) {
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += it->second[i];
   }
-  const float scale = 1.f / static_cast<float>(contributions);
-  for (float& g : sum) g *= scale;
   const kernels::BlobRef& w = Blob(layer, 0);
   std::vector<float>& history = sfb_history_[layer];
   if (history.empty()) history.assign(static_cast<size_t>(w.count), 0.f);
   std::lock_guard<std::mutex> lock(LayerLock(layer));
-  kernels::SgdUpdate(kernels::LearningRate(sgd_, clock), sgd_.momentum, sgd_.weight_decay, w.value,
-                     sum.data(), history.data(), w.count);
+  StepWithMean(sgd_, clock, contributions, sum.data(), w.value, history.data(), w.count);
+}
+
+std::vector<float>& LiveWorkerStore::RingSum(int layer, int64_t clock, core::RingSpan span) {
+  if (layer < 0 || static_cast<size_t>(layer) >= blobs_.size() ||
+      blobs_[static_cast<size_t>(layer)].empty()) {
+    throw PayloadError(fmt::format("ring all-reduce of layer {}, which has no parameters in "
+                                   "model '{}'",
+                                   layer, net_->model().name()));
+  }
+  std::vector<float>& sum = ring_sums_[{layer, clock}];
+  if (sum.empty()) {
+    int64_t n = 0;
+    for (const kernels::BlobRef& b : blobs_[static_cast<size_t>(layer)]) n += b.count;
+    sum.assign(static_cast<size_t>(n), 0.f);
+  }
+  if (span.offset < 0 || span.count < 0 ||
+      span.offset + span.count > static_cast<int64_t>(sum.size())) {
+    throw PayloadError(fmt::format("ring all-reduce floats [{}, {}) of layer {}, which has {}",
+                                   span.offset, span.offset + span.count, layer, sum.size()));
+  }
+  return sum;
+}
+
+void LiveWorkerStore::RingBegin(int layer, int64_t clock) {
+  std::vector<float>& sum = RingSum(layer, clock, {});
+  // Adding to zeros is exact, so a segment whose partial sum arrived first ends as that sum plus
+  // the own gradient either way.
+  float* out = sum.data();
+  for (const kernels::BlobRef& b : blobs_[static_cast<size_t>(layer)]) {
+    for (int64_t i = 0; i < b.count; ++i) out[i] += b.grad[i];
+    out += b.count;
+  }
+}
+
+core::FloatBuffer LiveWorkerStore::RingSegment(int layer, int64_t clock, core::RingSpan span) {
+  const std::vector<float>& sum = RingSum(layer, clock, span);
+  const auto begin = sum.begin() + span.offset;
+  return std::make_shared<const std::vector<float>>(begin, begin + span.count);
+}
+
+void LiveWorkerStore::RingReceive(const core::Message& m, core::RingSpan span, bool reduce) {
+  const int64_t got = m.data ? static_cast<int64_t>(m.data->size()) : 0;
+  if (got != span.count) {
+    throw PayloadError(fmt::format("ring step {} from actor {} for layer {} piece {} clock {} "
+                                   "carries {} values; the job's model needs {}",
+                                   m.step, m.from, m.layer, m.chunk, m.clock, got, span.count));
+  }
+  if (span.count == 0) return;
+  float* out = RingSum(m.layer, m.clock, span).data() + span.offset;
+  const float* in = m.data->data();
+  if (reduce) {
+    for (int64_t i = 0; i < span.count; ++i) out[i] += in[i];
+  } else {
+    std::memcpy(out, in, static_cast<size_t>(span.count) * sizeof(float));
+  }
+}
+
+void LiveWorkerStore::RingApply(int layer, int64_t clock, int workers) {
+  auto it = ring_sums_.find({layer, clock});
+  if (it == ring_sums_.end()) return;
+  std::vector<float> sum = std::move(it->second);
+  ring_sums_.erase(it);
+  std::vector<float>& history = ring_history_[layer];
+  if (history.empty()) history.assign(sum.size(), 0.f);
+  std::lock_guard<std::mutex> lock(LayerLock(layer));
+  int64_t off = 0;
+  for (const kernels::BlobRef& b : blobs_[static_cast<size_t>(layer)]) {
+    StepWithMean(sgd_, clock, workers, sum.data() + off, b.value, history.data() + off, b.count);
+    off += b.count;
+  }
 }
 
 LiveShardStore::LiveShardStore(const kernels::Net& initial, const core::Placement& placement,
@@ -195,13 +275,8 @@ void LiveShardStore::Apply(const core::Chunk& c, int64_t clock, int num_pushes) 
     }
     s.pushes.erase(it);
   }
-  if (num_pushes != 1) {
-    const float scale = 1.f / static_cast<float>(num_pushes);
-    for (float& g : grad) g *= scale;
-  }
   if (keep_previous_) s.previous = s.values;
-  kernels::SgdUpdate(kernels::LearningRate(sgd_, clock), sgd_.momentum, sgd_.weight_decay,
-                     s.values.data(), grad.data(), s.history.data(), c.count);
+  StepWithMean(sgd_, clock, num_pushes, grad.data(), s.values.data(), s.history.data(), c.count);
 }
 
 core::FloatBuffer LiveShardStore::ReadPrevious(const core::Chunk& c) {

@@ -2,11 +2,12 @@
 // by real floats (core/param_store.h explains the interface; the simulator injects phantoms).
 //
 // LiveWorkerStore wraps a worker's kernels::Net: push data are copies of the gradient slices the
-// backward pass just wrote, fresh parameters are written into the net, and for sufficient-factor
-// layers it keeps the per-clock sums of rebuilt gradients and runs the optimizer step itself.
+// backward pass just wrote, fresh parameters are written into the net, for sufficient-factor
+// layers it keeps the per-clock sums of rebuilt gradients and runs the optimizer step itself, and
+// for ring all-reduce layers it keeps the per-clock sum the ring builds and runs the step on it.
 // LiveShardStore holds the values, momentum and per-clock gradient sums of the chunks one shard
 // owns and runs the same optimizer (kernels/sgd.h) on them, so a chunk updated by a shard and a
-// weight updated by SFB follow the same arithmetic.
+// weight updated by SFB or by the ring follow the same arithmetic (StepWithMean).
 //
 // Threads: the event loop calls the core (and so the store); the worker's compute thread runs
 // the layers. The two meet on the net's parameter values, so every write of values and every
@@ -51,6 +52,10 @@ class LiveWorkerStore final : public core::WorkerStore {
   void SfbAddOwn(int layer, int64_t clock) override;
   void SfbReceive(const core::Message& factors) override;
   void SfbApply(int layer, int64_t clock, int contributions) override;
+  void RingBegin(int layer, int64_t clock) override;
+  core::FloatBuffer RingSegment(int layer, int64_t clock, core::RingSpan span) override;
+  void RingReceive(const core::Message& step, core::RingSpan span, bool reduce) override;
+  void RingApply(int layer, int64_t clock, int workers) override;
 
   // Compute thread: rebuilds peer's weight gradient of (layer, clock) from the factors it sent
   // (one GEMM) and adds it to that clock's sum.
@@ -62,6 +67,8 @@ class LiveWorkerStore final : public core::WorkerStore {
  private:
   const kernels::BlobRef& Blob(int layer, int index) const;
   void AddPart(int layer, int64_t clock, core::ActorId from, std::vector<float> dw);
+  // The ring buffer of (layer, clock), zeros on first use; `span` must lie inside it.
+  std::vector<float>& RingSum(int layer, int64_t clock, core::RingSpan span);
 
   kernels::Net* const net_;
   const core::Placement& placement_;
@@ -75,6 +82,11 @@ class LiveWorkerStore final : public core::WorkerStore {
   std::map<std::pair<int, int64_t>, std::map<core::ActorId, std::vector<float>>> sfb_parts_;
   std::map<std::tuple<int, int64_t, int>, core::FloatBuffer> sfb_factors_;       // (layer, clock, peer)
   std::map<int, std::vector<float>> sfb_history_;                                 // momentum, per layer
+  // Ring all-reduce: the layer's flattened gradient sum of each clock in progress (at most two:
+  // a fast predecessor's steps of the next clock arrive before this worker's own gradient), and
+  // the momentum of ring layers, blobs flattened in order.
+  std::map<std::pair<int, int64_t>, std::vector<float>> ring_sums_;
+  std::map<int, std::vector<float>> ring_history_;
 };
 
 // Writes `bytes` to PATH.tmp, fsyncs it, renames it over `path` and fsyncs the folder, so that
@@ -148,6 +160,9 @@ class ReplayWorkerStore final : public core::WorkerStore {
   core::FloatBuffer GradientChunk(const core::Chunk& chunk) override { return Zeros(chunk.count); }
   void WriteParams(const core::Chunk&, const core::Message&) override {}
   core::FloatBuffer SfbFactors(int layer) override;
+  core::FloatBuffer RingSegment(int, int64_t, core::RingSpan span) override {
+    return Zeros(span.count);
+  }
 
  private:
   core::FloatBuffer Zeros(int64_t n);

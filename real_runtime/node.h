@@ -93,8 +93,8 @@ enum NodeExit : int {
 };
 
 // Runs the process until the job ends; returns a NodeExit. Throws config::ConfigError for
-// options the job cannot run with (rank out of range, an all-reduce layer, a model that does
-// not fit the data, a checkpoint that cannot be read).
+// options the job cannot run with (rank out of range, a model that does not fit the data, a
+// checkpoint that cannot be read).
 //
 // With fault tolerance on, a peer's lost connection is not fatal: the coordinator's core
 // declares it dead when its heartbeats stop, and every process then refuses that incarnation
@@ -102,8 +102,9 @@ enum NodeExit : int {
 // alive and the core brings it back. Only losing the coordinator stops a process.
 int RunNode(const NodeOptions& options);
 
-// Checks, before anything starts, that the scenario can run live: throws config::ConfigError
-// naming the problem (a layer planned for ring all-reduce, which live runs do not carry yet).
+// Checks, before anything starts, that the scenario can run live: its model and protocol plan
+// build (every scheme runs live: ps, sfb and ring all-reduce); throws config::ConfigError
+// naming the problem otherwise.
 void CheckLiveScenario(const config::ScenarioSpec& s);
 
 // rank and size from an existing launcher's environment: OMPI_COMM_WORLD_RANK/SIZE (Open MPI),

@@ -32,8 +32,9 @@ class FakeCluster {
     core::ComputeTask task;
   };
 
+  // `worker_stores`: one store per worker (tests of the data path); empty = phantom stores.
   FakeCluster(const core::Model& model, core::JobLayout layout, core::ProtocolConfig config,
-              uint64_t seed = 0)
+              uint64_t seed = 0, std::vector<core::WorkerStore*> worker_stores = {})
       : layout_(std::move(layout)), config_(config), rng_(seed), shuffle_(seed != 0) {
     placement_ = core::Placement::Build(model, layout_.num_servers, config_.chunk_bytes,
                                         config_.scheme_of_layer);
@@ -43,8 +44,10 @@ class FakeCluster {
     actors_.push_back(std::make_unique<core::Coordinator>(layout_, hosts_[0].get()));
     for (int w = 0; w < layout_.num_workers; ++w) {
       core::ActorId a = layout_.worker(w);
+      core::WorkerStore* store =
+          worker_stores.empty() ? &worker_store_ : worker_stores.at(static_cast<size_t>(w));
       actors_.push_back(std::make_unique<core::Worker>(a, model, placement_, layout_, config_,
-                                                       hosts_[a].get(), &worker_store_));
+                                                       hosts_[a].get(), store));
     }
     for (int s = 0; s < layout_.num_servers; ++s) {
       core::ActorId a = layout_.server(s);

@@ -180,6 +180,46 @@ TEST_F(LiveTest, PsAndSfbPathsGiveTheSameWeights) {
   EXPECT_GT(max_abs, 0.05);
 }
 
+// Ring all-reduce sums every layer's gradient around the ring and each worker applies the mean
+// itself, with the optimizer step the shards run. With 2 workers a sum has two terms, so the
+// ring's sums are the shards' bit for bit and the weights equal the PS run's exactly; with 3 the
+// ring adds in another order per segment (rounding: 7.5e-9 after 10 iterations, for weights up to
+// 0.07; the runs are deterministic, so the bound of 1e-6 leaves room without hiding a sum that
+// missed a worker or forgot to average, which is off by 1e-3 and more). Replicas are
+// bit-identical: every reduced segment is computed once and copied to the others.
+TEST_F(LiveTest, AllreduceGivesThePsWeightsAndIdenticalReplicas) {
+  for (int p : {2, 3}) {
+    const std::string n = std::to_string(p);
+    for (const std::string scheme : {"ps", "allreduce"}) {
+      Result r = Launch("ar" + scheme + n, "--workers " + n + " --servers 2 --set iterations=10 "
+                        "--set batch_per_worker=16 --set protocol.scheme=" + scheme +
+                        " --no-test --save-params " + Dir() + "/ar-" + scheme + n + "-{rank}.bin");
+      ASSERT_EQ(r.rc, 0) << r.out;
+    }
+    const std::vector<float> ps = Floats(Dir() + "/ar-ps" + n + "-1.bin");
+    ASSERT_EQ(ps.size(), 1863690u);
+    double ps_ar = 0, max_abs = 0;
+    for (int w = 1; w <= p; ++w) {
+      const std::vector<float> ar = Floats(Dir() + "/ar-allreduce" + n + "-" + std::to_string(w) + ".bin");
+      ASSERT_EQ(ar.size(), ps.size()) << "worker " << w;
+      if (w > 1) {
+        EXPECT_TRUE(ar == Floats(Dir() + "/ar-allreduce" + n + "-1.bin"))
+            << "replica " << w << " of " << p << " differs from replica 1";
+      }
+      for (size_t i = 0; i < ps.size(); ++i) {
+        ps_ar = std::max(ps_ar, static_cast<double>(std::fabs(ps[i] - ar[i])));
+        max_abs = std::max(max_abs, static_cast<double>(std::fabs(ps[i])));
+      }
+    }
+    std::printf("%d workers: max |w_ps - w_allreduce| = %.3g, max |w| = %.3g\n", p, ps_ar, max_abs);
+    if (p == 2) {
+      EXPECT_EQ(ps_ar, 0.0) << "two-term sums are the same in any order";
+    }
+    EXPECT_LT(ps_ar, 1e-6) << p << " workers; largest weight " << max_abs;
+    EXPECT_GT(max_abs, 0.05);
+  }
+}
+
 // Bounded staleness and no bound at all still learn (their curves depend on timing, so the
 // check is convergence, not equality). ASP runs with a shard per worker and a larger batch:
 // with no bound, workers that outrun their shards compute on ever older weights and diverge
@@ -285,11 +325,6 @@ TEST_F(LiveTest, MissingDataSetStopsTheJobWithOneClearError) {
   EXPECT_NE(logs.find(Dir() + "/nowhere"), std::string::npos) << logs;
 }
 
-TEST_F(LiveTest, AllReduceLayersAreRefusedUpFront) {
-  Result r = Launch("ar", "--workers 2 --servers 1 --set protocol.scheme=allreduce");
-  EXPECT_EQ(r.rc, 2) << r.out;
-  EXPECT_NE(r.out.find("all-reduce"), std::string::npos) << r.out;
-}
 
 TEST_F(LiveTest, SecretFileReadableByOthersIsRefused) {
   const std::string f = Dir() + "/open.secret";
@@ -322,6 +357,11 @@ TEST_F(LiveTest, SimulatorAndLiveRunMakeTheSameProtocolDecisions) {
       "--set cluster.workers=2 --set cluster.servers=1 --set protocol.scheme=auto",
       "--set cluster.workers=3 --set cluster.servers=2 --set protocol.scheme=ps "
       "--set protocol.dwbp=false --set protocol.priority_window_kib=256 --set protocol.chunk_kib=256",
+      // Ring all-reduce: every layer (uneven pieces and segments), and SACP's mix (sfb for fc1
+      // and fc2, allreduce for fc3).
+      "--set cluster.workers=3 --set cluster.servers=1 --set protocol.scheme=allreduce "
+      "--set protocol.chunk_kib=100",
+      "--set cluster.workers=3 --set cluster.servers=1 --set protocol.scheme=auto",
   };
   int n = 0;
   for (const std::string& c : configs) {
