@@ -22,11 +22,25 @@ void Coordinator::OnMessage(TimeNs now, const Message& msg) {
       if (started_) {
         // A restarted process: it starts at once and everyone hears it is back.
         alive_[from] = true;
+        done_[from] = false;  // watched again until it says it is done
         Message m;
         m.type = MsgType::kStart;
         m.from = JobLayout::coordinator();
         m.to = msg.from;
         host_->Send(m);
+        // It starts from what it had (a checkpoint, or nothing): tell it who is dead now, so
+        // that a restored shard does not wait for an evicted worker.
+        for (ActorId a = 1; a < layout_.num_actors(); ++a) {
+          if (alive_[static_cast<size_t>(a)] || a == msg.from) continue;
+          Message d;
+          d.type = MsgType::kMembership;
+          d.from = JobLayout::coordinator();
+          d.to = msg.from;
+          d.clock = epoch_;
+          d.step = a;
+          d.chunk = kMemberDead;
+          host_->Send(d);
+        }
         Announce(now, msg.from, kMemberJoined);
         return;
       }

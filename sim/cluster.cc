@@ -31,8 +31,9 @@ class SimJob::ActorHost final : public core::Host {
     if (job_->config_.record_decisions) job_->run_.decisions.Compute(id_, task);
     job_->StartCompute(id_, task);
   }
-  void SetTimer(TimeNs, uint64_t) override {
-    POSEIDON_CHECK(false) << "timers are not used by the simulated protocol yet";
+  // Fault tolerance's heartbeats and failure checks (core/job.h FaultConfig).
+  void SetTimer(TimeNs at, uint64_t timer_id) override {
+    job_->queue_.Push(std::max(at, job_->now_), kTimer, static_cast<uint32_t>(id_), timer_id);
   }
   void Trace(const TraceEvent& e) override { job_->Trace(e); }
 
@@ -53,7 +54,8 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
   network_ = MakeNetworkModel(config_.network, layout.num_machines);
   const int n = layout.num_actors();
   for (ActorId a = 0; a < n; ++a) hosts_.push_back(std::make_unique<ActorHost>(this, a));
-  actors_.push_back(std::make_unique<core::Coordinator>(layout, hosts_[0].get()));
+  actors_.push_back(
+      std::make_unique<core::Coordinator>(layout, hosts_[0].get(), config_.protocol.fault));
   for (int w = 0; w < layout.num_workers; ++w) {
     ActorId a = layout.worker(w);
     actors_.push_back(std::make_unique<core::Worker>(a, *config_.model, placement_, layout,
@@ -315,8 +317,10 @@ SimRun SimJob::Run() {
     queue_.Push(0, kStartActor, static_cast<uint32_t>(a), 0);
   }
   Event ev;
+  TimeNs last_work = 0;  // the job ends with its last event that is not a timer's
   while (queue_.Pop(&ev)) {
     now_ = ev.time;
+    if (ev.kind != kTimer) last_work = now_;
     if ((++run_.events & 0xffff) == 0 && config_.progress && iterations_total_ > 0) {
       config_.progress(std::min(1.0, static_cast<double>(iterations_done_) /
                                          static_cast<double>(iterations_total_)));
@@ -381,8 +385,12 @@ SimRun SimJob::Run() {
       case kNetwork:
         OnNetworkEvent(ev.arg);
         break;
+      case kTimer:
+        actors_[ev.target]->OnTimer(now_, ev.arg);
+        break;
     }
   }
+  now_ = last_work;
   run_.end_time = now_;
   for (const auto& a : actors_) {
     if (!a->finished()) {

@@ -122,7 +122,7 @@ class SimJob {
     int32_t tail = -1;
     bool busy = false;  // a message of this connection is on the network
   };
-  enum EventKind : uint32_t { kStartActor, kDeliver, kTaskDone, kNetwork };
+  enum EventKind : uint32_t { kStartActor, kDeliver, kTaskDone, kNetwork, kTimer };
 
   void Send(core::ActorId from, core::Message msg);
   void StartCompute(core::ActorId actor, const core::ComputeTask& task);

@@ -124,6 +124,22 @@ TEST(SimJob, SameScenarioAndSeedGiveIdenticalOutput) {
   EXPECT_GT(a.speedup, 0);
 }
 
+// A scenario with fault tolerance simulates its heartbeats (timers, small messages to the
+// coordinator) without a failure: the job ends, deterministically, and the heartbeats cost
+// next to nothing next to the training traffic.
+TEST(SimJob, FaultToleranceHeartbeatsRunAndCostLittle) {
+  config::ScenarioSpec s = config::LoadScenarioFile(kSrc + "/scenarios/live/fmnist_mlp_ft.yaml");
+  s.iterations = 30;
+  ASSERT_TRUE(s.fault.enabled);
+  ScenarioResult with = SimulateScenario(s, {});
+  ScenarioResult again = SimulateScenario(s, {});
+  EXPECT_EQ(FormatResult(with, OutputFormat::kJson), FormatResult(again, OutputFormat::kJson));
+  s.fault = {};
+  ScenarioResult without = SimulateScenario(s, {});
+  EXPECT_GT(with.network_messages, without.network_messages);  // heartbeats were sent
+  EXPECT_NEAR(with.iteration_ms, without.iteration_ms, 0.01 * without.iteration_ms);
+}
+
 TEST(Sweep, OutputDoesNotDependOnThreadCount) {
   config::SweepSpec sw = config::LoadSweepFile(kSrc + "/tests/golden/small_sweep.yaml");
   ASSERT_EQ(sw.points.size(), 6u);
