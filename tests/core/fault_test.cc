@@ -992,6 +992,44 @@ TEST(SspRejoin, EvictedWorkerComesBack) {
   }
 }
 
+// Two faults: a worker is evicted (SSP), then a shard dies and comes back from its checkpoint. The
+// restored shard starts with no memory of the eviction; the coordinator tells it who is dead, so
+// it does not wait for the evicted worker's pushes, and the job ends.
+TEST(SspRejoin, RestoredShardLearnsOfAnEarlierEviction) {
+  const core::Model model = core::Model::Build(testing::SmallNetSpec());
+  const int P = 3, S = 2;
+  const int64_t iterations = 12;
+  for (uint64_t seed : {0u, 5u}) {
+    FaultCluster c(model, core::JobLayout::Colocated(P, S),
+                   FaultConfig(Consistency::kSsp, 1, iterations, 2, /*evict=*/true), seed);
+    const ActorId victim = c.layout().worker(2);
+    const ActorId shard = c.layout().server(1);
+    bool shard_back = false;
+    c.When(
+        [&](const FaultCluster::Event& e) {
+          return e.is_task(TaskKind::kBackward) && e.action->actor == victim &&
+                 e.action->task.clock == 2;
+        },
+        [&] {
+          c.Kill(victim);
+          c.When([&](const FaultCluster::Event&) { return c.coordinator().epoch() >= 1 && c.worker(0).clock() >= 6; },
+                 [&] {
+                   c.Kill(shard);
+                   c.Restart(shard);
+                   shard_back = true;
+                 });
+        });
+    const auto r = c.Run();
+    const std::string what = "seed " + std::to_string(seed);
+    ASSERT_TRUE(shard_back) << what;
+    ExpectJobFinished(c, r, what);
+    EXPECT_FALSE(c.coordinator().alive(victim)) << what;
+    for (int32_t cid : c.placement().chunks_of_shard(1)) {
+      EXPECT_EQ(c.shard(1).version(cid), iterations) << what;
+    }
+  }
+}
+
 // A shard that owns no chunk has nothing to do from the start; it must not be taken for dead.
 TEST(Detection, ShardWithoutChunksIsNotDeclaredDead) {
   const core::Model model = core::Model::Build(testing::SingleFcSpec(4, 2));  // one chunk
