@@ -160,6 +160,14 @@ void Worker::OnMessage(TimeNs now, const Message& msg) {
       // applies each push once, and answers those of clocks it already applied).
       if (msg.chunk == kMemberJoined && layout_.IsServer(msg.step)) {
         for (const Message& push : retained_[layout_.ServerIndex(msg.step)]) Send(push, push.layer);
+        if (rejoining_ && started_) {
+          // Rejoining while that shard was down: our first kRejoin to it was lost with it.
+          Message m;
+          m.type = MsgType::kRejoin;
+          m.from = id_;
+          m.to = msg.step;
+          host_->Send(m);
+        }
       }
       return;
     case MsgType::kFactors: {
@@ -374,8 +382,9 @@ void Worker::OnRejoinReply(TimeNs now, const Message& msg) {
   if (!rejoining_) {
     // Under BSP every shard sends the previous values of all its chunks at a version > 0, and
     // the rejoin completes without those of chunks that were not one clock ahead: such a late
-    // answer is expected. Nothing else may come after the rejoin completed.
-    POSEIDON_CHECK(rejoined_ && msg.step == kRejoinPrevious)
+    // answer is expected; so is a second answer from a shard we asked again when it came back
+    // (the first request may have reached it after all). Nothing comes before a rejoin.
+    POSEIDON_CHECK(rejoined_)
         << "worker " << id_ << " got a rejoin answer it did not ask for: " << Describe(msg);
     return;
   }

@@ -992,6 +992,50 @@ TEST(SspRejoin, EvictedWorkerComesBack) {
   }
 }
 
+// Two faults at once (BSP): a worker and a shard die together; the worker comes back first, so
+// its kRejoin to the dead shard is lost; it asks again when the shard is back, and the job ends
+// with every chunk at the last clock.
+TEST(BspRejoin, WorkerRejoiningWhileAShardIsDownAsksAgainWhenItIsBack) {
+  const core::Model model = core::Model::Build(testing::SmallNetSpec());
+  const int P = 3, S = 2;
+  const int64_t iterations = 10;
+  for (uint64_t seed : {0u, 4u, 9u}) {
+    FaultCluster c(model, core::JobLayout::Colocated(P, S),
+                   FaultConfig(Consistency::kBsp, 0, iterations, 2, /*evict=*/false), seed);
+    const ActorId worker = c.layout().worker(0);
+    const ActorId shard = c.layout().server(1);
+    bool both_back = false;
+    c.When(
+        [&](const FaultCluster::Event& e) {
+          return e.is_task(TaskKind::kBackward) && e.action->actor == worker &&
+                 e.action->task.clock == 4;
+        },
+        [&] {
+          c.Kill(worker);
+          c.Kill(shard);
+          c.Restart(worker);
+          // The shard comes back only once the worker's kRejoin to it was lost.
+          c.When(
+              [&](const FaultCluster::Event& e) {
+                return e.dropped && e.is_message(core::MsgType::kRejoin) && e.action->msg.to == shard;
+              },
+              [&] {
+                c.Restart(shard);
+                both_back = true;
+              });
+        });
+    const auto r = c.Run();
+    const std::string what = "seed " + std::to_string(seed);
+    ASSERT_TRUE(both_back) << what;
+    ExpectJobFinished(c, r, what);
+    for (int s = 0; s < S; ++s) {
+      for (int32_t cid : c.placement().chunks_of_shard(s)) {
+        EXPECT_EQ(c.shard(s).version(cid), iterations) << what;
+      }
+    }
+  }
+}
+
 // Two faults: a worker is evicted (SSP), then a shard dies and comes back from its checkpoint. The
 // restored shard starts with no memory of the eviction; the coordinator tells it who is dead, so
 // it does not wait for the evicted worker's pushes, and the job ends.
