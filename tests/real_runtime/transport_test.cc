@@ -801,6 +801,76 @@ TEST_F(TransportTest, HalfOpenFloodIsBoundedAndAGoodPeerStillConnects) {
   }));
 }
 
+// Silent connections hold every handshake slot and will for a minute (handshake_timeout): a
+// genuine peer still gets in, because a new connection past max_pending_handshakes closes the
+// oldest handshaking one instead of being refused itself. (Refusing newcomers, as the transport
+// once did, kept every peer out until the flood timed out: a job flooded during its rendezvous
+// failed with exit code 3.)
+TEST_F(TransportTest, GoodPeerGetsInWhileSilentConnectionsHoldEverySlot) {
+  v_opts_.max_pending_handshakes = 4;
+  v_opts_.handshake_timeout = 60s;  // far beyond X's connect_timeout (10 s): no slot frees itself
+  StartGoodPair();
+  constexpr int kFlood = 10;
+  std::vector<std::unique_ptr<RawPeer>> flood;
+  for (int i = 0; i < kFlood; ++i) flood.push_back(std::make_unique<RawPeer>(port_));
+  // Every slot is taken: the 6 beyond the limit each closed an older one.
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return v_.ev.refused.size() == kFlood - 4; })) << Log();
+  {
+    std::lock_guard<std::mutex> l(v_.ev.mu);
+    for (auto& [who, why] : v_.ev.refused) {
+      EXPECT_NE(why.find("4 connections are handshaking (max_pending_handshakes); the oldest, "
+                         "this one (0 bytes received), is closed to make room for a new one"),
+                std::string::npos)
+          << why;
+      EXPECT_NE(who.find("unauthenticated peer at 127.0.0.1:"), std::string::npos) << who;
+    }
+  }
+  Make(&x_, 2, Options());
+  loop_.Run([&] { x_.t->Connect(0, "127.0.0.1", port_); });
+  ASSERT_TRUE(x_.ev.WaitFor([&] { return !x_.ev.up.empty() || !x_.ev.down.empty(); }));
+  ASSERT_EQ(x_.ev.up.size(), 1u) << (x_.ev.down.empty() ? "" : x_.ev.down[0].second) << "\n"
+                                 << Log();
+  EXPECT_TRUE(loop_.Run([&] { return v_.t->is_up(2); }));
+  EXPECT_EQ(Refusals(), static_cast<size_t>(kFlood - 4 + 1)) << "X's connection evicted one more";
+  // The flood's oldest connections were closed; the newest still wait for their handshake.
+  for (int i = 0; i < kFlood - 4 + 1; ++i) EXPECT_TRUE(flood[static_cast<size_t>(i)]->ClosedByPeer());
+  ExpectGoodTraffic();
+}
+
+// A dialer whose connection the listener cuts off during the handshake (a listener that just
+// evicted it, or one restarting) dials again, with backoff, until connect_timeout, instead of
+// reporting the peer lost. Here the first listener on the port accepts and closes at once; the
+// real one listens on the same port a moment later.
+TEST_F(TransportTest, DialerCutOffDuringTheHandshakeDialsAgain) {
+  asio::io_context io;
+  tcp::acceptor fake(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const uint16_t port = fake.local_endpoint().port();
+  Make(&x_, 2, Options());
+  loop_.Run([&] { x_.t->Connect(0, "127.0.0.1", port); });
+  {
+    tcp::socket s(io);
+    fake.accept(s);
+    s.close();
+  }
+  fake.close();
+  ASSERT_TRUE(x_.ev.WaitFor([&] { return !x_.ev.refused.empty() || !x_.ev.down.empty(); }));
+  {
+    std::lock_guard<std::mutex> l(x_.ev.mu);
+    ASSERT_TRUE(x_.ev.down.empty()) << x_.ev.down[0].second;
+    EXPECT_NE(x_.ev.refused[0].second.find("connection closed by the peer during the handshake"),
+              std::string::npos)
+        << x_.ev.refused[0].second;
+  }
+  EXPECT_NE(Log().find("during the handshake at stream offset 0"), std::string::npos) << Log();
+  EXPECT_NE(Log().find("; dialing again"), std::string::npos) << Log();
+  Make(&v_, 0, v_opts_);
+  ASSERT_EQ(loop_.Run([&] { return v_.t->Listen("127.0.0.1", port); }), port);
+  ASSERT_TRUE(x_.ev.WaitFor([&] { return !x_.ev.up.empty() || !x_.ev.down.empty(); }));
+  ASSERT_EQ(x_.ev.up.size(), 1u) << (x_.ev.down.empty() ? "" : x_.ev.down[0].second);
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return v_.ev.up.size() == 1; }));
+  EXPECT_EQ(v_.ev.up[0], 2);
+}
+
 TEST_F(TransportTest, ConnectGivesUpAfterTheTimeout) {
   uint16_t closed_port = 0;
   {
