@@ -175,7 +175,7 @@ class NodeHost final : public core::Host {
 
   // Compute.
   void RunTask(const core::ComputeTask& task, core::TimeNs begin);
-  void TaskDone(const core::ComputeTask& task, core::TimeNs begin, double loss);
+  void TaskDone(const core::ComputeTask& task, core::TimeNs begin, std::optional<double> loss);
 
   // Coordinator bookkeeping.
   void OnLoss(int worker, int64_t clock, double loss);
@@ -679,7 +679,9 @@ void NodeHost::StartCompute(const core::ComputeTask& task) {
 // On a compute thread.
 void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
   if (compute_failed_) return;
-  double loss = NAN;
+  // The last layer's forward pass sets it; it may be NaN (a diverged loss, which TaskDone
+  // reports), so NaN cannot also mean "no loss".
+  std::optional<double> loss;
   if (replay_) {
     // Sleep the task's modelled time from when its stream starts it (tasks on one stream queue).
     const sim::ComputeModel& cm = *replay_model_;
@@ -704,7 +706,7 @@ void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
     const core::TimeNs start = begin - last_end <= kAbsorbNs ? last_end : begin;
     last_end = start + ns;
     std::this_thread::sleep_for(std::chrono::nanoseconds(std::max<core::TimeNs>(0, last_end - Now())));
-    asio::post(io_, [this, task, start] { TaskDone(task, start, NAN); });
+    asio::post(io_, [this, task, start] { TaskDone(task, start, std::nullopt); });
     return;
   }
   try {
@@ -745,7 +747,8 @@ void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
   asio::post(io_, [this, task, begin, loss] { TaskDone(task, begin, loss); });
 }
 
-void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin, double loss) {
+void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin,
+                        std::optional<double> loss) {
   if (failed_) return;
   const core::TimeNs now = Now();
   if (!o_.trace_file.empty()) {
@@ -761,15 +764,15 @@ void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin, doubl
     e.task = task.kind;
     trace_.push_back(e);
   }
-  if (!std::isnan(loss)) {
-    if (!std::isfinite(loss)) {
-      Fail(kExitCompute, fmt::format("the loss diverged ({}) at iteration {}; lower --lr", loss,
+  if (loss) {
+    if (!std::isfinite(*loss)) {
+      Fail(kExitCompute, fmt::format("the loss diverged ({}) at iteration {}; lower --lr", *loss,
                                      task.clock + 1));
       return;
     }
     std::vector<uint8_t> b;
     PutValue<int64_t>(&b, task.clock);
-    PutValue<double>(&b, loss);
+    PutValue<double>(&b, *loss);
     transport_->SendControl(0, kCtlLoss, std::move(b));
   }
   try {
