@@ -376,7 +376,10 @@ TEST_F(SecurityTest, FloodBeforeTheRendezvousDoesNotKeepThePeersOut) {
   const std::string log = coordinator.Output();
   std::printf("early flood: %zu connections held, %d opened in all\n", flood.size(),
               flood.opened());
-  EXPECT_GE(Occurrences(log, "(max_pending_handshakes); the oldest"), 3u)
+  // The first peer found every slot held (the flood's connections were accepted before its
+  // own, and none had timed out); the others may find a slot that the flood has not refilled
+  // yet, since a peer's handshake ends within the 20 ms between refills.
+  EXPECT_GE(Occurrences(log, "(max_pending_handshakes); the oldest"), 1u)
       << "the peers did not have to make room";
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("job done"), std::string::npos) << log;
