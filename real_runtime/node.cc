@@ -180,7 +180,7 @@ class NodeHost final : public core::Host {
 
   // Compute.
   void RunTask(const core::ComputeTask& task, core::TimeNs begin);
-  void TaskDone(const core::ComputeTask& task, core::TimeNs begin, double loss);
+  void TaskDone(const core::ComputeTask& task, core::TimeNs begin, std::optional<double> loss);
 
   // Fault tolerance.
   void MaybeInjectFault(const char* phase, int64_t clock);
@@ -440,6 +440,7 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     }
     TrySend(m.to);
   };
+  o_.transport.num_ranks = layout_.num_actors();
   transport_ = std::make_unique<Transport>(io_, o_.rank, o_.transport, cb);
 }
 
@@ -648,7 +649,11 @@ void NodeHost::OnMembership(const core::Message& m) {
     transport_->RefuseEpochsBelow(who, dead_epoch + 1);
     backlog_.erase(who);
   } else {
-    spdlog::info("{}: {} rejoined; membership epoch {}", Who(o_.rank), Who(who), m.clock);
+    // Its new incarnation is connected (it dials everyone before it registers): older ones are
+    // out for good.
+    spdlog::info("{}: {} rejoined in epoch {}; membership epoch {}", Who(o_.rank), Who(who),
+                 known_epoch_[who], m.clock);
+    transport_->RefuseEpochsBelow(who, known_epoch_[who]);
   }
 }
 
@@ -979,7 +984,9 @@ void NodeHost::StartCompute(const core::ComputeTask& task) {
 // On a compute thread.
 void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
   if (compute_failed_) return;
-  double loss = NAN;
+  // The last layer's forward pass sets it; it may be NaN (a diverged loss, which TaskDone
+  // reports), so NaN cannot also mean "no loss".
+  std::optional<double> loss;
   if (replay_) {
     // Sleep the task's modelled time from when its stream starts it (tasks on one stream queue).
     const sim::ComputeModel& cm = *replay_model_;
@@ -1004,7 +1011,7 @@ void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
     const core::TimeNs start = begin - last_end <= kAbsorbNs ? last_end : begin;
     last_end = start + ns;
     std::this_thread::sleep_for(std::chrono::nanoseconds(std::max<core::TimeNs>(0, last_end - Now())));
-    asio::post(io_, [this, task, start] { TaskDone(task, start, NAN); });
+    asio::post(io_, [this, task, start] { TaskDone(task, start, std::nullopt); });
     return;
   }
   try {
@@ -1051,7 +1058,8 @@ void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
   asio::post(io_, [this, task, begin, loss] { TaskDone(task, begin, loss); });
 }
 
-void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin, double loss) {
+void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin,
+                        std::optional<double> loss) {
   if (failed_) return;
   const core::TimeNs now = Now();
   if (!o_.trace_file.empty()) {
@@ -1067,15 +1075,15 @@ void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin, doubl
     e.task = task.kind;
     trace_.push_back(e);
   }
-  if (!std::isnan(loss)) {
-    if (!std::isfinite(loss)) {
-      Fail(kExitCompute, fmt::format("the loss diverged ({}) at iteration {}; lower --lr", loss,
+  if (loss) {
+    if (!std::isfinite(*loss)) {
+      Fail(kExitCompute, fmt::format("the loss diverged ({}) at iteration {}; lower --lr", *loss,
                                      task.clock + 1));
       return;
     }
     std::vector<uint8_t> b;
     PutValue<int64_t>(&b, task.clock);
-    PutValue<double>(&b, loss);
+    PutValue<double>(&b, *loss);
     transport_->SendControl(0, kCtlLoss, std::move(b));
   }
   try {

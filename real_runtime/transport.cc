@@ -105,6 +105,8 @@ class FloatPool : public std::enable_shared_from_this<FloatPool> {
 
 }  // namespace
 
+struct Dial;
+
 struct Conn {
   Conn(asio::io_context& io, asio::ssl::context& ctx)
       : stream(io, ctx), hs_timer(io), frame_timer(io) {}
@@ -112,12 +114,14 @@ struct Conn {
   asio::ssl::stream<tcp::socket> stream;
   bool tls = false;
   bool dialer = false;
-  int expected_peer = -1;  // dialer: the rank dialed
-  int claimed = -1;        // the rank the peer's HELLO claims (not yet proven)
-  int peer = -1;           // the authenticated rank, once up
+  int expected_peer = -1;      // dialer: the rank dialed
+  std::shared_ptr<Dial> dial;  // dialer, until the handshake ends: the Connect it belongs to
+  int claimed = -1;            // the rank the peer's HELLO claims (not yet proven)
+  int peer = -1;               // the authenticated rank, once up
   std::string addr;
   State state = State::kHandshake;
-  bool pending_counted = false;
+  bool pending_counted = false;  // accepted and still handshaking (max_pending_handshakes)
+  uint64_t accept_seq = 0;       // accepted connections in order: the oldest is evicted first
   Hello mine, theirs;
   bool have_hello = false;
 
@@ -255,7 +259,13 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     const tcp::endpoint remote = s.remote_endpoint(ep_ec);
     const std::string addr =
         ep_ec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
-    if (pending_ >= o_.max_pending_handshakes) {
+    // At the limit, the oldest handshaking connection makes room for the new one: a flood of
+    // half-open connections then keeps a genuine peer out only by opening
+    // max_pending_handshakes connections within the time that peer's handshake takes (and a
+    // dialer that is cut off dials again), where refusing newcomers would let a slow trickle
+    // of silent connections hold every slot. Memory and descriptors stay bounded the same way.
+    if (pending_ >= o_.max_pending_handshakes && pending_ > 0) EvictOldestPending();
+    if (pending_ >= o_.max_pending_handshakes) {  // max_pending_handshakes <= 0
       const std::string who = fmt::format("unauthenticated peer at {}", addr);
       const std::string reason = fmt::format(
           "{} connections are already handshaking (max_pending_handshakes); connection refused",
@@ -268,9 +278,22 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
       auto c = std::make_shared<Conn>(io_, ssl_);
       c->stream.next_layer() = std::move(s);
       c->addr = addr;
+      c->accept_seq = ++accepts_;
       StartConn(c);
     }
     DoAccept();
+  }
+
+  void EvictOldestPending() {
+    std::shared_ptr<Conn> oldest;
+    for (const auto& [ptr, c] : conns_) {
+      if (c->pending_counted && (!oldest || c->accept_seq < oldest->accept_seq)) oldest = c;
+    }
+    if (!oldest) return;
+    Fail(oldest, fmt::format("{} connections are handshaking (max_pending_handshakes); the "
+                             "oldest, this one ({} bytes received), is closed to make room for "
+                             "a new one",
+                             pending_, oldest->rx_off));
   }
 
   // ---- dialing ------------------------------------------------------------------------------
@@ -300,8 +323,10 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
               [self, d, c](asio::error_code e, const tcp::endpoint& ep) {
                 if (self->closed_ || d->done) return;
                 if (e) return self->Retry(d, e.message());
-                d->done = true;
+                // d stays open until the handshake is done: a handshake the peer cuts short
+                // dials again (see Fail).
                 d->conn.reset();
+                c->dial = d;
                 c->dialer = true;
                 c->expected_peer = d->peer;
                 c->addr = fmt::format("{}:{}", ep.address().to_string(), ep.port());
@@ -384,24 +409,37 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     return fmt::format("unauthenticated peer at {}", c.addr);
   }
 
-  // Closes c for `reason`: one log line, then the callbacks.
-  void Fail(const std::shared_ptr<Conn>& c, const std::string& reason) {
+  // Closes c for `reason`: one log line, then the callbacks. `peer_hung_up`: the peer closed
+  // or reset the connection (rather than this side finding something wrong). A dialed
+  // connection that the peer hangs up on during the HELLO/AUTH exchange is dialed again, with
+  // the same backoff, until connect_timeout: a listener flooded with half-open connections
+  // may have closed it to make room (max_pending_handshakes), and that must not make a genuine
+  // peer give up. (A listener that refused it for a reason -- a duplicate rank -- says why in
+  // its own log; this side then gives up at connect_timeout.)
+  void Fail(const std::shared_ptr<Conn>& c, const std::string& reason, bool peer_hung_up = false) {
     if (c->state == State::kClosed || closed_) return;
     const std::string who = Who(*c);
     const bool was_up = c->state == State::kUp;
     const int peer = was_up ? c->peer : c->expected_peer;
-    log_->warn("rank {}: closing connection with {}: {}", rank_, who, reason);
+    const std::shared_ptr<Dial> dial = std::move(c->dial);
+    const bool redial = dial && peer_hung_up && c->state == State::kHandshake;
+    log_->warn("rank {}: closing connection with {}: {}{}", rank_, who, reason,
+               redial ? "; dialing again" : "");
     Shutdown(c);
     if (cb_.on_refused) cb_.on_refused(who, reason);
+    if (redial) return Retry(dial, reason);
+    if (dial) dial->done = true;
     if ((was_up || c->dialer) && cb_.on_peer_down) cb_.on_peer_down(peer, reason);
   }
 
   // The peer closed the connection cleanly between frames.
   void PeerClosed(const std::shared_ptr<Conn>& c, const std::string& why) {
     if (c->state != State::kUp) {
-      return Fail(c, fmt::format("connection closed by the peer during the handshake at stream "
-                                 "offset {} ({})",
-                                 c->rx_off, why));
+      return Fail(c,
+                  fmt::format("connection closed by the peer during the handshake at stream "
+                              "offset {} ({})",
+                              c->rx_off, why),
+                  /*peer_hung_up=*/true);
     }
     const std::string reason =
         fmt::format("connection closed by the peer at stream offset {} ({})", c->rx_off, why);
@@ -472,7 +510,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   void OnWritten(const std::shared_ptr<Conn>& c, asio::error_code ec) {
     c->writing = false;
     if (c->state == State::kClosed || closed_) return;
-    if (ec) return Fail(c, "write failed: " + ec.message());
+    if (ec) return Fail(c, "write failed: " + ec.message(), /*peer_hung_up=*/true);
     std::vector<core::Message> sent;
     for (size_t i = 0; i < c->in_flight; ++i) {
       OutFrame& f = c->queue.front();
@@ -579,9 +617,11 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   // A read failed: the peer went away or the socket broke.
   void ReadFailed(const std::shared_ptr<Conn>& c, asio::error_code ec, const char* what) {
     if (c->state == State::kClosed) return;
-    Fail(c, fmt::format("connection lost ({}) at stream offset {} in the middle of the frame "
-                        "that starts at offset {}: truncated {}",
-                        ec.message(), c->rx_off, c->frame_off, what));
+    Fail(c,
+         fmt::format("connection lost ({}) at stream offset {} in the middle of the frame that "
+                     "starts at offset {}: truncated {}",
+                     ec.message(), c->rx_off, c->frame_off, what),
+         /*peer_hung_up=*/true);
   }
 
   void OnHeaderBytes(const std::shared_ptr<Conn>& c, asio::error_code ec, size_t n) {
@@ -751,6 +791,11 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
                                    "later from it)",
                                    body_off + 6, c->claimed, h.epoch, it->second));
       }
+      if (o_.num_ranks > 0 && (h.rank >= static_cast<uint32_t>(o_.num_ranks))) {
+        return Fail(c, fmt::format("HELLO at stream offset {} claims rank {}, which is not in this "
+                                   "job (ranks 0..{})",
+                                   body_off + 2, h.rank, o_.num_ranks - 1));
+      }
       if (c->claimed == rank_) {
         return Fail(c, fmt::format("HELLO at stream offset {} claims this node's own rank {}",
                                    body_off + 2, rank_));
@@ -797,6 +842,10 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
       --pending_;
     }
     c->hs_timer.cancel();
+    if (c->dial) {
+      c->dial->done = true;
+      c->dial.reset();
+    }
     up_[c->peer] = c;
     log_->info("rank {}: connection with rank {} at {} is up ({}{})", rank_, c->peer, c->addr,
                c->dialer ? "dialed" : "accepted", c->tls ? ", TLS" : "");
@@ -873,6 +922,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   std::vector<std::shared_ptr<Dial>> dials_;
   std::shared_ptr<FloatPool> pool_ = std::make_shared<FloatPool>();
   int pending_ = 0;
+  uint64_t accepts_ = 0;
   bool closed_ = false;
 };
 

@@ -10,8 +10,10 @@
 //     authentication) before anything is allocated;
 //   - a frame whose first byte has arrived must complete within frame_timeout;
 //   - a connection must finish its handshake within handshake_timeout, and at most
-//     max_pending_handshakes accepted connections may be handshaking at once (more are closed
-//     at once), so half-open connections cannot exhaust memory or file descriptors;
+//     max_pending_handshakes accepted connections may be handshaking at once (a new one past
+//     the limit closes the oldest), so half-open connections cannot exhaust memory or file
+//     descriptors, and cannot keep a genuine peer out unless they arrive faster than its
+//     handshake completes (a dialer cut off during the handshake dials again);
 //   - at most max_queued_bytes_per_peer bytes wait to be written per peer (see Send).
 //
 // Threading: single-threaded. Every member function must be called, and every callback is
@@ -51,6 +53,8 @@ struct TransportOptions {
   // This process's incarnation (0 at the first start, +1 at every restart), bound into the
   // handshake and every frame it sends; a peer's frames must carry the epoch its HELLO bound.
   uint32_t epoch = 0;
+  // The job's ranks are 0..num_ranks-1: a HELLO claiming another is refused (0 = no check).
+  int num_ranks = 0;
   uint32_t max_payload_bytes = 256u << 20;         // per frame, after the 32-byte header
   size_t max_queued_bytes_per_peer = 64u << 20;    // backpressure bound, see Send
   std::chrono::milliseconds handshake_timeout{5000};
@@ -102,7 +106,10 @@ class Transport {
 
   // Dials `peer` at host:port, retrying with backoff (50 ms doubling to 1 s) while the peer is
   // not listening yet, until connect_timeout; then handshakes and the connection must turn out
-  // to be `peer`'s. Success: on_peer_up(peer). Failure: on_peer_down(peer, reason).
+  // to be `peer`'s. A handshake the peer cuts short (it closes or resets the connection before
+  // AUTH is done, as a listener at its max_pending_handshakes limit may) is dialed again the
+  // same way, until connect_timeout. Success: on_peer_up(peer). Failure: on_peer_down(peer,
+  // reason).
   void Connect(int peer, const std::string& host, uint16_t port);
 
   // Queues msg for msg.to, in order with every earlier Send to that peer, and never blocks; the

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/data/idx.h"
+#include "tests/real_runtime/live_helpers.h"
 #include "real_runtime/frame.h"
 #include "real_runtime/node.h"
 #include "real_runtime/transport.h"
@@ -29,52 +30,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kBin = POSEIDON_BINARY;
-const std::string kRoot = POSEIDON_SOURCE_DIR;
-
-struct Result {
-  int rc = -1;
-  std::string out;
-};
-
-Result Shell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p)) r.out += buf;
-  const int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return r;
-}
+using namespace live;  // Shell, ReadFile, Losses, kBin, kRoot, ...
 
 // Root with working network namespaces (for the emulated-cluster tests).
 bool NamespacesAvailable() {
   const std::string probe = "poseidon-probe-" + std::to_string(getpid());
   return geteuid() == 0 && Shell("ip netns add " + probe + " && ip netns del " + probe).rc == 0;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// Losses by iteration from a learning-curve CSV (iteration,loss,test_accuracy,seconds).
-std::vector<double> Losses(const std::string& csv) {
-  std::vector<double> v;
-  std::istringstream in(ReadFile(csv));
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::istringstream row(line);
-    std::string it, loss;
-    std::getline(row, it, ',');
-    std::getline(row, loss, ',');
-    v.push_back(std::stod(loss));
-  }
-  return v;
 }
 
 std::vector<float> Floats(const std::string& path) {
@@ -91,20 +52,7 @@ class LiveTest : public ::testing::Test {
   // its data in milliseconds.
   static void SetUpTestSuite() {
     dir_ = new std::string(fs::temp_directory_path() / ("poseidon_live_" + std::to_string(getpid())));
-    fs::create_directories(*dir_ + "/data");
-    const std::string src = kernels::DefaultFashionMnistDir();
-    auto cut = [&](const std::string& name, int64_t n) {
-      kernels::IdxArray a = kernels::ReadIdx(src + "/" + name);
-      int64_t per = 1;
-      for (size_t i = 1; i < a.dims.size(); ++i) per *= a.dims[i];
-      a.dims[0] = n;
-      a.data.resize(static_cast<size_t>(n * per));
-      kernels::WriteIdx(*dir_ + "/data/" + name, a, /*gzip=*/true);
-    };
-    cut("train-images-idx3-ubyte.gz", 4096);
-    cut("train-labels-idx1-ubyte.gz", 4096);
-    cut("t10k-images-idx3-ubyte.gz", 1000);
-    cut("t10k-labels-idx1-ubyte.gz", 1000);
+    WriteFashionMnistSubset(*dir_ + "/data");
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
@@ -325,6 +273,24 @@ TEST_F(LiveTest, MissingDataSetStopsTheJobWithOneClearError) {
   EXPECT_NE(logs.find(Dir() + "/nowhere"), std::string::npos) << logs;
 }
 
+// A learning rate far too high makes the loss NaN within a few iterations: the worker stops
+// with exit code 4 and says why, and the job ends (a NaN loss was once taken for "no loss" and
+// the coordinator waited for it forever; `timeout` turns such a hang into a failure here).
+// The launcher passes on the first failure it reaps: the worker's 4, or the coordinator's 3 if
+// the coordinator, having lost the worker, was reaped first (docs/errors.md).
+TEST_F(LiveTest, DivergedLossStopsTheJob) {
+  Result r = Shell("timeout -s INT 120 " + kBin + " launch " + kRoot +
+                   "/scenarios/live/fmnist_mlp.yaml --data-dir " + Dir() + "/data --log-dir " +
+                   Dir() + "/diverged --workers 1 --servers 1 --set iterations=30 --lr 1000 "
+                   "--no-test --print-interval 1");
+  EXPECT_TRUE(r.rc == 4 || r.rc == 3) << r.rc << "\n" << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("exited with code [34]; stopping the others")))
+      << r.out;
+  const std::string log = ReadFile(Dir() + "/diverged/rank-1-worker.log");
+  EXPECT_TRUE(std::regex_search(log, std::regex("the loss diverged \\(-?(nan|inf)\\) at "
+                                                "iteration [0-9]+; lower --lr")))
+      << log;
+}
 
 TEST_F(LiveTest, SecretFileReadableByOthersIsRefused) {
   const std::string f = Dir() + "/open.secret";

@@ -11,9 +11,11 @@
 #include <openssl/x509v3.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <asio.hpp>
 #include <bit>
 #include <condition_variable>
@@ -573,6 +575,208 @@ TEST_F(TransportTest, ALaterIncarnationReplacesTheOldConnectionOnlyOnceAuthentic
   EXPECT_EQ(loop_.Run([&] { return v_.t->peer_epoch(5); }), 1u);
 }
 
+// ---- replay: a man in the middle records a genuine client's bytes and sends them again ------
+
+// A relay on loopback: accepts one connection, dials 127.0.0.1:`target`, forwards bytes both
+// ways (one thread per direction) and records every byte the client sent. Inject() writes extra
+// bytes towards the server, as an attacker on the path could.
+class RecordingRelay {
+ public:
+  explicit RecordingRelay(uint16_t target)
+      : acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
+        client_(io_),
+        server_(io_),
+        target_(target),
+        port_(acceptor_.local_endpoint().port()),
+        accept_thread_([this] { AcceptAndForward(); }) {}
+  ~RecordingRelay() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stopping_ = true;
+      // shutdown() (not close()) wakes the threads blocked in accept/read on these sockets.
+      for (int fd : {acceptor_.native_handle(), client_.native_handle(), server_.native_handle()}) {
+        if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+      }
+    }
+    accept_thread_.join();
+    if (to_client_.joinable()) to_client_.join();
+  }
+  uint16_t port() const { return port_; }
+  std::vector<uint8_t> Recorded() {
+    std::lock_guard<std::mutex> l(mu_);
+    return recorded_;
+  }
+  void Inject(const std::vector<uint8_t>& bytes) {
+    std::lock_guard<std::mutex> w(to_server_mu_);
+    asio::write(server_, asio::buffer(bytes));
+  }
+
+ private:
+  void AcceptAndForward() {
+    asio::error_code ec;
+    acceptor_.accept(client_, ec);
+    if (ec) return;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stopping_) return;
+      server_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), target_), ec);
+      if (ec) return;
+      to_client_ = std::thread([this] { Pump(server_, client_, /*record=*/false); });
+    }
+    Pump(client_, server_, /*record=*/true);
+  }
+  void Pump(tcp::socket& from, tcp::socket& to, bool record) {
+    std::array<uint8_t, 1 << 16> buf{};
+    for (;;) {
+      asio::error_code ec;
+      const size_t n = from.read_some(asio::buffer(buf), ec);
+      if (ec) break;
+      if (record) {
+        std::lock_guard<std::mutex> l(mu_);
+        recorded_.insert(recorded_.end(), buf.begin(), buf.begin() + static_cast<long>(n));
+      }
+      std::unique_lock<std::mutex> w(to_server_mu_, std::defer_lock);
+      if (record) w.lock();
+      asio::write(to, asio::buffer(buf.data(), n), ec);
+      if (ec) break;
+    }
+    // One side is gone: the relay drops the other, as a TCP proxy does.
+    ::shutdown(to.native_handle(), SHUT_RDWR);
+    ::shutdown(from.native_handle(), SHUT_RDWR);
+  }
+
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  tcp::socket client_, server_;
+  const uint16_t target_;
+  const uint16_t port_;
+  std::mutex mu_;           // recorded_, stopping_, starting to_client_
+  std::mutex to_server_mu_; // one writer at a time towards the server
+  std::vector<uint8_t> recorded_;
+  bool stopping_ = false;
+  std::thread to_client_;
+  std::thread accept_thread_;  // last: starts once everything above is constructed
+};
+
+// A recorded byte stream cut into its frames; checks they are the genuine sequence 0, 1, ...
+std::vector<std::vector<uint8_t>> SplitFrames(const std::vector<uint8_t>& s) {
+  std::vector<std::vector<uint8_t>> frames;
+  size_t off = 0;
+  while (off + kFrameHeaderBytes <= s.size()) {
+    DecodeResult r = DecodeFrameHeader(&s[off], off, 1u << 30, frames.size());
+    EXPECT_TRUE(r.ok) << r.error;
+    if (!r.ok) break;
+    const size_t end = off + kFrameHeaderBytes + r.header.length;
+    if (end > s.size()) break;
+    frames.emplace_back(s.begin() + static_cast<long>(off), s.begin() + static_cast<long>(end));
+    off = end;
+  }
+  EXPECT_EQ(off, s.size()) << "the recording ends inside a frame";
+  return frames;
+}
+
+size_t CountFrom(Events& ev, int from) {
+  std::lock_guard<std::mutex> l(ev.mu);
+  return static_cast<size_t>(
+      std::count_if(ev.msgs.begin(), ev.msgs.end(), [&](const core::Message& m) {
+        return m.from == from;
+      }));
+}
+
+// X (rank 2) reaches V through a relay that records what X sends: its HELLO, its AUTH and three
+// messages, all delivered. The recording, sent verbatim on a new connection, is refused: first
+// while X is still connected (a second connection for rank 2), then after X has left, when
+// only the AUTH stands between the replay and the job -- and that AUTH proved the secret over
+// the nonce V sent *X*, not over the fresh one V sends the replay. Not one replayed message
+// reaches on_message.
+TEST_F(TransportTest, RecordedSessionReplayedOnANewConnectionIsRefused) {
+  StartGoodPair();
+  RecordingRelay relay(port_);
+  Make(&x_, 2, Options());
+  loop_.Run([&] { x_.t->Connect(0, "127.0.0.1", relay.port()); });
+  ASSERT_TRUE(x_.ev.WaitFor([&] { return x_.ev.up.size() == 1; })) << Log();
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return v_.ev.up.size() == 2; })) << Log();
+  for (int64_t clock = 1; clock <= 3; ++clock) {
+    ASSERT_TRUE(loop_.Run([&] {
+      return x_.t->Send(Msg(core::MsgType::kPushGrad, 2, 0, Floats(64, 1.0f), clock));
+    }));
+  }
+  ASSERT_TRUE(v_.ev.WaitFor([&] {
+    return std::count_if(v_.ev.msgs.begin(), v_.ev.msgs.end(),
+                         [](const core::Message& m) { return m.from == 2; }) == 3;
+  }));
+  const std::vector<uint8_t> recorded = relay.Recorded();
+  const auto frames = SplitFrames(recorded);
+  ASSERT_EQ(frames.size(), 5u);
+  EXPECT_EQ(frames[0][6], kFrameHello);
+  EXPECT_EQ(frames[1][6], kFrameAuth);
+  for (size_t i = 2; i < 5; ++i) EXPECT_EQ(frames[i][6], static_cast<uint8_t>(core::MsgType::kPushGrad));
+
+  // While X is connected: the replayed HELLO claims a rank that is already up.
+  size_t before = Refusals();
+  {
+    RawPeer p(port_);
+    p.Write(recorded);
+    // (A fatal failure here returns before ClosedByPeer, which would wait forever.)
+    ASSERT_NO_FATAL_FAILURE(ExpectRefused(before, "rank 2 is already connected", "claims rank 2"));
+    EXPECT_TRUE(p.ClosedByPeer());
+  }
+  EXPECT_TRUE(loop_.Run([&] { return v_.t->is_up(2); })) << "the genuine connection stays up";
+
+  // X leaves; the same bytes on a new connection fail the HMAC over V's fresh nonce.
+  loop_.Run([&] { x_.t->Close(); });
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return !v_.ev.down.empty(); }));
+  EXPECT_EQ(v_.ev.down[0].first, 2);
+  before = Refusals();
+  {
+    RawPeer p(port_);
+    p.Write(recorded);
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectRefused(before,
+                      fmt::format("AUTH at stream offset {}: HMAC-SHA256 authentication failed",
+                                  frames[0].size() + kFrameHeaderBytes),
+                      "claims rank 2"));
+    EXPECT_TRUE(p.ClosedByPeer());
+  }
+  EXPECT_FALSE(loop_.Run([&] { return v_.t->is_up(2); }));
+  EXPECT_EQ(CountFrom(v_.ev, 2), 3u) << "a replayed message was delivered";
+  ExpectGoodTraffic();
+}
+
+// Replay inside a live, authenticated stream: the relay re-sends X's first message frame,
+// byte for byte, after it was delivered. Its sequence number is one V has already seen, so V
+// closes the connection instead of delivering the message twice. (OutOfSequenceFrameIsRefused
+// covers a sequence number from the future; this is one from the past, taken off the wire.)
+TEST_F(TransportTest, RecordedFrameInjectedAgainIntoTheLiveStreamIsRefused) {
+  StartGoodPair();
+  RecordingRelay relay(port_);
+  Make(&x_, 2, Options());
+  loop_.Run([&] { x_.t->Connect(0, "127.0.0.1", relay.port()); });
+  ASSERT_TRUE(x_.ev.WaitFor([&] { return x_.ev.up.size() == 1; })) << Log();
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return v_.ev.up.size() == 2; })) << Log();
+  ASSERT_TRUE(loop_.Run([&] {
+    return x_.t->Send(Msg(core::MsgType::kPushGrad, 2, 0, Floats(64, 1.0f), 1));
+  }));
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return !v_.ev.msgs.empty(); }));
+  ASSERT_TRUE(x_.ev.WaitFor([&] { return x_.ev.sent.size() == 1; }));
+  const std::vector<uint8_t> recorded = relay.Recorded();
+  const auto frames = SplitFrames(recorded);
+  ASSERT_EQ(frames.size(), 3u);  // HELLO, AUTH, the message (sequence number 2)
+  const size_t before = Refusals();
+  relay.Inject(frames[2]);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectRefused(before,
+                    fmt::format("sequence number 2 at stream offset {}, expected 3; frame replayed",
+                                recorded.size() + 12),
+                    "rank 2 at"));
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return !v_.ev.down.empty(); }));
+  EXPECT_EQ(v_.ev.down[0].first, 2);
+  EXPECT_EQ(CountFrom(v_.ev, 2), 1u) << "the replayed message was delivered";
+  // The relay drops X's side too: X learns that its connection is gone.
+  ASSERT_TRUE(x_.ev.WaitFor([&] { return !x_.ev.down.empty(); }));
+  ExpectGoodTraffic();
+}
+
 TEST_F(TransportTest, BackpressureRefusesPastTheBoundAndDeliversWhatWasAccepted) {
   v_opts_.max_queued_bytes_per_peer = 1 << 20;
   v_opts_.socket_buffer_bytes = 64 << 10;
@@ -642,6 +846,76 @@ TEST_F(TransportTest, HalfOpenFloodIsBoundedAndAGoodPeerStillConnects) {
     }
     return false;
   }));
+}
+
+// Silent connections hold every handshake slot and will for a minute (handshake_timeout): a
+// genuine peer still gets in, because a new connection past max_pending_handshakes closes the
+// oldest handshaking one instead of being refused itself. (Refusing newcomers, as the transport
+// once did, kept every peer out until the flood timed out: a job flooded during its rendezvous
+// failed with exit code 3.)
+TEST_F(TransportTest, GoodPeerGetsInWhileSilentConnectionsHoldEverySlot) {
+  v_opts_.max_pending_handshakes = 4;
+  v_opts_.handshake_timeout = 60s;  // far beyond X's connect_timeout (10 s): no slot frees itself
+  StartGoodPair();
+  constexpr int kFlood = 10;
+  std::vector<std::unique_ptr<RawPeer>> flood;
+  for (int i = 0; i < kFlood; ++i) flood.push_back(std::make_unique<RawPeer>(port_));
+  // Every slot is taken: the 6 beyond the limit each closed an older one.
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return v_.ev.refused.size() == kFlood - 4; })) << Log();
+  {
+    std::lock_guard<std::mutex> l(v_.ev.mu);
+    for (auto& [who, why] : v_.ev.refused) {
+      EXPECT_NE(why.find("4 connections are handshaking (max_pending_handshakes); the oldest, "
+                         "this one (0 bytes received), is closed to make room for a new one"),
+                std::string::npos)
+          << why;
+      EXPECT_NE(who.find("unauthenticated peer at 127.0.0.1:"), std::string::npos) << who;
+    }
+  }
+  Make(&x_, 2, Options());
+  loop_.Run([&] { x_.t->Connect(0, "127.0.0.1", port_); });
+  ASSERT_TRUE(x_.ev.WaitFor([&] { return !x_.ev.up.empty() || !x_.ev.down.empty(); }));
+  ASSERT_EQ(x_.ev.up.size(), 1u) << (x_.ev.down.empty() ? "" : x_.ev.down[0].second) << "\n"
+                                 << Log();
+  EXPECT_TRUE(loop_.Run([&] { return v_.t->is_up(2); }));
+  EXPECT_EQ(Refusals(), static_cast<size_t>(kFlood - 4 + 1)) << "X's connection evicted one more";
+  // The flood's oldest connections were closed; the newest still wait for their handshake.
+  for (int i = 0; i < kFlood - 4 + 1; ++i) EXPECT_TRUE(flood[static_cast<size_t>(i)]->ClosedByPeer());
+  ExpectGoodTraffic();
+}
+
+// A dialer whose connection the listener cuts off during the handshake (a listener that just
+// evicted it, or one restarting) dials again, with backoff, until connect_timeout, instead of
+// reporting the peer lost. Here the first listener on the port accepts and closes at once; the
+// real one listens on the same port a moment later.
+TEST_F(TransportTest, DialerCutOffDuringTheHandshakeDialsAgain) {
+  asio::io_context io;
+  tcp::acceptor fake(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const uint16_t port = fake.local_endpoint().port();
+  Make(&x_, 2, Options());
+  loop_.Run([&] { x_.t->Connect(0, "127.0.0.1", port); });
+  {
+    tcp::socket s(io);
+    fake.accept(s);
+    s.close();
+  }
+  fake.close();
+  ASSERT_TRUE(x_.ev.WaitFor([&] { return !x_.ev.refused.empty() || !x_.ev.down.empty(); }));
+  {
+    std::lock_guard<std::mutex> l(x_.ev.mu);
+    ASSERT_TRUE(x_.ev.down.empty()) << x_.ev.down[0].second;
+    EXPECT_NE(x_.ev.refused[0].second.find("connection closed by the peer during the handshake"),
+              std::string::npos)
+        << x_.ev.refused[0].second;
+  }
+  EXPECT_NE(Log().find("during the handshake at stream offset 0"), std::string::npos) << Log();
+  EXPECT_NE(Log().find("; dialing again"), std::string::npos) << Log();
+  Make(&v_, 0, v_opts_);
+  ASSERT_EQ(loop_.Run([&] { return v_.t->Listen("127.0.0.1", port); }), port);
+  ASSERT_TRUE(x_.ev.WaitFor([&] { return !x_.ev.up.empty() || !x_.ev.down.empty(); }));
+  ASSERT_EQ(x_.ev.up.size(), 1u) << (x_.ev.down.empty() ? "" : x_.ev.down[0].second);
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return v_.ev.up.size() == 1; }));
+  EXPECT_EQ(v_.ev.up[0], 2);
 }
 
 TEST_F(TransportTest, ConnectGivesUpAfterTheTimeout) {
