@@ -15,38 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "kernels/data/idx.h"
+#include "tests/real_runtime/live_helpers.h"
 
 namespace poseidon::rt {
 namespace {
 
 namespace fs = std::filesystem;
-
-const std::string kBin = POSEIDON_BINARY;
-const std::string kRoot = POSEIDON_SOURCE_DIR;
-
-struct Result {
-  int rc = -1;
-  std::string out;
-};
-
-Result Shell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p)) r.out += buf;
-  const int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return r;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using namespace live;  // NOLINT: the shared helpers of the live end-to-end tests
 
 // The (iteration, loss) columns of a learning curve.
 std::string LossColumns(const std::string& csv) {
@@ -76,16 +51,7 @@ class FaultTest : public ::testing::Test {
   // the fault-free run every BSP test compares with.
   static void SetUpTestSuite() {
     dir_ = new std::string(fs::temp_directory_path() / ("poseidon-fault-" + std::to_string(getpid())));
-    fs::create_directories(*dir_ + "/data");
-    const std::string src = kernels::DefaultFashionMnistDir();
-    for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
-      kernels::IdxArray a = kernels::ReadIdx(src + "/" + name);
-      int64_t per = 1;
-      for (size_t i = 1; i < a.dims.size(); ++i) per *= a.dims[i];
-      a.dims[0] = 4096;
-      a.data.resize(static_cast<size_t>(4096 * per));
-      kernels::WriteIdx(*dir_ + "/data/" + name, a, /*gzip=*/true);
-    }
+    WriteFashionMnistSubset(*dir_ + "/data");
     clean_ = new Result(Launch("clean", "", ""));
   }
   static void TearDownTestSuite() {
@@ -166,12 +132,6 @@ TEST_F(FaultTest, SspStoppedWorkerIsEvictedAndTheOtherConverges) {
   EXPECT_NE(r.out.find("still runs after the job ended; killing it"), std::string::npos) << r.out;
   // It learned: the last reported loss is well below the initial ~2.3 of ten classes.
   EXPECT_LT(LastLoss(Dir() + "/ssp-stop.csv"), 1.6);
-}
-
-// Root with working network namespaces (for the emulated-cluster test).
-bool NamespacesAvailable() {
-  const std::string probe = "poseidon-probe-" + std::to_string(getpid());
-  return geteuid() == 0 && Shell("ip netns add " + probe + " && ip netns del " + probe).rc == 0;
 }
 
 // An emulated cluster (a network namespace per machine, tbf-shaped links) where worker 1's

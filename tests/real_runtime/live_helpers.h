@@ -1,5 +1,5 @@
 // tests/real_runtime/live_helpers.h: what the end-to-end tests of live jobs share (live_test.cc,
-// security_test.cc): running the poseidon binary, reading its files, a Fashion-MNIST subset that
+// security_test.cc, fault_test.cc): running the poseidon binary, reading its files, a Fashion-MNIST subset that
 // loads in milliseconds, a job running in the background, and the job's processes in /proc.
 //
 //   Result r = Shell(kBin + " launch " + kRoot + "/scenarios/live/fmnist_mlp.yaml ...");
@@ -80,6 +80,12 @@ inline std::vector<std::string> CurveWithoutSeconds(const std::string& csv) {
   std::string line;
   while (std::getline(in, line)) rows.push_back(line.substr(0, line.rfind(',')));
   return rows;
+}
+
+// Root with working network namespaces (for the emulated-cluster tests).
+inline bool NamespacesAvailable() {
+  const std::string probe = "poseidon-probe-" + std::to_string(getpid());
+  return geteuid() == 0 && Shell("ip netns add " + probe + " && ip netns del " + probe).rc == 0;
 }
 
 // 4,096 training and 1,000 test images of the real data set, written gzipped into `dir`, so

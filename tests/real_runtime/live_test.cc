@@ -32,11 +32,6 @@ namespace fs = std::filesystem;
 
 using namespace live;  // Shell, ReadFile, Losses, kBin, kRoot, ...
 
-// Root with working network namespaces (for the emulated-cluster tests).
-bool NamespacesAvailable() {
-  const std::string probe = "poseidon-probe-" + std::to_string(getpid());
-  return geteuid() == 0 && Shell("ip netns add " + probe + " && ip netns del " + probe).rc == 0;
-}
 
 std::vector<float> Floats(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
