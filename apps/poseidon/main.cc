@@ -23,6 +23,7 @@
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
 #include "core/model.h"
+#include "kernels/data/idx.h"
 #include "sim/simulation.h"
 #include "sim/sweep.h"
 
@@ -290,6 +291,10 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const poseidon::core::ModelError& e) {
     std::cerr << "poseidon: " << e.what() << "\n";
+    return 2;
+  } catch (const poseidon::kernels::DataError& e) {
+    // A missing, truncated or hostile data set is bad input like a bad scenario.
+    std::cerr << "poseidon: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "poseidon: error: " << e.what() << "\n";
