@@ -16,6 +16,11 @@ core::Model BuildScenarioModel(const ScenarioSpec& s) {
   return core::Model::Build(s.model, opts);
 }
 
+bool EvictsDeadWorkers(const ScenarioSpec& s) {
+  const std::string& policy = s.fault.on_worker_failure;
+  return s.fault.enabled && (policy.empty() ? s.consistency != "bsp" : policy == "evict");
+}
+
 core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model,
                                    int workers, int servers, bool device_copies) {
   core::ProtocolConfig p;
@@ -49,9 +54,7 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
   if (s.fault.enabled) {
     p.fault.heartbeat_ns = std::llround(s.fault.heartbeat_ms * 1e6);
     p.fault.failure_timeout_ns = std::llround(s.fault.timeout_ms * 1e6);
-    const std::string& policy = s.fault.on_worker_failure;
-    p.fault.evict_dead_workers = policy.empty() ? p.consistency != core::Consistency::kBsp
-                                                : policy == "evict";
+    p.fault.evict_dead_workers = EvictsDeadWorkers(s);
     p.fault.checkpoint_every = s.fault.checkpoint_every;
     if (p.fault.evict_dead_workers) {
       for (const core::Layer& l : model.layers()) {

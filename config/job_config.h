@@ -15,6 +15,10 @@ core::Model BuildScenarioModel(const ScenarioSpec& s);
 // The protocol configuration: SACP plan, consistency, gate, priorities. Throws ConfigError (at
 // the scenario's protocol section) for a plan the model cannot take (sfb on a conv layer, an
 // unknown layer name).
+// protocol.fault_tolerance's policy for a dead worker: evict (the default for ssp and asp, or
+// on_worker_failure: evict) rather than wait for its restart.
+bool EvictsDeadWorkers(const ScenarioSpec& s);
+
 core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model, int workers,
                                    int servers, bool device_copies);
 

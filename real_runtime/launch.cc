@@ -280,6 +280,7 @@ int RunLaunch(const LaunchOptions& o) {
     }
     bool stopping = false;
     bool job_over = false;  // the coordinator exited cleanly
+    const bool evict = config::EvictsDeadWorkers(s);
     int restarts = 0;
     std::map<int, int> incarnation;  // rank -> times restarted
     auto restart = [&](const Child& dead) {
@@ -350,6 +351,13 @@ int RunLaunch(const LaunchOptions& o) {
         fmt::print(stderr, "launch: {} (rank {}) {}; see {}\n", c.name, c.rank, Describe(status),
                    c.log);
         restart(c);
+        continue;
+      }
+      if (!ok && !stopping && layout.IsWorker(c.rank) && !config_error && evict) {
+        // The job evicts a dead worker (SSP/ASP by default) and trains on without it.
+        fmt::print(stderr, "launch: {} (rank {}) {}; the job goes on without it (evicted once "
+                           "the coordinator declares it dead); see {}\n",
+                   c.name, c.rank, Describe(status), c.log);
         continue;
       }
       if (!ok && !stopping) {

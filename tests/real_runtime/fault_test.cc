@@ -134,6 +134,18 @@ TEST_F(FaultTest, SspStoppedWorkerIsEvictedAndTheOtherConverges) {
   EXPECT_LT(LastLoss(Dir() + "/ssp-stop.csv"), 1.6);
 }
 
+// Without restarts, a killed SSP worker is evicted and the job trains on without it: the
+// launcher does not stop the job for it.
+TEST_F(FaultTest, SspKilledWorkerWithoutARestartIsEvictedAndTheJobGoesOn) {
+  Result r = Launch("ssp-kill", "2:push:8:kill",
+                    "--set 'protocol.consistency={model: ssp, staleness: 2}'");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("the job goes on without it"), std::string::npos) << r.out;
+  const std::string coord = ReadFile(Dir() + "/ssp-kill/rank-0-coordinator.log");
+  EXPECT_NE(coord.find("worker 1 (epoch 0) declared dead"), std::string::npos) << coord;
+  EXPECT_LT(LastLoss(Dir() + "/ssp-kill.csv"), 1.6);
+}
+
 // An emulated cluster (a network namespace per machine, tbf-shaped links) where worker 1's
 // machine loses its link at clock 8: its heartbeats stop reaching the coordinator, it is
 // declared dead and evicted (SSP), and worker 0 trains on to the end with the one shard.
