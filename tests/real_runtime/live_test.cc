@@ -478,10 +478,15 @@ TEST_F(LiveTest, ValidationSubsetCatchesAWrongNetworkModel) {
   };
   const double honest = error_of("");
   EXPECT_LT(std::fabs(honest), 11.0);
+  // A network model 20% off moves the error by more than the bound, each way. (Whether it then
+  // leaves the bound also depends on the honest error of the moment: on a loaded machine it
+  // drifts by several points, and a 20% error towards it can land back inside; see
+  // docs/validation.md.)
   const double fast = error_of("--sim-set cluster.network.bandwidth_gbps=1.2");
-  EXPECT_GT(std::fabs(fast), 11.0) << "honest error " << honest;
+  EXPECT_GT(std::fabs(fast - honest), 11.0) << "honest " << honest << ", fast " << fast;
   const double slow = error_of("--sim-set cluster.network.bandwidth_gbps=0.8");
-  EXPECT_GT(std::fabs(slow), 11.0) << "honest error " << honest;
+  EXPECT_GT(std::fabs(slow - honest), 11.0) << "honest " << honest << ", slow " << slow;
+  EXPECT_LT(fast * slow, 0.0) << "the two wrong models must err in opposite directions";
 }
 
 }  // namespace
