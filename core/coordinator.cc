@@ -32,14 +32,7 @@ void Coordinator::OnMessage(TimeNs now, const Message& msg) {
         // that a restored shard does not wait for an evicted worker.
         for (ActorId a = 1; a < layout_.num_actors(); ++a) {
           if (alive_[static_cast<size_t>(a)] || a == msg.from) continue;
-          Message d;
-          d.type = MsgType::kMembership;
-          d.from = JobLayout::coordinator();
-          d.to = msg.from;
-          d.clock = epoch_;
-          d.step = a;
-          d.chunk = kMemberDead;
-          host_->Send(d);
+          SendMembership(msg.from, a, kMemberDead);
         }
         Announce(now, msg.from, kMemberJoined);
         return;
@@ -110,16 +103,20 @@ void Coordinator::Announce(TimeNs now, ActorId who, int32_t what) {
   (void)now;
   ++epoch_;
   for (ActorId a = 1; a < layout_.num_actors(); ++a) {
-    if (!alive_[static_cast<size_t>(a)] || a == who) continue;
-    Message m;
-    m.type = MsgType::kMembership;
-    m.from = JobLayout::coordinator();
-    m.to = a;
-    m.clock = epoch_;
-    m.step = who;
-    m.chunk = what;
-    host_->Send(m);
+    if (alive_[static_cast<size_t>(a)] && a != who) SendMembership(a, who, what);
   }
+}
+
+// Tells `to` that `who` died or came back (kMemberDead / kMemberJoined), in the current epoch.
+void Coordinator::SendMembership(ActorId to, ActorId who, int32_t what) {
+  Message m;
+  m.type = MsgType::kMembership;
+  m.from = JobLayout::coordinator();
+  m.to = to;
+  m.clock = epoch_;
+  m.step = who;
+  m.chunk = what;
+  host_->Send(m);
 }
 
 bool Coordinator::finished() const {

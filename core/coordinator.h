@@ -36,6 +36,7 @@ class Coordinator final : public Actor {
 
  private:
   void Announce(TimeNs now, ActorId who, int32_t what);
+  void SendMembership(ActorId to, ActorId who, int32_t what);
   void TraceJobDone(TimeNs now);
 
   const JobLayout& layout_;

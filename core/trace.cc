@@ -113,6 +113,20 @@ const char* Category(const TraceEvent& e) {
 
 }  // namespace
 
+TraceEvent TaskEvent(ActorId actor, const ComputeTask& task, TimeNs begin, TimeNs end) {
+  TraceEvent e;
+  e.kind = TraceKind::kTask;
+  e.ts = begin;
+  e.dur = end - begin;
+  e.actor = actor;
+  e.layer = task.layer;
+  e.chunk = task.chunk;
+  e.clock = task.clock;
+  e.bytes = task.bytes;
+  e.task = task.kind;
+  return e;
+}
+
 TraceEvent MessageEvent(const Message& m, TimeNs sent, TimeNs delivered) {
   TraceEvent e;
   e.kind = TraceKind::kMessage;

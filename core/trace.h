@@ -21,6 +21,8 @@ namespace poseidon::core {
 
 // The event both hosts record for a message in flight from `sent` to `delivered`.
 TraceEvent MessageEvent(const Message& m, TimeNs sent, TimeNs delivered);
+// The event both hosts record for a compute task of `actor` that ran [begin, end).
+TraceEvent TaskEvent(ActorId actor, const ComputeTask& task, TimeNs begin, TimeNs end);
 
 void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& layout,
                        const Model& model, std::string* out);

@@ -136,12 +136,7 @@ void Worker::OnMessage(TimeNs now, const Message& msg) {
       started_ = true;
       if (rejoining_) {
         for (int j = 0; j < layout_.num_servers; ++j) {
-          if (placement_.chunks_of_shard(j).empty()) continue;
-          Message m;
-          m.type = MsgType::kRejoin;
-          m.from = id_;
-          m.to = layout_.server(j);
-          host_->Send(m);
+          if (!placement_.chunks_of_shard(j).empty()) SendRejoin(layout_.server(j));
         }
         if (!placement_.chunks().empty()) return;
         rejoining_ = false;
@@ -162,11 +157,7 @@ void Worker::OnMessage(TimeNs now, const Message& msg) {
         for (const Message& push : retained_[layout_.ServerIndex(msg.step)]) Send(push, push.layer);
         if (rejoining_ && started_) {
           // Rejoining while that shard was down: our first kRejoin to it was lost with it.
-          Message m;
-          m.type = MsgType::kRejoin;
-          m.from = id_;
-          m.to = msg.step;
-          host_->Send(m);
+          SendRejoin(msg.step);
         }
       }
       return;
@@ -351,6 +342,15 @@ void Worker::TakeParams(TimeNs now, const Message& msg) {
   sync_[static_cast<size_t>(chunk.layer)].ps.Add(msg.clock);
   if (config_.fault.checkpoint_every > 0) TrimRetained(chunk.shard);
   DrainPs(now, chunk.layer);
+}
+
+// Asks a shard for its chunks' current values (a restarted worker).
+void Worker::SendRejoin(ActorId shard) {
+  Message m;
+  m.type = MsgType::kRejoin;
+  m.from = id_;
+  m.to = shard;
+  host_->Send(m);
 }
 
 void Worker::Retain(const Message& push) {

@@ -94,6 +94,7 @@ class Worker final : public Actor {
   void OnParams(TimeNs now, const Message& msg);
   void TakeParams(TimeNs now, const Message& msg);
   void OnRejoinReply(TimeNs now, const Message& msg);
+  void SendRejoin(ActorId shard);
   void Retain(const Message& push);
   void TrimRetained(int shard);
   void DrainPs(TimeNs now, int layer);

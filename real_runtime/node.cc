@@ -1062,19 +1062,7 @@ void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin,
                         std::optional<double> loss) {
   if (failed_) return;
   const core::TimeNs now = Now();
-  if (!o_.trace_file.empty()) {
-    core::TraceEvent e;
-    e.kind = core::TraceKind::kTask;
-    e.ts = begin;
-    e.dur = now - begin;
-    e.actor = o_.rank;
-    e.layer = task.layer;
-    e.chunk = task.chunk;
-    e.clock = task.clock;
-    e.bytes = task.bytes;
-    e.task = task.kind;
-    trace_.push_back(e);
-  }
+  if (!o_.trace_file.empty()) trace_.push_back(core::TaskEvent(o_.rank, task, begin, now));
   if (loss) {
     if (!std::isfinite(*loss)) {
       Fail(kExitCompute, fmt::format("the loss diverged ({}) at iteration {}; lower --lr", *loss,

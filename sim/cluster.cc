@@ -365,19 +365,7 @@ SimRun SimJob::Run() {
                 .push_back(now_);
           }
         }
-        if (config_.record_trace) {
-          TraceEvent e;
-          e.kind = TraceKind::kTask;
-          e.ts = s.started;
-          e.dur = now_ - s.started;
-          e.actor = actor;
-          e.layer = task.layer;
-          e.chunk = task.chunk;
-          e.clock = task.clock;
-          e.bytes = task.bytes;
-          e.task = task.kind;
-          run_.trace.push_back(e);
-        }
+        if (config_.record_trace) run_.trace.push_back(core::TaskEvent(actor, task, s.started, now_));
         StartNextTask(actor, stream);
         actors_[actor]->OnComputeDone(now_, task);
         break;
