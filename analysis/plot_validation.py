@@ -4,9 +4,14 @@ identity line) and the error of every configuration.
 
     /usr/bin/python3 analysis/plot_validation.py docs/validation_matrix.csv -o out/validation
     # writes out/validation_scatter.{png,svg} and out/validation_error.{png,svg}
+
+Several CSVs are drawn together. A CSV with a `run` column holds repeated runs of the same
+configurations: each configuration is drawn once, at the median over its runs (measured time
+and error), with the smallest and largest error of its runs as an error bar.
 """
 import argparse
 import csv
+import statistics
 import sys
 
 import matplotlib
@@ -16,12 +21,14 @@ from matplotlib import pyplot as plt  # noqa: E402
 
 import poseidon_plot  # noqa: E402
 
-FIXED = {"index", "name", "workers", "measured_ms", "measured_std_ms", "predicted_ms",
+FIXED = {"run", "index", "name", "workers", "measured_ms", "measured_std_ms", "predicted_ms",
          "predicted_std_ms", "error_pct"}
 
 
 def read(path):
-    """Rows with a label (the varied values) and numbers; rows without an error are skipped."""
+    """Per configuration, in first-seen order: (label, measured ms, predicted ms, error %,
+    lowest error %, highest error %), medians over the runs of that configuration; rows
+    without an error are skipped."""
     try:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
@@ -29,26 +36,32 @@ def read(path):
         raise ValueError(f"{path}: cannot read: {err.strerror}")
     if not rows or "error_pct" not in rows[0]:
         raise ValueError(f"{path}: not a `poseidon validate` CSV (no error_pct column)")
-    out = []
+    runs = {}
     for r in rows:
         if not r["error_pct"]:
             continue
         label = " ".join(r[k] for k in r if k not in FIXED) or r["name"]
-        out.append((label, float(r["measured_ms"]), float(r["predicted_ms"]),
-                    float(r["error_pct"])))
-    if not out:
+        runs.setdefault(label, []).append(
+            (float(r["measured_ms"]), float(r["predicted_ms"]), float(r["error_pct"])))
+    if not runs:
         raise ValueError(f"{path}: no configuration has both a measured and a predicted time")
+    out = []
+    for label, v in runs.items():
+        errs = [e for _, _, e in v]
+        out.append((label, statistics.median(m for m, _, _ in v),
+                    statistics.median(p for _, p, _ in v), statistics.median(errs), min(errs),
+                    max(errs)))
     return out
 
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("csv")
+    p.add_argument("csv", nargs="+", help="`poseidon validate` CSVs")
     p.add_argument("-o", "--output", required=True, help="output stem")
     p.add_argument("--bound", type=float, default=8.0, help="error band drawn, in %% (default 8)")
     a = p.parse_args(argv)
     try:
-        rows = read(a.csv)
+        rows = [r for path in a.csv for r in read(path)]
     except ValueError as err:
         print(f"plot_validation.py: error: {err}", file=sys.stderr)
         return 2
@@ -76,13 +89,20 @@ def main(argv):
 
     fig, ax = plt.subplots(figsize=(max(7.0, 0.35 * len(rows)), 4.5))
     x = range(len(rows))
-    ax.bar(x, [r[3] for r in rows], zorder=3)
+    err = [r[3] for r in rows]
+    ax.bar(x, err, zorder=3)
+    if any(r[4] != r[5] for r in rows):
+        ax.errorbar(x, err, yerr=[[r[3] - r[4] for r in rows], [r[5] - r[3] for r in rows]],
+                    fmt="none", ecolor="black", elinewidth=0.8, capsize=2, zorder=4,
+                    label="lowest to highest of the runs")
+        ax.legend(fontsize="small")
     ax.axhline(a.bound, **poseidon_plot.IDEAL_STYLE)
     ax.axhline(-a.bound, **poseidon_plot.IDEAL_STYLE)
     ax.set_xticks(list(x))
     ax.set_xticklabels([r[0] for r in rows], rotation=70, ha="right", fontsize="x-small")
     ax.set_ylabel("error of the prediction (%)")
-    ax.set_title("(predicted - measured) / measured")
+    ax.set_title("(predicted - measured) / measured" +
+                 (", median of the runs" if any(r[4] != r[5] for r in rows) else ""))
     fig.tight_layout()
     poseidon_plot.save(fig, stem + "_error")
     return 0

@@ -418,9 +418,38 @@ class PlotValidationTest(TempDirTest):
         other = self.path("other.csv")
         with open(other, "w") as f:
             f.write("name,iteration_ms\nx,1\n")
+        r = run_script("plot_validation.py", src, other, "-o", self.path("x"))
+        self.assertEqual(r.returncode, 2)
         r = run_script("plot_validation.py", other, "-o", self.path("x"))
         self.assertEqual(r.returncode, 2)
         self.assertIn("not a `poseidon validate` CSV", r.stderr)
+
+
+    def test_repeated_runs_become_one_configuration_at_their_median(self):
+        if not HAVE_MATPLOTLIB:
+            self.skipTest("matplotlib is not installed for %s" % sys.executable)
+        import plot_validation  # noqa: E402
+        src = self.path("runs.csv")
+        with open(src, "w", newline="") as f:
+            f.write("run,index,name,variant,workers,measured_ms,measured_std_ms,predicted_ms,"
+                    "predicted_std_ms,error_pct\n"
+                    "1,0,a,mlp,2,100.0,1.0,90.0,0.0,-10.00\n"
+                    "1,1,a,cnn,2,50.0,1.0,52.0,0.0,4.00\n"
+                    "2,0,a,mlp,2,95.0,1.0,90.0,0.0,-5.26\n"
+                    "2,1,a,cnn,2,52.0,1.0,52.0,0.0,0.00\n"
+                    "3,0,a,mlp,2,90.0,1.0,90.0,0.0,0.00\n"
+                    "3,1,a,cnn,2,,,52.0,0.0,\n")
+        rows = plot_validation.read(src)
+        self.assertEqual([r[0] for r in rows], ["mlp", "cnn"])
+        self.assertEqual(rows[0][1:], (95.0, 90.0, -5.26, -10.0, 0.0))
+        self.assertEqual(rows[1][1:], (51.0, 52.0, 2.0, 0.0, 4.0))
+        scale = self.path("scale.csv")
+        with open(scale, "w", newline="") as f:
+            f.write("index,name,variant,workers,measured_ms,measured_std_ms,predicted_ms,"
+                    "predicted_std_ms,error_pct\n0,b,cifar,8,40.0,1.0,41.0,0.0,2.50\n")
+        r = run_script("plot_validation.py", src, scale, "-o", self.path("both"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(os.path.getsize(self.path("both_error.png")), 1000)
 
 
 class ComparePhasesTest(TempDirTest):

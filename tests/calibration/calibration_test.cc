@@ -316,6 +316,36 @@ TEST(NetnsRun, BadBurstIsRejectedWithAClearError) {
   EXPECT_NE(out.find("--burst '12q'"), std::string::npos) << out;
 }
 
+TEST(NetnsRun, BadGsoIsRejectedWithAClearError) {
+  int st = 0;
+  std::string out = RunCapture(Root() + "/scripts/netns-run --gso 100 -- true 2>&1", &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("--gso must be 1500..65536 bytes"), std::string::npos) << out;
+}
+
+// The hosts: GSO packets and TCP small queues as netns-run's defaults and options set them, in
+// the machine namespaces (the switch namespace runs no TCP), and the burst derived from the GSO.
+TEST(NetnsRun, HostsGetTheirGsoSizeAndTcpSmallQueues) {
+  std::string why;
+  if (!CanUseNamespaces(&why)) GTEST_SKIP() << why;
+  const std::string show =
+      "'echo tsq=$(sysctl -n net.ipv4.tcp_limit_output_bytes) "
+      "gso=$(ip -d link show eth0 | grep -o \"gso_max_size [0-9]*\" | cut -d\" \" -f2)'";
+  int st = 0;
+  std::string out = RunCapture(Root() + "/scripts/netns-run -n 1 --rate 1gbit -- bash -c " +
+                                   show + " 2>&1",
+                               &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("tsq=16384 gso=16384"), std::string::npos) << out;
+  EXPECT_NE(out.find("tbf rate 1gbit burst 62500 "), std::string::npos) << out;  // rate x 0.5 ms
+  out = RunCapture(Root() + "/scripts/netns-run -n 1 --rate 100mbit --gso 64k --tsq 1m -- bash -c " +
+                       show + " 2>&1",
+                   &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("tsq=1048576 gso=65536"), std::string::npos) << out;
+  EXPECT_NE(out.find("tbf rate 100mbit burst 131072 "), std::string::npos) << out;  // 2 x GSO
+}
+
 TEST(NetnsRun, CleansUpWhenACommandFails) {
   std::string why;
   if (!CanUseNamespaces(&why)) GTEST_SKIP() << why;
