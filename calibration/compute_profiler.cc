@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -10,6 +11,7 @@
 
 #include "calibration/provenance.h"
 #include "calibration/stats.h"
+#include "kernels/buffers.h"
 #include "kernels/net.h"
 #include "kernels/sgd.h"
 
@@ -174,6 +176,30 @@ config::ProfileSpec Measure(const core::Model& model, const std::string& model_n
   }
 
   p.provenance = CollectProvenance(o.command);
+  for (const auto& [key, value] : kernels::BackendProvenance(o.backend)) p.provenance[key] = value;
+  if (o.backend == kernels::Backend::kCuda) {
+    // Host<->device copy bandwidth, for the record. The layer times above already contain the
+    // copies a cuda Net makes (parameters up before a layer's forward, gradients down after its
+    // backward), so pcie_gbs stays unset: the simulator would add them a second time.
+    std::unique_ptr<kernels::BufferSpace> space = kernels::MakeBufferSpace(o.backend);
+    const int64_t count = int64_t{16} << 20;  // 64 MiB
+    kernels::SpaceBuffer dev(space.get(), count);
+    std::vector<float> host(static_cast<size_t>(count), 1.f);
+    std::vector<double> up, down;
+    for (int r = 0; r < 2 + 10; ++r) {
+      auto t0 = Clock::now();
+      space->Upload(dev.data(), host.data(), count);
+      if (r >= 2) up.push_back(MsSince(t0));
+      t0 = Clock::now();
+      space->Download(host.data(), dev.data(), count);
+      if (r >= 2) down.push_back(MsSince(t0));
+    }
+    const double mb = 4.0 * static_cast<double>(count) / 1e6;
+    p.provenance["host_device_copy"] = fmt::format(
+        "64 MiB pageable: host->device {:.2f} GB/s, device->host {:.2f} GB/s (median of 10); "
+        "included in the layer times, not a separate pcie_gbs",
+        mb / Summarize(up).median, mb / Summarize(down).median);
+  }
   p.provenance["label"] = fmt::format("{} profile", p.backend == "cuda" ? "GPU" : "CPU");
   p.provenance["method"] = fmt::format(
       "fwd_ms, bwd_ms, update: mean over the interquartile iterations (by total time) of {} "

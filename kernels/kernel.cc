@@ -8,6 +8,7 @@
 #endif
 #ifdef POSEIDON_WITH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_util.h"
 #endif
 
 namespace poseidon::kernels {
@@ -22,6 +23,15 @@ const char* BackendName(Backend b) {
       return "cuda";
   }
   return "unknown";
+}
+
+std::vector<std::pair<std::string, std::string>> BackendProvenance(Backend backend) {
+#ifdef POSEIDON_WITH_CUDA
+  if (backend == Backend::kCuda) return cuda::DeviceProvenance();
+#else
+  (void)backend;
+#endif
+  return {};
 }
 
 bool BackendFromName(const std::string& name, Backend* b) {

@@ -21,6 +21,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/model.h"
@@ -54,6 +55,12 @@ class LayerKernel {
   virtual void SetLabels(const int32_t* labels) { (void)labels; }
   virtual double loss() const { return 0; }
 };
+
+// Where a backend computes, for a profile's provenance: for cuda the device's name, compute
+// capability and memory, and the CUDA runtime, driver and cuDNN versions ("device", "cuda",
+// "cudnn"); empty for the host backends (calibration/provenance.h has the CPU's) and when no
+// device is usable.
+std::vector<std::pair<std::string, std::string>> BackendProvenance(Backend backend);
 
 // Throws KernelError when the backend is not built in or the layer kind is not supported by it.
 std::unique_ptr<LayerKernel> MakeKernel(Backend backend, const core::Layer& layer, int64_t batch,

@@ -3,16 +3,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 namespace poseidon::kernels {
 
 struct Net::LayerState {
   std::unique_ptr<LayerKernel> kernel;
-  std::vector<float> top, top_grad;
-  std::vector<float> scratch;     // bottom-gradient buffer for producers with several consumers
+  SpaceBuffer top, top_grad;      // in the backend's space
+  SpaceBuffer scratch;            // bottom-gradient buffer for producers with several consumers
   std::vector<int> consumers;     // ids of the layers reading this one's output
   std::vector<int64_t> blob_ids;  // indices into blobs_
+  // Host copies of top / top_grad, filled on demand when the space is not host memory.
+  mutable std::vector<float> host_top, host_top_grad;
 };
 
 namespace {
@@ -31,11 +32,7 @@ uint64_t SplitMix(uint64_t& s) {
 Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed)
     : model_(model), backend_(backend), batch_(batch) {
   if (batch <= 0) throw KernelError("batch must be positive, got " + std::to_string(batch));
-  if (backend == Backend::kCuda) {
-    throw KernelError(
-        "a Net on the cuda backend is not supported yet (it needs device buffers "
-        "from kernels/cuda/); use --backend cpu or reference");
-  }
+  space_ = MakeBufferSpace(backend);
   const auto& ls = model_.layers();
   layers_.resize(ls.size());
   int64_t total = 0;
@@ -53,7 +50,12 @@ Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed
   }
   params_.assign(static_cast<size_t>(total), 0.f);
   grads_.assign(static_cast<size_t>(total), 0.f);
-  input_.assign(static_cast<size_t>(batch * model_.input_shape().count()), 0.f);
+  if (!space_->is_host()) {
+    space_params_ = SpaceBuffer(space_.get(), total);
+    space_grads_ = SpaceBuffer(space_.get(), total);
+  }
+  input_ = SpaceBuffer(space_.get(), batch * model_.input_shape().count());
+  input_host_.assign(static_cast<size_t>(input_.size()), 0.f);
   labels_.assign(static_cast<size_t>(batch), 0);
 
   uint64_t init = seed ^ 0x5eed5eedull;
@@ -62,10 +64,10 @@ Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed
     LayerState& st = layers_[static_cast<size_t>(l.id)];
     uint64_t kseed = seed + 0x100000001b3ull * static_cast<uint64_t>(l.id + 1);
     st.kernel = MakeKernel(backend, l, batch, SplitMix(kseed));
-    const size_t out = static_cast<size_t>(batch * l.out.count());
-    st.top.assign(out, 0.f);
-    st.top_grad.assign(out, 0.f);
-    if (st.consumers.size() > 1) st.scratch.assign(out, 0.f);
+    const int64_t out = batch * l.out.count();
+    st.top = SpaceBuffer(space_.get(), out);
+    st.top_grad = SpaceBuffer(space_.get(), out);
+    if (st.consumers.size() > 1) st.scratch = SpaceBuffer(space_.get(), out);
     for (size_t i = 0; i < l.blobs.size(); ++i) {
       const core::ParamBlob& pb = l.blobs[i];
       float* v = params_.data() + offset;
@@ -82,6 +84,7 @@ Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed
         std::fill(v, v + pb.count, 1.f);
       }
       st.blob_ids.push_back(static_cast<int64_t>(blobs_.size()));
+      blob_offset_.push_back(offset);
       blobs_.push_back({l.id, static_cast<int>(i), pb.name, pb.count, v, grads_.data() + offset});
       offset += pb.count;
     }
@@ -90,8 +93,35 @@ Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed
 
 Net::~Net() = default;
 
+float* Net::SpaceParam(int64_t bid) const {
+  const BlobRef& b = blobs_[static_cast<size_t>(bid)];
+  return space_->is_host() ? b.value : space_params_.data() + blob_offset_[static_cast<size_t>(bid)];
+}
+
+float* Net::SpaceGrad(int64_t bid) const {
+  const BlobRef& b = blobs_[static_cast<size_t>(bid)];
+  return space_->is_host() ? b.grad : space_grads_.data() + blob_offset_[static_cast<size_t>(bid)];
+}
+
+const float* Net::HostTop(int layer) const {
+  const LayerState& st = layers_.at(static_cast<size_t>(layer));
+  if (space_->is_host()) return st.top.data();
+  st.host_top.resize(static_cast<size_t>(st.top.size()));
+  space_->Download(st.host_top.data(), st.top.data(), st.top.size());
+  return st.host_top.data();
+}
+
+const float* Net::HostTopGrad(int layer) const {
+  const LayerState& st = layers_.at(static_cast<size_t>(layer));
+  if (space_->is_host()) return st.top_grad.data();
+  st.host_top_grad.resize(static_cast<size_t>(st.top_grad.size()));
+  space_->Download(st.host_top_grad.data(), st.top_grad.data(), st.top_grad.size());
+  return st.host_top_grad.data();
+}
+
 void Net::SetInput(const float* images, const int32_t* labels) {
-  std::memcpy(input_.data(), images, input_.size() * sizeof(float));
+  std::copy(images, images + input_host_.size(), input_host_.begin());
+  space_->Upload(input_.data(), input_host_.data(), input_.size());
   has_labels_ = labels != nullptr;
   if (has_labels_) std::copy(labels, labels + batch_, labels_.begin());
   loss_ = 0;
@@ -104,7 +134,11 @@ void Net::ForwardLayer(int id, bool train) {
   if (l.bottoms.empty()) bottoms.push_back(input_.data());
   for (int b : l.bottoms) bottoms.push_back(layers_[static_cast<size_t>(b)].top.data());
   std::vector<const float*> params;
-  for (int64_t bid : st.blob_ids) params.push_back(blobs_[static_cast<size_t>(bid)].value);
+  for (int64_t bid : st.blob_ids) {
+    const BlobRef& b = blobs_[static_cast<size_t>(bid)];
+    space_->Upload(SpaceParam(bid), b.value, b.count);  // a no-op on a host space
+    params.push_back(SpaceParam(bid));
+  }
   if (l.kind == core::LayerKind::kSoftmaxLoss) {
     if (!has_labels_) {
       throw KernelError("layer '" + l.name + "': softmax_loss needs labels, got none");
@@ -125,7 +159,7 @@ void Net::BeginBackward() {
   for (const core::Layer& l : model_.layers()) {
     LayerState& st = layers_[static_cast<size_t>(l.id)];
     // Single-consumer outputs are overwritten by their consumer; the rest are sums.
-    if (st.consumers.size() != 1) std::fill(st.top_grad.begin(), st.top_grad.end(), 0.f);
+    if (st.consumers.size() != 1) space_->Zero(st.top_grad.data(), st.top_grad.size());
   }
 }
 
@@ -146,14 +180,18 @@ void Net::BackwardLayer(int id) {
   std::vector<const float*> params;
   std::vector<float*> pgrads;
   for (int64_t bid : st.blob_ids) {
-    params.push_back(blobs_[static_cast<size_t>(bid)].value);
-    pgrads.push_back(blobs_[static_cast<size_t>(bid)].grad);
+    params.push_back(SpaceParam(bid));
+    pgrads.push_back(SpaceGrad(bid));
   }
   st.kernel->Backward(bottoms, st.top.data(), st.top_grad.data(), bottom_grads, params, pgrads);
+  for (int64_t bid : st.blob_ids) {
+    const BlobRef& b = blobs_[static_cast<size_t>(bid)];
+    space_->Download(b.grad, SpaceGrad(bid), b.count);  // a no-op on a host space
+  }
   for (int b : l.bottoms) {
     LayerState& src = layers_[static_cast<size_t>(b)];
     if (src.consumers.size() == 1) continue;
-    for (size_t i = 0; i < src.top_grad.size(); ++i) src.top_grad[i] += src.scratch[i];
+    space_->AddTo(src.top_grad.data(), src.scratch.data(), src.top_grad.size());
   }
 }
 
@@ -168,7 +206,7 @@ double Net::Accuracy() const {
   for (auto it = ls.rbegin(); it != ls.rend(); ++it) {
     if (it->kind != core::LayerKind::kSoftmaxLoss) continue;
     const int64_t c = it->out.count();
-    const float* p = layers_[static_cast<size_t>(it->id)].top.data();
+    const float* p = HostTop(it->id);
     int64_t right = 0;
     for (int64_t k = 0; k < batch_; ++k) {
       const int64_t best = std::max_element(p + k * c, p + (k + 1) * c) - (p + k * c);
@@ -190,15 +228,12 @@ FcFactors Net::FactorsOf(int layer) const {
   f.k = batch_;
   f.m = l.fc_in;
   f.n = l.fc_out;
-  f.top_grad = layers_[static_cast<size_t>(layer)].top_grad.data();
-  f.bottom =
-      l.bottoms.empty() ? input_.data() : layers_[static_cast<size_t>(l.bottoms[0])].top.data();
+  f.top_grad = HostTopGrad(layer);
+  f.bottom = l.bottoms.empty() ? input_host_.data() : HostTop(l.bottoms[0]);
   return f;
 }
 
-const float* Net::activation(int layer) const {
-  return layers_.at(static_cast<size_t>(layer)).top.data();
-}
+const float* Net::activation(int layer) const { return HostTop(layer); }
 
 void RebuildFcGradient(const float* delta, const float* x, int64_t k, int64_t m, int64_t n,
                        float* dw) {

@@ -16,8 +16,14 @@
 // softmax_loss layer in forward order (the main head). An activation consumed by several layers
 // gets the sum of their gradients.
 //
-// Memory: host memory, so the reference and cpu backends. The cuda backend throws KernelError from
-// the constructor until kernels/cuda/ provides device buffers.
+// Memory: activations, their gradients and the input live in the backend's space
+// (kernels/buffers.h: host memory for reference and cpu, device memory for cuda). Parameters and
+// their gradients are always available in host memory (params(), param_grads(), blob()), where
+// SGD and the sync code work; on the cuda backend they also have device copies: ForwardLayer
+// uploads the layer's parameters before it runs (so host changes since the last pass count) and
+// BackwardLayer downloads the layer's gradients after it ran, as Poseidon moves parameters
+// between GPU and CPU memory around every layer's sync. Accuracy(), activation() and FactorsOf()
+// return host memory (downloaded on demand on the cuda backend).
 // Thread-safety: one thread at a time per Net; distinct Nets are independent.
 #pragma once
 
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "kernels/buffers.h"
 #include "kernels/kernel.h"
 
 namespace poseidon::kernels {
@@ -52,7 +59,8 @@ struct FcFactors {
 
 class Net {
  public:
-  // Throws KernelError when the backend cannot run here or batch is not positive. Parameters are
+  // Throws KernelError when the backend cannot run here (no CUDA build or device for cuda) or
+  // batch is not positive. Parameters are
   // initialised Caffe-like from `seed`: weights Xavier-uniform (+-sqrt(3 / fan_in)), biases and
   // batch-norm shifts 0, batch-norm scales 1.
   Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed);
@@ -92,18 +100,30 @@ class Net {
   const core::Model& model() const { return model_; }
   Backend backend() const { return backend_; }
   int64_t batch() const { return batch_; }
-  // Output activations of a layer (batch x out.count()) of the last Forward.
+  // Output activations of a layer (batch x out.count()) of the last Forward, in host memory.
   const float* activation(int layer) const;
 
  private:
   struct LayerState;
+  // A layer's output (or its gradient) in host memory: the buffer itself on a host space, else
+  // a download into the layer's host mirror.
+  const float* HostTop(int layer) const;
+  const float* HostTopGrad(int layer) const;
+  // Where a kernel reads parameter blob `bid` / writes its gradient (host or device).
+  float* SpaceParam(int64_t bid) const;
+  float* SpaceGrad(int64_t bid) const;
+
   core::Model model_;
   Backend backend_;
   int64_t batch_;
-  std::vector<float> input_;
+  std::unique_ptr<BufferSpace> space_;  // before every SpaceBuffer: it must outlive them
+  SpaceBuffer input_;
+  std::vector<float> input_host_;  // the last input, in host memory (for FactorsOf)
   std::vector<int32_t> labels_;
   std::vector<LayerState> layers_;
-  std::vector<float> params_, grads_;
+  std::vector<float> params_, grads_;  // host memory, blob after blob
+  SpaceBuffer space_params_, space_grads_;  // their device copies (empty on a host space)
+  std::vector<int64_t> blob_offset_;        // blob i starts at params_[blob_offset_[i]]
   std::vector<BlobRef> blobs_;
   double loss_ = 0;
   bool has_labels_ = false;

@@ -1,6 +1,7 @@
 // kernels/cuda/cuda_util.cc: see cuda_util.h.
 #include "kernels/cuda/cuda_util.h"
 
+#include <cstdio>
 #include <utility>
 
 namespace poseidon::kernels::cuda {
@@ -23,6 +24,27 @@ bool CudaDeviceAvailable(std::string* why) {
     return false;
   }
   return true;
+}
+
+std::vector<std::pair<std::string, std::string>> DeviceProvenance() {
+  if (!CudaDeviceAvailable(nullptr)) return {};
+  int dev = 0, runtime = 0, driver = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  char mem[32];
+  std::snprintf(mem, sizeof mem, "%.1f", static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+  const size_t cudnn = cudnnGetVersion();
+  auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  return {{"device", std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
+                         std::to_string(prop.minor) + ", " + mem + " GiB)"},
+          {"cuda", "runtime " + version(runtime) + ", driver " + version(driver)},
+          {"cudnn", std::to_string(cudnn / 10000) + "." + std::to_string(cudnn % 10000 / 100) +
+                        "." + std::to_string(cudnn % 100)}};
 }
 
 void DeviceBuffer::Allocate(size_t bytes) {

@@ -14,6 +14,8 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -55,6 +57,10 @@ namespace poseidon::kernels::cuda {
 // True when at least one CUDA device is usable; otherwise false and, if why is not null, the
 // reason (no driver, no device, ...).
 bool CudaDeviceAvailable(std::string* why);
+
+// The current device and the libraries, for provenance: {"device", "NVIDIA H200 (sm_90, 139.8
+// GiB)"}, {"cuda", "runtime 12.4, driver 12.6"}, {"cudnn", "9.1.0"}; empty without a device.
+std::vector<std::pair<std::string, std::string>> DeviceProvenance();
 
 // A move-only cudaMalloc'd array of `count` floats (or `bytes` raw bytes via Bytes()).
 class DeviceBuffer {

@@ -6,6 +6,9 @@
 //   max |cuda - ref| / (max |ref| + 1e-6) < kTol  (kTol = 1e-3: fp32 with TF32 off, sums in a
 // different order and cuDNN's own algorithms). Dropout must match exactly (same seeded mask).
 // Batch norm is also checked at test time (running averages) after two training passes.
+// Whole nets (the shipped models) on the device against the same nets on the reference: loss,
+// every parameter gradient, accuracy, FC factors, and a second pass after a host-side parameter
+// change (the device must see it).
 // Without a CUDA build or without a device every test skips with the reason (ctest label gpu).
 #include <algorithm>
 #include <cmath>
@@ -15,8 +18,10 @@
 
 #include <gtest/gtest.h>
 
+#include "config/model_loader.h"
 #include "core/model.h"
 #include "kernels/kernel.h"
+#include "kernels/net.h"
 #include "tests/kernels/layer_cases.h"
 
 #ifdef POSEIDON_WITH_CUDA
@@ -122,6 +127,66 @@ void Compare(const core::Layer& layer, int64_t batch, uint64_t seed = 7) {
   EXPECT_NEAR(gpu.loss, ref.loss, 1e-4 * (std::fabs(ref.loss) + 1));
 #endif
 }
+
+// One shipped model on both backends, same seed and data: two passes with a host-side SGD-like
+// change of every parameter in between.
+void CompareNets(const std::string& model_name, int64_t batch) {
+#ifndef POSEIDON_WITH_CUDA
+  (void)model_name, (void)batch;
+  GTEST_SKIP() << "no CUDA device: this build is not built with CUDA (POSEIDON_WITH_CUDA)";
+#else
+  std::string why;
+  if (!cuda::CudaDeviceAvailable(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  SCOPED_TRACE(model_name);
+  const core::Model m = core::Model::Build(config::LoadModelFile(
+      std::string(POSEIDON_SOURCE_DIR) + "/scenarios/models/" + model_name + ".yaml"));
+  Net ref(m, Backend::kReference, batch, 3);
+  Net gpu(m, Backend::kCuda, batch, 3);
+  ASSERT_EQ(ref.num_params(), gpu.num_params());
+  std::mt19937_64 rng(11);
+  const std::vector<float> images = Random(batch * m.input_shape().count(), rng);
+  std::vector<int32_t> labels;
+  const int64_t classes = m.layers().back().out.count();
+  for (int64_t k = 0; k < batch; ++k) labels.push_back(static_cast<int32_t>(rng() % classes));
+  for (int pass = 0; pass < 2; ++pass) {
+    SCOPED_TRACE("pass " + std::to_string(pass));
+    const double lr = ref.Forward(images.data(), labels.data(), true);
+    const double lg = gpu.Forward(images.data(), labels.data(), true);
+    EXPECT_NEAR(lg, lr, 1e-3 * (std::fabs(lr) + 1));
+    EXPECT_DOUBLE_EQ(gpu.Accuracy(), ref.Accuracy());
+    ref.Backward();
+    gpu.Backward();
+    for (int i = 0; i < ref.num_blobs(); ++i) {
+      const BlobRef a = ref.blob(i), b = gpu.blob(i);
+      EXPECT_LE(RelErr(std::vector<float>(b.grad, b.grad + b.count),
+                       std::vector<float>(a.grad, a.grad + a.count)),
+                kTol)
+          << a.name;
+    }
+    for (const core::Layer& l : m.layers()) {
+      if (l.kind != LayerKind::kFc) continue;
+      const FcFactors fa = ref.FactorsOf(l.id), fb = gpu.FactorsOf(l.id);
+      EXPECT_LE(RelErr(std::vector<float>(fb.top_grad, fb.top_grad + fb.k * fb.n),
+                       std::vector<float>(fa.top_grad, fa.top_grad + fa.k * fa.n)),
+                kTol)
+          << l.name << " factor top_grad";
+      EXPECT_LE(RelErr(std::vector<float>(fb.bottom, fb.bottom + fb.k * fb.m),
+                       std::vector<float>(fa.bottom, fa.bottom + fa.k * fa.m)),
+                kTol)
+          << l.name << " factor bottom";
+    }
+    // A host-side step (as SGD or a pull does): the next pass must run on the new values.
+    for (int64_t j = 0; j < ref.num_params(); ++j) {
+      ref.params()[j] -= 0.01f * ref.param_grads()[j];
+      gpu.params()[j] -= 0.01f * ref.param_grads()[j];
+    }
+  }
+#endif
+}
+
+TEST(CudaNet, FmnistMlpMatchesTheReference) { CompareNets("fmnist_mlp", 16); }
+TEST(CudaNet, FmnistCnnMatchesTheReference) { CompareNets("fmnist_cnn", 8); }
+TEST(CudaNet, Cifar10QuickMatchesTheReference) { CompareNets("cifar10_quick", 8); }
 
 TEST(CudaKernels, Conv) {
   Compare(Single(Conv(4, 3, 2, 1, 1, true), 3, 9, 11), 2);

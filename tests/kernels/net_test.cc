@@ -210,9 +210,20 @@ layers:
   }
 }
 
-TEST(Net, CudaBackendIsRefusedWithAMessage) {
+// Without a CUDA build or device the cuda backend is refused with the reason and what to do;
+// with one the net is built (tests/kernels/gpu_test.cc checks it against the reference).
+TEST(Net, CudaBackendWithoutADeviceIsRefusedWithAMessage) {
   core::Model m = LoadText(kBranchy);
-  EXPECT_THROW(Net(m, Backend::kCuda, 2, 1), KernelError);
+  try {
+    Net net(m, Backend::kCuda, 2, 1);
+    EXPECT_EQ(net.backend(), Backend::kCuda);
+  } catch (const KernelError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cuda backend"), std::string::npos) << what;
+    EXPECT_TRUE(what.find("--backend cpu") != std::string::npos ||
+                what.find("POSEIDON_WITH_CUDA") != std::string::npos)
+        << what;
+  }
   EXPECT_THROW(Net(m, Backend::kReference, 0, 1), KernelError);
 }
 
