@@ -103,20 +103,21 @@ float* Net::SpaceGrad(int64_t bid) const {
   return space_->is_host() ? b.grad : space_grads_.data() + blob_offset_[static_cast<size_t>(bid)];
 }
 
+const float* Net::OnHost(const SpaceBuffer& b, std::vector<float>& mirror) const {
+  if (space_->is_host()) return b.data();
+  mirror.resize(static_cast<size_t>(b.size()));
+  space_->Download(mirror.data(), b.data(), b.size());
+  return mirror.data();
+}
+
 const float* Net::HostTop(int layer) const {
   const LayerState& st = layers_.at(static_cast<size_t>(layer));
-  if (space_->is_host()) return st.top.data();
-  st.host_top.resize(static_cast<size_t>(st.top.size()));
-  space_->Download(st.host_top.data(), st.top.data(), st.top.size());
-  return st.host_top.data();
+  return OnHost(st.top, st.host_top);
 }
 
 const float* Net::HostTopGrad(int layer) const {
   const LayerState& st = layers_.at(static_cast<size_t>(layer));
-  if (space_->is_host()) return st.top_grad.data();
-  st.host_top_grad.resize(static_cast<size_t>(st.top_grad.size()));
-  space_->Download(st.host_top_grad.data(), st.top_grad.data(), st.top_grad.size());
-  return st.host_top_grad.data();
+  return OnHost(st.top_grad, st.host_top_grad);
 }
 
 void Net::SetInput(const float* images, const int32_t* labels) {

@@ -109,6 +109,8 @@ class Net {
   // a download into the layer's host mirror.
   const float* HostTop(int layer) const;
   const float* HostTopGrad(int layer) const;
+  // `b` in host memory: itself on a host space, else downloaded into `mirror`.
+  const float* OnHost(const SpaceBuffer& b, std::vector<float>& mirror) const;
   // Where a kernel reads parameter blob `bid` / writes its gradient (host or device).
   float* SpaceParam(int64_t bid) const;
   float* SpaceGrad(int64_t bid) const;

@@ -424,7 +424,6 @@ class PlotValidationTest(TempDirTest):
         self.assertEqual(r.returncode, 2)
         self.assertIn("not a `poseidon validate` CSV", r.stderr)
 
-
     def test_repeated_runs_become_one_configuration_at_their_median(self):
         if not HAVE_MATPLOTLIB:
             self.skipTest("matplotlib is not installed for %s" % sys.executable)
