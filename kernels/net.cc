@@ -55,7 +55,7 @@ Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed
     space_grads_ = SpaceBuffer(space_.get(), total);
   }
   input_ = SpaceBuffer(space_.get(), batch * model_.input_shape().count());
-  input_host_.assign(static_cast<size_t>(input_.size()), 0.f);
+  if (!space_->is_host()) input_host_.assign(static_cast<size_t>(input_.size()), 0.f);
   labels_.assign(static_cast<size_t>(batch), 0);
 
   uint64_t init = seed ^ 0x5eed5eedull;
@@ -121,8 +121,8 @@ const float* Net::HostTopGrad(int layer) const {
 }
 
 void Net::SetInput(const float* images, const int32_t* labels) {
-  std::copy(images, images + input_host_.size(), input_host_.begin());
-  space_->Upload(input_.data(), input_host_.data(), input_.size());
+  if (!space_->is_host()) std::copy(images, images + input_.size(), input_host_.begin());
+  space_->Upload(input_.data(), images, input_.size());
   has_labels_ = labels != nullptr;
   if (has_labels_) std::copy(labels, labels + batch_, labels_.begin());
   loss_ = 0;
@@ -230,7 +230,9 @@ FcFactors Net::FactorsOf(int layer) const {
   f.m = l.fc_in;
   f.n = l.fc_out;
   f.top_grad = HostTopGrad(layer);
-  f.bottom = l.bottoms.empty() ? input_host_.data() : HostTop(l.bottoms[0]);
+  f.bottom = !l.bottoms.empty()   ? HostTop(l.bottoms[0])
+             : space_->is_host() ? input_.data()
+                                 : input_host_.data();
   return f;
 }
 

@@ -120,7 +120,7 @@ class Net {
   int64_t batch_;
   std::unique_ptr<BufferSpace> space_;  // before every SpaceBuffer: it must outlive them
   SpaceBuffer input_;
-  std::vector<float> input_host_;  // the last input, in host memory (for FactorsOf)
+  std::vector<float> input_host_;  // the last input in host memory, when input_ is not (FactorsOf)
   std::vector<int32_t> labels_;
   std::vector<LayerState> layers_;
   std::vector<float> params_, grads_;  // host memory, blob after blob
