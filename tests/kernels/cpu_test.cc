@@ -97,71 +97,20 @@ void Compare(const core::Layer& layer, int64_t batch, uint64_t seed = 7) {
 #endif
 }
 
-TEST(CpuKernels, Conv) {
-  Compare(Single(Conv(4, 3, 2, 1, 1, true), 3, 9, 11), 2);
-  Compare(Single(Conv(6, 3, 1, 1, 2, false), 4, 7, 7), 3);
-  Compare(Single(Conv(8, 5, 3, 2, 4, true), 8, 12, 13), 2);
-  Compare(Single(Conv(16, 11, 4, 0, 1, true), 3, 35, 35), 2);  // AlexNet conv1-like
-}
+// The shared cases (layer_cases.h) run through this file's Compare with its default seed.
+const CompareFn kCompare = [](const core::Layer& l, int64_t batch) { Compare(l, batch); };
 
-TEST(CpuKernels, PoolMax) {
-  Compare(Single(Pool(core::PoolMethod::kMax, 3, 2, 0), 3, 13, 13), 2);  // exact fit
-  Compare(Single(Pool(core::PoolMethod::kMax, 3, 2, 0), 4, 16, 16), 3);  // ceil rounding
-  Compare(Single(Pool(core::PoolMethod::kMax, 2, 2, 1), 2, 7, 6), 2);    // pad and ceil
-}
-
-TEST(CpuKernels, PoolAvg) {
-  Compare(Single(Pool(core::PoolMethod::kAvg, 3, 2, 0), 3, 16, 16), 2);  // CIFAR-10 quick pool3
-  Compare(Single(Pool(core::PoolMethod::kAvg, 3, 2, 1), 2, 8, 8), 2);    // right padding > pad
-  Compare(Single(Pool(core::PoolMethod::kAvg, 3, 1, 1), 2, 6, 5), 2);    // symmetric padding
-  Compare(Single(Pool(core::PoolMethod::kAvg, 0, 1, 0, /*global=*/true), 5, 5, 7), 3);
-}
-
-TEST(CpuKernels, Relu) { Compare(Single(Kind(LayerKind::kRelu), 3, 5, 7), 4); }
-
-TEST(CpuKernels, Lrn) {
-  LayerSpec s = Kind(LayerKind::kLrn);
-  s.alpha = 0.5;  // large enough that the normalisation matters on data in [-1, 1]
-  Compare(Single(s, 7, 5, 4), 2);
-  s.local_size = 3, s.alpha = 1e-2, s.beta = 0.6, s.k = 2.0;
-  Compare(Single(s, 4, 3, 3), 3);
-}
-
-TEST(CpuKernels, Fc) {
-  LayerSpec s = Kind(LayerKind::kFc);
-  s.num_output = 10;
-  Compare(Single(s, 3, 4, 5), 4);
-  s.bias = false, s.num_output = 7;
-  Compare(Single(s, 20, 1, 1), 3);
-}
-
-TEST(CpuKernels, Dropout) {
-  LayerSpec s = Kind(LayerKind::kDropout);
-  s.dropout_ratio = 0.3;
-  Compare(Single(s, 4, 6, 6), 5);
-}
-
-TEST(CpuKernels, BatchNorm) {
-  Compare(Single(Kind(LayerKind::kBatchNorm), 5, 4, 3), 4);
-  LayerSpec s = Kind(LayerKind::kBatchNorm);
-  s.bn_affine = false;
-  Compare(Single(s, 3, 2, 2), 6);
-}
-
-TEST(CpuKernels, Concat) {
-  Compare(Multi(LayerKind::kConcat, {3, 1, 4}, 5, 6), 2);
-  Compare(Multi(LayerKind::kConcat, {2, 2}, 1, 1), 3);
-}
-
-TEST(CpuKernels, Add) {
-  Compare(Multi(LayerKind::kAdd, {3, 3}, 4, 5), 2);
-  Compare(Multi(LayerKind::kAdd, {2, 2, 2}, 3, 3), 3);
-}
-
-TEST(CpuKernels, SoftmaxLoss) {
-  Compare(Single(Kind(LayerKind::kSoftmaxLoss), 10, 1, 1), 8);
-  Compare(Single(Kind(LayerKind::kSoftmaxLoss), 4, 2, 2), 3);
-}
+TEST(CpuKernels, Conv) { ConvCases(kCompare); }
+TEST(CpuKernels, PoolMax) { PoolMaxCases(kCompare); }
+TEST(CpuKernels, PoolAvg) { PoolAvgCases(kCompare); }
+TEST(CpuKernels, Relu) { ReluCases(kCompare); }
+TEST(CpuKernels, Lrn) { LrnCases(kCompare); }
+TEST(CpuKernels, Fc) { FcCases(kCompare); }
+TEST(CpuKernels, Dropout) { DropoutCases(kCompare); }
+TEST(CpuKernels, BatchNorm) { BatchNormCases(kCompare); }
+TEST(CpuKernels, Concat) { ConcatCases(kCompare); }
+TEST(CpuKernels, Add) { AddCases(kCompare); }
+TEST(CpuKernels, SoftmaxLoss) { SoftmaxLossCases(kCompare); }
 
 }  // namespace
 }  // namespace poseidon::kernels

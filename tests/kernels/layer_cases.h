@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -94,6 +96,78 @@ inline LayerSpec Kind(LayerKind kind) {
   LayerSpec s;
   s.kind = kind;
   return s;
+}
+
+// The layer cases every backend is checked on, kind by kind (the same shapes for cpu and cuda):
+// each calls Compare(layer, batch) once per case.
+using CompareFn = std::function<void(const core::Layer&, int64_t batch)>;
+
+inline void ConvCases(const CompareFn& Compare) {
+  Compare(Single(Conv(4, 3, 2, 1, 1, true), 3, 9, 11), 2);
+  Compare(Single(Conv(6, 3, 1, 1, 2, false), 4, 7, 7), 3);
+  Compare(Single(Conv(8, 5, 3, 2, 4, true), 8, 12, 13), 2);
+  Compare(Single(Conv(16, 11, 4, 0, 1, true), 3, 35, 35), 2);  // AlexNet conv1-like
+}
+
+inline void PoolMaxCases(const CompareFn& Compare) {
+  Compare(Single(Pool(core::PoolMethod::kMax, 3, 2, 0), 3, 13, 13), 2);  // exact fit
+  Compare(Single(Pool(core::PoolMethod::kMax, 3, 2, 0), 4, 16, 16), 3);  // ceil rounding
+  Compare(Single(Pool(core::PoolMethod::kMax, 2, 2, 1), 2, 7, 6), 2);    // pad and ceil
+}
+
+inline void PoolAvgCases(const CompareFn& Compare) {
+  Compare(Single(Pool(core::PoolMethod::kAvg, 3, 2, 0), 3, 16, 16), 2);  // CIFAR-10 quick pool3
+  Compare(Single(Pool(core::PoolMethod::kAvg, 3, 2, 1), 2, 8, 8), 2);    // right padding > pad
+  Compare(Single(Pool(core::PoolMethod::kAvg, 3, 1, 1), 2, 6, 5), 2);    // symmetric padding
+  Compare(Single(Pool(core::PoolMethod::kAvg, 0, 1, 0, /*global=*/true), 5, 5, 7), 3);
+}
+
+inline void ReluCases(const CompareFn& Compare) {
+  Compare(Single(Kind(LayerKind::kRelu), 3, 5, 7), 4);
+}
+
+inline void LrnCases(const CompareFn& Compare) {
+  LayerSpec s = Kind(LayerKind::kLrn);
+  s.alpha = 0.5;  // large enough that the normalisation matters on data in [-1, 1]
+  Compare(Single(s, 7, 5, 4), 2);
+  s.local_size = 3, s.alpha = 1e-2, s.beta = 0.6, s.k = 2.0;
+  Compare(Single(s, 4, 3, 3), 3);
+}
+
+inline void FcCases(const CompareFn& Compare) {
+  LayerSpec s = Kind(LayerKind::kFc);
+  s.num_output = 10;
+  Compare(Single(s, 3, 4, 5), 4);
+  s.bias = false, s.num_output = 7;
+  Compare(Single(s, 20, 1, 1), 3);
+}
+
+inline void DropoutCases(const CompareFn& Compare) {
+  LayerSpec s = Kind(LayerKind::kDropout);
+  s.dropout_ratio = 0.3;
+  Compare(Single(s, 4, 6, 6), 5);
+}
+
+inline void BatchNormCases(const CompareFn& Compare) {
+  Compare(Single(Kind(LayerKind::kBatchNorm), 5, 4, 3), 4);
+  LayerSpec s = Kind(LayerKind::kBatchNorm);
+  s.bn_affine = false;
+  Compare(Single(s, 3, 2, 2), 6);
+}
+
+inline void ConcatCases(const CompareFn& Compare) {
+  Compare(Multi(LayerKind::kConcat, {3, 1, 4}, 5, 6), 2);
+  Compare(Multi(LayerKind::kConcat, {2, 2}, 1, 1), 3);
+}
+
+inline void AddCases(const CompareFn& Compare) {
+  Compare(Multi(LayerKind::kAdd, {3, 3}, 4, 5), 2);
+  Compare(Multi(LayerKind::kAdd, {2, 2, 2}, 3, 3), 3);
+}
+
+inline void SoftmaxLossCases(const CompareFn& Compare) {
+  Compare(Single(Kind(LayerKind::kSoftmaxLoss), 10, 1, 1), 8);
+  Compare(Single(Kind(LayerKind::kSoftmaxLoss), 4, 2, 2), 3);
 }
 
 }  // namespace poseidon::kernels::testing
