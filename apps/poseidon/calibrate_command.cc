@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/poseidon/cli_checks.h"
 #include "calibration/compute_profiler.h"
 #include "calibration/loop.h"
 #include "calibration/net_probe.h"
@@ -253,12 +254,12 @@ std::shared_ptr<CalibrateCommands> AddCalibrateCommands(CLI::App& app, const std
       "calibrate", "measure per-layer forward/backward times; write a profile YAML");
   c->calibrate = cal;
   cal->add_option("--model", c->model, "model name or .yaml path")->capture_default_str();
-  cal->add_option("--batch", c->batch, "images per pass (default 64)")->check(CLI::PositiveNumber);
+  cal->add_option("--batch", c->batch, "images per pass (default 64)")->check(AtLeast(1));
   cal->add_option("--backend", c->backend, "reference | cpu | cuda")->capture_default_str();
   cal->add_option("--repetitions", c->repetitions, "timed iterations")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(AtLeast(1));
   cal->add_option("--warmup", c->warmup, "untimed iterations first")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(AtLeast(0));
   cal->add_option("--seed", c->seed)->capture_default_str();
   cal->add_option("-o,--output", c->output, "profile YAML file (default: stdout)");
   cal->add_flag("--check", c->loop_check,
@@ -271,11 +272,11 @@ std::shared_ptr<CalibrateCommands> AddCalibrateCommands(CLI::App& app, const std
   c->check = chk;
   chk->add_option("--profile", c->profile, "profile YAML file")->required();
   chk->add_option("--model", c->model, "model (default: the profile's)");
-  chk->add_option("--batch", c->batch, "batch (default: the profile's)")->check(CLI::PositiveNumber);
+  chk->add_option("--batch", c->batch, "batch (default: the profile's)")->check(AtLeast(1));
   chk->add_option("--backend", c->backend, "backend (default cpu)")->capture_default_str();
   chk->add_option("--iterations", c->iterations, "timed training iterations")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  chk->add_option("--warmup", c->warmup)->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(AtLeast(1));
+  chk->add_option("--warmup", c->warmup)->capture_default_str()->check(AtLeast(0));
 
   CLI::App* net = app.add_subcommand(
       "calibrate-net", "measure a TCP link (server and client sides); write a network YAML");
@@ -285,23 +286,23 @@ std::shared_ptr<CalibrateCommands> AddCalibrateCommands(CLI::App& app, const std
   net->add_option("--connect", c->connect, "HOST:PORT: run the probe client against a server");
   net->add_option("--line-rate-gbps", c->line_rate_gbps,
                   "client: the link's nominal rate (e.g. the tbf rate); sets efficiency")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   net->add_option("--min-size", c->min_size, "client: smallest message, bytes")->capture_default_str();
   net->add_option("--max-size", c->max_size, "client: largest message, bytes")->capture_default_str();
   net->add_option("--seconds-per-size", c->seconds_per_size, "client: time spent per size")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(AtLeast(1));
   net->add_option("--streams", c->streams, "client: concurrent connections to test")
       ->delimiter(',')->capture_default_str();
   net->add_option("-o,--output", c->output, "client: network YAML file (default: stdout)");
   net->add_option("--receive", c->receive, "[HOST:]PORT: transfer-check receiver");
   net->add_option("--senders", c->senders, "receiver: senders that will connect")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(AtLeast(1));
   net->add_option("--concurrency", c->concurrency, "receiver: senders per case (default 1,2,4..)")
       ->delimiter(',');
   net->add_option("--sizes", c->sizes, "receiver: bytes per sender per case")
       ->delimiter(',')->capture_default_str();
   net->add_option("--reps", c->reps, "receiver: timed repetitions per case")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(AtLeast(1));
   net->add_option("--network", c->network, "receiver: network YAML to predict the cases with");
   net->add_option("--send", c->send, "HOST:PORT: transfer-check sender");
   net->add_option("--connect-timeout", c->connect_timeout_s, "sender: seconds to retry connecting")

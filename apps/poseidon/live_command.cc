@@ -1,5 +1,6 @@
 #include "apps/poseidon/live_command.h"
 
+#include "apps/poseidon/cli_checks.h"
 #include "apps/poseidon/validate_command.h"
 
 #include <filesystem>
@@ -155,7 +156,7 @@ class Commands final : public LiveCommands {
     launch_app_->add_option("--restart-on-failure", launch_.restart_on_failure,
                             "restart a worker or shard that fails, up to N restarts in all "
                             "(needs protocol.fault_tolerance)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(AtLeast(0));
     launch_flags_.Add(launch_app_);
 
     validate_app_ = app.add_subcommand(
@@ -169,6 +170,11 @@ class Commands final : public LiveCommands {
         ->capture_default_str();
     validate_app_->add_option("-o,--output", validate_.csv, "CSV (default: stdout)");
     validate_app_->add_option("--json", validate_.json, "also write JSON here");
+    validate_app_->add_option("--repeat", validate_.repeat,
+                              "live runs per configuration (the summary takes the median of each "
+                              "configuration's runs)")
+        ->check(AtLeast(1))
+        ->capture_default_str();
     validate_app_->add_flag("--loopback{false}", validate_.emulate,
                             "run live over loopback instead of an emulated cluster (no root needed; "
                             "the network is then not the scenario's)");

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/poseidon/cli_checks.h"
 #include "apps/poseidon/calibrate_command.h"
 #include "apps/poseidon/live_command.h"
 #include "apps/poseidon/models_command.h"
@@ -206,8 +207,8 @@ int main(int argc, char** argv) {
   poseidon::app::TrainOptions topt;
   train->add_option("--model", topt.model, "model name or .yaml path")->capture_default_str();
   train->add_option("--data-dir", topt.data_dir, "folder with the IDX files")->capture_default_str();
-  train->add_option("--iterations", topt.iterations)->capture_default_str()->check(CLI::PositiveNumber);
-  train->add_option("--batch", topt.batch)->capture_default_str()->check(CLI::PositiveNumber);
+  train->add_option("--iterations", topt.iterations)->capture_default_str()->check(poseidon::app::AtLeast(1));
+  train->add_option("--batch", topt.batch)->capture_default_str()->check(poseidon::app::AtLeast(1));
   train->add_option("--backend", topt.backend, "reference | cpu | cuda")->capture_default_str();
   train->add_option("--seed", topt.seed)->capture_default_str();
   train->add_option("--lr", topt.lr, "base learning rate")->capture_default_str();
@@ -230,7 +231,7 @@ int main(int argc, char** argv) {
   bool sweep_progress = false;
   sweep->add_option("sweep", sweep_file, "sweep YAML file");
   sweep->add_option("-o,--output", sweep_out, "CSV file (default: stdout)");
-  sweep->add_option("-j,--jobs", jobs, "threads")->capture_default_str()->check(CLI::PositiveNumber);
+  sweep->add_option("-j,--jobs", jobs, "threads")->capture_default_str()->check(poseidon::app::AtLeast(1));
   sweep->add_option("--shard", shard,
                     "run only shard I of N (I/N, 0 <= I < N): a contiguous block of the points");
   sweep->add_option("--merge", merge_files,

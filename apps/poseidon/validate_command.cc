@@ -176,102 +176,164 @@ Pace IterationPaceFromTraces(const std::vector<std::string>& traces, int num_wor
   return p;
 }
 
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// "N configurations, median |error| X%, max |error| Y%, K outside 8%" over absolute errors.
+std::string ErrorSummary(const std::vector<double>& abs_errors) {
+  const double max = abs_errors.empty() ? NAN : *std::max_element(abs_errors.begin(), abs_errors.end());
+  const auto outside = std::count_if(abs_errors.begin(), abs_errors.end(), [](double e) { return e > 8; });
+  return fmt::format("median |error| {:.2f}%, max |error| {:.2f}%, {} outside 8%", Median(abs_errors),
+                     max, outside);
+}
+
+}  // namespace
+
 int RunValidate(const ValidateOptions& o) {
+  if (o.repeat < 1) throw ConfigError(fmt::format("error: --repeat must be >= 1, got {}", o.repeat));
   std::string base_file;
   std::vector<std::string> axes;
   const std::vector<Config> configs = Configurations(o, &base_file, &axes);
   std::error_code ec;
   fs::create_directories(o.work_dir, ec);
   if (ec) throw ConfigError(o.work_dir + ": error: cannot create the work folder: " + ec.message());
+  const bool runs = o.repeat > 1;
 
-  std::string csv = "index,name";
-  for (const std::string& a : axes) csv += "," + CsvField(a);
-  csv += ",workers,measured_ms,measured_std_ms,predicted_ms,predicted_std_ms,error_pct\n";
-  std::string json = "{\"configurations\":[";
-  std::vector<double> errors;
-  int failures = 0;
+  // Predicted: the simulator's own trace, measured the same way as the live ones.
+  std::vector<Pace> predicted(configs.size());
   for (size_t i = 0; i < configs.size(); ++i) {
-    const Config& c = configs[i];
-    const config::ScenarioSpec& s = c.scenario;
-    fmt::print(stderr, "validate {}/{}: {}\n", i + 1, configs.size(), c.name);
-    // Predicted, measured from the simulator's own trace the same way as the live one.
+    const config::ScenarioSpec& s = configs[i].scenario;
     sim::SimOptions so;
     so.baseline = false;
     so.record_trace = true;
-    const std::string dir = fmt::format("{}/config-{}", o.work_dir, i);
-    Pace pred;
-    int rc = 0;
     try {
-      const sim::ScenarioResult r = sim::SimulateScenario(c.sim_scenario, so);
-      pred = IterationPaceFromTraces({r.chrome_trace}, s.workers, s.warmup_iterations,
-                                     s.iterations);
+      const sim::ScenarioResult r = sim::SimulateScenario(configs[i].sim_scenario, so);
+      predicted[i] = IterationPaceFromTraces({r.chrome_trace}, s.workers, s.warmup_iterations,
+                                             s.iterations);
+      const std::string dir = fmt::format("{}/config-{}", o.work_dir, i);
       fs::create_directories(dir, ec);
       std::ofstream(dir + "/sim.json", std::ios::binary) << r.chrome_trace;
-      // Measured: live, compute replayed.
-      fs::remove_all(dir + "/trace", ec);
-      rt::LaunchOptions lo;
-      lo.scenario_file = base_file;
-      lo.overrides = c.overrides;
-      lo.log_dir = dir;
-      lo.emulate = o.emulate;
-      lo.netns_script = o.netns_script;
-      lo.node_args = {"--compute", "replay", "--no-test", "--trace-dir", dir + "/trace"};
-      rc = rt::RunLaunch(lo);
-      if (rc == 130) {
-        fmt::print(stderr, "validate: interrupted\n");
-        return 130;
-      }
     } catch (const ConfigError& e) {
-      // One configuration that cannot run does not stop the others.
-      fmt::print(stderr, "validate: {}: {}\n", c.name, e.what());
-      rc = 2;
+      predicted[i] = Pace{false, e.what()};
     }
-    std::vector<std::string> traces, all;
-    for (int w = 1; w <= s.workers; ++w) traces.push_back(ReadText(fmt::format("{}/trace/rank-{}.json", dir, w)));
-    // One live timeline beside the simulated one (dir/live.json, dir/sim.json).
-    for (int a = 0; rc == 0 && a < 1 + s.workers + s.servers; ++a) {
-      all.push_back(ReadText(fmt::format("{}/trace/rank-{}.json", dir, a)));
-    }
-    std::string merged, merge_error;
-    if (rc == 0 && core::MergeChromeTraces(all, &merged, &merge_error)) {
-      std::ofstream(dir + "/live.json", std::ios::binary) << merged;
-    }
-    const Pace meas = rc == 0 ? IterationPaceFromTraces(traces, s.workers, s.warmup_iterations,
-                                                        s.iterations)
-                              : Pace{false, fmt::format("the live run failed (exit code {}); see {}", rc, dir)};
-    std::string err_text;
-    double err = NAN;
-    if (meas.ok && pred.ok) {
-      err = 100.0 * (pred.mean_ms - meas.mean_ms) / meas.mean_ms;
-      errors.push_back(std::fabs(err));
-      err_text = fmt::format("{:.2f}", err);
-    } else {
-      ++failures;
-      fmt::print(stderr, "validate: {}: {}\n", c.name, !meas.ok ? meas.why : pred.why);
-    }
-    csv += fmt::format("{},{}", i, CsvField(s.name));
-    for (const auto& [k, v] : c.values) csv += "," + CsvField(v);
-    csv += fmt::format(",{},{:.3f},{:.3f},{:.3f},{:.3f},{}\n", s.workers, meas.mean_ms, meas.std_ms,
-                       pred.mean_ms, pred.std_ms, err_text);
-    json += fmt::format("{}{{\"index\":{},\"name\":\"{}\",\"workers\":{},\"measured_ms\":{:.3f},"
-                        "\"measured_std_ms\":{:.3f},\"predicted_ms\":{:.3f},\"predicted_std_ms\":{:.3f},"
-                        "\"error_pct\":{}}}",
-                        i ? "," : "", i, s.name, s.workers, meas.mean_ms, meas.std_ms, pred.mean_ms,
-                        pred.std_ms, err_text.empty() ? "null" : err_text);
-    fmt::print(stderr, "  measured {:.3f} ms (std {:.3f}), predicted {:.3f} ms: error {}%\n",
-               meas.mean_ms, meas.std_ms, pred.mean_ms, err_text.empty() ? "n/a" : err_text);
   }
-  std::sort(errors.begin(), errors.end());
-  const double median = errors.empty() ? NAN
-                        : errors.size() % 2 ? errors[errors.size() / 2]
-                                            : (errors[errors.size() / 2 - 1] + errors[errors.size() / 2]) / 2;
-  const double max = errors.empty() ? NAN : errors.back();
-  json += fmt::format("],\"median_abs_error_pct\":{:.3f},\"max_abs_error_pct\":{:.3f},\"failed\":{}}}\n",
-                      median, max, failures);
-  const std::string summary =
-      fmt::format("validate: {} configurations, median |error| {:.2f}%, max |error| {:.2f}%{}\n",
-                  configs.size(), median, max,
-                  failures ? fmt::format(", {} failed", failures) : std::string());
+
+  std::string csv = runs ? "run,index,name" : "index,name";
+  for (const std::string& a : axes) csv += "," + CsvField(a);
+  csv += ",workers,measured_ms,measured_std_ms,predicted_ms,predicted_std_ms,error_pct\n";
+  std::string json = "{\"configurations\":[";
+  // errors[i]: the signed errors of configuration i, one per run that succeeded.
+  std::vector<std::vector<double>> errors(configs.size());
+  std::vector<std::vector<double>> run_abs(static_cast<size_t>(o.repeat));
+  int failures = 0;
+  bool first_row = true;
+  for (int run = 1; run <= o.repeat; ++run) {
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const Config& c = configs[i];
+      const config::ScenarioSpec& s = c.scenario;
+      const Pace& pred = predicted[i];
+      if (runs) {
+        fmt::print(stderr, "validate run {}/{}, {}/{}: {}\n", run, o.repeat, i + 1, configs.size(), c.name);
+      } else {
+        fmt::print(stderr, "validate {}/{}: {}\n", i + 1, configs.size(), c.name);
+      }
+      const std::string dir = runs ? fmt::format("{}/config-{}/run-{}", o.work_dir, i, run)
+                                   : fmt::format("{}/config-{}", o.work_dir, i);
+      int rc = 0;
+      if (!pred.ok) {
+        rc = 2;  // the simulator could not run it: a live run would not be compared with anything
+      } else {
+        try {
+          // Measured: live, compute replayed.
+          fs::create_directories(dir, ec);
+          fs::remove_all(dir + "/trace", ec);
+          rt::LaunchOptions lo;
+          lo.scenario_file = base_file;
+          lo.overrides = c.overrides;
+          lo.log_dir = dir;
+          lo.emulate = o.emulate;
+          lo.netns_script = o.netns_script;
+          lo.node_args = {"--compute", "replay", "--no-test", "--trace-dir", dir + "/trace"};
+          rc = rt::RunLaunch(lo);
+          if (rc == 130) {
+            fmt::print(stderr, "validate: interrupted\n");
+            return 130;
+          }
+        } catch (const ConfigError& e) {
+          // One configuration that cannot run does not stop the others.
+          fmt::print(stderr, "validate: {}: {}\n", c.name, e.what());
+          rc = 2;
+        }
+      }
+      std::vector<std::string> traces, all;
+      for (int w = 1; rc == 0 && w <= s.workers; ++w) {
+        traces.push_back(ReadText(fmt::format("{}/trace/rank-{}.json", dir, w)));
+      }
+      // One live timeline beside the simulated one (dir/live.json, config-N/sim.json).
+      for (int a = 0; rc == 0 && a < 1 + s.workers + s.servers; ++a) {
+        all.push_back(ReadText(fmt::format("{}/trace/rank-{}.json", dir, a)));
+      }
+      std::string merged, merge_error;
+      if (rc == 0 && core::MergeChromeTraces(all, &merged, &merge_error)) {
+        std::ofstream(dir + "/live.json", std::ios::binary) << merged;
+      }
+      const Pace meas =
+          rc == 0 ? IterationPaceFromTraces(traces, s.workers, s.warmup_iterations, s.iterations)
+                  : Pace{false, pred.ok ? fmt::format("the live run failed (exit code {}); see {}", rc, dir)
+                                        : pred.why};
+      std::string err_text;
+      if (meas.ok && pred.ok) {
+        const double err = 100.0 * (pred.mean_ms - meas.mean_ms) / meas.mean_ms;
+        errors[i].push_back(err);
+        run_abs[static_cast<size_t>(run - 1)].push_back(std::fabs(err));
+        err_text = fmt::format("{:.2f}", err);
+      } else {
+        ++failures;
+        fmt::print(stderr, "validate: {}: {}\n", c.name, !meas.ok ? meas.why : pred.why);
+      }
+      csv += runs ? fmt::format("{},{},{}", run, i, CsvField(s.name)) : fmt::format("{},{}", i, CsvField(s.name));
+      for (const auto& [k, v] : c.values) csv += "," + CsvField(v);
+      csv += fmt::format(",{},{:.3f},{:.3f},{:.3f},{:.3f},{}\n", s.workers, meas.mean_ms, meas.std_ms,
+                         pred.mean_ms, pred.std_ms, err_text);
+      json += fmt::format("{}{{{}\"index\":{},\"name\":\"{}\",\"workers\":{},\"measured_ms\":{:.3f},"
+                          "\"measured_std_ms\":{:.3f},\"predicted_ms\":{:.3f},\"predicted_std_ms\":{:.3f},"
+                          "\"error_pct\":{}}}",
+                          first_row ? "" : ",", runs ? fmt::format("\"run\":{},", run) : "", i, s.name,
+                          s.workers, meas.mean_ms, meas.std_ms, pred.mean_ms, pred.std_ms,
+                          err_text.empty() ? "null" : err_text);
+      first_row = false;
+      fmt::print(stderr, "  measured {:.3f} ms (std {:.3f}), predicted {:.3f} ms: error {}%\n",
+                 meas.mean_ms, meas.std_ms, pred.mean_ms, err_text.empty() ? "n/a" : err_text);
+    }
+  }
+  // Per configuration, the median of its runs (the one error when there is one run).
+  std::vector<double> abs_errors;
+  for (const std::vector<double>& e : errors) {
+    if (!e.empty()) abs_errors.push_back(std::fabs(Median(e)));
+  }
+  const double median = Median(abs_errors);
+  const double max = abs_errors.empty() ? NAN : *std::max_element(abs_errors.begin(), abs_errors.end());
+  json += fmt::format("],\"runs\":{},\"median_abs_error_pct\":{:.3f},\"max_abs_error_pct\":{:.3f},"
+                      "\"failed\":{}}}\n",
+                      o.repeat, median, max, failures);
+  std::string summary;
+  if (runs) {
+    for (size_t r = 0; r < run_abs.size(); ++r) {
+      summary += fmt::format("validate: run {}: {} configurations, {}\n", r + 1, run_abs[r].size(),
+                             ErrorSummary(run_abs[r]));
+    }
+  }
+  summary += fmt::format("validate: {} configurations{}, {}{}\n", configs.size(),
+                         runs ? fmt::format(" x {} runs, per configuration the median of its runs", o.repeat)
+                              : std::string(),
+                         ErrorSummary(abs_errors),
+                         failures ? fmt::format(", {} failed", failures) : std::string());
   if (o.csv.empty()) {
     std::cout << csv;
   } else {

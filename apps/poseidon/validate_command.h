@@ -25,6 +25,11 @@ struct ValidateOptions {
   std::string work_dir = "out/validate";
   std::string csv, json;               // outputs (csv default: stdout)
   bool emulate = true;                 // shaped network namespaces (root); false: loopback
+  // Live runs per configuration (the simulation runs once: it is deterministic). Run r of every
+  // configuration comes before run r + 1 of any, so that the runs of one configuration are
+  // spread over the whole time the command takes. With repeat > 1 the CSV and JSON gain a `run`
+  // column and the summary takes, per configuration, the median of its runs.
+  int repeat = 1;
   std::string netns_script;            // scripts/netns-run
 };
 

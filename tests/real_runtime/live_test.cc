@@ -455,6 +455,48 @@ TEST_F(LiveTest, MergedLiveTraceHasTheSimulatorsEventNames) {
   EXPECT_NE(bad.out.find("README.md: error: "), std::string::npos) << bad.out;
 }
 
+// validate --repeat: the simulation once, N live runs per configuration (over loopback here: no
+// root; the errors are then meaningless, only the bookkeeping is checked), a `run` column, the
+// run's own folder, and a summary per run and over the per-configuration medians.
+TEST_F(LiveTest, ValidateRepeatsEveryConfigurationAndSummarisesTheMedians) {
+  const std::string dir = Dir();
+  Result r = Shell(kBin + " validate " + kRoot + "/scenarios/validation/mlp_1g.yaml --loopback " +
+                   "--repeat 2 --set iterations=4 --set warmup_iterations=1 --work-dir " + dir +
+                   "/v -o " + dir + "/v.csv --json " + dir + "/v.json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::istringstream csv(ReadFile(dir + "/v.csv"));
+  std::string header, row1, row2, extra;
+  std::getline(csv, header);
+  std::getline(csv, row1);
+  std::getline(csv, row2);
+  EXPECT_FALSE(std::getline(csv, extra)) << extra;
+  EXPECT_EQ(header.rfind("run,index,name,", 0), 0u) << header;
+  EXPECT_EQ(row1.rfind("1,0,", 0), 0u) << row1;
+  EXPECT_EQ(row2.rfind("2,0,", 0), 0u) << row2;
+  // Same prediction (one simulation), two measurements.
+  auto field = [](const std::string& row, int k) {
+    std::istringstream in(row);
+    std::string f;
+    for (int i = 0; i <= k; ++i) std::getline(in, f, ',');
+    return f;
+  };
+  EXPECT_EQ(field(row1, 6), field(row2, 6)) << row1 << "\n" << row2;  // predicted_ms
+  EXPECT_GT(std::stod(field(row1, 4)), 0.0) << row1;                   // measured_ms
+  EXPECT_GT(std::stod(field(row2, 4)), 0.0) << row2;
+  EXPECT_TRUE(fs::exists(dir + "/v/config-0/sim.json"));
+  EXPECT_TRUE(fs::exists(dir + "/v/config-0/run-1/live.json"));
+  EXPECT_TRUE(fs::exists(dir + "/v/config-0/run-2/live.json"));
+  EXPECT_NE(r.out.find("validate: run 2: 1 configurations, median |error|"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("1 configurations x 2 runs, per configuration the median of its runs"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(ReadFile(dir + "/v.json").find("\"runs\":2,"), std::string::npos);
+  Result bad = Shell(kBin + " validate x.yaml --repeat 0");
+  EXPECT_EQ(bad.rc, 105) << bad.out;
+  EXPECT_NE(bad.out.find("--repeat: must be a whole number >= 1, got '0'"), std::string::npos)
+      << bad.out;
+}
 
 // The validation subset CI runs: the MLP on a 2-machine emulated 1 Gbit/s cluster, compute
 // replayed from its CPU profile, against the simulator with the calibrated network. The
