@@ -25,6 +25,8 @@
 //       latency_us: 5              # one-way, host to host through one switch
 //       efficiency: 1.0            # payload / wire bytes
 //       per_message_overhead_us: 0
+//       connections: machine_pair  # machine_pair (one in-order stream per pair of machines) |
+//                                  # process_pair (one per pair of processes, sharing links)
 //       hosts_per_leaf: 16         # leaf_spine only
 //       spines: 2
 //       oversubscription: 1

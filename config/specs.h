@@ -19,6 +19,11 @@ namespace poseidon::config {
 
 enum class NetworkModelKind { kFlow, kAlphaBeta };
 enum class TopologyKind { kStar, kLeafSpine };
+// How the simulator multiplexes a job's messages onto the network (docs/validation.md, "What is
+// still off"): one in-order connection per ordered pair of machines (messages between two
+// machines leave one after another), or one per ordered pair of processes (as the live runtime's
+// TCP connections; concurrent ones share the links max-min fairly).
+enum class ConnectionKind { kMachinePair, kProcessPair };
 
 struct NetworkSpec {
   NetworkModelKind model = NetworkModelKind::kFlow;
@@ -34,6 +39,7 @@ struct NetworkSpec {
   double efficiency = 1.0;
   // Fixed cost per message in ns, added to its delivery (YAML: per_message_overhead_us).
   int64_t per_message_overhead_ns = 0;
+  ConnectionKind connections = ConnectionKind::kMachinePair;  // YAML: connections
   // Leaf-spine only.
   int hosts_per_leaf = 16;
   int spines = 2;

@@ -123,7 +123,7 @@ void SimJob::Send(ActorId from, Message msg) {
   }
   ++run_.network_messages;
   run_.network_payload_bytes += slots_[slot].msg.payload_bytes;
-  Connection& c = ConnectionOf(src, dst);
+  Connection& c = ConnectionOf(src, dst, from, to);
   if (c.busy) {
     if (c.tail >= 0) {
       slots_[c.tail].next = static_cast<int32_t>(slot);
@@ -137,7 +137,11 @@ void SimJob::Send(ActorId from, Message msg) {
   StartFlow(src, dst, slot);
 }
 
-SimJob::Connection& SimJob::ConnectionOf(int src, int dst) {
+SimJob::Connection& SimJob::ConnectionOf(int src, int dst, ActorId from, ActorId to) {
+  if (config_.network.connections == config::ConnectionKind::kProcessPair) {
+    const uint64_t actors = static_cast<uint64_t>(config_.layout.num_actors());
+    return connections_[static_cast<uint64_t>(from) * actors + static_cast<uint64_t>(to)];
+  }
   return connections_[static_cast<uint64_t>(src) * static_cast<uint64_t>(config_.layout.num_machines) +
                       static_cast<uint64_t>(dst)];
 }
@@ -169,7 +173,7 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
     NicChange(dst, -1);
     queue_.Push(d.delivered_at, kDeliver, static_cast<uint32_t>(s.msg.to), d.tag);
     const ActorId from = s.msg.from;
-    Connection& c = ConnectionOf(src, dst);
+    Connection& c = ConnectionOf(src, dst, from, s.msg.to);
     if (c.head >= 0) {
       const uint32_t next = static_cast<uint32_t>(c.head);
       c.head = slots_[next].next;

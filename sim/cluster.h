@@ -3,8 +3,9 @@
 //
 // The protocol actors are the core's (core/worker.h, core/server.h, core/coordinator.h); this
 // file only hosts them: it implements core::Host for each actor, turns Send into a flow on the
-// network model (or an immediate local delivery between actors on one machine; messages between
-// two machines share one connection and leave in order, one flow at a time), turns
+// network model (or an immediate local delivery between actors on one machine; messages on one
+// connection leave in order, one flow at a time; a connection joins two machines, or with
+// network.connections: process_pair two actors), turns
 // StartCompute into a task on one of the actor's FIFO streams whose duration comes from the
 // ComputeModel, and turns the engine's events back into the actors' On* calls.
 //
@@ -115,8 +116,9 @@ class SimJob {
     TimeNs sent = 0;
     int32_t next = -1;  // next free slot, or next message queued on the same connection
   };
-  // One TCP-like connection per ordered pair of machines: its messages leave one after another,
-  // the next starting when the previous one's last byte has left (as on a real stream socket).
+  // One TCP-like connection per ordered pair of machines (or of actors, NetworkSpec::connections):
+  // its messages leave one after another, the next starting when the previous one's last byte
+  // has left (as on a real stream socket); concurrent connections share links max-min fairly.
   struct Connection {
     int32_t head = -1;  // queued messages (slot ids), not yet handed to the network
     int32_t tail = -1;
@@ -135,7 +137,7 @@ class SimJob {
   void OnNetworkEvent(uint64_t generation);
   void NicChange(int machine, int delta);
   void StartFlow(int src, int dst, uint32_t slot);
-  Connection& ConnectionOf(int src, int dst);
+  Connection& ConnectionOf(int src, int dst, core::ActorId from, core::ActorId to);
   std::string DeadlockReport() const;
 
   SimJobConfig config_;

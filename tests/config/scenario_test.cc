@@ -58,6 +58,7 @@ TEST_F(ScenarioFile, GoodScenarioLoadsWithDefaults) {
   ASSERT_TRUE(s.device.has_value());
   EXPECT_DOUBLE_EQ(s.network.host_bandwidth_Bps, 10e9 / 8);
   EXPECT_EQ(s.network.latency_ns, 5000);
+  EXPECT_EQ(s.network.connections, ConnectionKind::kMachinePair);
   EXPECT_TRUE(s.dwbp);
   EXPECT_EQ(s.chunk_bytes, 512 * 1024);
 }
@@ -140,6 +141,15 @@ TEST_F(ScenarioFile, UnknownChoiceListsChoices) {
   std::string e = Error(text);
   EXPECT_NE(e.find("unknown topology 'ring'"), std::string::npos) << e;
   EXPECT_NE(e.find("star, leaf_spine"), std::string::npos) << e;
+}
+
+TEST_F(ScenarioFile, ConnectionsChoice) {
+  ScenarioSpec s = LoadScenarioFile(Write(std::string(kGood) + "    connections: process_pair\n"));
+  EXPECT_EQ(s.network.connections, ConnectionKind::kProcessPair);
+  std::string e = Error(std::string(kGood) + "    connections: per_socket\n");
+  EXPECT_NE(e.find("s.yaml:9:"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown connections 'per_socket'"), std::string::npos) << e;
+  EXPECT_NE(e.find("machine_pair, process_pair"), std::string::npos) << e;
 }
 
 TEST_F(ScenarioFile, MissingDeviceAndProfile) {
