@@ -153,7 +153,8 @@ void CompareNets(const std::string& model_name, int64_t batch) {
     const double lr = ref.Forward(images.data(), labels.data(), true);
     const double lg = gpu.Forward(images.data(), labels.data(), true);
     EXPECT_NEAR(lg, lr, 1e-3 * (std::fabs(lr) + 1));
-    EXPECT_DOUBLE_EQ(gpu.Accuracy(), ref.Accuracy());
+    // One image whose two best classes are within rounding of each other may flip.
+    EXPECT_NEAR(gpu.Accuracy(), ref.Accuracy(), 1.0 / static_cast<double>(batch) + 1e-9);
     ref.Backward();
     gpu.Backward();
     for (int i = 0; i < ref.num_blobs(); ++i) {
