@@ -286,11 +286,11 @@ std::shared_ptr<CalibrateCommands> AddCalibrateCommands(CLI::App& app, const std
   net->add_option("--connect", c->connect, "HOST:PORT: run the probe client against a server");
   net->add_option("--line-rate-gbps", c->line_rate_gbps,
                   "client: the link's nominal rate (e.g. the tbf rate); sets efficiency")
-      ->check(AtLeast(0));
+      ->check(NumberAtLeast(0));
   net->add_option("--min-size", c->min_size, "client: smallest message, bytes")->capture_default_str();
   net->add_option("--max-size", c->max_size, "client: largest message, bytes")->capture_default_str();
   net->add_option("--seconds-per-size", c->seconds_per_size, "client: time spent per size")
-      ->capture_default_str()->check(AtLeast(1));
+      ->capture_default_str()->check(NumberAtLeast(0, /*strict=*/true));
   net->add_option("--streams", c->streams, "client: concurrent connections to test")
       ->delimiter(',')->capture_default_str();
   net->add_option("-o,--output", c->output, "client: network YAML file (default: stdout)");

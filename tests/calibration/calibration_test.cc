@@ -406,8 +406,10 @@ TEST(NetnsRun, CalibratedLinkPredictsTransfers) {
   fs::path dir = TempDir("loopb");
   const std::string net = (dir / "net.yaml").string();
   int st = 0;
+  // The server and the receiver wait for their peers: bounded, so that a peer that fails to
+  // start fails the test instead of hanging it.
   std::string out = RunCapture(
-      Root() + "/scripts/netns-run --rate 100mbit --cmd '" + bin +
+      Root() + "/scripts/netns-run --rate 100mbit --cmd 'timeout 120 " + bin +
           " calibrate-net --listen 7070 --once' --cmd '" + bin +
           " calibrate-net --connect 10.77.0.1:7070 --line-rate-gbps 0.1 --max-size 4194304 "
           "--seconds-per-size 0.2 --streams 1 -o " + net + "' 2>&1",
@@ -415,7 +417,7 @@ TEST(NetnsRun, CalibratedLinkPredictsTransfers) {
   ASSERT_EQ(st, 0) << out;
   config::NetworkFileSpec f = config::LoadNetworkFile(net);
   EXPECT_GT(f.network.efficiency, 0.8);
-  out = RunCapture(Root() + "/scripts/netns-run -n 3 --rate 100mbit --cmd '" + bin +
+  out = RunCapture(Root() + "/scripts/netns-run -n 3 --rate 100mbit --cmd 'timeout 120 " + bin +
                        " calibrate-net --receive 7071 --senders 2 --sizes 1048576 --reps 3 "
                        "--network " + net + "' -- " + bin +
                        " calibrate-net --send 10.77.0.1:7071 2>&1",
