@@ -47,6 +47,18 @@ constexpr int kIterations = 150;
 // No job should come near this; past it a test stops waiting (and the job is killed).
 constexpr auto kJobDeadline = std::chrono::seconds(300);
 
+// Whether `job` ends within `timeout`; then *rc and *out are its exit code and output.
+::testing::AssertionResult EndsWithin(BackgroundJob& job, std::chrono::milliseconds timeout,
+                                      int* rc, std::string* out) {
+  if (!PollUntil([&] { return !job.Running(); }, timeout)) {
+    return ::testing::AssertionFailure() << "the job did not end within the deadline\n"
+                                         << job.Output();
+  }
+  *rc = job.Wait();
+  *out = job.Output();
+  return ::testing::AssertionSuccess();
+}
+
 class SecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -277,11 +289,9 @@ TEST_F(SecurityTest, HalfOpenFloodLeavesTheJobTrainingAndTheNodesBounded) {
     }
     std::this_thread::sleep_for(10ms);
   }
-  ASSERT_TRUE(PollUntil([&] { return !job.Running(); }, kJobDeadline))
-      << "the job did not end within the deadline\n"
-      << job.Output();
-  const int rc = job.Wait();
-  const std::string out = job.Output();
+  int rc = -1;
+  std::string out;
+  ASSERT_TRUE(EndsWithin(job, kJobDeadline, &rc, &out));
   std::printf(
       "flood: %zu connections held, %d opened in all; fds before -> peak: coordinator %d "
       "-> %d, worker %d -> %d, shard %d -> %d\n",
@@ -432,11 +442,9 @@ TEST_F(SecurityTest, TheSecretAppearsNowhereButItsFile) {
     }
     std::this_thread::sleep_for(10ms);
   }
-  ASSERT_TRUE(PollUntil([&] { return !job.Running(); }, kJobDeadline))
-      << "the job did not end within the deadline\n"
-      << job.Output();
-  const int rc = job.Wait();
-  const std::string out = job.Output();
+  int rc = -1;
+  std::string out;
+  ASSERT_TRUE(EndsWithin(job, kJobDeadline, &rc, &out));
   ASSERT_EQ(rc, 0) << out;
   std::set<std::string> want_seen = {"launch", "node 0", "node 1", "node 2", "node 3"};
   std::set<std::string> got_seen;
@@ -532,11 +540,9 @@ TEST_F(SecurityTest, WrongSecretOutsiderAndImpersonatorAreRefusedWhileTheJobTrai
   EXPECT_NE(outsider, "") << "a rank outside the job got in";
   EXPECT_NE(impersonator, "") << "a second rank 1 got in";
 
-  ASSERT_TRUE(PollUntil([&] { return !job.Running(); }, kJobDeadline))
-      << "the job did not end within the deadline\n"
-      << job.Output();
-  const int rc = job.Wait();
-  const std::string out = job.Output();
+  int rc = -1;
+  std::string out;
+  ASSERT_TRUE(EndsWithin(job, kJobDeadline, &rc, &out));
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("job done"), std::string::npos) << out;
   EXPECT_EQ(CurveWithoutSeconds(Csv(name)), want) << "an intruder changed what the job computed";
