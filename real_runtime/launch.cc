@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <memory>
 #include <random>
 #include <thread>
@@ -279,7 +280,6 @@ int RunLaunch(const LaunchOptions& o) {
       children[c.pid] = c;
     }
     bool stopping = false;
-    bool job_over = false;  // the coordinator exited cleanly
     const bool evict = config::EvictsDeadWorkers(s);
     int restarts = 0;
     std::map<int, int> incarnation;  // rank -> times restarted
@@ -296,9 +296,10 @@ int RunLaunch(const LaunchOptions& o) {
       ::close(fd);
       children[c.pid] = c;
     };
-    std::unique_ptr<std::chrono::steady_clock::time_point> over_since;
+    // When the coordinator exited cleanly (the job is over); empty while it runs.
+    std::optional<std::chrono::steady_clock::time_point> over_since;
     while (!children.empty()) {
-      if (job_over) {
+      if (over_since) {
         // The job ended; a process that does not follow within a grace period (a stopped one,
         // evicted long ago) is killed.
         int status = 0;
@@ -341,9 +342,7 @@ int RunLaunch(const LaunchOptions& o) {
       children.erase(it);
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (c.rank == 0 && ok && !stopping) {
-        job_over = true;
-        over_since = std::make_unique<std::chrono::steady_clock::time_point>(
-            std::chrono::steady_clock::now());
+        over_since = std::chrono::steady_clock::now();
         continue;
       }
       const bool config_error = WIFEXITED(status) && WEXITSTATUS(status) == kExitConfig;
