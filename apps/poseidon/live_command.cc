@@ -175,6 +175,10 @@ class Commands final : public LiveCommands {
                               "configuration's runs)")
         ->check(AtLeast(1))
         ->capture_default_str();
+    validate_app_->add_flag("--reuse-live", validate_.reuse_live,
+                            "run nothing live: compare with the live runs an earlier validate left "
+                            "in --work-dir (same input, --set and --repeat), e.g. to try a --sim-set "
+                            "against the same measurements");
     validate_app_->add_flag("--loopback{false}", validate_.emulate,
                             "run live over loopback instead of an emulated cluster (no root needed; "
                             "the network is then not the scenario's)");

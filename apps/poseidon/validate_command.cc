@@ -246,8 +246,23 @@ int RunValidate(const ValidateOptions& o) {
       const std::string dir = runs ? fmt::format("{}/config-{}/run-{}", o.work_dir, i, run)
                                    : fmt::format("{}/config-{}", o.work_dir, i);
       int rc = 0;
+      // What the live run was: its input and --set, recorded beside it, checked by --reuse-live.
+      std::string recorded = "input: " + fs::absolute(o.input).lexically_normal().string() + "\n";
+      for (const std::string& ov : c.overrides) recorded += "set: " + ov + "\n";
+      std::string reuse_why;
       if (!pred.ok) {
         rc = 2;  // the simulator could not run it: a live run would not be compared with anything
+      } else if (o.reuse_live) {
+        const std::string file = dir + "/live-run.txt";
+        if (!fs::exists(file)) {
+          rc = 2;
+          reuse_why = fmt::format("{}: no live run recorded here; run validate without --reuse-live "
+                                  "first (same input, --set, --repeat and --work-dir)", file);
+        } else if (ReadText(file) != recorded) {
+          rc = 2;
+          reuse_why = fmt::format("{}: the live run recorded here was of another configuration "
+                                  "(input or --set differ); rerun it without --reuse-live", file);
+        }
       } else {
         try {
           // Measured: live, compute replayed.
@@ -260,11 +275,13 @@ int RunValidate(const ValidateOptions& o) {
           lo.emulate = o.emulate;
           lo.netns_script = o.netns_script;
           lo.node_args = {"--compute", "replay", "--no-test", "--trace-dir", dir + "/trace"};
+          fs::remove(dir + "/live-run.txt", ec);
           rc = rt::RunLaunch(lo);
           if (rc == 130) {
             fmt::print(stderr, "validate: interrupted\n");
             return 130;
           }
+          if (rc == 0) std::ofstream(dir + "/live-run.txt", std::ios::binary) << recorded;
         } catch (const ConfigError& e) {
           // One configuration that cannot run does not stop the others.
           fmt::print(stderr, "validate: {}: {}\n", c.name, e.what());
@@ -276,17 +293,18 @@ int RunValidate(const ValidateOptions& o) {
         traces.push_back(ReadText(fmt::format("{}/trace/rank-{}.json", dir, w)));
       }
       // One live timeline beside the simulated one (dir/live.json, config-N/sim.json).
-      for (int a = 0; rc == 0 && a < 1 + s.workers + s.servers; ++a) {
+      for (int a = 0; rc == 0 && !o.reuse_live && a < 1 + s.workers + s.servers; ++a) {
         all.push_back(ReadText(fmt::format("{}/trace/rank-{}.json", dir, a)));
       }
       std::string merged, merge_error;
-      if (rc == 0 && core::MergeChromeTraces(all, &merged, &merge_error)) {
+      if (rc == 0 && !o.reuse_live && core::MergeChromeTraces(all, &merged, &merge_error)) {
         std::ofstream(dir + "/live.json", std::ios::binary) << merged;
       }
       const Pace meas =
           rc == 0 ? IterationPaceFromTraces(traces, s.workers, s.warmup_iterations, s.iterations)
-                  : Pace{false, pred.ok ? fmt::format("the live run failed (exit code {}); see {}", rc, dir)
-                                        : pred.why};
+                  : Pace{false, !pred.ok            ? pred.why
+                                : !reuse_why.empty() ? reuse_why
+                                                     : fmt::format("the live run failed (exit code {}); see {}", rc, dir)};
       std::string err_text;
       if (meas.ok && pred.ok) {
         const double err = 100.0 * (pred.mean_ms - meas.mean_ms) / meas.mean_ms;

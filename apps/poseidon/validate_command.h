@@ -30,6 +30,10 @@ struct ValidateOptions {
   // spread over the whole time the command takes. With repeat > 1 the CSV and JSON gain a `run`
   // column and the summary takes, per configuration, the median of its runs.
   int repeat = 1;
+  // Run nothing live: compare the simulator with the live runs an earlier validate left in
+  // work_dir (same input, --set and --repeat; checked against what each run recorded). For
+  // trying a simulator setting (--sim-set) against the same measurements, without their noise.
+  bool reuse_live = false;
   std::string netns_script;            // scripts/netns-run
 };
 
