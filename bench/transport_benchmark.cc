@@ -8,11 +8,6 @@
 // baseline writes the same frames (header + fixed part + floats) with blocking asio writes and
 // reads them into a reused buffer: an upper bound no protocol can beat.
 #include <benchmark/benchmark.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -26,6 +21,7 @@
 
 #include "real_runtime/frame.h"
 #include "real_runtime/handshake.h"
+#include "real_runtime/tls_files.h"
 #include "real_runtime/transport.h"
 
 namespace poseidon::rt {
@@ -75,40 +71,13 @@ struct Latch {
   }
 };
 
-std::filesystem::path CertDir() {
-  static const std::filesystem::path dir = [] {
+// One TLS identity for every benchmark, made once.
+TlsFiles Identity() {
+  static const TlsFiles files = [] {
     std::string tmpl = std::filesystem::temp_directory_path() / "poseidon-bench-tls-XXXXXX";
-    std::filesystem::path d(mkdtemp(tmpl.data()));
-    EVP_PKEY* key = EVP_EC_gen("P-256");
-    X509* x = X509_new();
-    X509_set_version(x, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-    X509_gmtime_adj(X509_getm_notBefore(x), -60);
-    X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-    X509_set_pubkey(x, key);
-    X509_NAME* name = X509_get_subject_name(x);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                               reinterpret_cast<const unsigned char*>("poseidon-bench"), -1, -1, 0);
-    X509_set_issuer_name(x, name);
-    X509V3_CTX ctx;
-    X509V3_set_ctx_nodb(&ctx);
-    X509V3_set_ctx(&ctx, x, x, nullptr, nullptr, 0);
-    X509_EXTENSION* ext =
-        X509V3_EXT_conf_nid(nullptr, &ctx, NID_basic_constraints, "critical,CA:TRUE");
-    X509_add_ext(x, ext, -1);
-    X509_EXTENSION_free(ext);
-    X509_sign(x, key, EVP_sha256());
-    FILE* f = std::fopen((d / "cert.pem").c_str(), "w");
-    PEM_write_X509(f, x);
-    std::fclose(f);
-    f = std::fopen((d / "key.pem").c_str(), "w");
-    PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
-    std::fclose(f);
-    X509_free(x);
-    EVP_PKEY_free(key);
-    return d;
+    return WriteJobTlsFiles(mkdtemp(tmpl.data()), {});
   }();
-  return dir;
+  return files;
 }
 
 TransportOptions Options(bool tls) {
@@ -118,9 +87,9 @@ TransportOptions Options(bool tls) {
   o.logger = std::make_shared<spdlog::logger>("bench", std::make_shared<spdlog::sinks::null_sink_mt>());
   if (tls) {
     o.tls = true;
-    o.tls_cert = CertDir() / "cert.pem";
-    o.tls_key = CertDir() / "key.pem";
-    o.tls_ca = CertDir() / "cert.pem";
+    o.tls_cert = Identity().cert;
+    o.tls_key = Identity().key;
+    o.tls_ca = Identity().ca;
   }
   return o;
 }

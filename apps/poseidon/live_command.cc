@@ -18,6 +18,7 @@
 #include "kernels/sgd.h"
 #include "real_runtime/launch.h"
 #include "real_runtime/node.h"
+#include "real_runtime/tls_files.h"
 #include "real_runtime/transport.h"
 
 namespace poseidon::app {
@@ -29,6 +30,7 @@ using config::ConfigError;
 struct TrainingFlags {
   std::string backend = "cpu", data_dir, lr_policy = "fixed", csv, save_params;
   std::string compute = "real", decisions_dir;
+  std::string tls_dir;
   double lr = 0.01, momentum = 0.9, weight_decay = 0.0005, gamma = 0.1, power = 1;
   int64_t stepsize = 0, print_interval = 100;
   bool no_test = false;
@@ -53,6 +55,9 @@ struct TrainingFlags {
                   "every process writes its protocol decisions to DIR/rank-R.txt");
     c->add_option("--save-params", save_params,
                   "workers: write the final parameters (raw float32) here; {rank} = the rank");
+    c->add_option("--tls-dir", tls_dir,
+                  "encrypt every connection with TLS, the job's identity from DIR (cert.pem, "
+                  "key.pem, optional ca.pem; make them with 'poseidon tls-init DIR')");
   }
   std::vector<std::string> Args() const {
     std::vector<std::string> a = {"--backend", backend, "--lr", fmt::format("{}", lr),
@@ -67,6 +72,7 @@ struct TrainingFlags {
     if (!save_params.empty()) a.insert(a.end(), {"--save-params", save_params});
     a.insert(a.end(), {"--compute", compute});
     if (!decisions_dir.empty()) a.insert(a.end(), {"--decisions-dir", decisions_dir});
+    if (!tls_dir.empty()) a.insert(a.end(), {"--tls-dir", tls_dir});
     return a;
   }
   rt::LiveTraining Build() const {
@@ -95,6 +101,18 @@ struct TrainingFlags {
     return t;
   }
 };
+
+// f(), with a std::runtime_error (a file problem) reported as bad input (exit 2).
+template <typename F>
+auto WithConfigErrors(F&& f) {
+  try {
+    return f();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(std::string("error: ") + e.what());
+  }
+}
 
 bool SplitHostPort(const std::string& s, std::string* host, uint16_t* port) {
   const size_t colon = s.rfind(':');
@@ -158,6 +176,20 @@ class Commands final : public LiveCommands {
                             "(needs protocol.fault_tolerance)")
         ->check(AtLeast(0));
     launch_flags_.Add(launch_app_);
+    launch_app_->add_flag("--tls", launch_tls_,
+                          "encrypt every connection with TLS: a new identity for this job in "
+                          "LOG_DIR/tls (tls-init), given to every process as --tls-dir");
+
+    tls_init_ = app.add_subcommand(
+        "tls-init", "write a job's TLS identity (a self-signed CA certificate and its key) for "
+                    "node/launch --tls-dir");
+    tls_init_->add_option("dir", tls_init_dir_, "folder for cert.pem and key.pem (0600)")->required();
+    tls_init_->add_option("--days", tls_identity_.days, "validity in days")
+        ->check(AtLeast(1))
+        ->capture_default_str();
+    tls_init_->add_option("--name", tls_identity_.common_name, "the certificate's common name")
+        ->capture_default_str();
+    tls_init_->add_flag("--force", tls_identity_.overwrite, "replace existing files");
 
     validate_app_ = app.add_subcommand(
         "validate", "simulated vs live iteration time per configuration of a scenario or sweep");
@@ -193,11 +225,28 @@ class Commands final : public LiveCommands {
   int RunIfParsed() override {
     if (node_->parsed()) return RunNodeCommand();
     if (merge_app_->parsed()) return RunMerge();
+    if (tls_init_->parsed()) {
+      const rt::TlsFiles f = WithConfigErrors([&] { return rt::WriteJobTlsFiles(tls_init_dir_, tls_identity_); });
+      fmt::print(stderr,
+                 "wrote {} and {} (owner-only); copy {} to every machine of the job and give each "
+                 "process --tls-dir {}\n",
+                 f.cert, f.key, tls_init_dir_, tls_init_dir_);
+      return 0;
+    }
     if (validate_app_->parsed()) {
       validate_.netns_script = std::string(POSEIDON_DATA_DIR) + "/../scripts/netns-run";
       return RunValidate(validate_);
     }
     if (launch_app_->parsed()) {
+      if (launch_tls_) {
+        if (!launch_flags_.tls_dir.empty()) {
+          throw ConfigError("error: --tls makes a new identity and --tls-dir uses one; give one of them");
+        }
+        rt::TlsIdentityOptions id;
+        id.overwrite = true;  // a new identity per job, like its secret
+        launch_flags_.tls_dir = launch_.log_dir + "/tls";
+        WithConfigErrors([&] { return rt::WriteJobTlsFiles(launch_flags_.tls_dir, id); });
+      }
       launch_.node_args = launch_flags_.Args();
       launch_.netns_script = std::string(POSEIDON_DATA_DIR) + "/../scripts/netns-run";
       (void)launch_flags_.Build();  // reject bad flags before anything starts
@@ -277,6 +326,13 @@ class Commands final : public LiveCommands {
       throw ConfigError(e.what());
     }
     o.transport.job_id = job_id_;
+    if (!node_flags_.tls_dir.empty()) {
+      const rt::TlsFiles f = WithConfigErrors([&] { return rt::JobTlsFiles(node_flags_.tls_dir); });
+      o.transport.tls = true;
+      o.transport.tls_cert = f.cert;
+      o.transport.tls_key = f.key;
+      o.transport.tls_ca = f.ca;
+    }
     o.ready_fd = ready_fd_;
     o.training = node_flags_.Build();
     for (const std::string& d : {trace_dir_node_, node_flags_.decisions_dir}) {
@@ -317,6 +373,10 @@ class Commands final : public LiveCommands {
   std::string merge_output_;
   CLI::App* launch_app_ = nullptr;
   rt::LaunchOptions launch_;
+  bool launch_tls_ = false;
+  CLI::App* tls_init_ = nullptr;
+  std::string tls_init_dir_;
+  rt::TlsIdentityOptions tls_identity_;
   std::string trace_dir_;
   TrainingFlags launch_flags_;
 };

@@ -2,13 +2,10 @@
 // refuse (each refused with a logged reason while a good connection in the same process keeps
 // delivering), backpressure, TLS and a half-open flood. No sleeps: every wait is on a condition
 // with a generous deadline.
+#include "real_runtime/tls_files.h"
 #include "real_runtime/transport.h"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -936,39 +933,6 @@ TEST_F(TransportTest, ConnectGivesUpAfterTheTimeout) {
 
 // ---- TLS ------------------------------------------------------------------------------------
 
-// A self-signed certificate (its own CA) written as PEM files into `dir`.
-void WriteSelfSignedCert(const std::filesystem::path& dir) {
-  EVP_PKEY* key = EVP_EC_gen("P-256");
-  ASSERT_NE(key, nullptr);
-  X509* x = X509_new();
-  X509_set_version(x, 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-  X509_gmtime_adj(X509_getm_notBefore(x), -60);
-  X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-  X509_set_pubkey(x, key);
-  X509_NAME* name = X509_get_subject_name(x);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("poseidon-test"), -1, -1, 0);
-  X509_set_issuer_name(x, name);
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, x, x, nullptr, nullptr, 0);
-  X509_EXTENSION* ext =
-      X509V3_EXT_conf_nid(nullptr, &ctx, NID_basic_constraints, "critical,CA:TRUE");
-  ASSERT_NE(ext, nullptr);
-  X509_add_ext(x, ext, -1);
-  X509_EXTENSION_free(ext);
-  ASSERT_GT(X509_sign(x, key, EVP_sha256()), 0);
-  FILE* f = std::fopen((dir / "cert.pem").c_str(), "w");
-  PEM_write_X509(f, x);
-  std::fclose(f);
-  f = std::fopen((dir / "key.pem").c_str(), "w");
-  PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
-  std::fclose(f);
-  X509_free(x);
-  EVP_PKEY_free(key);
-}
-
 std::filesystem::path TempDir(const char* tag) {
   std::string tmpl = (std::filesystem::temp_directory_path() / (std::string(tag) + "-XXXXXX"));
   return std::filesystem::path(mkdtemp(tmpl.data()));
@@ -976,12 +940,12 @@ std::filesystem::path TempDir(const char* tag) {
 
 TEST_F(TransportTest, TlsHandshakeAndRoundTrip) {
   const auto dir = TempDir("poseidon-tls");
-  WriteSelfSignedCert(dir);
+  const TlsFiles files = WriteJobTlsFiles(dir, {});
   auto tls = [&](TransportOptions o) {
     o.tls = true;
-    o.tls_cert = dir / "cert.pem";
-    o.tls_key = dir / "key.pem";
-    o.tls_ca = dir / "cert.pem";
+    o.tls_cert = files.cert;
+    o.tls_key = files.key;
+    o.tls_ca = files.ca;
     return o;
   };
   v_opts_ = tls(v_opts_);
@@ -998,6 +962,51 @@ TEST_F(TransportTest, TlsHandshakeAndRoundTrip) {
   p.Write(GoodMessageFrame(0));
   ExpectRefused(0, "TLS handshake failed", "unauthenticated peer");
   ExpectGoodTraffic();
+  std::filesystem::remove_all(dir);
+}
+
+// The job's TLS files: a key only its owner reads, a certificate that is its own CA (the
+// handshake above uses them), no silent overwrite, and a clear error for a folder without them.
+TEST(JobTlsFiles, WritesAnOwnerOnlyKeyRefusesToOverwriteAndNamesMissingFiles) {
+  const auto dir = TempDir("poseidon-tls-files");
+  const std::string sub = dir / "job";
+  const TlsFiles f = WriteJobTlsFiles(sub, {});
+  EXPECT_EQ(f.cert, sub + "/cert.pem");
+  EXPECT_EQ(f.ca, f.cert);
+  struct stat st {};
+  ASSERT_EQ(::stat(f.key.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::ifstream cert(f.cert);
+  std::string first;
+  std::getline(cert, first);
+  EXPECT_EQ(first, "-----BEGIN CERTIFICATE-----");
+  const std::string key_before = [&] {
+    std::ifstream k(f.key);
+    return std::string(std::istreambuf_iterator<char>(k), {});
+  }();
+  try {
+    WriteJobTlsFiles(sub, {});
+    ADD_FAILURE() << "an existing identity was overwritten";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("exists already"), std::string::npos) << e.what();
+  }
+  TlsIdentityOptions force;
+  force.overwrite = true;
+  WriteJobTlsFiles(sub, force);
+  std::ifstream k(f.key);
+  EXPECT_NE(std::string(std::istreambuf_iterator<char>(k), {}), key_before);  // a new key
+  EXPECT_EQ(JobTlsFiles(sub).ca, f.cert);
+  { std::ofstream(sub + "/ca.pem") << "x"; }
+  EXPECT_EQ(JobTlsFiles(sub).ca, sub + "/ca.pem");  // an organisation's own CA, when given
+  try {
+    JobTlsFiles(dir);
+    ADD_FAILURE() << "no error for a folder without the files";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cert.pem: no such file; create the job's TLS files "
+                                         "with 'poseidon tls-init"),
+              std::string::npos)
+        << e.what();
+  }
   std::filesystem::remove_all(dir);
 }
 
