@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <queue>
 #include <thread>
@@ -481,6 +482,16 @@ ProbeResult ProbeNetwork(const HostPort& server, const ProbeOptions& o, const st
   n.per_message_overhead_ns = std::max<int64_t>(0, std::llround((intercept - result.rtt_us) / 2 * 1e3));
   f.provenance = CollectProvenance(command);
   f.provenance["peer"] = fmt::format("{}:{}", server.host, server.port);
+  // This host's TCP, which the figures depend on (scripts/netns-run sets it per namespace).
+  auto sysctl = [](const char* key) {
+    std::ifstream in(std::string("/proc/sys/net/ipv4/") + key);
+    std::string v;
+    return std::getline(in, v) ? v : std::string("?");
+  };
+  f.provenance["tcp"] = fmt::format(
+      "congestion control {}, slow start after idle {}, tcp_limit_output_bytes {}",
+      sysctl("tcp_congestion_control"), sysctl("tcp_slow_start_after_idle"),
+      sysctl("tcp_limit_output_bytes"));
   f.provenance["method"] =
       "t(S) = c + S/beta: beta fitted (weights 1/t^2) over the sink medians of >= 1 MiB, c over "
       ">= 64 KiB with beta fixed; latency = min(c, median ping RTT) / 2; "

@@ -169,13 +169,8 @@ int RunLaunch(const LaunchOptions& o) {
     netns_prefix = Capture({"/bin/bash", o.netns_script, "create", "-n",
                             std::to_string(layout.num_machines), "--rate", rate},
                            o.netns_script + " create");
-    // Long-lived training connections: TCP must not fall back to slow start after an idle
-    // gap between iterations (the same setting calibrate-net measured the links with).
-    for (int m = 0; m < layout.num_machines; ++m) {
-      Capture({"/usr/bin/ip", "netns", "exec", fmt::format("{}-{}", netns_prefix, m), "/usr/sbin/sysctl",
-               "-qw", "net.ipv4.tcp_slow_start_after_idle=0"},
-              "sysctl tcp_slow_start_after_idle in the emulated cluster");
-    }
+    // The hosts' TCP settings (congestion control, no slow start after idle, small queues) are
+    // netns-run's, the same that calibrate-net measured the links with.
     fmt::print(stderr, "launch: emulated cluster {}: {} namespaces, links shaped to {} Gbit/s\n",
                netns_prefix, layout.num_machines, gbps);
   }

@@ -245,7 +245,7 @@ TEST(NetProbe, LoopbackProbeWritesALoadableNetworkFile) {
   config::NetworkFileSpec back = config::ParseNetworkYaml(text.str(), "probe.yaml");
   EXPECT_DOUBLE_EQ(back.network.efficiency, 1.0);  // no line rate given
   EXPECT_GT(back.network.host_bandwidth_Bps, 0);
-  for (const char* key : {"date", "command", "commit", "host", "peer"}) {
+  for (const char* key : {"date", "command", "commit", "host", "peer", "tcp"}) {
     EXPECT_TRUE(back.provenance.count(key)) << key;
   }
 }
@@ -316,6 +316,15 @@ TEST(NetnsRun, BadBurstIsRejectedWithAClearError) {
   EXPECT_NE(out.find("--burst '12q'"), std::string::npos) << out;
 }
 
+TEST(NetnsRun, UnknownCongestionControlIsRejectedWithAClearError) {
+  int st = 0;
+  const std::string out =
+      RunCapture(Root() + "/scripts/netns-run -n 1 --cc nosuch -- true 2>&1", &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("--cc 'nosuch' is not available in this kernel (available: "), std::string::npos)
+      << out;
+}
+
 TEST(NetnsRun, BadGsoIsRejectedWithAClearError) {
   int st = 0;
   std::string out = RunCapture(Root() + "/scripts/netns-run --gso 100 -- true 2>&1", &st);
@@ -330,19 +339,21 @@ TEST(NetnsRun, HostsGetTheirGsoSizeAndTcpSmallQueues) {
   if (!CanUseNamespaces(&why)) GTEST_SKIP() << why;
   const std::string show =
       "'echo tsq=$(sysctl -n net.ipv4.tcp_limit_output_bytes) "
-      "gso=$(ip -d link show eth0 | grep -o \"gso_max_size [0-9]*\" | cut -d\" \" -f2)'";
+      "gso=$(ip -d link show eth0 | grep -o \"gso_max_size [0-9]*\" | cut -d\" \" -f2) "
+      "cc=$(sysctl -n net.ipv4.tcp_congestion_control) "
+      "idle=$(sysctl -n net.ipv4.tcp_slow_start_after_idle)'";
   int st = 0;
   std::string out = RunCapture(Root() + "/scripts/netns-run -n 1 --rate 1gbit -- bash -c " +
                                    show + " 2>&1",
                                &st);
   EXPECT_EQ(st, 0) << out;
-  EXPECT_NE(out.find("tsq=16384 gso=16384"), std::string::npos) << out;
+  EXPECT_NE(out.find("tsq=16384 gso=16384 cc=reno idle=0"), std::string::npos) << out;
   EXPECT_NE(out.find("tbf rate 1gbit burst 62500 "), std::string::npos) << out;  // rate x 0.5 ms
-  out = RunCapture(Root() + "/scripts/netns-run -n 1 --rate 100mbit --gso 64k --tsq 1m -- bash -c " +
-                       show + " 2>&1",
+  out = RunCapture(Root() + "/scripts/netns-run -n 1 --rate 100mbit --gso 64k --tsq 1m --cc bbr -- "
+                   "bash -c " + show + " 2>&1",
                    &st);
   EXPECT_EQ(st, 0) << out;
-  EXPECT_NE(out.find("tsq=1048576 gso=65536"), std::string::npos) << out;
+  EXPECT_NE(out.find("tsq=1048576 gso=65536 cc=bbr idle=0"), std::string::npos) << out;
   EXPECT_NE(out.find("tbf rate 100mbit burst 131072 "), std::string::npos) << out;  // 2 x GSO
 }
 
