@@ -137,6 +137,16 @@ TlsFiles JobTlsFiles(const std::string& dir) {
           p, dir));
     }
   }
+  // The private key is the job's identity, like its secret: owner-only (LoadSecretFile's rule).
+  struct stat st {};
+  if (::stat(f.key.c_str(), &st) != 0) {
+    throw std::runtime_error(fmt::format("{}: cannot read: {}", f.key, std::strerror(errno)));
+  }
+  if ((st.st_mode & 077) != 0) {
+    throw std::runtime_error(fmt::format(
+        "{}: the private key is readable by group or others (mode {:04o}); chmod 600 {}", f.key,
+        st.st_mode & 0777, f.key));
+  }
   if (!fs::exists(f.ca)) f.ca = f.cert;
   return f;
 }

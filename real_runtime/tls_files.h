@@ -33,7 +33,8 @@ struct TlsIdentityOptions {
 TlsFiles WriteJobTlsFiles(const std::string& dir, const TlsIdentityOptions& options);
 
 // The files a process uses from DIR (ca.pem if present, else cert.pem as the CA). Throws
-// std::runtime_error when cert.pem or key.pem is missing, saying how to create them.
+// std::runtime_error when cert.pem or key.pem is missing, saying how to create them, and when
+// key.pem is readable by group or others, saying how to fix it.
 TlsFiles JobTlsFiles(const std::string& dir);
 
 }  // namespace poseidon::rt

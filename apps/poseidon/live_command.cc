@@ -226,7 +226,8 @@ class Commands final : public LiveCommands {
     if (node_->parsed()) return RunNodeCommand();
     if (merge_app_->parsed()) return RunMerge();
     if (tls_init_->parsed()) {
-      const rt::TlsFiles f = WithConfigErrors([&] { return rt::WriteJobTlsFiles(tls_init_dir_, tls_identity_); });
+      const rt::TlsFiles f =
+          WithConfigErrors([&] { return rt::WriteJobTlsFiles(tls_init_dir_, tls_identity_); });
       fmt::print(stderr,
                  "wrote {} and {} (owner-only); copy {} to every machine of the job and give each "
                  "process --tls-dir {}\n",

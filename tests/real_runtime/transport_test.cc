@@ -998,6 +998,16 @@ TEST(JobTlsFiles, WritesAnOwnerOnlyKeyRefusesToOverwriteAndNamesMissingFiles) {
   EXPECT_EQ(JobTlsFiles(sub).ca, f.cert);
   { std::ofstream(sub + "/ca.pem") << "x"; }
   EXPECT_EQ(JobTlsFiles(sub).ca, sub + "/ca.pem");  // an organisation's own CA, when given
+  ::chmod(f.key.c_str(), 0640);
+  try {
+    JobTlsFiles(sub);
+    ADD_FAILURE() << "a key readable by the group was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("readable by group or others (mode 0640); chmod 600"),
+              std::string::npos)
+        << e.what();
+  }
+  ::chmod(f.key.c_str(), 0600);
   try {
     JobTlsFiles(dir);
     ADD_FAILURE() << "no error for a folder without the files";
