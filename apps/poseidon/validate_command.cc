@@ -332,9 +332,15 @@ int RunValidate(const ValidateOptions& o) {
   }
   // Per configuration, the median of its runs (the one error when there is one run).
   std::vector<double> abs_errors;
-  for (const std::vector<double>& e : errors) {
-    if (!e.empty()) abs_errors.push_back(std::fabs(Median(e)));
+  std::vector<std::pair<double, size_t>> outside;  // (signed median error, configuration)
+  for (size_t i = 0; i < errors.size(); ++i) {
+    if (errors[i].empty()) continue;
+    const double m = Median(errors[i]);
+    abs_errors.push_back(std::fabs(m));
+    if (std::fabs(m) > 8) outside.emplace_back(m, i);
   }
+  std::sort(outside.begin(), outside.end(),
+            [](const auto& a, const auto& b) { return std::fabs(a.first) > std::fabs(b.first); });
   const double median = Median(abs_errors);
   const double max = abs_errors.empty() ? NAN : *std::max_element(abs_errors.begin(), abs_errors.end());
   json += fmt::format("],\"runs\":{},\"median_abs_error_pct\":{:.3f},\"max_abs_error_pct\":{:.3f},"
@@ -352,6 +358,10 @@ int RunValidate(const ValidateOptions& o) {
                               : std::string(),
                          ErrorSummary(abs_errors),
                          failures ? fmt::format(", {} failed", failures) : std::string());
+  // Where to look first: the configurations outside the goal, worst first.
+  for (const auto& [err, i] : outside) {
+    summary += fmt::format("validate: outside 8%: {:+.2f}% {} (config-{})\n", err, configs[i].name, i);
+  }
   if (o.csv.empty()) {
     std::cout << csv;
   } else {

@@ -558,6 +558,13 @@ TEST_F(LiveTest, ValidateRepeatsEveryConfigurationAndSummarisesTheMedians) {
   EXPECT_EQ(field(row1b, 4), field(row1, 4)) << row1b;  // measured: the recorded runs
   EXPECT_EQ(field(row2b, 4), field(row2, 4)) << row2b;
   EXPECT_GT(std::stod(field(row1b, 6)), std::stod(field(row1, 6))) << row1b;  // a slower network
+  // A configuration outside the 8% goal is named in the summary, with its error and folder.
+  Result slow = Shell(base + "--reuse-live --sim-set cluster.network.bandwidth_gbps=0.001 " +
+                      "--work-dir " + dir + "/v -o " + dir + "/slow.csv");
+  ASSERT_EQ(slow.rc, 0) << slow.out;
+  EXPECT_TRUE(std::regex_search(slow.out, std::regex("validate: outside 8%: \\+[0-9.]+% "
+                                                     "validate-mlp-1g \\(config-0\\)")))
+      << slow.out;
   // A recorded run of another configuration, or none, is not compared with anything.
   Result other = Shell(base + "--set cluster.workers=3 --reuse-live --work-dir " + dir + "/v");
   EXPECT_EQ(other.rc, 1) << other.out;
