@@ -566,18 +566,16 @@ TEST_F(LiveTest, ValidateRepeatsEveryConfigurationAndSummarisesTheMedians) {
                                                      "validate-mlp-1g \\(config-0\\)")))
       << slow.out;
   // A recorded run of another configuration, or none, is not compared with anything.
-  Result other = Shell(base + "--set cluster.workers=3 --reuse-live --work-dir " + dir + "/v");
-  EXPECT_EQ(other.rc, 1) << other.out;
-  EXPECT_NE(other.out.find("config-0/run-1/live-run.txt: the live run recorded here was of another "
-                           "configuration"),
-            std::string::npos)
-      << other.out;
-  Result none = Shell(base + "--reuse-live --work-dir " + dir + "/empty");
-  EXPECT_EQ(none.rc, 1) << none.out;
-  EXPECT_NE(none.out.find("config-0/run-1/live-run.txt: no live run recorded here; run validate "
-                          "without --reuse-live first"),
-            std::string::npos)
-      << none.out;
+  for (const auto& [args, why] : std::vector<std::pair<std::string, std::string>>{
+           {"--set cluster.workers=3 --reuse-live --work-dir " + dir + "/v",
+            "config-0/run-1/live-run.txt: the live run recorded here was of another configuration"},
+           {"--reuse-live --work-dir " + dir + "/empty",
+            "config-0/run-1/live-run.txt: no live run recorded here; run validate without "
+            "--reuse-live first"}}) {
+    Result refused = Shell(base + args);
+    EXPECT_EQ(refused.rc, 1) << refused.out;
+    EXPECT_NE(refused.out.find(why), std::string::npos) << refused.out;
+  }
   Result bad = Shell(kBin + " validate x.yaml --repeat 0");
   EXPECT_EQ(bad.rc, 105) << bad.out;
   EXPECT_NE(bad.out.find("--repeat: must be a whole number >= 1, got '0'"), std::string::npos)
