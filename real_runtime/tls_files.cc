@@ -46,6 +46,11 @@ std::string OpenSslError() {
   throw std::runtime_error(fmt::format("{}: {}", what, OpenSslError()));
 }
 
+std::runtime_error Exists(const std::string& path) {
+  return std::runtime_error(fmt::format(
+      "{}: exists already; keep it, or replace the job's TLS files (tls-init --force)", path));
+}
+
 // Opens `path` for writing with `mode`; O_EXCL unless overwrite (then an existing file is first
 // removed, so that it is created anew with `mode`).
 std::unique_ptr<FILE, FileClose> Create(const std::string& path, mode_t mode, bool overwrite) {
@@ -53,10 +58,7 @@ std::unique_ptr<FILE, FileClose> Create(const std::string& path, mode_t mode, bo
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) {
     const int err = errno;
-    if (err == EEXIST) {
-      throw std::runtime_error(fmt::format(
-          "{}: exists already; keep it, or replace the job's TLS files (tls-init --force)", path));
-    }
+    if (err == EEXIST) throw Exists(path);
     throw std::runtime_error(fmt::format("{}: cannot create: {}", path, std::strerror(err)));
   }
   ::fchmod(fd, mode);  // whatever the umask
@@ -76,12 +78,11 @@ TlsFiles WriteJobTlsFiles(const std::string& dir, const TlsIdentityOptions& o) {
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error(fmt::format("{}: cannot create the folder: {}", dir, ec.message()));
   const TlsFiles files{dir + "/cert.pem", dir + "/key.pem", dir + "/cert.pem"};
+  // Both checked before anything is written, so that a refusal leaves no new key beside an old
+  // certificate.
   if (!o.overwrite) {
     for (const std::string& p : {files.cert, files.key}) {
-      if (fs::exists(p)) {
-        throw std::runtime_error(fmt::format(
-            "{}: exists already; keep it, or replace the job's TLS files (tls-init --force)", p));
-      }
+      if (fs::exists(p)) throw Exists(p);
     }
   }
   std::unique_ptr<EVP_PKEY, PkeyFree> key(EVP_EC_gen("P-256"));
