@@ -30,6 +30,29 @@ std::map<std::string, std::string> StringMap(const YAML::Node& node, const std::
   return m;
 }
 
+NetworkFileSpec ReadNetworkFile(const YamlFile& f);
+
+}  // namespace
+
+void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
+  const bool machine = n->connections == ConnectionKind::kMachinePair;
+  n->connections = r.Choice("connections", {"machine_pair", "process_pair"},
+                            machine ? "machine_pair" : "process_pair") == "machine_pair"
+                       ? ConnectionKind::kMachinePair
+                       : ConnectionKind::kProcessPair;
+  n->fairness_alpha = r.NonNegativeNumber("fairness_alpha", n->fairness_alpha);
+  if (n->fairness_alpha > kMaxFairnessAlpha) {
+    r.FailKey("fairness_alpha", "fairness_alpha must be at most 50 (0 = max-min, which is what a "
+                                "larger alpha approaches)");
+  }
+  n->burst_bytes = std::llround(
+      r.NonNegativeNumber("burst_bytes", static_cast<double>(n->burst_bytes)));
+  n->sender_queue_bytes = std::llround(
+      r.NonNegativeNumber("sender_queue_bytes", static_cast<double>(n->sender_queue_bytes)));
+}
+
+namespace {
+
 NetworkFileSpec ReadNetworkFile(const YamlFile& f) {
   const std::string& file = f.path();
   MapReader r(f.root(), file, "network file");
@@ -58,6 +81,7 @@ NetworkFileSpec ReadNetworkFile(const YamlFile& f) {
     r.FailKey("efficiency", "efficiency is payload/wire bytes and must be <= 1");
   }
   n.per_message_overhead_ns = std::llround(r.NonNegativeNumber("per_message_overhead_us", 0) * 1e3);
+  ReadNetworkSharing(r, &n);
   if (!r.Has("provenance")) {
     r.Fail("network file has no 'provenance'; say where the figures come from (date, command, "
            "host), e.g. 'provenance: {source: \"datasheet\"}'");
@@ -89,6 +113,10 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
   out << "efficiency: " << YamlScalarNumber(n.efficiency) << "\n";
   out << "per_message_overhead_us: "
       << YamlScalarNumber(static_cast<double>(n.per_message_overhead_ns) / 1e3) << "\n";
+  if (n.connections == ConnectionKind::kProcessPair) out << "connections: process_pair\n";
+  if (n.fairness_alpha > 0) out << "fairness_alpha: " << YamlScalarNumber(n.fairness_alpha) << "\n";
+  if (n.burst_bytes > 0) out << "burst_bytes: " << n.burst_bytes << "\n";
+  if (n.sender_queue_bytes > 0) out << "sender_queue_bytes: " << n.sender_queue_bytes << "\n";
   out << "provenance:" << (spec.provenance.empty() ? " {}" : "") << "\n";
   for (const auto& [k, v] : spec.provenance) {
     out << "  " << YamlScalarString(k) << ": " << YamlScalarString(v) << "\n";

@@ -7,6 +7,10 @@
 //   latency_us: 31.5                  # one-way, host to host                    (>= 0)
 //   efficiency: 0.941                 # payload / wire bytes                     (0 < x <= 1)
 //   per_message_overhead_us: 12       # fixed cost added to every message        (>= 0)
+//   connections: process_pair         # optional (default machine_pair), see below
+//   fairness_alpha: 1.06              # optional (default 0 = max-min)           (>= 0)
+//   burst_bytes: 32768                # optional (default 0)                     (>= 0)
+//   sender_queue_bytes: 32768         # optional (default 0)                     (>= 0)
 //   provenance:                       # free-form strings; calibrate-net writes host, kernel,
 //     date: "2026-11-29T10:00:00Z"    # date, command, commit, link
 //   measurements: {...}               # optional, free-form: the raw figures (not read)
@@ -38,6 +42,11 @@ struct NetworkFileSpec {
 };
 
 NetworkFileSpec LoadNetworkFile(const std::string& path);
+
+// The keys on how messages share links -- connections (machine_pair | process_pair),
+// fairness_alpha, burst_bytes, sender_queue_bytes (NetworkSpec says what each means) -- read
+// from a network file or a scenario's `network:`, each defaulting to *n's current value.
+void ReadNetworkSharing(MapReader& r, NetworkSpec* n);
 NetworkFileSpec ParseNetworkYaml(const std::string& text, const std::string& name);
 
 // Writes the format above (fixed key order); LoadNetworkFile of the output gives back the same

@@ -99,10 +99,7 @@ void ReadNetwork(MapReader& r, NetworkSpec* n, const std::string& scenario_file,
     n->per_message_overhead_ns =
         std::llround(r.NonNegativeNumber("per_message_overhead_us", 0) * 1e3);
   }
-  n->connections = r.Choice("connections", {"machine_pair", "process_pair"}, "machine_pair") ==
-                           "machine_pair"
-                       ? ConnectionKind::kMachinePair
-                       : ConnectionKind::kProcessPair;
+  ReadNetworkSharing(r, n);
   const bool leaf = n->topology == TopologyKind::kLeafSpine;
   if (!leaf) {
     for (const char* k : {"hosts_per_leaf", "spines", "oversubscription"}) {

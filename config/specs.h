@@ -25,6 +25,8 @@ enum class TopologyKind { kStar, kLeafSpine };
 // TCP connections; concurrent ones share the links max-min fairly).
 enum class ConnectionKind { kMachinePair, kProcessPair };
 
+inline constexpr double kMaxFairnessAlpha = 50;
+
 struct NetworkSpec {
   NetworkModelKind model = NetworkModelKind::kFlow;
   TopologyKind topology = TopologyKind::kStar;
@@ -40,6 +42,21 @@ struct NetworkSpec {
   // Fixed cost per message in ns, added to its delivery (YAML: per_message_overhead_us).
   int64_t per_message_overhead_ns = 0;
   ConnectionKind connections = ConnectionKind::kMachinePair;  // YAML: connections
+  // How concurrent flows share links (flow model; YAML: fairness_alpha). 0: max-min fairness.
+  // alpha > 0: alpha-fair rates (1 = proportional fairness), under which a flow that crosses two
+  // busy links gets less than one crossing one of them, as TCP flows do (a "parking lot" of three
+  // flows at 100 Mbit/s: docs/validation.md). Large alpha approaches max-min; at most
+  // kMaxFairnessAlpha (beyond it, use 0).
+  double fairness_alpha = 0;
+  // A link's token bucket (flow model; YAML: burst_bytes): a flow that starts on links idle for a
+  // while passes its first bytes at once, up to this many and to what the idle time refilled at
+  // the link's rate. Real NICs have none (0); tc tbf has its `burst`.
+  int64_t burst_bytes = 0;
+  // Bytes each sending connection keeps queued below TCP at its machine's NIC (YAML:
+  // sender_queue_bytes): a message that starts while k other connections of its machine are
+  // sending waits k x this / rate before it gets its share (Linux TCP small queues keep about two
+  // packets per socket). 0 = none.
+  int64_t sender_queue_bytes = 0;
   // Leaf-spine only.
   int hosts_per_leaf = 16;
   int spines = 2;

@@ -69,6 +69,7 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
   }
   streams_.resize(static_cast<size_t>(n) * core::kNumStreams);
   nic_active_.assign(layout.num_machines, 0);
+  sending_.assign(layout.num_machines, 0);
   nic_since_.assign(layout.num_machines, 0);
   nic_busy_total_.assign(layout.num_machines, 0);
   nic_busy_at_iter_begin_.assign(layout.num_workers, 0);
@@ -134,6 +135,27 @@ void SimJob::Send(ActorId from, Message msg) {
     return;
   }
   c.busy = true;
+  StartFlowAfterQueue(src, dst, slot);
+}
+
+void SimJob::StartFlowAfterQueue(int src, int dst, uint32_t slot) {
+  const int64_t q = config_.network.sender_queue_bytes;
+  if (q <= 0) {
+    StartFlow(src, dst, slot);
+    return;
+  }
+  // Messages of at least q bytes keep q queued from their start (or their turn in the queue) to
+  // their end; smaller ones are not counted.
+  const int others = sending_[static_cast<size_t>(src)];
+  if (slots_[slot].msg.wire_bytes() >= q) ++sending_[static_cast<size_t>(src)];
+  if (others > 0) {
+    const double wait_s = static_cast<double>(others) *
+                          static_cast<double>(config_.network.sender_queue_bytes) /
+                          config_.network.host_bandwidth_Bps;
+    queue_.Push(now_ + static_cast<TimeNs>(std::ceil(wait_s * 1e9)), kStartFlow,
+                static_cast<uint32_t>(src), (static_cast<uint64_t>(dst) << 32) | slot);
+    return;
+  }
   StartFlow(src, dst, slot);
 }
 
@@ -171,6 +193,10 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
     const int dst = config_.layout.machine_of[s.msg.to];
     NicChange(src, -1);
     NicChange(dst, -1);
+    if (config_.network.sender_queue_bytes > 0 &&
+        s.msg.wire_bytes() >= config_.network.sender_queue_bytes) {
+      --sending_[static_cast<size_t>(src)];
+    }
     queue_.Push(d.delivered_at, kDeliver, static_cast<uint32_t>(s.msg.to), d.tag);
     const ActorId from = s.msg.from;
     Connection& c = ConnectionOf(src, dst, from, s.msg.to);
@@ -179,7 +205,7 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
       c.head = slots_[next].next;
       if (c.head < 0) c.tail = -1;
       slots_[next].next = -1;
-      StartFlow(src, dst, next);
+      StartFlowAfterQueue(src, dst, next);
     } else {
       c.busy = false;
     }
@@ -379,6 +405,10 @@ SimRun SimJob::Run() {
         break;
       case kTimer:
         actors_[ev.target]->OnTimer(now_, ev.arg);
+        break;
+      case kStartFlow:
+        StartFlow(static_cast<int>(ev.target), static_cast<int>(ev.arg >> 32),
+                  static_cast<uint32_t>(ev.arg & 0xffffffffu));
         break;
     }
   }

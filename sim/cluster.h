@@ -124,7 +124,7 @@ class SimJob {
     int32_t tail = -1;
     bool busy = false;  // a message of this connection is on the network
   };
-  enum EventKind : uint32_t { kStartActor, kDeliver, kTaskDone, kNetwork, kTimer };
+  enum EventKind : uint32_t { kStartActor, kDeliver, kTaskDone, kNetwork, kTimer, kStartFlow };
 
   void Send(core::ActorId from, core::Message msg);
   void StartCompute(core::ActorId actor, const core::ComputeTask& task);
@@ -136,6 +136,10 @@ class SimJob {
   void ScheduleNetworkNow();
   void OnNetworkEvent(uint64_t generation);
   void NicChange(int machine, int delta);
+  // Starts the flow of `slot` now, or, with NetworkSpec::sender_queue_bytes q, once the q bytes
+  // that each of the machine's other messages of >= q bytes keeps queued ahead of it have left
+  // at the NIC's rate (kStartFlow).
+  void StartFlowAfterQueue(int src, int dst, uint32_t slot);
   void StartFlow(int src, int dst, uint32_t slot);
   Connection& ConnectionOf(int src, int dst, core::ActorId from, core::ActorId to);
   std::string DeadlockReport() const;
@@ -158,6 +162,8 @@ class SimJob {
   std::vector<FlowDone> done_scratch_;
   // NIC activity per machine: flows in flight touching it, and busy-time accounting.
   std::vector<int> nic_active_;
+  // Per machine: messages of >= sender_queue_bytes it is sending or has queued to send.
+  std::vector<int> sending_;
   std::vector<TimeNs> nic_since_;
   std::vector<TimeNs> nic_busy_total_;
   std::vector<TimeNs> nic_busy_at_iter_begin_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -30,7 +31,9 @@ TimeNs RoundUpNs(double ns) {
 FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
     : topo_(std::move(topology)),
       efficiency_(spec.efficiency),
-      overhead_ns_(spec.per_message_overhead_ns) {
+      overhead_ns_(spec.per_message_overhead_ns),
+      alpha_(spec.fairness_alpha),
+      burst_bytes_(static_cast<double>(spec.burst_bytes)) {
   CheckNetworkSpec(spec);
   const size_t n = static_cast<size_t>(topo_.num_links());
   capacity_.resize(n);
@@ -39,6 +42,9 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
   link_bytes_.assign(n, 0.0);
   link_busy_ns_.assign(n, 0);
   link_busy_since_.assign(n, 0);
+  // Buckets start full: idle since long before time 0.
+  link_idle_since_.assign(n, std::numeric_limits<TimeNs>::min() / 2);
+  af_price_.assign(n, 0.0);
   link_scratch_.resize(n);
 }
 
@@ -79,6 +85,10 @@ void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
   }
   h.nlinks = static_cast<uint8_t>(route.size);
   for (int i = 0; i < route.size; ++i) h.link[i] = route.links[static_cast<size_t>(i)];
+  if (burst_bytes_ > 0) {
+    // The last wire byte always goes at the link rate, so a flow never ends at its start.
+    fl.remaining -= std::min(BurstCredit(now, route), fl.wire - 1);
+  }
   fl.finish = kNever;
   AttachToLinks(f, now);
   pending_t_ = now;
@@ -206,6 +216,7 @@ void FlowNetwork::DetachFromLinks(int32_t f, TimeNs now) {
     }
     link_bytes_[static_cast<size_t>(l)] += fl.wire;
     if (on.empty()) {
+      link_idle_since_[static_cast<size_t>(l)] = now;
       link_busy_ns_[static_cast<size_t>(l)] += now - link_busy_since_[static_cast<size_t>(l)];
     }
     seeds_.push_back(l);
@@ -273,14 +284,19 @@ void FlowNetwork::PushShare(int32_t link) {
 void FlowNetwork::Solve(TimeNs now) {
   if (seeds_.empty()) return;
   ++stats_.solves;
-  if (++region_epoch_ == 0) {  // wrapped: forget all stamps
-    for (LinkScratch& s : link_scratch_) s.region_stamp = 0;
-    region_epoch_ = 1;
-  }
-  region_.clear();
-  for (int32_t l : seeds_) AddToRegion(l);
-  seeds_.clear();
-  while (!FillRound()) {
+  if (alpha_ > 0) {
+    seeds_.clear();
+    SolveAlphaFair();
+  } else {
+    if (++region_epoch_ == 0) {  // wrapped: forget all stamps
+      for (LinkScratch& s : link_scratch_) s.region_stamp = 0;
+      region_epoch_ = 1;
+    }
+    region_.clear();
+    for (int32_t l : seeds_) AddToRegion(l);
+    seeds_.clear();
+    while (!FillRound()) {
+    }
   }
 
   // Commit: only flows whose rate moved get a new finish time.
@@ -326,6 +342,104 @@ void FlowNetwork::Solve(TimeNs now) {
     }
   }
   changed_.clear();
+}
+
+double FlowNetwork::BurstCredit(TimeNs now, const Route& route) const {
+  double credit = burst_bytes_;
+  for (int i = 0; i < route.size; ++i) {
+    const size_t l = static_cast<size_t>(route.links[static_cast<size_t>(i)]);
+    if (!link_flows_[l].empty()) return 0;  // busy: its bucket is spent (the link is saturated)
+    const double refilled =
+        static_cast<double>(now - link_idle_since_[l]) * 1e-9 * capacity_[l];
+    credit = std::min(credit, refilled);
+  }
+  return std::max(credit, 0.0);
+}
+
+void FlowNetwork::SolveAlphaFair() {
+  const double inv = 1.0 / alpha_;
+  free_flows_.clear();
+  af_links_.clear();
+  // Capacities in units of the largest one, so that prices (rate^-alpha) stay far from overflow
+  // and underflow for any alpha the spec allows.
+  double unit = 0;
+  for (size_t l = 0; l < link_flows_.size(); ++l) {
+    if (!link_flows_[l].empty()) unit = std::max(unit, capacity_[l]);
+  }
+  for (size_t l = 0; l < link_flows_.size(); ++l) {
+    if (link_flows_[l].empty()) continue;
+    af_links_.push_back(static_cast<int32_t>(l));
+    // Start from the price at which the link's flows alone would fill it.
+    af_price_[l] =
+        std::pow(capacity_[l] / unit / static_cast<double>(link_flows_[l].size()), -alpha_);
+    for (int32_t f : link_flows_[l]) {
+      if (hot_[static_cast<size_t>(f)].link[0] == static_cast<int32_t>(l)) free_flows_.push_back(f);
+    }
+  }
+  auto path_price = [&](const Hot& h) {
+    double p = 0;
+    for (int i = 0; i < h.nlinks; ++i) p += af_price_[static_cast<size_t>(h.link[i])];
+    return p;
+  };
+  // Per link l, with the other links' prices fixed, its price p solves
+  //   sum over flows i on l of (others_i + p)^(-1/alpha) = capacity,
+  // or is 0 if the flows fit at p = 0. The left side is convex and decreasing in p, so Newton
+  // from a point below the root climbs to it without overshooting.
+  constexpr int kMaxSweeps = 10000;
+  for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
+    double moved = 0;
+    for (int32_t l : af_links_) {
+      const size_t lu = static_cast<size_t>(l);
+      const double c = capacity_[lu] / unit;
+      const double old = af_price_[lu];
+      af_others_.clear();
+      int unpriced = 0;  // flows with no other priced link: their rate is set by l alone
+      for (int32_t f : link_flows_[lu]) {
+        const double o = std::max(0.0, path_price(hot_[static_cast<size_t>(f)]) - old);
+        af_others_.push_back(o);
+        if (o == 0) ++unpriced;
+      }
+      auto excess = [&](double p, double* slope) {
+        double sum = 0, d = 0;
+        for (double o : af_others_) {
+          const double x = std::pow(o + p, -inv);
+          sum += x;
+          d -= inv * x / (o + p);
+        }
+        *slope = d;
+        return sum - c;
+      };
+      double p = 0, slope = 0;
+      if (unpriced > 0 || excess(0, &slope) > 0) {
+        // Below the root: the unpriced flows alone would fill the link at this price.
+        p = unpriced > 0 ? std::pow(static_cast<double>(unpriced) / c, alpha_) : 0;
+        for (int it = 0; it < 100; ++it) {
+          const double e = excess(p, &slope);
+          const double next = p - e / slope;
+          if (!(next > p * (1 + 1e-15))) break;
+          p = next;
+        }
+      }
+      af_price_[lu] = p;
+      if (p != old) moved = std::max(moved, std::abs(p - old) / std::max(p, old));
+    }
+    if (moved < 1e-10) break;
+  }
+  // Rates; then, in case the sweeps stopped short, scale down any flow on an overfull link so
+  // that no link carries more than its capacity.
+  for (int32_t f : free_flows_) {
+    Hot& h = hot_[static_cast<size_t>(f)];
+    h.new_rate = std::pow(path_price(h), -inv) * unit;
+    h.new_bottleneck = -1;
+  }
+  for (int32_t l : af_links_) {
+    double load = 0;
+    for (int32_t f : link_flows_[static_cast<size_t>(l)]) load += hot_[static_cast<size_t>(f)].new_rate;
+    const double over = load / capacity_[static_cast<size_t>(l)];
+    if (over > 1 + 1e-9) {
+      for (int32_t f : link_flows_[static_cast<size_t>(l)]) hot_[static_cast<size_t>(f)].new_rate /= over;
+    }
+  }
 }
 
 bool FlowNetwork::FillRound() {
@@ -546,6 +660,13 @@ void CheckNetworkSpec(const config::NetworkSpec& spec) {
   if (spec.per_message_overhead_ns < 0) {
     throw std::invalid_argument(fmt::format("{}: per-message overhead must be >= 0 ns, got {}",
                                             spec.loc.ToString(), spec.per_message_overhead_ns));
+  }
+  if (!(spec.fairness_alpha >= 0 && spec.fairness_alpha <= config::kMaxFairnessAlpha) ||
+      spec.burst_bytes < 0 || spec.sender_queue_bytes < 0) {
+    throw std::invalid_argument(fmt::format(
+        "{}: fairness_alpha must be in [0, 50], burst_bytes and sender_queue_bytes >= 0, got {}, "
+        "{}, {}",
+        spec.loc.ToString(), spec.fairness_alpha, spec.burst_bytes, spec.sender_queue_bytes));
   }
 }
 

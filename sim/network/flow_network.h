@@ -37,6 +37,16 @@
 // binary heap keyed by (finish ns, start sequence): a rate change moves the flow's entry in place
 // (no stale entries to skip or compact).
 //
+// Two options of NetworkSpec change the sharing (both off by default, and the solver above is
+// then all there is):
+//   - fairness_alpha > 0: alpha-fair rates instead of max-min. Flow i gets (sum of its links'
+//     prices)^(-1/alpha); the prices are found by cyclic coordinate descent on the dual (per link,
+//     Newton from below on the monotone link equation; sweeps until no price moves by 1e-10
+//     relative), over all active flows at every solve -- O(sweeps x flow-links), meant for the
+//     emulated and small clusters that validation compares, not for the scale runs;
+//   - burst_bytes > 0: every link has a token bucket of that size, refilled at its rate while no
+//     flow crosses it; a flow that starts on idle links passes the smallest bucket's bytes at once
+//     (tc tbf's burst on the emulated cluster).
 // Thread-safety: none; one simulation drives one model. NextEventTime() and Links() may run a
 // pending solve (logically const).
 #pragma once
@@ -144,6 +154,10 @@ class FlowNetwork final : public NetworkModel {
 
   void Flush() const;  // runs the pending solve, if any
   void Solve(TimeNs now);
+  // fairness_alpha > 0: new_rate of every active flow (into free_flows_), see the file comment.
+  void SolveAlphaFair();
+  // burst_bytes > 0: wire bytes a flow starting now on `route` passes at once.
+  double BurstCredit(TimeNs now, const Route& route) const;
   // Water-fills R once; returns false when R had to grow below the current water level (the
   // round must start over with the larger R).
   bool FillRound();
@@ -195,6 +209,12 @@ class FlowNetwork final : public NetworkModel {
   std::vector<double> link_bytes_;    // wire bytes of flows that finished
   std::vector<TimeNs> link_busy_ns_;  // closed busy periods
   std::vector<TimeNs> link_busy_since_;
+  std::vector<TimeNs> link_idle_since_;  // burst_bytes: when the link last became idle
+  double alpha_ = 0;                     // NetworkSpec::fairness_alpha
+  double burst_bytes_ = 0;               // NetworkSpec::burst_bytes
+  std::vector<int32_t> af_links_;        // alpha-fair scratch: links with flows,
+  std::vector<double> af_price_;         // their prices (per link),
+  std::vector<double> af_others_;        // and, per flow on the link being solved, the rest
   std::vector<LinkScratch> link_scratch_;
 
   // Pending perturbation: links touched by starts/ends not solved yet, all at pending_t_.

@@ -147,6 +147,10 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   f.network.latency_ns = 31500;
   f.network.efficiency = 0.94;
   f.network.per_message_overhead_ns = 12000;
+  f.network.connections = config::ConnectionKind::kProcessPair;
+  f.network.fairness_alpha = 1.06;
+  f.network.burst_bytes = 32768;
+  f.network.sender_queue_bytes = 16384;
   f.provenance = {{"date", "2026-11-29T10:00:00Z"}, {"command", "poseidon calibrate-net x"}};
   f.measurements = {{"rtt_us", "median 63"}};
   std::ostringstream text;
@@ -156,6 +160,10 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_EQ(back.network.latency_ns, 31500);
   EXPECT_DOUBLE_EQ(back.network.efficiency, 0.94);
   EXPECT_EQ(back.network.per_message_overhead_ns, 12000);
+  EXPECT_EQ(back.network.connections, config::ConnectionKind::kProcessPair);
+  EXPECT_DOUBLE_EQ(back.network.fairness_alpha, 1.06);
+  EXPECT_EQ(back.network.burst_bytes, 32768);
+  EXPECT_EQ(back.network.sender_queue_bytes, 16384);
   EXPECT_EQ(back.provenance, f.provenance);
   EXPECT_EQ(back.measurements, f.measurements);
 
@@ -165,9 +173,14 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   const std::string scen = (dir / "s.yaml").string();
   std::ofstream(scen) << "schema_version: 1\nmodel: fmnist_mlp\nbatch_per_worker: 8\n"
                          "cluster:\n  workers: 2\n  device: k20\n"
-                         "  network: {file: link, latency_us: 40}\n";
+                         "  network: {file: link, latency_us: 40, fairness_alpha: 0}\n";
   config::ScenarioSpec s = config::LoadScenarioFile(scen);
   EXPECT_DOUBLE_EQ(s.network.efficiency, 0.94);
+  // The file's sharing keys carry over; the scenario's win.
+  EXPECT_EQ(s.network.connections, config::ConnectionKind::kProcessPair);
+  EXPECT_EQ(s.network.burst_bytes, 32768);
+  EXPECT_EQ(s.network.sender_queue_bytes, 16384);
+  EXPECT_DOUBLE_EQ(s.network.fairness_alpha, 0);
   EXPECT_EQ(s.network.per_message_overhead_ns, 12000);
   EXPECT_EQ(s.network.latency_ns, 40000);  // the scenario's key wins
   EXPECT_EQ(fs::path(s.network_file).filename(), "link.yaml");
@@ -191,6 +204,15 @@ TEST(NetworkFile, BadInputIsLocated) {
     FAIL() << "no error";
   } catch (const config::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("provenance"), std::string::npos) << e.what();
+  }
+  try {
+    config::ParseNetworkYaml("schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\n"
+                             "efficiency: 1\nburst_bytes: -1\nprovenance: {a: b}\n",
+                             "neg.yaml");
+    FAIL() << "no error";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("neg.yaml:5:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("burst_bytes"), std::string::npos) << e.what();
   }
   fs::path dir = TempDir("netmissing");
   const std::string scen = (dir / "s.yaml").string();

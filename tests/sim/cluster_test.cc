@@ -77,8 +77,8 @@ TEST(SimJob, BspIterationIsIncastPlusFanOut) {
   }
 }
 
-// network.connections: two workers on one machine push to a shard on another at the same
-// instant. With one connection per machine pair the pushes leave one after the other (the first
+// network.connections (and sender_queue_bytes): two workers on one machine push to a shard on
+// another at the same instant. With one connection per machine pair the pushes leave one after the other (the first
 // is delivered after S/B); with one per process pair they share the link (both after 2S/B).
 TEST(SimJob, ConnectionsPerMachinePairSerialiseAndPerProcessPairShare) {
   const int64_t m = 1000, n = 250;
@@ -90,7 +90,7 @@ TEST(SimJob, ConnectionsPerMachinePairSerialiseAndPerProcessPairShare) {
   layout.machine_of[static_cast<size_t>(layout.worker(1))] = 0;  // both workers on machine 0
   layout.machine_of[static_cast<size_t>(layout.server(0))] = 1;
   layout.num_machines = 2;
-  auto push_deliveries = [&](config::ConnectionKind kind) {
+  auto push_deliveries = [&](config::ConnectionKind kind, int64_t sender_queue = 0) {
     SimJobConfig cfg;
     cfg.model = &model;
     cfg.layout = layout;
@@ -99,6 +99,7 @@ TEST(SimJob, ConnectionsPerMachinePairSerialiseAndPerProcessPairShare) {
     cfg.protocol.dwbp = false;
     cfg.network = Star(10, latency);
     cfg.network.connections = kind;
+    cfg.network.sender_queue_bytes = sender_queue;
     cfg.worker_compute.assign(2, ZeroCompute(model));
     cfg.record_trace = true;
     SimJob job(std::move(cfg));
@@ -125,6 +126,17 @@ TEST(SimJob, ConnectionsPerMachinePairSerialiseAndPerProcessPairShare) {
   ASSERT_EQ(shared.size(), 2u);
   EXPECT_NEAR(shared[0], two, 64.0);
   EXPECT_EQ(shared[0], shared[1]);
+  // sender_queue_bytes Q: the second push waits Q/B behind the first's queued bytes, then they
+  // share: the first is delivered after (2S - Q)/B, the second still after 2S/B.
+  const int64_t q = 100'000;
+  const std::vector<double> queued = push_deliveries(config::ConnectionKind::kProcessPair, q);
+  ASSERT_EQ(queued.size(), 2u);
+  EXPECT_NEAR(queued[0], static_cast<double>(2 * s - q) / bytes_per_ns + latency, 64.0);
+  EXPECT_NEAR(queued[1], two, 64.0);
+  // One connection per machine pair: the second push starts when the first has left, with no
+  // other connection sending, so it does not wait.
+  const std::vector<double> fifo_q = push_deliveries(config::ConnectionKind::kMachinePair, q);
+  EXPECT_EQ(fifo_q, fifo);
 }
 
 // Co-located shards: a single worker's traffic never leaves its machine.

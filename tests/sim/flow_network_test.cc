@@ -140,6 +140,102 @@ TEST(FlowNetworkTest, SecondFlowJoiningHalfwayHasClosedFormFinishTimes) {
   EXPECT_EQ(done[1].delivered_at, L + 2 * S);
 }
 
+// ---- burst_bytes: a token bucket per link --------------------------------------------------------
+
+TEST(FlowNetworkTest, BurstPassesAtOnceOnIdleLinksOnlyAndRefillsAtTheLinkRate) {
+  const double B = 1e9;  // 1 byte per ns
+  const int64_t S = 1'000'000, kBurst = 100'000;
+  config::NetworkSpec spec = Spec(B, 0);
+  spec.burst_bytes = kBurst;
+  FlowNetwork net(Topology::Star(4, B, 0), spec);
+  // Idle since the start: the first 100 kB pass at once.
+  net.StartFlow(0, 0, 1, S, 1);
+  // A flow on a busy link (h0's uplink) gets nothing; it shares from its start.
+  net.StartFlow(0, 0, 2, S, 2);
+  auto flows = net.ActiveFlows();
+  ASSERT_EQ(flows.size(), 2u);
+  EXPECT_DOUBLE_EQ(flows[0].remaining_bytes, static_cast<double>(S - kBurst));
+  EXPECT_DOUBLE_EQ(flows[1].remaining_bytes, static_cast<double>(S));
+  std::vector<FlowDone> done = Drain(net);
+  ASSERT_EQ(done.size(), 2u);
+  // Both at B/2: flow 1 ends after 2 (S - burst) ns, flow 2 has burst left and ends at 2 S - burst.
+  EXPECT_EQ(done[0].delivered_at, 2 * (S - kBurst));
+  EXPECT_EQ(done[1].delivered_at, 2 * S - kBurst);
+  // Links idle for 30 us have refilled 30 kB of their buckets, not more.
+  const TimeNs t = done[1].delivered_at + 30'000;
+  net.StartFlow(t, 0, 3, S, 3);
+  flows = net.ActiveFlows();
+  ASSERT_EQ(flows.size(), 1u);
+  EXPECT_NEAR(flows[0].remaining_bytes, static_cast<double>(S - 30'000), 1e-6);
+}
+
+// ---- fairness_alpha: alpha-fair sharing -----------------------------------------------------------
+
+// The parking lot: A crosses h1's uplink and h0's downlink, B shares the first, C the second.
+std::vector<double> ParkingLotRates(double alpha) {
+  const double B = 1.2e9;
+  config::NetworkSpec spec = Spec(B, 0);
+  spec.fairness_alpha = alpha;
+  FlowNetwork net(Topology::Star(4, B, 0), spec);
+  net.StartFlow(0, 1, 0, 1'000'000'000, 0);  // A
+  net.StartFlow(0, 1, 2, 1'000'000'000, 1);  // B
+  net.StartFlow(0, 3, 0, 1'000'000'000, 2);  // C
+  std::vector<double> out;
+  for (const auto& f : net.ActiveFlows()) out.push_back(f.rate_Bps / B);
+  return out;
+}
+
+TEST(FlowNetworkTest, AlphaFairParkingLotGivesTheTwoLinkFlowTwoToTheMinusOneOverAlpha) {
+  // x_A / x_B = 2^(-1/alpha), x_A + x_B = 1: proportional fairness (alpha 1) gives 1/3, 2/3.
+  for (double alpha : {0.5, 1.0, 1.06, 2.0, 4.0}) {
+    const std::vector<double> x = ParkingLotRates(alpha);
+    ASSERT_EQ(x.size(), 3u);
+    const double r = std::pow(2.0, -1.0 / alpha);
+    EXPECT_NEAR(x[0], r / (1 + r), 1e-8) << "alpha " << alpha;
+    EXPECT_NEAR(x[1], 1 / (1 + r), 1e-8) << "alpha " << alpha;
+    EXPECT_NEAR(x[2], 1 / (1 + r), 1e-8) << "alpha " << alpha;
+  }
+  // Max-min (alpha 0, the default solver) gives everyone half; a large alpha approaches it.
+  for (double v : ParkingLotRates(0)) EXPECT_DOUBLE_EQ(v, 0.5);
+  for (double v : ParkingLotRates(50)) EXPECT_NEAR(v, 0.5, 0.01);
+}
+
+TEST(FlowNetworkTest, AlphaFairKeepsClosedFormsOfOneBottleneckAndFillsEveryLink) {
+  // Flows with one shared link split it evenly whatever alpha is: the incast closed form holds.
+  const double B = 1e9;
+  const int64_t S = 1'000'000;
+  config::NetworkSpec spec = Spec(B, 0);
+  spec.fairness_alpha = 1;
+  FlowNetwork net(Topology::Star(5, B, 0), spec);
+  for (int h = 1; h <= 4; ++h) net.StartFlow(0, h, 0, S, static_cast<uint64_t>(h));
+  for (const auto& f : net.ActiveFlows()) EXPECT_NEAR(f.rate_Bps, B / 4, B * 1e-9);
+  std::vector<FlowDone> done = Drain(net);
+  ASSERT_EQ(done.size(), 4u);
+  for (const FlowDone& d : done) EXPECT_NEAR(static_cast<double>(d.delivered_at), 4.0 * S, 2);
+  // Random traffic: no link above its capacity, and every flow has a full link on its path
+  // (alpha-fair rates are Pareto-efficient).
+  std::mt19937 rng(7);
+  FlowNetwork big(Topology::Star(8, B, 0), spec);
+  for (int i = 0; i < 40; ++i) {
+    const int src = static_cast<int>(rng() % 8);
+    const int dst = (src + 1 + static_cast<int>(rng() % 7)) % 8;
+    big.StartFlow(0, src, dst, S, static_cast<uint64_t>(i));
+  }
+  std::vector<double> load(static_cast<size_t>(big.topology().num_links()), 0.0);
+  const auto flows = big.ActiveFlows();
+  for (const auto& f : flows) {
+    for (int i = 0; i < f.route.size; ++i) load[static_cast<size_t>(f.route.links[static_cast<size_t>(i)])] += f.rate_Bps;
+  }
+  for (double l : load) EXPECT_LE(l, B * (1 + 1e-9));
+  for (const auto& f : flows) {
+    bool full = false;
+    for (int i = 0; i < f.route.size; ++i) {
+      full |= load[static_cast<size_t>(f.route.links[static_cast<size_t>(i)])] > B * (1 - 1e-6);
+    }
+    EXPECT_TRUE(full) << "flow " << f.tag << " could go faster";
+  }
+}
+
 TEST(FlowNetworkTest, EfficiencyScalesTimeAndOverheadIsAdded) {
   const int64_t S = 1'000'000, L = 1000, kOverhead = 777;
   FlowNetwork net = StarNet(2, 1e9, L, 0.8, kOverhead);
