@@ -45,6 +45,8 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
   // Buckets start full: idle since long before time 0.
   link_idle_since_.assign(n, std::numeric_limits<TimeNs>::min() / 2);
   af_price_.assign(n, 0.0);
+  // Prices are rate^-alpha in units of the fastest link, far from overflow and underflow.
+  for (size_t l = 0; l < n; ++l) af_unit_ = std::max(af_unit_, capacity_[l]);
   link_scratch_.resize(n);
 }
 
@@ -217,6 +219,7 @@ void FlowNetwork::DetachFromLinks(int32_t f, TimeNs now) {
     link_bytes_[static_cast<size_t>(l)] += fl.wire;
     if (on.empty()) {
       link_idle_since_[static_cast<size_t>(l)] = now;
+      af_price_[static_cast<size_t>(l)] = 0;  // idle: the next solve starts it afresh
       link_busy_ns_[static_cast<size_t>(l)] += now - link_busy_since_[static_cast<size_t>(l)];
     }
     seeds_.push_back(l);
@@ -358,51 +361,55 @@ double FlowNetwork::BurstCredit(TimeNs now, const Route& route) const {
 
 void FlowNetwork::SolveAlphaFair() {
   const double inv = 1.0 / alpha_;
+  // x^(-1/alpha); alpha 1 (the usual choice) without pow.
+  auto rate_of = [&](double price) { return alpha_ == 1 ? 1 / price : std::pow(price, -inv); };
   free_flows_.clear();
   af_links_.clear();
-  // Capacities in units of the largest one, so that prices (rate^-alpha) stay far from overflow
-  // and underflow for any alpha the spec allows.
-  double unit = 0;
-  for (size_t l = 0; l < link_flows_.size(); ++l) {
-    if (!link_flows_[l].empty()) unit = std::max(unit, capacity_[l]);
-  }
+  if (af_path_.size() < flows_.size()) af_path_.resize(flows_.size());
   for (size_t l = 0; l < link_flows_.size(); ++l) {
     if (link_flows_[l].empty()) continue;
     af_links_.push_back(static_cast<int32_t>(l));
-    // Start from the price at which the link's flows alone would fill it.
-    af_price_[l] =
-        std::pow(capacity_[l] / unit / static_cast<double>(link_flows_[l].size()), -alpha_);
+    // A link that was idle at the last solve starts from the price at which its flows alone
+    // would fill it; the others keep their last price (one start or end moves prices little).
+    if (af_price_[l] <= 0) {
+      af_price_[l] = std::pow(
+          capacity_[l] / af_unit_ / static_cast<double>(link_flows_[l].size()), -alpha_);
+    }
     for (int32_t f : link_flows_[l]) {
       if (hot_[static_cast<size_t>(f)].link[0] == static_cast<int32_t>(l)) free_flows_.push_back(f);
     }
   }
-  auto path_price = [&](const Hot& h) {
+  // Each flow's path price, kept up to date as link prices move.
+  for (int32_t f : free_flows_) {
+    const Hot& h = hot_[static_cast<size_t>(f)];
     double p = 0;
     for (int i = 0; i < h.nlinks; ++i) p += af_price_[static_cast<size_t>(h.link[i])];
-    return p;
-  };
+    af_path_[static_cast<size_t>(f)] = p;
+  }
   // Per link l, with the other links' prices fixed, its price p solves
   //   sum over flows i on l of (others_i + p)^(-1/alpha) = capacity,
   // or is 0 if the flows fit at p = 0. The left side is convex and decreasing in p, so Newton
   // from a point below the root climbs to it without overshooting.
   constexpr int kMaxSweeps = 10000;
+  // Rates within about 1e-9 relative of the fixed point: a 10 ms transfer ends within 10 ps.
+  constexpr double kTolerance = 1e-9;
   for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
     double moved = 0;
     for (int32_t l : af_links_) {
       const size_t lu = static_cast<size_t>(l);
-      const double c = capacity_[lu] / unit;
+      const double c = capacity_[lu] / af_unit_;
       const double old = af_price_[lu];
       af_others_.clear();
       int unpriced = 0;  // flows with no other priced link: their rate is set by l alone
       for (int32_t f : link_flows_[lu]) {
-        const double o = std::max(0.0, path_price(hot_[static_cast<size_t>(f)]) - old);
+        const double o = std::max(0.0, af_path_[static_cast<size_t>(f)] - old);
         af_others_.push_back(o);
         if (o == 0) ++unpriced;
       }
       auto excess = [&](double p, double* slope) {
         double sum = 0, d = 0;
         for (double o : af_others_) {
-          const double x = std::pow(o + p, -inv);
+          const double x = rate_of(o + p);
           sum += x;
           d -= inv * x / (o + p);
         }
@@ -411,25 +418,35 @@ void FlowNetwork::SolveAlphaFair() {
       };
       double p = 0, slope = 0;
       if (unpriced > 0 || excess(0, &slope) > 0) {
-        // Below the root: the unpriced flows alone would fill the link at this price.
-        p = unpriced > 0 ? std::pow(static_cast<double>(unpriced) / c, alpha_) : 0;
+        // Below the root: the unpriced flows alone would fill the link at this price. Newton
+        // starts from the last price (usually next to the root); a step from above the root
+        // lands below it, and from there it climbs without overshooting.
+        const double lo = unpriced > 0 ? std::pow(static_cast<double>(unpriced) / c, alpha_) : 0;
+        p = std::max(lo, old);
         for (int it = 0; it < 100; ++it) {
           const double e = excess(p, &slope);
-          const double next = p - e / slope;
-          if (!(next > p * (1 + 1e-15))) break;
+          const double next = std::max(lo, p - e / slope);
+          const bool done = std::abs(next - p) <= 1e-13 * next;
           p = next;
+          if (done) break;
         }
       }
-      af_price_[lu] = p;
-      if (p != old) moved = std::max(moved, std::abs(p - old) / std::max(p, old));
+      if (p != old) {
+        af_price_[lu] = p;
+        for (int32_t f : link_flows_[lu]) af_path_[static_cast<size_t>(f)] += p - old;
+        moved = std::max(moved, std::abs(p - old) / std::max(p, old));
+      }
     }
-    if (moved < 1e-10) break;
+    ++stats_.rounds;
+    if (moved < kTolerance) break;
   }
   // Rates; then, in case the sweeps stopped short, scale down any flow on an overfull link so
   // that no link carries more than its capacity.
   for (int32_t f : free_flows_) {
     Hot& h = hot_[static_cast<size_t>(f)];
-    h.new_rate = std::pow(path_price(h), -inv) * unit;
+    double p = 0;
+    for (int i = 0; i < h.nlinks; ++i) p += af_price_[static_cast<size_t>(h.link[i])];
+    h.new_rate = rate_of(p) * af_unit_;
     h.new_bottleneck = -1;
   }
   for (int32_t l : af_links_) {

@@ -42,8 +42,9 @@
 //   - fairness_alpha > 0: alpha-fair rates instead of max-min. Flow i gets (sum of its links'
 //     prices)^(-1/alpha); the prices are found by cyclic coordinate descent on the dual (per link,
 //     Newton from below on the monotone link equation; sweeps until no price moves by 1e-10
-//     relative), over all active flows at every solve -- O(sweeps x flow-links), meant for the
-//     emulated and small clusters that validation compares, not for the scale runs;
+//     relative), over all active flows at every solve, starting from the last solve's prices --
+//     O(sweeps x flow-links), meant for the emulated and small clusters that validation
+//     compares, not for the scale runs (solver_stats().rounds counts the sweeps);
 //   - burst_bytes > 0: every link has a token bucket of that size, refilled at its rate while no
 //     flow crosses it; a flow that starts on idle links passes the smallest bucket's bytes at once
 //     (tc tbf's burst on the emulated cluster).
@@ -214,7 +215,9 @@ class FlowNetwork final : public NetworkModel {
   double burst_bytes_ = 0;               // NetworkSpec::burst_bytes
   std::vector<int32_t> af_links_;        // alpha-fair scratch: links with flows,
   std::vector<double> af_price_;         // their prices (per link),
-  std::vector<double> af_others_;        // and, per flow on the link being solved, the rest
+  std::vector<double> af_others_;        // per flow on the link being solved, the rest,
+  std::vector<double> af_path_;          // per flow slot, its path's price
+  double af_unit_ = 1;                   // prices are in units of the fastest link's capacity
   std::vector<LinkScratch> link_scratch_;
 
   // Pending perturbation: links touched by starts/ends not solved yet, all at pending_t_.
