@@ -8,7 +8,7 @@
 //   efficiency: 0.941                 # payload / wire bytes                     (0 < x <= 1)
 //   per_message_overhead_us: 12       # fixed cost added to every message        (>= 0)
 //   connections: process_pair         # optional (default machine_pair), see below
-//   fairness_alpha: 1.06              # optional (default 0 = max-min)           (>= 0)
+//   fairness_alpha: 1                 # optional (default 0 = max-min)         (0..50)
 //   burst_bytes: 32768                # optional (default 0)                     (>= 0)
 //   sender_queue_bytes: 32768         # optional (default 0)                     (>= 0)
 //   provenance:                       # free-form strings; calibrate-net writes host, kernel,
@@ -42,12 +42,12 @@ struct NetworkFileSpec {
 };
 
 NetworkFileSpec LoadNetworkFile(const std::string& path);
+NetworkFileSpec ParseNetworkYaml(const std::string& text, const std::string& name);
 
 // The keys on how messages share links -- connections (machine_pair | process_pair),
 // fairness_alpha, burst_bytes, sender_queue_bytes (NetworkSpec says what each means) -- read
 // from a network file or a scenario's `network:`, each defaulting to *n's current value.
 void ReadNetworkSharing(MapReader& r, NetworkSpec* n);
-NetworkFileSpec ParseNetworkYaml(const std::string& text, const std::string& name);
 
 // Writes the format above (fixed key order); LoadNetworkFile of the output gives back the same
 // values (latency and overhead to the ns).

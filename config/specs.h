@@ -19,10 +19,10 @@ namespace poseidon::config {
 
 enum class NetworkModelKind { kFlow, kAlphaBeta };
 enum class TopologyKind { kStar, kLeafSpine };
-// How the simulator multiplexes a job's messages onto the network (docs/validation.md, "What is
-// still off"): one in-order connection per ordered pair of machines (messages between two
-// machines leave one after another), or one per ordered pair of processes (as the live runtime's
-// TCP connections; concurrent ones share the links max-min fairly).
+// How the simulator multiplexes a job's messages onto the network (docs/validation.md, "The
+// emulated cluster's network model"): one in-order connection per ordered pair of machines
+// (messages between two machines leave one after another), or one per ordered pair of processes
+// (as the live runtime's TCP connections; concurrent ones share the links as fairness_alpha says).
 enum class ConnectionKind { kMachinePair, kProcessPair };
 
 inline constexpr double kMaxFairnessAlpha = 50;
@@ -53,9 +53,10 @@ struct NetworkSpec {
   // the link's rate. Real NICs have none (0); tc tbf has its `burst`.
   int64_t burst_bytes = 0;
   // Bytes each sending connection keeps queued below TCP at its machine's NIC (YAML:
-  // sender_queue_bytes): a message that starts while k other connections of its machine are
-  // sending waits k x this / rate before it gets its share (Linux TCP small queues keep about two
-  // packets per socket). 0 = none.
+  // sender_queue_bytes, q): a message of >= q bytes that starts while k other such messages of
+  // its machine are in flight or waiting waits k x q / rate before it gets its share (Linux TCP
+  // small queues keep about two packets per socket). Smaller messages neither wait nor count.
+  // 0 = none.
   int64_t sender_queue_bytes = 0;
   // Leaf-spine only.
   int hosts_per_leaf = 16;

@@ -140,6 +140,41 @@ TEST(FlowNetworkTest, SecondFlowJoiningHalfwayHasClosedFormFinishTimes) {
   EXPECT_EQ(done[1].delivered_at, L + 2 * S);
 }
 
+TEST(FlowNetworkTest, AlphaFairWarmStartsReachTheSameRatesAsAFreshSolve) {
+  // A network that has seen starts and ends (each solve starting from the last prices) and one
+  // given only the flows still active must agree on every rate.
+  const double B = 1e9;
+  config::NetworkSpec spec = Spec(B, 0);
+  spec.fairness_alpha = 1;
+  std::mt19937 rng(11);
+  struct F { int src, dst; int64_t bytes; };
+  std::vector<F> fs;
+  for (int i = 0; i < 30; ++i) {
+    const int src = static_cast<int>(rng() % 6);
+    const int dst = (src + 1 + static_cast<int>(rng() % 5)) % 6;
+    fs.push_back({src, dst, 100'000 + static_cast<int64_t>(rng() % 5'000'000)});
+  }
+  FlowNetwork warm(Topology::Star(6, B, 0), spec);
+  std::vector<FlowDone> done;
+  TimeNs t = 0;
+  for (size_t i = 0; i < fs.size(); ++i) {
+    t += 200'000;
+    warm.AdvanceTo(t, &done);
+    warm.StartFlow(t, fs[i].src, fs[i].dst, fs[i].bytes, i);
+  }
+  const auto left = warm.ActiveFlows();
+  ASSERT_GT(left.size(), 5u);
+  ASSERT_FALSE(done.empty());
+  FlowNetwork fresh(Topology::Star(6, B, 0), spec);
+  for (const auto& f : left) fresh.StartFlow(0, f.src, f.dst, 1'000'000'000, f.tag);
+  const auto ref = fresh.ActiveFlows();
+  ASSERT_EQ(ref.size(), left.size());
+  for (size_t i = 0; i < left.size(); ++i) {
+    EXPECT_EQ(ref[i].tag, left[i].tag);
+    EXPECT_NEAR(left[i].rate_Bps, ref[i].rate_Bps, ref[i].rate_Bps * 1e-6) << "flow " << left[i].tag;
+  }
+}
+
 // ---- burst_bytes: a token bucket per link --------------------------------------------------------
 
 TEST(FlowNetworkTest, BurstPassesAtOnceOnIdleLinksOnlyAndRefillsAtTheLinkRate) {
