@@ -187,32 +187,34 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   fs::remove_all(dir);
 }
 
+// The error ParseNetworkYaml(text, name) throws, or "" if it accepts the text.
+std::string NetworkFileError(const std::string& text, const std::string& name) {
+  try {
+    config::ParseNetworkYaml(text, name);
+  } catch (const config::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(NetworkFile, BadInputIsLocated) {
-  try {
-    config::ParseNetworkYaml("schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\n"
-                             "efficiency: 1.5\nprovenance: {a: b}\n",
-                             "bad.yaml");
-    FAIL() << "no error";
-  } catch (const config::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.yaml:4:"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("efficiency"), std::string::npos) << e.what();
-  }
-  try {
-    config::ParseNetworkYaml("schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\n"
-                             "efficiency: 1\n",
-                             "noprov.yaml");
-    FAIL() << "no error";
-  } catch (const config::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("provenance"), std::string::npos) << e.what();
-  }
-  try {
-    config::ParseNetworkYaml("schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\n"
-                             "efficiency: 1\nburst_bytes: -1\nprovenance: {a: b}\n",
-                             "neg.yaml");
-    FAIL() << "no error";
-  } catch (const config::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("neg.yaml:5:"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("burst_bytes"), std::string::npos) << e.what();
+  const std::string head = "schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\n";
+  const struct {
+    std::string body, name, where, what;
+  } cases[] = {
+      {"efficiency: 1.5\nprovenance: {a: b}\n", "bad.yaml", "bad.yaml:4:", "efficiency"},
+      {"efficiency: 1\n", "noprov.yaml", "noprov.yaml", "provenance"},
+      {"efficiency: 1\nburst_bytes: -1\nprovenance: {a: b}\n", "neg.yaml", "neg.yaml:5:",
+       "burst_bytes"},
+      {"efficiency: 1\nfairness_alpha: 51\nprovenance: {a: b}\n", "alpha.yaml", "alpha.yaml:5:",
+       "at most 50"},
+      {"efficiency: 1\nconnections: per_rack\nprovenance: {a: b}\n", "conn.yaml", "conn.yaml:5:",
+       "process_pair"},
+  };
+  for (const auto& c : cases) {
+    const std::string err = NetworkFileError(head + c.body, c.name);
+    EXPECT_NE(err.find(c.where), std::string::npos) << c.name << ": " << err;
+    EXPECT_NE(err.find(c.what), std::string::npos) << c.name << ": " << err;
   }
   fs::path dir = TempDir("netmissing");
   const std::string scen = (dir / "s.yaml").string();
