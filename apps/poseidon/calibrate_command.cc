@@ -56,6 +56,7 @@ struct CalibrateCommands {
   std::vector<int64_t> sizes = {64 << 10, 1 << 20, 8 << 20};
   int reps = 5;
   std::string network;
+  std::string sharing_from;
   double connect_timeout_s = 30;
 };
 
@@ -198,6 +199,20 @@ int RunNet(const CalibrateCommands& c, const std::string& command) {
                                p.median_ms, p.predicted_ms,
                                100.0 * (p.predicted_ms - p.median_ms) / p.median_ms);
     }
+    if (!c.sharing_from.empty()) {
+      // The keys on how messages share links are not measured here (docs/validation.md, "The
+      // emulated cluster's network model"): carry them over from the file being replaced.
+      const config::NetworkSpec from = config::LoadNetworkFile(c.sharing_from).network;
+      config::NetworkSpec& n = r.network.network;
+      n.connections = from.connections;
+      n.fairness_alpha = from.fairness_alpha;
+      n.burst_bytes = from.burst_bytes;
+      n.sender_queue_bytes = from.sender_queue_bytes;
+      r.network.provenance["sharing"] =
+          fmt::format("connections, fairness_alpha, burst_bytes, sender_queue_bytes copied from {} "
+                      "(not measured by calibrate-net)",
+                      c.sharing_from);
+    }
     std::ostringstream text;
     config::WriteNetworkYaml(r.network, text);
     WriteText(c.output, text.str());
@@ -294,6 +309,9 @@ std::shared_ptr<CalibrateCommands> AddCalibrateCommands(CLI::App& app, const std
   net->add_option("--streams", c->streams, "client: concurrent connections to test")
       ->delimiter(',')->capture_default_str();
   net->add_option("-o,--output", c->output, "client: network YAML file (default: stdout)");
+  net->add_option("--sharing-from", c->sharing_from,
+                  "client: copy connections, fairness_alpha, burst_bytes and sender_queue_bytes "
+                  "from this network file (calibrate-net does not measure them)");
   net->add_option("--receive", c->receive, "[HOST:]PORT: transfer-check receiver");
   net->add_option("--senders", c->senders, "receiver: senders that will connect")
       ->capture_default_str()->check(AtLeast(1));

@@ -435,8 +435,8 @@ TEST(NetnsRun, CleansUpOnIntToItsProcessGroup) {
   EXPECT_EQ(Leftovers(prefix), "");
 }
 
-// Loop (b), fast subset: calibrate a 100 Mbit/s emulated link, then 1 and 2 senders into one
-// receiver, predicted with the calibrated file. Bound 10% (the full check, 5%, is the script's).
+// Loop (b), fast subset: calibrate a 100 Mbit/s emulated link (keeping the shipped file's
+// sharing keys), then 1 and 2 senders into one receiver, predicted with the calibrated file. Bound 10% (the full check, 5%, is the script's).
 TEST(NetnsRun, CalibratedLinkPredictsTransfers) {
   std::string why;
   if (!CanUseNamespaces(&why)) GTEST_SKIP() << why;
@@ -451,11 +451,21 @@ TEST(NetnsRun, CalibratedLinkPredictsTransfers) {
       Root() + "/scripts/netns-run --rate 100mbit --cmd 'timeout 120 " + bin +
           " calibrate-net --listen 7070 --once' --cmd '" + bin +
           " calibrate-net --connect 10.77.0.1:7070 --line-rate-gbps 0.1 --max-size 4194304 "
-          "--seconds-per-size 0.2 --streams 1 -o " + net + "' 2>&1",
+          "--seconds-per-size 0.2 --streams 1 --sharing-from " + Root() +
+          "/scenarios/networks/emulated_100mbit.yaml -o " + net + "' 2>&1",
       &st);
   ASSERT_EQ(st, 0) << out;
   config::NetworkFileSpec f = config::LoadNetworkFile(net);
   EXPECT_GT(f.network.efficiency, 0.8);
+  // The keys calibrate-net does not measure come from --sharing-from, and say so.
+  const config::NetworkSpec shipped =
+      config::LoadNetworkFile(Root() + "/scenarios/networks/emulated_100mbit.yaml").network;
+  EXPECT_EQ(f.network.connections, shipped.connections);
+  EXPECT_DOUBLE_EQ(f.network.fairness_alpha, shipped.fairness_alpha);
+  EXPECT_EQ(f.network.burst_bytes, shipped.burst_bytes);
+  EXPECT_EQ(f.network.sender_queue_bytes, shipped.sender_queue_bytes);
+  EXPECT_GT(f.network.fairness_alpha, 0);
+  EXPECT_NE(f.provenance["sharing"].find("emulated_100mbit.yaml"), std::string::npos);
   out = RunCapture(Root() + "/scripts/netns-run -n 3 --rate 100mbit --cmd 'timeout 120 " + bin +
                        " calibrate-net --receive 7071 --senders 2 --sizes 1048576 --reps 3 "
                        "--network " + net + "' -- " + bin +
