@@ -19,7 +19,8 @@
 //     profile: ../profiles/x.yaml  # ... or measured per-layer times (wins when given)
 //     server_update_gbs: 10        # host memory bandwidth for the shards' SGD update
 //     network:
-//       model: flow                # flow (max-min sharing) | alpha_beta (no contention)
+//       model: flow                # flow (links shared, max-min or alpha-fair) | alpha_beta
+//                                  # (no contention)
 //       topology: star             # star | leaf_spine
 //       bandwidth_gbps: 40         # every host NIC, full duplex, 1e9 bit/s
 //       latency_us: 5              # one-way, host to host through one switch
@@ -27,11 +28,15 @@
 //       per_message_overhead_us: 0
 //       connections: machine_pair  # machine_pair (one in-order stream per pair of machines) |
 //                                  # process_pair (one per pair of processes, sharing links)
+//       fairness_alpha: 0          # 0 = max-min; > 0 alpha-fair (1 = proportional, TCP-like)
+//       burst_bytes: 0             # per-link token bucket (tc tbf's burst); 0 = none
+//       sender_queue_bytes: 0      # queued per sending connection at the NIC (TCP small queues)
 //       hosts_per_leaf: 16         # leaf_spine only
 //       spines: 2
 //       oversubscription: 1
-//       # or: network: {file: networks/NAME.yaml, topology: star}: bandwidth, latency, efficiency
-//       # and overhead from a network file (config/network_loader.h); keys here override it
+//       # or: network: {file: networks/NAME.yaml, topology: star}: bandwidth, latency, efficiency,
+//       # overhead and the four sharing keys from a network file (config/network_loader.h); keys
+//       # here override it
 //   protocol:
 //     dwbp: true
 //     chunk_kib: 512
