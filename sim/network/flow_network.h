@@ -40,11 +40,12 @@
 // Two options of NetworkSpec change the sharing (both off by default, and the solver above is
 // then all there is):
 //   - fairness_alpha > 0: alpha-fair rates instead of max-min. Flow i gets (sum of its links'
-//     prices)^(-1/alpha); the prices are found by cyclic coordinate descent on the dual (per link,
-//     Newton from below on the monotone link equation; sweeps until no price moves by 1e-10
-//     relative), over all active flows at every solve, starting from the last solve's prices --
-//     O(sweeps x flow-links), meant for the emulated and small clusters that validation
-//     compares, not for the scale runs (solver_stats().rounds counts the sweeps);
+//     prices)^(-1/alpha); the prices are found by coordinate descent on the dual (per link,
+//     Newton on the monotone link equation), starting from the last solve's prices: every active
+//     link is updated once, then again while a link it shares a flow with moves its price by
+//     more than 1e-9 relative (solver_stats().link_visits counts the updates). Not incremental
+//     like max-min, and slow where many flows share hubs (a 32-worker PS job: docs/performance.md):
+//     meant for the emulated and small clusters that validation compares, not the scale runs;
 //   - burst_bytes > 0: every link has a token bucket of that size, refilled at its rate while no
 //     flow crosses it; a flow that starts on idle links passes the smallest bucket's bytes at once
 //     (tc tbf's burst on the emulated cluster).
@@ -217,6 +218,8 @@ class FlowNetwork final : public NetworkModel {
   std::vector<double> af_price_;         // their prices (per link),
   std::vector<double> af_others_;        // per flow on the link being solved, the rest,
   std::vector<double> af_path_;          // per flow slot, its path's price
+  std::vector<int32_t> af_work_;         // links to update (FIFO)
+  std::vector<uint8_t> af_queued_;       // per link: in af_work_
   double af_unit_ = 1;                   // prices are in units of the fastest link's capacity
   std::vector<LinkScratch> link_scratch_;
 
