@@ -187,6 +187,24 @@ TEST(SimJob, SameScenarioAndSeedGiveIdenticalOutput) {
   EXPECT_GT(a.speedup, 0);
 }
 
+// The same with the emulated network's model: alpha-fair sharing (warm-started from the last
+// solve), token buckets and sender queues, one connection per pair of processes.
+TEST(SimJob, EmulatedNetworkModelGivesIdenticalOutputForTheSameScenario) {
+  config::ScenarioSpec s = config::LoadScenarioFile(kSrc + "/scenarios/validation/mlp_1g.yaml");
+  ASSERT_GT(s.network.fairness_alpha, 0);
+  ASSERT_GT(s.network.burst_bytes, 0);
+  ASSERT_GT(s.network.sender_queue_bytes, 0);
+  s.workers = 4;
+  SimOptions opts;
+  opts.record_trace = true;
+  opts.baseline = false;
+  ScenarioResult a = SimulateScenario(s, opts);
+  ScenarioResult b = SimulateScenario(s, opts);
+  EXPECT_EQ(FormatResult(a, OutputFormat::kJson), FormatResult(b, OutputFormat::kJson));
+  EXPECT_EQ(a.chrome_trace, b.chrome_trace);
+  EXPECT_GT(a.iteration_ms, 0);
+}
+
 // A scenario with fault tolerance simulates its heartbeats (timers, small messages to the
 // coordinator) without a failure: the job ends, deterministically, and the heartbeats cost
 // next to nothing next to the training traffic.
