@@ -149,8 +149,7 @@ void SimJob::StartFlowAfterQueue(int src, int dst, uint32_t slot) {
   const int others = sending_[static_cast<size_t>(src)];
   if (slots_[slot].msg.wire_bytes() >= q) ++sending_[static_cast<size_t>(src)];
   if (others > 0) {
-    const double wait_s = static_cast<double>(others) *
-                          static_cast<double>(config_.network.sender_queue_bytes) /
+    const double wait_s = static_cast<double>(others) * static_cast<double>(q) /
                           config_.network.host_bandwidth_Bps;
     queue_.Push(now_ + static_cast<TimeNs>(std::ceil(wait_s * 1e9)), kStartFlow,
                 static_cast<uint32_t>(src), (static_cast<uint64_t>(dst) << 32) | slot);

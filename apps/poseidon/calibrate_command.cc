@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -190,6 +191,9 @@ int RunNet(const CalibrateCommands& c, const std::string& command) {
     if (o.min_size <= 0 || o.max_size < o.min_size) {
       throw ConfigError("error: --min-size must be > 0 and <= --max-size");
     }
+    // Read before probing, so that a bad file is reported before minutes of measuring.
+    std::optional<config::NetworkSpec> sharing;
+    if (!c.sharing_from.empty()) sharing = config::LoadNetworkFile(c.sharing_from).network;
     calibration::ProbeResult r =
         calibration::ProbeNetwork(calibration::ParseHostPort(c.connect, "127.0.0.1"), o, command, log);
     std::cerr << fmt::format("calibrate-net: {:>10} {:>12} {:>13} {:>8}\n", "bytes", "measured_ms",
@@ -199,15 +203,14 @@ int RunNet(const CalibrateCommands& c, const std::string& command) {
                                p.median_ms, p.predicted_ms,
                                100.0 * (p.predicted_ms - p.median_ms) / p.median_ms);
     }
-    if (!c.sharing_from.empty()) {
+    if (sharing) {
       // The keys on how messages share links are not measured here (docs/validation.md, "The
       // emulated cluster's network model"): carry them over from the file being replaced.
-      const config::NetworkSpec from = config::LoadNetworkFile(c.sharing_from).network;
       config::NetworkSpec& n = r.network.network;
-      n.connections = from.connections;
-      n.fairness_alpha = from.fairness_alpha;
-      n.burst_bytes = from.burst_bytes;
-      n.sender_queue_bytes = from.sender_queue_bytes;
+      n.connections = sharing->connections;
+      n.fairness_alpha = sharing->fairness_alpha;
+      n.burst_bytes = sharing->burst_bytes;
+      n.sender_queue_bytes = sharing->sender_queue_bytes;
       r.network.provenance["sharing"] =
           fmt::format("connections, fairness_alpha, burst_bytes, sender_queue_bytes copied from {} "
                       "(not measured by calibrate-net)",

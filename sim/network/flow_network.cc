@@ -465,8 +465,9 @@ void FlowNetwork::SolveAlphaFair() {
   for (size_t i = head; i < af_work_.size(); ++i) af_queued_[static_cast<size_t>(af_work_[i])] = 0;
   ++stats_.rounds;
   stats_.link_visits += updates;
-  // Rates; then, in case the updates stopped short, scale down any flow on an overfull link so
-  // that no link carries more than its capacity.
+  // Rates, from path prices summed afresh (af_path_ was kept by increments); then, in case the
+  // updates stopped short, scale down any flow on an overfull link so that no link carries more
+  // than its capacity.
   for (int32_t f : free_flows_) {
     Hot& h = hot_[static_cast<size_t>(f)];
     double p = 0;
