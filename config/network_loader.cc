@@ -49,6 +49,8 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
       r.NonNegativeNumber("burst_bytes", static_cast<double>(n->burst_bytes)));
   n->sender_queue_bytes = std::llround(
       r.NonNegativeNumber("sender_queue_bytes", static_cast<double>(n->sender_queue_bytes)));
+  n->queue_limit_bytes = std::llround(
+      r.NonNegativeNumber("queue_limit_bytes", static_cast<double>(n->queue_limit_bytes)));
 }
 
 namespace {
@@ -69,9 +71,7 @@ NetworkFileSpec ReadNetworkFile(const YamlFile& f) {
   NetworkFileSpec s;
   NetworkSpec& n = s.network;
   n.loc = r.Loc();
-  n.model = r.Choice("model", {"flow", "alpha_beta"}, "flow") == "flow"
-                ? NetworkModelKind::kFlow
-                : NetworkModelKind::kAlphaBeta;
+  n.model = NetworkModelFromName(r.Choice("model", {"flow", "alpha_beta", "queue"}, "flow"));
   n.host_bandwidth_Bps = r.PositiveNumber("bandwidth_gbps") * 1e9 / 8;
   const double latency_us = r.Number("latency_us");
   if (latency_us < 0) r.FailKey("latency_us", "'latency_us' must not be negative");
@@ -107,7 +107,7 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
   const NetworkSpec& n = spec.network;
   out << "# Network figures for the simulator's network model. Format: config/network_loader.h.\n";
   out << "schema_version: " << kNetworkSchemaVersion << "\n";
-  out << "model: " << (n.model == NetworkModelKind::kFlow ? "flow" : "alpha_beta") << "\n";
+  out << "model: " << NetworkModelName(n.model) << "\n";
   out << "bandwidth_gbps: " << YamlScalarNumber(n.host_bandwidth_Bps * 8 / 1e9) << "\n";
   out << "latency_us: " << YamlScalarNumber(static_cast<double>(n.latency_ns) / 1e3) << "\n";
   out << "efficiency: " << YamlScalarNumber(n.efficiency) << "\n";
@@ -117,6 +117,7 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
   if (n.fairness_alpha > 0) out << "fairness_alpha: " << YamlScalarNumber(n.fairness_alpha) << "\n";
   if (n.burst_bytes > 0) out << "burst_bytes: " << n.burst_bytes << "\n";
   if (n.sender_queue_bytes > 0) out << "sender_queue_bytes: " << n.sender_queue_bytes << "\n";
+  if (n.queue_limit_bytes > 0) out << "queue_limit_bytes: " << n.queue_limit_bytes << "\n";
   out << "provenance:" << (spec.provenance.empty() ? " {}" : "") << "\n";
   for (const auto& [k, v] : spec.provenance) {
     out << "  " << YamlScalarString(k) << ": " << YamlScalarString(v) << "\n";

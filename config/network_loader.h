@@ -2,7 +2,7 @@
 // `poseidon calibrate-net` measures and a scenario's network model replays.
 //
 //   schema_version: 1
-//   model: flow                       # flow | alpha_beta (optional, default flow)
+//   model: flow                       # flow | alpha_beta | queue (optional, default flow)
 //   bandwidth_gbps: 1                 # NIC line rate, 1e9 bit/s                 (> 0)
 //   latency_us: 31.5                  # one-way, host to host                    (>= 0)
 //   efficiency: 0.941                 # payload / wire bytes                     (0 < x <= 1)
@@ -11,6 +11,7 @@
 //   fairness_alpha: 1                 # optional (default 0 = max-min)         (0..50)
 //   burst_bytes: 32768                # optional (default 0)                     (>= 0)
 //   sender_queue_bytes: 32768         # optional (default 0)                     (>= 0)
+//   queue_limit_bytes: 1250000        # optional (default 0), queue model only   (>= 0)
 //   provenance:                       # free-form strings; calibrate-net writes host, kernel,
 //     date: "2026-11-29T10:00:00Z"    # date, command, commit, link
 //   measurements: {...}               # optional, free-form: the raw figures (not read)
@@ -45,7 +46,7 @@ NetworkFileSpec LoadNetworkFile(const std::string& path);
 NetworkFileSpec ParseNetworkYaml(const std::string& text, const std::string& name);
 
 // The keys on how messages share links -- connections (machine_pair | process_pair),
-// fairness_alpha, burst_bytes, sender_queue_bytes (NetworkSpec says what each means) -- read
+// fairness_alpha, burst_bytes, sender_queue_bytes, queue_limit_bytes (NetworkSpec says what each means) -- read
 // from a network file or a scenario's `network:`, each defaulting to *n's current value.
 void ReadNetworkSharing(MapReader& r, NetworkSpec* n);
 

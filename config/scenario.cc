@@ -80,10 +80,8 @@ void ReadNetwork(MapReader& r, NetworkSpec* n, const std::string& scenario_file,
     *n = LoadNetworkFile(*network_file).network;
     n->loc = r.Loc();
   }
-  const char* model_def = n->model == NetworkModelKind::kFlow ? "flow" : "alpha_beta";
-  n->model = r.Choice("model", {"flow", "alpha_beta"}, model_def) == "flow"
-                 ? NetworkModelKind::kFlow
-                 : NetworkModelKind::kAlphaBeta;
+  n->model = NetworkModelFromName(
+      r.Choice("model", {"flow", "alpha_beta", "queue"}, NetworkModelName(n->model)));
   n->topology = r.Choice("topology", {"star", "leaf_spine"}, "star") == "star"
                     ? TopologyKind::kStar
                     : TopologyKind::kLeafSpine;

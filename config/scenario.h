@@ -20,7 +20,8 @@
 //     server_update_gbs: 10        # host memory bandwidth for the shards' SGD update
 //     network:
 //       model: flow                # flow (links shared, max-min or alpha-fair) | alpha_beta
-//                                  # (no contention)
+//                                  # (no contention) | queue (sending NICs shared, receiving
+//                                  # links FIFO; star only)
 //       topology: star             # star | leaf_spine
 //       bandwidth_gbps: 40         # every host NIC, full duplex, 1e9 bit/s
 //       latency_us: 5              # one-way, host to host through one switch
@@ -31,11 +32,12 @@
 //       fairness_alpha: 0          # 0 = max-min; > 0 alpha-fair (1 = proportional, TCP-like)
 //       burst_bytes: 0             # per-link token bucket (tc tbf's burst); 0 = none
 //       sender_queue_bytes: 0      # queued per sending connection at the NIC (TCP small queues)
+//       queue_limit_bytes: 0       # queue model: most bytes a receiving link queues; 0 = none
 //       hosts_per_leaf: 16         # leaf_spine only
 //       spines: 2
 //       oversubscription: 1
 //       # or: network: {file: networks/NAME.yaml, topology: star}: bandwidth, latency, efficiency,
-//       # overhead and the four sharing keys from a network file (config/network_loader.h); keys
+//       # overhead and the sharing keys (model included) from a network file (config/network_loader.h); keys
 //       # here override it
 //   protocol:
 //     dwbp: true

@@ -17,7 +17,17 @@ namespace poseidon::config {
 
 // ---- network -------------------------------------------------------------------------------
 
-enum class NetworkModelKind { kFlow, kAlphaBeta };
+// flow: links shared max-min or alpha-fair (sim/network/flow_network.h); alpha_beta: no sharing
+// (alpha_beta.h); queue: sending NICs shared, receiving links FIFO (queue_network.h).
+enum class NetworkModelKind { kFlow, kAlphaBeta, kQueue };
+inline const char* NetworkModelName(NetworkModelKind k) {
+  return k == NetworkModelKind::kFlow ? "flow" : k == NetworkModelKind::kAlphaBeta ? "alpha_beta" : "queue";
+}
+inline NetworkModelKind NetworkModelFromName(const std::string& name) {  // one of the three names
+  return name == "alpha_beta" ? NetworkModelKind::kAlphaBeta
+         : name == "queue"    ? NetworkModelKind::kQueue
+                              : NetworkModelKind::kFlow;
+}
 enum class TopologyKind { kStar, kLeafSpine };
 // How the simulator multiplexes a job's messages onto the network (docs/validation.md, "The
 // emulated cluster's network model"): one in-order connection per ordered pair of machines
@@ -58,6 +68,10 @@ struct NetworkSpec {
   // small queues keep about two packets per socket). Smaller messages neither wait nor count.
   // 0 = none.
   int64_t sender_queue_bytes = 0;
+  // Queue model only (YAML: queue_limit_bytes): most wire bytes a receiving link queues (tc tbf's
+  // `limit`); a full queue takes no more than its rate, shared max-min by the flows it holds back,
+  // and their senders give the rest of their NICs to their other flows. 0 = no limit.
+  int64_t queue_limit_bytes = 0;
   // Leaf-spine only.
   int hosts_per_leaf = 16;
   int spines = 2;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "sim/network/alpha_beta.h"
+#include "sim/network/queue_network.h"
 
 namespace poseidon::sim {
 namespace {
@@ -705,11 +706,12 @@ void CheckNetworkSpec(const config::NetworkSpec& spec) {
                                             spec.loc.ToString(), spec.per_message_overhead_ns));
   }
   if (!(spec.fairness_alpha >= 0 && spec.fairness_alpha <= config::kMaxFairnessAlpha) ||
-      spec.burst_bytes < 0 || spec.sender_queue_bytes < 0) {
+      spec.burst_bytes < 0 || spec.sender_queue_bytes < 0 || spec.queue_limit_bytes < 0) {
     throw std::invalid_argument(fmt::format(
-        "{}: fairness_alpha must be in [0, 50], burst_bytes and sender_queue_bytes >= 0, got {}, "
-        "{}, {}",
-        spec.loc.ToString(), spec.fairness_alpha, spec.burst_bytes, spec.sender_queue_bytes));
+        "{}: fairness_alpha must be in [0, 50], burst_bytes, sender_queue_bytes and "
+        "queue_limit_bytes >= 0, got {}, {}, {}, {}",
+        spec.loc.ToString(), spec.fairness_alpha, spec.burst_bytes, spec.sender_queue_bytes,
+        spec.queue_limit_bytes));
   }
 }
 
@@ -720,9 +722,11 @@ std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, 
       return std::make_unique<FlowNetwork>(std::move(topo), spec);
     case config::NetworkModelKind::kAlphaBeta:
       return std::make_unique<AlphaBetaNetwork>(std::move(topo), spec);
+    case config::NetworkModelKind::kQueue:
+      return std::make_unique<QueueNetwork>(std::move(topo), spec);
   }
   throw std::invalid_argument(
-      fmt::format("{}: unknown network model (known: flow, alpha_beta)", spec.loc.ToString()));
+      fmt::format("{}: unknown network model (known: flow, alpha_beta, queue)", spec.loc.ToString()));
 }
 
 }  // namespace poseidon::sim

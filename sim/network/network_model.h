@@ -5,11 +5,12 @@
 // NextEventTime() for the earliest moment something finishes, and calls AdvanceTo(t) when the
 // engine reaches t, which reports every flow whose last byte arrived by t.
 //
-// Timing contract (both models): a flow of S payload bytes on a route with latency L (the sum of
+// Timing contract (every model): a flow of S payload bytes on a route with latency L (the sum of
 // the route's link latencies) and an uncontended bottleneck rate B (bytes/s of wire bytes) is
 // delivered at start + L + overhead + ceil(S / efficiency / B in ns). Under contention the flow
-// model shares each link max-min fairly among the flows crossing it and re-solves the rates when
-// a flow starts or ends; the alpha-beta model ignores contention.
+// model shares each link max-min (or alpha-) fairly among the flows crossing it and re-solves the
+// rates when a flow starts or ends; the queue model shares each sender's NIC and queues at each
+// receiver's link (queue_network.h); the alpha-beta model ignores contention.
 //
 // Determinism: results depend only on the sequence of calls. Flows finishing at the same ns are
 // reported in the order they were started.

@@ -151,6 +151,8 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   f.network.fairness_alpha = 1.06;
   f.network.burst_bytes = 32768;
   f.network.sender_queue_bytes = 16384;
+  f.network.model = config::NetworkModelKind::kQueue;
+  f.network.queue_limit_bytes = 1250000;
   f.provenance = {{"date", "2026-11-29T10:00:00Z"}, {"command", "poseidon calibrate-net x"}};
   f.measurements = {{"rtt_us", "median 63"}};
   std::ostringstream text;
@@ -164,6 +166,8 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_DOUBLE_EQ(back.network.fairness_alpha, 1.06);
   EXPECT_EQ(back.network.burst_bytes, 32768);
   EXPECT_EQ(back.network.sender_queue_bytes, 16384);
+  EXPECT_EQ(back.network.model, config::NetworkModelKind::kQueue);
+  EXPECT_EQ(back.network.queue_limit_bytes, 1250000);
   EXPECT_EQ(back.provenance, f.provenance);
   EXPECT_EQ(back.measurements, f.measurements);
 
@@ -180,6 +184,8 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_EQ(s.network.connections, config::ConnectionKind::kProcessPair);
   EXPECT_EQ(s.network.burst_bytes, 32768);
   EXPECT_EQ(s.network.sender_queue_bytes, 16384);
+  EXPECT_EQ(s.network.model, config::NetworkModelKind::kQueue);
+  EXPECT_EQ(s.network.queue_limit_bytes, 1250000);
   EXPECT_DOUBLE_EQ(s.network.fairness_alpha, 0);
   EXPECT_EQ(s.network.per_message_overhead_ns, 12000);
   EXPECT_EQ(s.network.latency_ns, 40000);  // the scenario's key wins
@@ -210,6 +216,10 @@ TEST(NetworkFile, BadInputIsLocated) {
        "at most 50"},
       {"efficiency: 1\nconnections: per_rack\nprovenance: {a: b}\n", "conn.yaml", "conn.yaml:5:",
        "process_pair"},
+      {"efficiency: 1\nqueue_limit_bytes: -5\nprovenance: {a: b}\n", "qlim.yaml", "qlim.yaml:5:",
+       "queue_limit_bytes"},
+      {"model: fifo\nefficiency: 1\nprovenance: {a: b}\n", "model.yaml", "model.yaml:4:",
+       "queue"},
   };
   for (const auto& c : cases) {
     const std::string err = NetworkFileError(head + c.body, c.name);
@@ -464,6 +474,8 @@ TEST(NetnsRun, CalibratedLinkPredictsTransfers) {
   EXPECT_DOUBLE_EQ(f.network.fairness_alpha, shipped.fairness_alpha);
   EXPECT_EQ(f.network.burst_bytes, shipped.burst_bytes);
   EXPECT_EQ(f.network.sender_queue_bytes, shipped.sender_queue_bytes);
+  EXPECT_EQ(f.network.queue_limit_bytes, shipped.queue_limit_bytes);
+  EXPECT_EQ(f.network.model, shipped.model);
   EXPECT_GT(f.network.fairness_alpha, 0);
   EXPECT_NE(f.provenance["sharing"].find("emulated_100mbit.yaml"), std::string::npos);
   out = RunCapture(Root() + "/scripts/netns-run -n 3 --rate 100mbit --cmd 'timeout 120 " + bin +

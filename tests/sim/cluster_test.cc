@@ -191,17 +191,25 @@ TEST(SimJob, SameScenarioAndSeedGiveIdenticalOutput) {
   EXPECT_GT(SimulateTwiceIdentically(s, {}).speedup, 0);
 }
 
-// The same with the emulated network's model: alpha-fair sharing (warm-started from the last
-// solve), token buckets and sender queues, one connection per pair of processes.
-TEST(SimJob, EmulatedNetworkModelGivesIdenticalOutputForTheSameScenario) {
+// The same with the emulated networks' models: at 100 Mbit/s alpha-fair sharing (warm-started
+// from the last solve), token buckets and sender queues, one connection per pair of processes; at
+// 1 Gbit/s the queue model (shared sending NICs, FIFO receiving links with a limit).
+TEST(SimJob, EmulatedNetworkModelsGiveIdenticalOutputForTheSameScenario) {
   config::ScenarioSpec s = config::LoadScenarioFile(kSrc + "/scenarios/validation/mlp_1g.yaml");
-  ASSERT_GT(s.network.fairness_alpha, 0);
-  ASSERT_GT(s.network.burst_bytes, 0);
-  ASSERT_GT(s.network.sender_queue_bytes, 0);
+  ASSERT_EQ(s.network.model, config::NetworkModelKind::kQueue);
+  ASSERT_GT(s.network.queue_limit_bytes, 0);
   s.workers = 4;
   SimOptions opts;
   opts.baseline = false;
   EXPECT_GT(SimulateTwiceIdentically(s, opts).iteration_ms, 0);
+  config::ScenarioSpec f = config::LoadScenarioFile(
+      kSrc + "/scenarios/validation/mlp_1g.yaml", {"cluster.network.file=emulated_100mbit"});
+  ASSERT_EQ(f.network.model, config::NetworkModelKind::kFlow);
+  ASSERT_GT(f.network.fairness_alpha, 0);
+  ASSERT_GT(f.network.burst_bytes, 0);
+  ASSERT_GT(f.network.sender_queue_bytes, 0);
+  f.workers = 4;
+  EXPECT_GT(SimulateTwiceIdentically(f, opts).iteration_ms, 0);
 }
 
 // A scenario with fault tolerance simulates its heartbeats (timers, small messages to the

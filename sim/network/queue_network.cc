@@ -1,0 +1,244 @@
+#include "sim/network/queue_network.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sim/network/flow_network.h"  // RoundUpNs
+
+namespace poseidon::sim {
+
+QueueNetwork::QueueNetwork(Topology topology, const config::NetworkSpec& spec)
+    : topo_(std::move(topology)),
+      efficiency_(spec.efficiency),
+      overhead_ns_(spec.per_message_overhead_ns),
+      limit_(static_cast<double>(spec.queue_limit_bytes)) {
+  CheckNetworkSpec(spec);
+  if (topo_.kind() != config::TopologyKind::kStar) {
+    throw std::invalid_argument(fmt::format(
+        "{}: network model 'queue' needs a star topology (one sending and one receiving link per "
+        "host); use model 'flow' for leaf-spine",
+        spec.loc.ToString()));
+  }
+  hosts_.resize(static_cast<size_t>(topo_.num_hosts()));
+  for (int h = 0; h < topo_.num_hosts(); ++h) {
+    Host& x = hosts_[static_cast<size_t>(h)];
+    x.up_Bps = topo_.link(UpLink(h)).capacity_Bps;
+    x.down_Bps = topo_.link(DownLink(h)).capacity_Bps;
+  }
+}
+
+void QueueNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) {
+  if (now < now_) {
+    throw std::invalid_argument(
+        fmt::format("StartFlow: time went backwards ({} ns after {} ns)", now, now_));
+  }
+  if (payload_bytes < 0) {
+    throw std::invalid_argument(fmt::format("StartFlow: negative size {}", payload_bytes));
+  }
+  const Route route = topo_.RouteBetween(src, dst);  // validates src, dst
+  // Flows that ended before `now` leave first; they are reported by the next AdvanceTo.
+  ProcessUntil(now, /*inclusive=*/false);
+  Drain(now);
+  Flow f;
+  f.seq = next_seq_++;
+  f.tag = tag;
+  f.src = src;
+  f.dst = dst;
+  f.remaining = static_cast<double>(payload_bytes) / efficiency_;
+  f.extra = topo_.RouteLatency(route) + overhead_ns_;
+  flows_.push_back(f);
+  ++hosts_[static_cast<size_t>(src)].sending;
+  Rebalance();
+}
+
+TimeNs QueueNetwork::FinishOf(const Flow& f) const {
+  if (f.remaining <= 0) return now_;
+  if (!(f.rate > 0)) return kNever;  // held back entirely (cannot last: its queue drains)
+  return now_ + RoundUpNs(f.remaining / f.rate * 1e9);
+}
+
+int QueueNetwork::Next() const {
+  int best = -1;
+  TimeNs best_t = kNever;
+  for (size_t i = 0; i < flows_.size(); ++i) {
+    const TimeNs t = FinishOf(flows_[i]);
+    if (t < best_t) {  // strict: the earlier started wins a tie (flows_ is in start order)
+      best_t = t;
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+TimeNs QueueNetwork::NextFull(int* host) const {
+  TimeNs best = kNever;
+  if (limit_ <= 0) return best;
+  for (size_t h = 0; h < hosts_.size(); ++h) {
+    const Host& x = hosts_[h];
+    if (x.full || !(x.in_Bps > x.down_Bps)) continue;
+    const TimeNs t = now_ + RoundUpNs((limit_ - x.backlog) / (x.in_Bps - x.down_Bps) * 1e9);
+    if (t < best) {
+      best = t;
+      *host = static_cast<int>(h);
+    }
+  }
+  return best;
+}
+
+TimeNs QueueNetwork::NextEventTime() const {
+  if (!done_.empty()) return now_;  // retired by a later StartFlow, not reported yet
+  const int i = Next();
+  int host = -1;
+  return std::min(i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]), NextFull(&host));
+}
+
+void QueueNetwork::DrainHosts(std::vector<Host>* hosts, TimeNs dt_ns, double limit) {
+  if (dt_ns <= 0) return;
+  const double dt = static_cast<double>(dt_ns) * 1e-9;
+  for (Host& h : *hosts) {
+    if (h.sending > 0) {
+      h.up_bytes += h.out_Bps * dt;
+      h.up_busy_ns += static_cast<double>(dt_ns);
+    }
+    const double queued = h.backlog + h.in_Bps * dt;
+    double after = std::max(0.0, queued - h.down_Bps * dt);
+    // The limit is met by a queue-full event; what the ns rounding of that event adds is dropped.
+    if (limit > 0) after = std::min(after, limit);
+    h.down_bytes += h.backlog + h.in_Bps * dt - after;
+    if (h.in_Bps > 0) {
+      h.down_busy_ns += static_cast<double>(dt_ns);
+    } else if (h.backlog > 0) {
+      h.down_busy_ns += std::min(static_cast<double>(dt_ns), h.backlog / h.down_Bps * 1e9);
+    }
+    h.backlog = after;
+  }
+}
+
+void QueueNetwork::Drain(TimeNs t) {
+  if (t <= now_) return;
+  const double dt = static_cast<double>(t - now_) * 1e-9;
+  for (Flow& f : flows_) f.remaining = std::max(0.0, f.remaining - f.rate * dt);
+  DrainHosts(&hosts_, t - now_, limit_);
+  now_ = t;
+}
+
+void QueueNetwork::Rebalance() {
+  // A queue stays full while it is at the limit; one that drained below it no longer constrains.
+  for (Host& h : hosts_) h.full = limit_ > 0 && h.backlog >= limit_ * (1 - 1e-9);
+  // Progressive filling: constraint k < n is host k's sending link, k >= n the receiving link of
+  // host k - n while full. Raise every unfrozen flow's rate together; the constraint with the
+  // least room per unfrozen flow freezes its flows at that level.
+  const size_t n = hosts_.size();
+  cap_left_.assign(2 * n, 0.0);
+  unfrozen_.assign(2 * n, 0);
+  frozen_.assign(flows_.size(), 0);
+  for (size_t h = 0; h < n; ++h) {
+    cap_left_[h] = hosts_[h].up_Bps;
+    cap_left_[n + h] = hosts_[h].full ? hosts_[h].down_Bps : 0.0;
+  }
+  for (Flow& f : flows_) {
+    f.rate = 0;
+    ++unfrozen_[static_cast<size_t>(f.src)];
+    if (hosts_[static_cast<size_t>(f.dst)].full) ++unfrozen_[n + static_cast<size_t>(f.dst)];
+  }
+  size_t left = flows_.size();
+  double level = 0;
+  while (left > 0) {
+    size_t best = 0;
+    double best_share = -1;
+    for (size_t k = 0; k < 2 * n; ++k) {
+      if (unfrozen_[k] == 0) continue;
+      const double share = cap_left_[k] / unfrozen_[k];
+      if (best_share < 0 || share < best_share) {
+        best_share = share;
+        best = k;
+      }
+    }
+    level += std::max(0.0, best_share);
+    for (size_t k = 0; k < 2 * n; ++k) {
+      if (unfrozen_[k] > 0) cap_left_[k] -= std::max(0.0, best_share) * unfrozen_[k];
+    }
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      if (frozen_[i]) continue;
+      const size_t src = static_cast<size_t>(flows_[i].src);
+      const size_t dst = n + static_cast<size_t>(flows_[i].dst);
+      const bool at_best = src == best || (hosts_[dst - n].full && dst == best);
+      if (!at_best) continue;
+      frozen_[i] = 1;
+      flows_[i].rate = level;
+      --unfrozen_[src];
+      if (hosts_[dst - n].full) --unfrozen_[dst];
+      --left;
+    }
+  }
+  for (Host& h : hosts_) h.in_Bps = h.out_Bps = 0;
+  for (const Flow& f : flows_) {
+    hosts_[static_cast<size_t>(f.dst)].in_Bps += f.rate;
+    hosts_[static_cast<size_t>(f.src)].out_Bps += f.rate;
+  }
+}
+
+void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
+  for (;;) {
+    int host = -1;
+    const TimeNs full_at = NextFull(&host);
+    const int i = Next();
+    const TimeNs finish = i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]);
+    const TimeNs next = std::min(full_at, finish);
+    if (next == kNever || next > t || (!inclusive && next == t)) break;
+    Drain(next);
+    if (full_at < finish) {  // a queue reached its limit: its senders are held to its rate
+      hosts_[static_cast<size_t>(host)].backlog = limit_;
+      Rebalance();
+      continue;
+    }
+    const Flow f = flows_[static_cast<size_t>(i)];
+    const Host& dst = hosts_[static_cast<size_t>(f.dst)];
+    // FIFO: the last byte leaves the receiving link after everything queued before it.
+    const TimeNs wait = RoundUpNs(dst.backlog / dst.down_Bps * 1e9);
+    done_.push_back(FlowDone{f.tag, finish + wait + f.extra});
+    flows_.erase(flows_.begin() + i);
+    --hosts_[static_cast<size_t>(f.src)].sending;
+    Rebalance();
+  }
+}
+
+void QueueNetwork::AdvanceTo(TimeNs now, std::vector<FlowDone>* done) {
+  if (now < now_) {
+    throw std::invalid_argument(
+        fmt::format("AdvanceTo: time went backwards ({} ns after {} ns)", now, now_));
+  }
+  ProcessUntil(now, /*inclusive=*/true);
+  Drain(now);
+  // A full queue that the flows no longer fill leaves the constraints (its senders speed up).
+  Rebalance();
+  done->insert(done->end(), done_.begin(), done_.end());
+  done_.clear();
+}
+
+std::vector<LinkStats> QueueNetwork::Links(TimeNs now) const {
+  std::vector<Host> hosts = hosts_;
+  DrainHosts(&hosts, now - now_, limit_);
+  std::vector<LinkStats> out(static_cast<size_t>(topo_.num_links()));
+  const double secs = static_cast<double>(now) * 1e-9;
+  for (int h = 0; h < topo_.num_hosts(); ++h) {
+    const Host& x = hosts[static_cast<size_t>(h)];
+    const int32_t links[2] = {UpLink(h), DownLink(h)};
+    const double bytes[2] = {x.up_bytes, x.down_bytes};
+    const double busy[2] = {x.up_busy_ns, x.down_busy_ns};
+    for (int k = 0; k < 2; ++k) {
+      LinkStats& s = out[static_cast<size_t>(links[k])];
+      s.name = topo_.LinkName(links[k]);
+      s.capacity_Bps = topo_.link(links[k]).capacity_Bps;
+      s.bytes = bytes[k];
+      s.busy_fraction = now > 0 ? busy[k] / static_cast<double>(now) : 0.0;
+      s.utilisation = secs > 0 ? bytes[k] / (s.capacity_Bps * secs) : 0.0;
+    }
+  }
+  return out;
+}
+
+}  // namespace poseidon::sim

@@ -1,0 +1,119 @@
+// sim/network/queue_network.h: the queue network model (sending NICs shared, receiving links FIFO).
+//
+// The flow model assumes every flow's rate is set by the links it crosses together (max-min or
+// alpha-fair). On the emulated cluster the live runtime's TCP connections are not held back that
+// way: they never leave slow start (no loss below tbf's 100 ms queue), their windows (3 to 6 MB,
+// `ss -tin` during a validation run: docs/validation.md) exceed what a job has in flight, so each
+// sender pushes its bytes as fast as its own NIC gives them, and they wait in the receiver's link
+// queue (round trips of 17 to 50 ms in that run). This model is that, as a fluid:
+//
+//   - a host's sending link is shared equally by the flows it is sending (processor sharing:
+//     TCP small queues keep a few packets per socket in the sender's qdisc, which interleaves
+//     them); a flow's transmission ends when its last byte has left the sender;
+//   - every receiving link is one FIFO queue served at its rate. Its backlog B grows at the sum
+//     of the rates of the flows sending to it minus its rate and never drops below zero; a flow
+//     whose last byte left the sender at t is delivered at t + B(t) / rate + latency + overhead.
+//
+// So a flow alone on its sender's NIC arrives at the receiver at the full rate and takes a share
+// of the receiving link in proportion to that, while the flows of a busy sender each bring their
+// smaller share. With queue_limit_bytes > 0 a receiving queue holds at most that many bytes (tc
+// tbf's `limit`): once full it takes no more than its rate, shared max-min by the flows sending to
+// it (TCP backs off from a full queue), and their senders give the rest of their NICs to their
+// other flows; rates are then the max-min allocation over the sending links and the full queues.
+// Nothing else pushes back on a sender (no windows): the model is for deep queues and large
+// windows, as the emulated hosts have; the flow model stays the default. Star topologies only
+// (one sending and one receiving link per host).
+//
+//   QueueNetwork net(Topology::Star(4, 1e9, 1000), spec);
+//   net.StartFlow(0, 0, 1, 1'000'000, /*tag=*/7);
+//   std::vector<FlowDone> done;
+//   net.AdvanceTo(net.NextEventTime(), &done);   // done = {{7, 1'001'000}}
+//
+// Times are int64 ns; a transmission end rounds up to the next ns, so a lone transfer takes
+// exactly L + overhead + ceil(S / efficiency / B) as in the other models (network_model.h). Flows
+// ending at the same ns are reported in start order. Every event costs O(active flows + hosts):
+// for the small clusters validation emulates, not for the scale runs. Thread-safety: none.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config/specs.h"
+#include "sim/network/network_model.h"
+#include "sim/network/topology.h"
+
+namespace poseidon::sim {
+
+class QueueNetwork final : public NetworkModel {
+ public:
+  // Throws std::invalid_argument for a topology other than a star, efficiency outside (0, 1] or
+  // a negative overhead.
+  QueueNetwork(Topology topology, const config::NetworkSpec& spec);
+
+  int num_hosts() const override { return topo_.num_hosts(); }
+  void StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) override;
+  TimeNs NextEventTime() const override;
+  void AdvanceTo(TimeNs now, std::vector<FlowDone>* done) override;
+  int active_flows() const override { return static_cast<int>(flows_.size()); }
+  std::vector<LinkStats> Links(TimeNs now) const override;
+
+  // Wire bytes waiting in host `h`'s receiving link queue at the model's current time.
+  double backlog_bytes(int h) const { return hosts_[static_cast<size_t>(h)].backlog; }
+
+ private:
+  struct Flow {
+    uint64_t seq = 0;
+    uint64_t tag = 0;
+    int32_t src = 0, dst = 0;
+    double remaining = 0;  // wire bytes not yet sent, at now_
+    double rate = 0;       // bytes/s leaving the sender
+    TimeNs extra = 0;      // route latency + per-message overhead
+  };
+  struct Host {
+    int32_t sending = 0;   // flows on the sending link
+    double up_Bps = 0;     // sending link capacity
+    double down_Bps = 0;   // receiving link capacity
+    double in_Bps = 0;     // sum of the rates of the flows sending to this host
+    double out_Bps = 0;    // sum of the rates of the flows this host sends
+    double backlog = 0;    // wire bytes queued on the receiving link
+    bool full = false;     // backlog at the limit: the receiving link constrains its senders
+    // Statistics: wire bytes carried and time busy, each way.
+    double up_bytes = 0, down_bytes = 0;
+    double up_busy_ns = 0, down_busy_ns = 0;
+  };
+  // Star links (topology.h): host h sends on link 2h and receives on link 2h + 1.
+  static int32_t UpLink(int h) { return 2 * h; }
+  static int32_t DownLink(int h) { return 2 * h + 1; }
+  // Transmission end of flow f at the current rates.
+  TimeNs FinishOf(const Flow& f) const;
+  // Index of the flow that ends first (ties: start order), or -1.
+  int Next() const;
+  // When the first receiving queue that is filling reaches the limit (kNever if none); *host: it.
+  TimeNs NextFull(int* host) const;
+  // Moves the fluid from now_ to t (>= now_): remaining bytes, backlogs, statistics.
+  void Drain(TimeNs t);
+  // Advances the hosts' backlogs and statistics by dt_ns at their current rates.
+  static void DrainHosts(std::vector<Host>* hosts, TimeNs dt_ns, double limit);
+  // Recomputes the rates (max-min over the sending links and the full receiving queues) and
+  // every receiving link's input rate.
+  void Rebalance();
+  // Retires every flow whose transmission ends before `t` (or at `t` when inclusive).
+  void ProcessUntil(TimeNs t, bool inclusive);
+
+  Topology topo_;
+  double efficiency_ = 1;
+  TimeNs overhead_ns_ = 0;
+  double limit_ = 0;  // queue_limit_bytes; 0: none
+  TimeNs now_ = 0;
+  uint64_t next_seq_ = 0;
+  std::vector<Flow> flows_;  // in start order
+  std::vector<Host> hosts_;
+  std::vector<FlowDone> done_;  // retired, not yet reported
+  // Rebalance scratch: per constraint (sending link h, receiving link num_hosts + h) capacity
+  // left and flows not yet frozen; per flow whether frozen.
+  std::vector<double> cap_left_;
+  std::vector<int32_t> unfrozen_;
+  std::vector<uint8_t> frozen_;
+};
+
+}  // namespace poseidon::sim

@@ -1,0 +1,188 @@
+// Tests of sim/network/queue_network.cc: closed forms of the queue model (sending NICs shared
+// equally, receiving links FIFO), where it parts from max-min sharing, report order, statistics
+// and its refusal of topologies other than a star.
+#include "sim/network/queue_network.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "sim/network/flow_network.h"
+#include "sim/network/network_model.h"
+#include "sim/network/topology.h"
+
+namespace poseidon::sim {
+namespace {
+
+constexpr int64_t kB = 1'000'000'000;  // bytes/s: 1 byte per ns, so times are easy to read
+
+config::NetworkSpec QueueSpec(int64_t latency_ns, double efficiency = 1.0, int64_t overhead_ns = 0) {
+  config::NetworkSpec s;
+  s.model = config::NetworkModelKind::kQueue;
+  s.host_bandwidth_Bps = static_cast<double>(kB);
+  s.latency_ns = latency_ns;
+  s.efficiency = efficiency;
+  s.per_message_overhead_ns = overhead_ns;
+  return s;
+}
+
+std::vector<FlowDone> Drain(NetworkModel& net) {
+  std::vector<FlowDone> done;
+  for (TimeNs t = net.NextEventTime(); t != kNever; t = net.NextEventTime()) net.AdvanceTo(t, &done);
+  return done;
+}
+
+TimeNs DeliveryOf(const std::vector<FlowDone>& done, uint64_t tag) {
+  for (const FlowDone& d : done) {
+    if (d.tag == tag) return d.delivered_at;
+  }
+  ADD_FAILURE() << "tag " << tag << " not delivered";
+  return -1;
+}
+
+TEST(QueueNetworkTest, LoneTransferTakesLatencyOverheadAndSizeOverRate) {
+  auto net = MakeNetworkModel(QueueSpec(5001, 0.5, 30), 2);
+  net->StartFlow(100, 0, 1, 1'000'001, 9);
+  EXPECT_EQ(net->NextEventTime(), 100 + 2'000'002);
+  const auto done = Drain(*net);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].delivered_at, 100 + 2'000'002 + 5001 + 30);
+}
+
+TEST(QueueNetworkTest, EmptyMessageIsDeliveredAfterTheLatency) {
+  QueueNetwork net(Topology::Star(2, kB, 700), QueueSpec(700));
+  net.StartFlow(5, 1, 0, 0, 1);
+  EXPECT_EQ(net.NextEventTime(), 5);
+  const auto done = Drain(net);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].delivered_at, 5 + 700);
+}
+
+// Two senders, each alone on its NIC, to one receiver: both leave their senders at S/B, half of
+// the bytes still queued at the receiver, which is done at 2S/B (FIFO or not, the link is busy).
+TEST(QueueNetworkTest, IncastQueuesAtTheReceiver) {
+  const int64_t S = 1'000'000;
+  QueueNetwork net(Topology::Star(3, kB, 0), QueueSpec(0));
+  net.StartFlow(0, 1, 0, S, 1);
+  net.StartFlow(0, 2, 0, S, 2);
+  EXPECT_EQ(net.NextEventTime(), S);
+  std::vector<FlowDone> done;
+  net.AdvanceTo(S, &done);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].tag, 1u);  // same end: start order
+  EXPECT_EQ(done[0].delivered_at, 2 * S);
+  EXPECT_EQ(done[1].delivered_at, 2 * S);
+  EXPECT_DOUBLE_EQ(net.backlog_bytes(0), static_cast<double>(S));
+}
+
+// Where the model parts from max-min: host 1 sends to 0 alone on its NIC; host 2 sends to 0 and
+// to 3. Max-min gives every flow half a link, all done at 2S/B. Here 1->0 arrives at B and 2->0 at
+// B/2, so 1->0 has two thirds of host 0's link and is delivered at 1.5 S/B; the other two still
+// end at 2S/B (host 2's NIC was busy throughout, host 0's queue drains exactly then).
+TEST(QueueNetworkTest, AFlowAloneOnItsSenderTakesMoreOfABusyReceiver) {
+  const int64_t S = 1'000'000;
+  QueueNetwork q(Topology::Star(4, kB, 0), QueueSpec(0));
+  config::NetworkSpec flow_spec = QueueSpec(0);
+  flow_spec.model = config::NetworkModelKind::kFlow;
+  FlowNetwork f(Topology::Star(4, kB, 0), flow_spec);
+  for (NetworkModel* net : {static_cast<NetworkModel*>(&q), static_cast<NetworkModel*>(&f)}) {
+    net->StartFlow(0, 1, 0, S, 1);
+    net->StartFlow(0, 2, 0, S, 2);
+    net->StartFlow(0, 2, 3, S, 3);
+  }
+  const auto dq = Drain(q);
+  const auto df = Drain(f);
+  EXPECT_EQ(DeliveryOf(dq, 1), 3 * S / 2);
+  EXPECT_EQ(DeliveryOf(dq, 2), 2 * S);
+  EXPECT_EQ(DeliveryOf(dq, 3), 2 * S);
+  for (uint64_t tag : {1u, 2u, 3u}) EXPECT_EQ(DeliveryOf(df, tag), 2 * S) << tag;
+}
+
+// A flow that starts while the receiver's queue holds bytes waits for them (FIFO), however fast
+// its own sender is.
+TEST(QueueNetworkTest, ALaterFlowWaitsBehindTheReceiversQueue) {
+  const int64_t S = 1'000'000;
+  QueueNetwork net(Topology::Star(4, kB, 0), QueueSpec(0));
+  net.StartFlow(0, 1, 0, S, 1);
+  net.StartFlow(0, 2, 0, S, 2);  // by S/B: S bytes queued at host 0
+  std::vector<FlowDone> done;
+  net.AdvanceTo(S, &done);
+  net.StartFlow(S, 3, 0, 1000, 3);  // 1000 bytes: leaves host 3 at S + 1000 ns
+  net.AdvanceTo(S + 1000, &done);
+  ASSERT_EQ(done.size(), 3u);
+  // Queue at S + 1000: S + 1000 (arrived) - 1000 (served) = S bytes: delivered S/B later.
+  EXPECT_EQ(done[2].tag, 3u);
+  EXPECT_EQ(done[2].delivered_at, S + 1000 + S);
+}
+
+TEST(QueueNetworkTest, LinkStatisticsCountWhatEachWayCarried) {
+  const int64_t S = 1'000'000;
+  QueueNetwork net(Topology::Star(3, kB, 0), QueueSpec(0));
+  net.StartFlow(0, 1, 0, S, 1);
+  net.StartFlow(0, 2, 0, S, 2);
+  const auto at_s = net.Links(S);  // senders done; host 0 has received S of 2S
+  const Topology t = Topology::Star(3, kB, 0);
+  ASSERT_EQ(at_s.size(), static_cast<size_t>(t.num_links()));
+  EXPECT_EQ(at_s[2].name, "h1->s0");
+  EXPECT_DOUBLE_EQ(at_s[2].bytes, static_cast<double>(S));
+  EXPECT_DOUBLE_EQ(at_s[1].bytes, static_cast<double>(S));  // s0->h0, half of the incast
+  EXPECT_DOUBLE_EQ(at_s[1].busy_fraction, 1.0);
+  Drain(net);
+  const auto at_end = net.Links(4 * S);
+  EXPECT_DOUBLE_EQ(at_end[1].bytes, 2.0 * S);
+  EXPECT_DOUBLE_EQ(at_end[1].busy_fraction, 0.5);  // busy 2S of 4S ns
+  EXPECT_DOUBLE_EQ(at_end[2].busy_fraction, 0.25);
+  EXPECT_DOUBLE_EQ(at_end[4].bytes, static_cast<double>(S));  // h2->s0
+}
+
+// With a limit, a full receiving queue holds its senders to its rate. Hosts 1 and 2 send S to
+// host 0, host 1 also S to host 3: host 1 sends at B/2 on each flow, host 2 at B, so host 0's
+// queue grows at B/2 and holds the limit Q at 2Q/B. From then host 0 takes B in, max-min over
+// its senders: 1->0 keeps B/2 (its NIC's share), 2->0 drops to B/2.
+TEST(QueueNetworkTest, AFullQueueHoldsItsSendersToItsRate) {
+  const int64_t S = 1'000'000, Q = 100'000;
+  config::NetworkSpec spec = QueueSpec(0);
+  spec.queue_limit_bytes = Q;
+  QueueNetwork net(Topology::Star(4, kB, 0), spec);
+  net.StartFlow(0, 1, 0, S, 1);
+  net.StartFlow(0, 2, 0, S, 2);
+  net.StartFlow(0, 1, 3, S, 3);
+  EXPECT_EQ(net.NextEventTime(), 2 * Q);  // queue full: (B + B/2 - B) t = Q
+  std::vector<FlowDone> done;
+  net.AdvanceTo(2 * Q, &done);
+  EXPECT_TRUE(done.empty());
+  EXPECT_DOUBLE_EQ(net.backlog_bytes(0), static_cast<double>(Q));
+  // 2->0 sent 2Q by then, S - 2Q left at B/2; 1->0 and 1->3 sent Q each, S - Q left at B/2.
+  const auto rest = Drain(net);
+  ASSERT_EQ(rest.size(), 3u);
+  // 2->0 ends at 2Q + 2(S - 2Q) = 2S - 2Q; 1->0 and 1->3 at 2Q + 2(S - Q) = 2S.
+  EXPECT_EQ(rest[0].tag, 2u);
+  EXPECT_EQ(rest[0].delivered_at, 2 * S - 2 * Q + Q);  // behind the full queue: Q / B
+  EXPECT_EQ(DeliveryOf(rest, 3), 2 * S);
+  // When 2->0 ends host 0's queue (Q) drains while 1->0 still sends at B/2: it empties Q / (B/2)
+  // later, before 1->0 ends at 2S, so 1->0 is delivered on arrival.
+  EXPECT_EQ(DeliveryOf(rest, 1), 2 * S);
+  EXPECT_DOUBLE_EQ(net.backlog_bytes(0), 0.0);
+}
+
+TEST(QueueNetworkTest, NeedsAStarTopology) {
+  config::NetworkSpec spec = QueueSpec(1000);
+  spec.topology = config::TopologyKind::kLeafSpine;
+  spec.hosts_per_leaf = 2;
+  spec.spines = 1;
+  EXPECT_THROW(MakeNetworkModel(spec, 4), std::invalid_argument);
+}
+
+TEST(QueueNetworkTest, RejectsTimeGoingBackwards) {
+  QueueNetwork net(Topology::Star(2, kB, 0), QueueSpec(0));
+  net.StartFlow(10, 0, 1, 100, 1);
+  EXPECT_THROW(net.StartFlow(9, 1, 0, 100, 2), std::invalid_argument);
+  std::vector<FlowDone> done;
+  EXPECT_THROW(net.AdvanceTo(5, &done), std::invalid_argument);
+  EXPECT_THROW(net.StartFlow(10, 0, 1, -1, 3), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace poseidon::sim
