@@ -4,6 +4,8 @@ identity line) and the error of every configuration.
 
     /usr/bin/python3 analysis/plot_validation.py docs/validation_matrix.csv -o out/validation
     # writes out/validation_scatter.{png,svg} and out/validation_error.{png,svg}
+    /usr/bin/python3 analysis/plot_validation.py --table docs/validation_matrix.csv
+    # prints a Markdown table: per configuration each run's measured ms and error, the median
 
 Several CSVs are drawn together. A CSV with a `run` column holds repeated runs of the same
 configurations: each configuration is drawn once, at the median over its runs (measured time
@@ -25,10 +27,9 @@ FIXED = {"run", "index", "name", "workers", "measured_ms", "measured_std_ms", "p
          "predicted_std_ms", "error_pct"}
 
 
-def read(path):
-    """Per configuration, in first-seen order: (label, measured ms, predicted ms, error %,
-    lowest error %, highest error %), medians over the runs of that configuration; rows
-    without an error are skipped."""
+def runs_of(path):
+    """Per configuration label, in first-seen order: [(measured ms, predicted ms, error %)] of
+    its runs (rows without an error are skipped)."""
     try:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
@@ -45,6 +46,28 @@ def read(path):
             (float(r["measured_ms"]), float(r["predicted_ms"]), float(r["error_pct"])))
     if not runs:
         raise ValueError(f"{path}: no configuration has both a measured and a predicted time")
+    return runs
+
+
+def table(paths):
+    """Markdown: per configuration its runs' measured ms and errors, bold the median error."""
+    lines = ["| configuration | measured ms, each run | predicted ms | error %, each run (median) |",
+             "|---|---|---|---|"]
+    for path in paths:
+        for label, v in runs_of(path).items():
+            errs = [e for _, _, e in v]
+            lines.append(f"| {label} | {' / '.join(f'{m:.3f}' for m, _, _ in v)} | "
+                         f"{statistics.median(p for _, p, _ in v):.3f} | "
+                         f"{' / '.join(f'{e:+.2f}' for e in errs)} "
+                         f"(**{statistics.median(errs):+.2f}**) |")
+    return "\n".join(lines)
+
+
+def read(path):
+    """Per configuration, in first-seen order: (label, measured ms, predicted ms, error %,
+    lowest error %, highest error %), medians over the runs of that configuration; rows
+    without an error are skipped."""
+    runs = runs_of(path)
     out = []
     for label, v in runs.items():
         errs = [e for _, _, e in v]
@@ -57,9 +80,20 @@ def read(path):
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("csv", nargs="+", help="`poseidon validate` CSVs")
-    p.add_argument("-o", "--output", required=True, help="output stem")
+    p.add_argument("-o", "--output", help="output stem (required unless --table)")
+    p.add_argument("--table", action="store_true",
+                   help="print a Markdown table of the runs instead of drawing")
     p.add_argument("--bound", type=float, default=8.0, help="error band drawn, in %% (default 8)")
     a = p.parse_args(argv)
+    if a.table:
+        try:
+            print(table(a.csv))
+        except ValueError as err:
+            print(f"plot_validation.py: error: {err}", file=sys.stderr)
+            return 2
+        return 0
+    if not a.output:
+        p.error("-o/--output is required unless --table")
     try:
         rows = [r for path in a.csv for r in read(path)]
     except ValueError as err:

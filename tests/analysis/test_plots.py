@@ -450,6 +450,25 @@ class PlotValidationTest(TempDirTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertGreater(os.path.getsize(self.path("both_error.png")), 1000)
 
+    def test_table_lists_every_run_and_the_median(self):
+        src = self.path("runs.csv")
+        with open(src, "w", newline="") as f:
+            f.write("run,index,name,variant,workers,measured_ms,measured_std_ms,predicted_ms,"
+                    "predicted_std_ms,error_pct\n"
+                    "1,0,a,mlp,2,100.0,1.0,90.0,0.0,-10.00\n"
+                    "2,0,a,mlp,2,95.0,1.0,90.0,0.0,-5.26\n"
+                    "3,0,a,mlp,2,90.0,1.0,90.0,0.0,0.00\n"
+                    "1,1,a,cnn,2,,,52.0,0.0,\n")
+        r = run_script("plot_validation.py", "--table", src)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().split("\n")
+        self.assertEqual(len(lines), 3, r.stdout)  # header, rule, mlp (cnn has no error)
+        self.assertEqual(lines[2], "| mlp | 100.000 / 95.000 / 90.000 | 90.000 | "
+                                   "-10.00 / -5.26 / +0.00 (**-5.26**) |")
+        r = run_script("plot_validation.py", src)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("-o/--output is required", r.stderr)
+
 
 class ComparePhasesTest(TempDirTest):
     def trace(self, name, iteration_us, compute_us):
