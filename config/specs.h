@@ -58,7 +58,7 @@ struct NetworkSpec {
   // flows at 100 Mbit/s: docs/validation.md). Large alpha approaches max-min; at most
   // kMaxFairnessAlpha (beyond it, use 0).
   double fairness_alpha = 0;
-  // A link's token bucket (flow model; YAML: burst_bytes): a flow that starts on links idle for a
+  // A link's token bucket (flow and queue models; YAML: burst_bytes): a flow that starts on links idle for a
   // while passes its first bytes at once, up to this many and to what the idle time refilled at
   // the link's rate. Real NICs have none (0); tc tbf has its `burst`.
   int64_t burst_bytes = 0;

@@ -14,7 +14,8 @@ QueueNetwork::QueueNetwork(Topology topology, const config::NetworkSpec& spec)
     : topo_(std::move(topology)),
       efficiency_(spec.efficiency),
       overhead_ns_(spec.per_message_overhead_ns),
-      limit_(static_cast<double>(spec.queue_limit_bytes)) {
+      limit_(static_cast<double>(spec.queue_limit_bytes)),
+      burst_(static_cast<double>(spec.burst_bytes)) {
   CheckNetworkSpec(spec);
   if (topo_.kind() != config::TopologyKind::kStar) {
     throw std::invalid_argument(fmt::format(
@@ -48,6 +49,8 @@ void QueueNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes
   f.src = src;
   f.dst = dst;
   f.remaining = static_cast<double>(payload_bytes) / efficiency_;
+  // The last wire byte always goes at the link rate, so a flow never ends at its start.
+  if (burst_ > 0 && f.remaining > 0) f.remaining -= std::min(BurstCredit(src, dst), f.remaining - 1);
   f.extra = topo_.RouteLatency(route) + overhead_ns_;
   flows_.push_back(f);
   ++hosts_[static_cast<size_t>(src)].sending;
@@ -95,7 +98,16 @@ TimeNs QueueNetwork::NextEventTime() const {
   return std::min(i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]), NextFull(&host));
 }
 
-void QueueNetwork::DrainHosts(std::vector<Host>* hosts, TimeNs dt_ns, double limit) {
+double QueueNetwork::BurstCredit(int src, int dst) const {
+  const Host& s = hosts_[static_cast<size_t>(src)];
+  const Host& d = hosts_[static_cast<size_t>(dst)];
+  if (s.sending > 0 || d.in_Bps > 0 || d.backlog > 0) return 0;  // busy: its bucket is spent
+  const double up = static_cast<double>(now_ - s.up_idle_since) * 1e-9 * s.up_Bps;
+  const double down = static_cast<double>(now_ - d.down_idle_since) * 1e-9 * d.down_Bps;
+  return std::max(0.0, std::min({burst_, up, down}));
+}
+
+void QueueNetwork::DrainHosts(std::vector<Host>* hosts, TimeNs t0, TimeNs dt_ns, double limit) {
   if (dt_ns <= 0) return;
   const double dt = static_cast<double>(dt_ns) * 1e-9;
   for (Host& h : *hosts) {
@@ -111,7 +123,9 @@ void QueueNetwork::DrainHosts(std::vector<Host>* hosts, TimeNs dt_ns, double lim
     if (h.in_Bps > 0) {
       h.down_busy_ns += static_cast<double>(dt_ns);
     } else if (h.backlog > 0) {
-      h.down_busy_ns += std::min(static_cast<double>(dt_ns), h.backlog / h.down_Bps * 1e9);
+      const double drain_ns = h.backlog / h.down_Bps * 1e9;
+      h.down_busy_ns += std::min(static_cast<double>(dt_ns), drain_ns);
+      if (drain_ns <= static_cast<double>(dt_ns)) h.down_idle_since = t0 + RoundUpNs(drain_ns);
     }
     h.backlog = after;
   }
@@ -121,7 +135,7 @@ void QueueNetwork::Drain(TimeNs t) {
   if (t <= now_) return;
   const double dt = static_cast<double>(t - now_) * 1e-9;
   for (Flow& f : flows_) f.remaining = std::max(0.0, f.remaining - f.rate * dt);
-  DrainHosts(&hosts_, t - now_, limit_);
+  DrainHosts(&hosts_, now_, t - now_, limit_);
   now_ = t;
 }
 
@@ -174,7 +188,11 @@ void QueueNetwork::Rebalance() {
       --left;
     }
   }
-  for (Host& h : hosts_) h.in_Bps = h.out_Bps = 0;
+  for (Host& h : hosts_) {
+    // A receiving link whose last sender just stopped, with nothing queued, is idle from now.
+    if (h.in_Bps > 0 && h.backlog <= 0) h.down_idle_since = now_;
+    h.in_Bps = h.out_Bps = 0;
+  }
   for (const Flow& f : flows_) {
     hosts_[static_cast<size_t>(f.dst)].in_Bps += f.rate;
     hosts_[static_cast<size_t>(f.src)].out_Bps += f.rate;
@@ -201,7 +219,9 @@ void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
     const TimeNs wait = RoundUpNs(dst.backlog / dst.down_Bps * 1e9);
     done_.push_back(FlowDone{f.tag, finish + wait + f.extra});
     flows_.erase(flows_.begin() + i);
-    --hosts_[static_cast<size_t>(f.src)].sending;
+    if (--hosts_[static_cast<size_t>(f.src)].sending == 0) {
+      hosts_[static_cast<size_t>(f.src)].up_idle_since = now_;
+    }
     Rebalance();
   }
 }
@@ -221,7 +241,7 @@ void QueueNetwork::AdvanceTo(TimeNs now, std::vector<FlowDone>* done) {
 
 std::vector<LinkStats> QueueNetwork::Links(TimeNs now) const {
   std::vector<Host> hosts = hosts_;
-  DrainHosts(&hosts, now - now_, limit_);
+  DrainHosts(&hosts, now_, now - now_, limit_);
   std::vector<LinkStats> out(static_cast<size_t>(topo_.num_links()));
   const double secs = static_cast<double>(now) * 1e-9;
   for (int h = 0; h < topo_.num_hosts(); ++h) {

@@ -20,6 +20,8 @@
 // tbf's `limit`): once full it takes no more than its rate, shared max-min by the flows sending to
 // it (TCP backs off from a full queue), and their senders give the rest of their NICs to their
 // other flows; rates are then the max-min allocation over the sending links and the full queues.
+// With burst_bytes > 0 a flow that starts while its two links are idle passes the smaller of their
+// refilled token buckets at once (tc tbf's burst), as in the flow model.
 // Nothing else pushes back on a sender (no windows): the model is for deep queues and large
 // windows, as the emulated hosts have; the flow model stays the default. Star topologies only
 // (one sending and one receiving link per host).
@@ -36,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "config/specs.h"
@@ -69,6 +72,7 @@ class QueueNetwork final : public NetworkModel {
     double rate = 0;       // bytes/s leaving the sender
     TimeNs extra = 0;      // route latency + per-message overhead
   };
+  static constexpr TimeNs kLongAgo = std::numeric_limits<TimeNs>::min() / 2;  // buckets start full
   struct Host {
     int32_t sending = 0;   // flows on the sending link
     double up_Bps = 0;     // sending link capacity
@@ -77,6 +81,8 @@ class QueueNetwork final : public NetworkModel {
     double out_Bps = 0;    // sum of the rates of the flows this host sends
     double backlog = 0;    // wire bytes queued on the receiving link
     bool full = false;     // backlog at the limit: the receiving link constrains its senders
+    // burst_bytes: since when each way has been idle (token buckets refill meanwhile).
+    TimeNs up_idle_since = kLongAgo, down_idle_since = kLongAgo;
     // Statistics: wire bytes carried and time busy, each way.
     double up_bytes = 0, down_bytes = 0;
     double up_busy_ns = 0, down_busy_ns = 0;
@@ -92,8 +98,11 @@ class QueueNetwork final : public NetworkModel {
   TimeNs NextFull(int* host) const;
   // Moves the fluid from now_ to t (>= now_): remaining bytes, backlogs, statistics.
   void Drain(TimeNs t);
-  // Advances the hosts' backlogs and statistics by dt_ns at their current rates.
-  static void DrainHosts(std::vector<Host>* hosts, TimeNs dt_ns, double limit);
+  // Advances the hosts' backlogs and statistics from t0 by dt_ns at their current rates.
+  static void DrainHosts(std::vector<Host>* hosts, TimeNs t0, TimeNs dt_ns, double limit);
+  // burst_bytes > 0: wire bytes a flow from src to dst starting now passes at once (the smaller
+  // refilled bucket of the two links; none if either is busy), as FlowNetwork::BurstCredit.
+  double BurstCredit(int src, int dst) const;
   // Recomputes the rates (max-min over the sending links and the full receiving queues) and
   // every receiving link's input rate.
   void Rebalance();
@@ -104,6 +113,7 @@ class QueueNetwork final : public NetworkModel {
   double efficiency_ = 1;
   TimeNs overhead_ns_ = 0;
   double limit_ = 0;  // queue_limit_bytes; 0: none
+  double burst_ = 0;  // burst_bytes; 0: none
   TimeNs now_ = 0;
   uint64_t next_seq_ = 0;
   std::vector<Flow> flows_;  // in start order

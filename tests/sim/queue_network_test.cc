@@ -167,6 +167,27 @@ TEST(QueueNetworkTest, AFullQueueHoldsItsSendersToItsRate) {
   EXPECT_DOUBLE_EQ(net.backlog_bytes(0), 0.0);
 }
 
+// burst_bytes: a flow starting on idle links passes the bucket at once; one starting while its
+// sender is busy, or after too short an idle gap to refill, passes no more than was refilled.
+TEST(QueueNetworkTest, TokenBucketsLetABurstPassOnIdleLinks) {
+  const int64_t S = 1'000'000, burst = 50'000;
+  config::NetworkSpec spec = QueueSpec(0);
+  spec.burst_bytes = burst;
+  QueueNetwork net(Topology::Star(3, kB, 0), spec);
+  net.StartFlow(0, 1, 0, S, 1);  // idle since ever: S - burst at B
+  EXPECT_EQ(net.NextEventTime(), S - burst);
+  net.StartFlow(10, 1, 2, S, 2);  // host 1 is sending: no burst
+  auto done = Drain(net);
+  ASSERT_EQ(done.size(), 2u);
+  // 1->0 had S - burst - 10 left at 10 ns, then half of host 1's NIC.
+  EXPECT_EQ(done[0].delivered_at, 10 + 2 * (S - burst - 10));
+  const TimeNs end = done[1].delivered_at;  // 1->2 ends alone at full rate
+  EXPECT_EQ(end, done[0].delivered_at + (S - (done[0].delivered_at - 10) / 2));
+  // Idle for 20 us: the buckets hold 20 000 bytes, not the full 50 000.
+  net.StartFlow(end + 20'000, 1, 0, S, 3);
+  EXPECT_EQ(net.NextEventTime(), end + 20'000 + S - 20'000);
+}
+
 TEST(QueueNetworkTest, NeedsAStarTopology) {
   config::NetworkSpec spec = QueueSpec(1000);
   spec.topology = config::TopologyKind::kLeafSpine;
