@@ -24,13 +24,7 @@ AlphaBetaNetwork::AlphaBetaNetwork(Topology topology, const config::NetworkSpec&
 
 void AlphaBetaNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
                                  uint64_t tag) {
-  if (now < now_) {
-    throw std::invalid_argument(
-        fmt::format("StartFlow: time went backwards ({} ns after {} ns)", now, now_));
-  }
-  if (payload_bytes < 0) {
-    throw std::invalid_argument(fmt::format("StartFlow: negative size {}", payload_bytes));
-  }
+  CheckStartFlow(now, now_, payload_bytes);
   const Route route = topo_.RouteBetween(src, dst);
   ProcessUntil(now, /*inclusive=*/false);
   now_ = now;
@@ -72,10 +66,7 @@ void AlphaBetaNetwork::ProcessUntil(TimeNs t, bool inclusive) {
 }
 
 void AlphaBetaNetwork::AdvanceTo(TimeNs now, std::vector<FlowDone>* done) {
-  if (now < now_) {
-    throw std::invalid_argument(
-        fmt::format("AdvanceTo: time went backwards ({} ns after {} ns)", now, now_));
-  }
+  CheckAdvanceTo(now, now_);
   ProcessUntil(now, /*inclusive=*/true);
   now_ = now;
   for (const Msg& m : done_) done->push_back(FlowDone{m.tag, m.delivered});

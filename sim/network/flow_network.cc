@@ -54,13 +54,7 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
 // ---- public interface ------------------------------------------------------------------------
 
 void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) {
-  if (now < now_) {
-    throw std::invalid_argument(
-        fmt::format("StartFlow: time went backwards ({} ns after {} ns)", now, now_));
-  }
-  if (payload_bytes < 0) {
-    throw std::invalid_argument(fmt::format("StartFlow: negative size {}", payload_bytes));
-  }
+  CheckStartFlow(now, now_, payload_bytes);
   const Route route = topo_.RouteBetween(src, dst);  // validates src, dst
   if (!seeds_.empty() && pending_t_ != now) Flush();
   // Flows that ended before `now` leave the links first; they are reported by the next AdvanceTo.
@@ -105,10 +99,7 @@ TimeNs FlowNetwork::NextEventTime() const {
 }
 
 void FlowNetwork::AdvanceTo(TimeNs now, std::vector<FlowDone>* done) {
-  if (now < now_) {
-    throw std::invalid_argument(
-        fmt::format("AdvanceTo: time went backwards ({} ns after {} ns)", now, now_));
-  }
+  CheckAdvanceTo(now, now_);
   ProcessUntil(now, /*inclusive=*/true);
   now_ = now;
   for (const Done& d : done_) done->push_back(FlowDone{d.tag, d.delivered});
@@ -695,6 +686,23 @@ int32_t FlowNetwork::HeapPop() {
 }
 
 // ---- factory ---------------------------------------------------------------------------------
+
+void CheckStartFlow(TimeNs now, TimeNs model_now, int64_t payload_bytes) {
+  if (now < model_now) {
+    throw std::invalid_argument(
+        fmt::format("StartFlow: time went backwards ({} ns after {} ns)", now, model_now));
+  }
+  if (payload_bytes < 0) {
+    throw std::invalid_argument(fmt::format("StartFlow: negative size {}", payload_bytes));
+  }
+}
+
+void CheckAdvanceTo(TimeNs now, TimeNs model_now) {
+  if (now < model_now) {
+    throw std::invalid_argument(
+        fmt::format("AdvanceTo: time went backwards ({} ns after {} ns)", now, model_now));
+  }
+}
 
 void CheckNetworkSpec(const config::NetworkSpec& spec) {
   if (!(spec.efficiency > 0 && spec.efficiency <= 1)) {

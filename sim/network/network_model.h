@@ -64,6 +64,11 @@ class NetworkModel {
 // per-message overhead is >= 0. Both network models call it.
 void CheckNetworkSpec(const config::NetworkSpec& spec);
 
+// The argument checks every model's StartFlow and AdvanceTo make against the model's current
+// time: throw std::invalid_argument when time goes backwards or a size is negative.
+void CheckStartFlow(TimeNs now, TimeNs model_now, int64_t payload_bytes);
+void CheckAdvanceTo(TimeNs now, TimeNs model_now);
+
 // Builds the model the spec asks for over `num_hosts` hosts. Throws std::invalid_argument for a
 // spec that cannot be built (already validated by config/ for user files).
 std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts);

@@ -32,13 +32,7 @@ QueueNetwork::QueueNetwork(Topology topology, const config::NetworkSpec& spec)
 }
 
 void QueueNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) {
-  if (now < now_) {
-    throw std::invalid_argument(
-        fmt::format("StartFlow: time went backwards ({} ns after {} ns)", now, now_));
-  }
-  if (payload_bytes < 0) {
-    throw std::invalid_argument(fmt::format("StartFlow: negative size {}", payload_bytes));
-  }
+  CheckStartFlow(now, now_, payload_bytes);
   const Route route = topo_.RouteBetween(src, dst);  // validates src, dst
   // Flows that ended before `now` leave first; they are reported by the next AdvanceTo.
   ProcessUntil(now, /*inclusive=*/false);
@@ -227,10 +221,7 @@ void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
 }
 
 void QueueNetwork::AdvanceTo(TimeNs now, std::vector<FlowDone>* done) {
-  if (now < now_) {
-    throw std::invalid_argument(
-        fmt::format("AdvanceTo: time went backwards ({} ns after {} ns)", now, now_));
-  }
+  CheckAdvanceTo(now, now_);
   ProcessUntil(now, /*inclusive=*/true);
   Drain(now);
   // A full queue that the flows no longer fill leaves the constraints (its senders speed up).

@@ -402,15 +402,23 @@ class DwbpOverlapTest(unittest.TestCase):
         self.assertEqual(dwbp_overlap.overlap(ev), [(1, 1, 100, 80, 50)])
 
 
+VALIDATE_COLUMNS = ("index,name,variant,workers,measured_ms,measured_std_ms,predicted_ms,"
+                    "predicted_std_ms,error_pct")
+
+
 class PlotValidationTest(TempDirTest):
+    def validate_csv(self, name, rows, runs=False):
+        """A `poseidon validate` CSV with these data rows (a leading `run` column if runs)."""
+        path = self.path(name)
+        with open(path, "w", newline="") as f:
+            f.write(("run," if runs else "") + VALIDATE_COLUMNS + "\n")
+            f.write("".join(r + "\n" for r in rows))
+        return path
+
     def test_writes_scatter_and_error_plots_and_rejects_other_csvs(self):
-        src = self.path("v.csv")
-        with open(src, "w", newline="") as f:
-            f.write("index,name,variant,workers,measured_ms,measured_std_ms,predicted_ms,"
-                    "predicted_std_ms,error_pct\n"
-                    "0,a,mlp,2,100.0,1.0,95.0,0.0,-5.00\n"
-                    "1,a,cnn,2,50.0,1.0,52.0,0.0,4.00\n"
-                    "2,a,cifar,2,0.000,0.000,40.0,0.0,\n")
+        src = self.validate_csv("v.csv", ["0,a,mlp,2,100.0,1.0,95.0,0.0,-5.00",
+                                          "1,a,cnn,2,50.0,1.0,52.0,0.0,4.00",
+                                          "2,a,cifar,2,0.000,0.000,40.0,0.0,"])
         r = run_script("plot_validation.py", src, "-o", self.path("val"))
         self.assertEqual(r.returncode, 0, r.stderr)
         for name in ("val_scatter.png", "val_scatter.svg", "val_error.png", "val_error.svg"):
@@ -428,37 +436,26 @@ class PlotValidationTest(TempDirTest):
         if not HAVE_MATPLOTLIB:
             self.skipTest("matplotlib is not installed for %s" % sys.executable)
         import plot_validation  # noqa: E402
-        src = self.path("runs.csv")
-        with open(src, "w", newline="") as f:
-            f.write("run,index,name,variant,workers,measured_ms,measured_std_ms,predicted_ms,"
-                    "predicted_std_ms,error_pct\n"
-                    "1,0,a,mlp,2,100.0,1.0,90.0,0.0,-10.00\n"
-                    "1,1,a,cnn,2,50.0,1.0,52.0,0.0,4.00\n"
-                    "2,0,a,mlp,2,95.0,1.0,90.0,0.0,-5.26\n"
-                    "2,1,a,cnn,2,52.0,1.0,52.0,0.0,0.00\n"
-                    "3,0,a,mlp,2,90.0,1.0,90.0,0.0,0.00\n"
-                    "3,1,a,cnn,2,,,52.0,0.0,\n")
+        src = self.validate_csv("runs.csv", ["1,0,a,mlp,2,100.0,1.0,90.0,0.0,-10.00",
+                                             "1,1,a,cnn,2,50.0,1.0,52.0,0.0,4.00",
+                                             "2,0,a,mlp,2,95.0,1.0,90.0,0.0,-5.26",
+                                             "2,1,a,cnn,2,52.0,1.0,52.0,0.0,0.00",
+                                             "3,0,a,mlp,2,90.0,1.0,90.0,0.0,0.00",
+                                             "3,1,a,cnn,2,,,52.0,0.0,"], runs=True)
         rows = plot_validation.read(src)
         self.assertEqual([r[0] for r in rows], ["mlp", "cnn"])
         self.assertEqual(rows[0][1:], (95.0, 90.0, -5.26, -10.0, 0.0))
         self.assertEqual(rows[1][1:], (51.0, 52.0, 2.0, 0.0, 4.0))
-        scale = self.path("scale.csv")
-        with open(scale, "w", newline="") as f:
-            f.write("index,name,variant,workers,measured_ms,measured_std_ms,predicted_ms,"
-                    "predicted_std_ms,error_pct\n0,b,cifar,8,40.0,1.0,41.0,0.0,2.50\n")
+        scale = self.validate_csv("scale.csv", ["0,b,cifar,8,40.0,1.0,41.0,0.0,2.50"])
         r = run_script("plot_validation.py", src, scale, "-o", self.path("both"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertGreater(os.path.getsize(self.path("both_error.png")), 1000)
 
     def test_table_lists_every_run_and_the_median(self):
-        src = self.path("runs.csv")
-        with open(src, "w", newline="") as f:
-            f.write("run,index,name,variant,workers,measured_ms,measured_std_ms,predicted_ms,"
-                    "predicted_std_ms,error_pct\n"
-                    "1,0,a,mlp,2,100.0,1.0,90.0,0.0,-10.00\n"
-                    "2,0,a,mlp,2,95.0,1.0,90.0,0.0,-5.26\n"
-                    "3,0,a,mlp,2,90.0,1.0,90.0,0.0,0.00\n"
-                    "1,1,a,cnn,2,,,52.0,0.0,\n")
+        src = self.validate_csv("runs.csv", ["1,0,a,mlp,2,100.0,1.0,90.0,0.0,-10.00",
+                                             "2,0,a,mlp,2,95.0,1.0,90.0,0.0,-5.26",
+                                             "3,0,a,mlp,2,90.0,1.0,90.0,0.0,0.00",
+                                             "1,1,a,cnn,2,,,52.0,0.0,"], runs=True)
         r = run_script("plot_validation.py", "--table", src)
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.strip().split("\n")
