@@ -51,8 +51,8 @@ def runs_of(path):
 
 def table(paths):
     """Markdown: per configuration its runs' measured ms and errors, bold the median error."""
-    lines = ["| configuration | measured ms, each run | predicted ms | error %, each run (median) |",
-             "|---|---|---|---|"]
+    lines = ["| configuration | measured ms, each run | predicted ms "
+             "| error %, each run (median) |", "|---|---|---|---|"]
     for path in paths:
         for label, v in runs_of(path).items():
             errs = [e for _, _, e in v]

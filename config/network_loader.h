@@ -46,7 +46,8 @@ NetworkFileSpec LoadNetworkFile(const std::string& path);
 NetworkFileSpec ParseNetworkYaml(const std::string& text, const std::string& name);
 
 // The keys on how messages share links -- connections (machine_pair | process_pair),
-// fairness_alpha, burst_bytes, sender_queue_bytes, queue_limit_bytes (NetworkSpec says what each means) -- read
+// fairness_alpha, burst_bytes, sender_queue_bytes, queue_limit_bytes (NetworkSpec says what
+// each means) -- read
 // from a network file or a scenario's `network:`, each defaulting to *n's current value.
 void ReadNetworkSharing(MapReader& r, NetworkSpec* n);
 

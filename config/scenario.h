@@ -37,8 +37,8 @@
 //       spines: 2
 //       oversubscription: 1
 //       # or: network: {file: networks/NAME.yaml, topology: star}: bandwidth, latency, efficiency,
-//       # overhead and the sharing keys (model included) from a network file (config/network_loader.h); keys
-//       # here override it
+//       # overhead and the sharing keys (model included) from a network file
+//       # (config/network_loader.h); keys here override it
 //   protocol:
 //     dwbp: true
 //     chunk_kib: 512

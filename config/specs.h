@@ -21,7 +21,9 @@ namespace poseidon::config {
 // (alpha_beta.h); queue: sending NICs shared, receiving links FIFO (queue_network.h).
 enum class NetworkModelKind { kFlow, kAlphaBeta, kQueue };
 inline const char* NetworkModelName(NetworkModelKind k) {
-  return k == NetworkModelKind::kFlow ? "flow" : k == NetworkModelKind::kAlphaBeta ? "alpha_beta" : "queue";
+  return k == NetworkModelKind::kFlow        ? "flow"
+         : k == NetworkModelKind::kAlphaBeta ? "alpha_beta"
+                                             : "queue";
 }
 inline NetworkModelKind NetworkModelFromName(const std::string& name) {  // one of the three names
   return name == "alpha_beta" ? NetworkModelKind::kAlphaBeta
@@ -58,9 +60,9 @@ struct NetworkSpec {
   // flows at 100 Mbit/s: docs/validation.md). Large alpha approaches max-min; at most
   // kMaxFairnessAlpha (beyond it, use 0).
   double fairness_alpha = 0;
-  // A link's token bucket (flow and queue models; YAML: burst_bytes): a flow that starts on links idle for a
-  // while passes its first bytes at once, up to this many and to what the idle time refilled at
-  // the link's rate. Real NICs have none (0); tc tbf has its `burst`.
+  // A link's token bucket (flow and queue models; YAML: burst_bytes): a flow that starts on links
+  // idle for a while passes its first bytes at once, up to this many and to what the idle time
+  // refilled at the link's rate. Real NICs have none (0); tc tbf has its `burst`.
   int64_t burst_bytes = 0;
   // Bytes each sending connection keeps queued below TCP at its machine's NIC (YAML:
   // sender_queue_bytes, q): a message of >= q bytes that starts while k other such messages of

@@ -734,7 +734,8 @@ std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, 
       return std::make_unique<QueueNetwork>(std::move(topo), spec);
   }
   throw std::invalid_argument(
-      fmt::format("{}: unknown network model (known: flow, alpha_beta, queue)", spec.loc.ToString()));
+      fmt::format("{}: unknown network model (known: flow, alpha_beta, queue)",
+                  spec.loc.ToString()));
 }
 
 }  // namespace poseidon::sim

@@ -44,7 +44,8 @@ void QueueNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes
   f.dst = dst;
   f.remaining = static_cast<double>(payload_bytes) / efficiency_;
   // The last wire byte always goes at the link rate, so a flow never ends at its start.
-  if (burst_ > 0 && f.remaining > 0) f.remaining -= std::min(BurstCredit(src, dst), f.remaining - 1);
+  if (burst_ > 0 && f.remaining > 0)
+    f.remaining -= std::min(BurstCredit(src, dst), f.remaining - 1);
   f.extra = topo_.RouteLatency(route) + overhead_ns_;
   flows_.push_back(f);
   ++hosts_[static_cast<size_t>(src)].sending;

@@ -74,13 +74,13 @@ class QueueNetwork final : public NetworkModel {
   };
   static constexpr TimeNs kLongAgo = std::numeric_limits<TimeNs>::min() / 2;  // buckets start full
   struct Host {
-    int32_t sending = 0;   // flows on the sending link
-    double up_Bps = 0;     // sending link capacity
-    double down_Bps = 0;   // receiving link capacity
-    double in_Bps = 0;     // sum of the rates of the flows sending to this host
-    double out_Bps = 0;    // sum of the rates of the flows this host sends
-    double backlog = 0;    // wire bytes queued on the receiving link
-    bool full = false;     // backlog at the limit: the receiving link constrains its senders
+    int32_t sending = 0;  // flows on the sending link
+    double up_Bps = 0;    // sending link capacity
+    double down_Bps = 0;  // receiving link capacity
+    double in_Bps = 0;    // sum of the rates of the flows sending to this host
+    double out_Bps = 0;   // sum of the rates of the flows this host sends
+    double backlog = 0;   // wire bytes queued on the receiving link
+    bool full = false;    // backlog at the limit: the receiving link constrains its senders
     // burst_bytes: since when each way has been idle (token buckets refill meanwhile).
     TimeNs up_idle_since = kLongAgo, down_idle_since = kLongAgo;
     // Statistics: wire bytes carried and time busy, each way.

@@ -18,7 +18,8 @@ namespace {
 
 constexpr int64_t kB = 1'000'000'000;  // bytes/s: 1 byte per ns, so times are easy to read
 
-config::NetworkSpec QueueSpec(int64_t latency_ns, double efficiency = 1.0, int64_t overhead_ns = 0) {
+config::NetworkSpec QueueSpec(int64_t latency_ns, double efficiency = 1.0,
+                              int64_t overhead_ns = 0) {
   config::NetworkSpec s;
   s.model = config::NetworkModelKind::kQueue;
   s.host_bandwidth_Bps = static_cast<double>(kB);
@@ -30,7 +31,8 @@ config::NetworkSpec QueueSpec(int64_t latency_ns, double efficiency = 1.0, int64
 
 std::vector<FlowDone> Drain(NetworkModel& net) {
   std::vector<FlowDone> done;
-  for (TimeNs t = net.NextEventTime(); t != kNever; t = net.NextEventTime()) net.AdvanceTo(t, &done);
+  for (TimeNs t = net.NextEventTime(); t != kNever; t = net.NextEventTime())
+    net.AdvanceTo(t, &done);
   return done;
 }
 
