@@ -65,10 +65,10 @@ struct NetworkSpec {
   // refilled at the link's rate. Real NICs have none (0); tc tbf has its `burst`.
   int64_t burst_bytes = 0;
   // Bytes each sending connection keeps queued below TCP at its machine's NIC (YAML:
-  // sender_queue_bytes, q): a message of >= q bytes that starts while k other such messages of
-  // its machine are in flight or waiting waits k x q / rate before it gets its share (Linux TCP
-  // small queues keep about two packets per socket). Smaller messages neither wait nor count.
-  // 0 = none.
+  // sender_queue_bytes, q): a message that starts while k messages of >= q bytes of its machine
+  // are in flight or waiting waits k x q / rate before it gets its share (Linux TCP small queues
+  // keep about two packets per socket, ahead of any new message in the machine's qdisc); only
+  // messages of >= q bytes count in k, as a smaller one queues less. 0 = none.
   int64_t sender_queue_bytes = 0;
   // Queue model only (YAML: queue_limit_bytes): most wire bytes a receiving link queues (tc tbf's
   // `limit`); a full queue takes no more than its rate, shared max-min by the flows it holds back,
