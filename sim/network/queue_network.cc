@@ -38,7 +38,6 @@ void QueueNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes
   ProcessUntil(now, /*inclusive=*/false);
   Drain(now);
   Flow f;
-  f.seq = next_seq_++;
   f.tag = tag;
   f.src = src;
   f.dst = dst;
@@ -225,8 +224,6 @@ void QueueNetwork::AdvanceTo(TimeNs now, std::vector<FlowDone>* done) {
   CheckAdvanceTo(now, now_);
   ProcessUntil(now, /*inclusive=*/true);
   Drain(now);
-  // A full queue that the flows no longer fill leaves the constraints (its senders speed up).
-  Rebalance();
   done->insert(done->end(), done_.begin(), done_.end());
   done_.clear();
 }

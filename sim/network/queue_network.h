@@ -66,7 +66,6 @@ class QueueNetwork final : public NetworkModel {
 
  private:
   struct Flow {
-    uint64_t seq = 0;
     uint64_t tag = 0;
     int32_t src = 0, dst = 0;
     double remaining = 0;  // wire bytes not yet sent, at now_
@@ -116,7 +115,6 @@ class QueueNetwork final : public NetworkModel {
   double limit_ = 0;  // queue_limit_bytes; 0: none
   double burst_ = 0;  // burst_bytes; 0: none
   TimeNs now_ = 0;
-  uint64_t next_seq_ = 0;
   std::vector<Flow> flows_;  // in start order
   std::vector<Host> hosts_;
   std::vector<FlowDone> done_;  // retired, not yet reported
