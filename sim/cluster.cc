@@ -135,10 +135,10 @@ void SimJob::Send(ActorId from, Message msg) {
     return;
   }
   c.busy = true;
-  StartFlowAfterQueue(src, dst, slot);
+  StartFlowAfterQueue(src, dst, slot, /*continues_stream=*/false);
 }
 
-void SimJob::StartFlowAfterQueue(int src, int dst, uint32_t slot) {
+void SimJob::StartFlowAfterQueue(int src, int dst, uint32_t slot, bool continues_stream) {
   const int64_t q = config_.network.sender_queue_bytes;
   if (q <= 0) {
     StartFlow(src, dst, slot);
@@ -148,7 +148,9 @@ void SimJob::StartFlowAfterQueue(int src, int dst, uint32_t slot) {
   // their end; smaller ones are not counted.
   const int others = sending_[static_cast<size_t>(src)];
   if (slots_[slot].msg.wire_bytes() >= q) ++sending_[static_cast<size_t>(src)];
-  if (others > 0) {
+  // A message written while its connection was still sending continues that stream, which
+  // already has its turn at the NIC: it does not queue behind the others again.
+  if (others > 0 && !continues_stream) {
     const double wait_s = static_cast<double>(others) * static_cast<double>(q) /
                           config_.network.host_bandwidth_Bps;
     queue_.Push(now_ + static_cast<TimeNs>(std::ceil(wait_s * 1e9)), kStartFlow,
@@ -204,7 +206,7 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
       c.head = slots_[next].next;
       if (c.head < 0) c.tail = -1;
       slots_[next].next = -1;
-      StartFlowAfterQueue(src, dst, next);
+      StartFlowAfterQueue(src, dst, next, /*continues_stream=*/true);
     } else {
       c.busy = false;
     }

@@ -139,7 +139,7 @@ class SimJob {
   // Starts the flow of `slot` now, or, with NetworkSpec::sender_queue_bytes q, once the q bytes
   // that each of the machine's other messages of >= q bytes keeps queued ahead of it have left
   // at the NIC's rate (kStartFlow).
-  void StartFlowAfterQueue(int src, int dst, uint32_t slot);
+  void StartFlowAfterQueue(int src, int dst, uint32_t slot, bool continues_stream);
   void StartFlow(int src, int dst, uint32_t slot);
   Connection& ConnectionOf(int src, int dst, core::ActorId from, core::ActorId to);
   std::string DeadlockReport() const;

@@ -45,6 +45,7 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
   link_busy_since_.assign(n, 0);
   // Buckets start full: idle since long before time 0.
   link_idle_since_.assign(n, std::numeric_limits<TimeNs>::min() / 2);
+  link_tokens_.assign(n, burst_bytes_);
   af_price_.assign(n, 0.0);
   // Prices are rate^-alpha in units of the fastest link, far from overflow and underflow.
   for (size_t l = 0; l < n; ++l) af_unit_ = std::max(af_unit_, capacity_[l]);
@@ -84,7 +85,14 @@ void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
   for (int i = 0; i < route.size; ++i) h.link[i] = route.links[static_cast<size_t>(i)];
   if (burst_bytes_ > 0) {
     // The last wire byte always goes at the link rate, so a flow never ends at its start.
-    fl.remaining -= std::min(BurstCredit(now, route), fl.wire - 1);
+    const double credit = std::min(BurstCredit(now, route), fl.wire - 1);
+    fl.remaining -= credit;
+    // Each idle link of the route keeps what is left in its bucket until it is idle again (a
+    // busy link sends at its rate, which its bucket neither gains nor loses by).
+    for (int i = 0; i < route.size; ++i) {
+      const size_t l = static_cast<size_t>(route.links[static_cast<size_t>(i)]);
+      if (link_flows_[l].empty()) link_tokens_[l] = std::max(0.0, Tokens(now, l) - credit);
+    }
   }
   fl.finish = kNever;
   AttachToLinks(f, now);
@@ -339,14 +347,17 @@ void FlowNetwork::Solve(TimeNs now) {
   changed_.clear();
 }
 
+double FlowNetwork::Tokens(TimeNs now, size_t l) const {
+  const double refilled = static_cast<double>(now - link_idle_since_[l]) * 1e-9 * capacity_[l];
+  return std::min(burst_bytes_, link_tokens_[l] + refilled);
+}
+
 double FlowNetwork::BurstCredit(TimeNs now, const Route& route) const {
   double credit = burst_bytes_;
   for (int i = 0; i < route.size; ++i) {
     const size_t l = static_cast<size_t>(route.links[static_cast<size_t>(i)]);
     if (!link_flows_[l].empty()) return 0;  // busy: its bucket is spent (the link is saturated)
-    const double refilled =
-        static_cast<double>(now - link_idle_since_[l]) * 1e-9 * capacity_[l];
-    credit = std::min(credit, refilled);
+    credit = std::min(credit, Tokens(now, l));
   }
   return std::max(credit, 0.0);
 }

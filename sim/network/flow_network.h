@@ -160,6 +160,8 @@ class FlowNetwork final : public NetworkModel {
   void SolveAlphaFair();
   // burst_bytes > 0: wire bytes a flow starting now on `route` passes at once.
   double BurstCredit(TimeNs now, const Route& route) const;
+  // burst_bytes > 0: what idle link l's bucket holds now.
+  double Tokens(TimeNs now, size_t l) const;
   // Water-fills R once; returns false when R had to grow below the current water level (the
   // round must start over with the larger R).
   bool FillRound();
@@ -212,6 +214,7 @@ class FlowNetwork final : public NetworkModel {
   std::vector<TimeNs> link_busy_ns_;  // closed busy periods
   std::vector<TimeNs> link_busy_since_;
   std::vector<TimeNs> link_idle_since_;  // burst_bytes: when the link last became idle
+  std::vector<double> link_tokens_;      // and what its bucket held then
   double alpha_ = 0;                     // NetworkSpec::fairness_alpha
   double burst_bytes_ = 0;               // NetworkSpec::burst_bytes
   std::vector<int32_t> af_links_;        // alpha-fair scratch: links with flows,

@@ -43,8 +43,17 @@ void QueueNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes
   f.dst = dst;
   f.remaining = static_cast<double>(payload_bytes) / efficiency_;
   // The last wire byte always goes at the link rate, so a flow never ends at its start.
-  if (burst_ > 0 && f.remaining > 0)
-    f.remaining -= std::min(BurstCredit(src, dst), f.remaining - 1);
+  if (burst_ > 0 && f.remaining > 0) {
+    const double credit = std::min(BurstCredit(src, dst), f.remaining - 1);
+    f.remaining -= credit;
+    // Each idle link keeps what is left in its bucket until it is idle again.
+    Host& s = hosts_[static_cast<size_t>(src)];
+    Host& d = hosts_[static_cast<size_t>(dst)];
+    if (UpIdle(src)) s.up_tokens = std::max(0.0, Tokens(s.up_tokens, s.up_idle_since, s.up_Bps) - credit);
+    if (DownIdle(dst)) {
+      d.down_tokens = std::max(0.0, Tokens(d.down_tokens, d.down_idle_since, d.down_Bps) - credit);
+    }
+  }
   f.extra = topo_.RouteLatency(route) + overhead_ns_;
   flows_.push_back(f);
   ++hosts_[static_cast<size_t>(src)].sending;
@@ -92,13 +101,17 @@ TimeNs QueueNetwork::NextEventTime() const {
   return std::min(i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]), NextFull(&host));
 }
 
+double QueueNetwork::Tokens(double tokens, TimeNs since, double rate_Bps) const {
+  return std::min(burst_, tokens + static_cast<double>(now_ - since) * 1e-9 * rate_Bps);
+}
+
 double QueueNetwork::BurstCredit(int src, int dst) const {
+  if (!UpIdle(src) || !DownIdle(dst)) return 0;  // busy: its bucket is spent
   const Host& s = hosts_[static_cast<size_t>(src)];
   const Host& d = hosts_[static_cast<size_t>(dst)];
-  if (s.sending > 0 || d.in_Bps > 0 || d.backlog > 0) return 0;  // busy: its bucket is spent
-  const double up = static_cast<double>(now_ - s.up_idle_since) * 1e-9 * s.up_Bps;
-  const double down = static_cast<double>(now_ - d.down_idle_since) * 1e-9 * d.down_Bps;
-  return std::max(0.0, std::min({burst_, up, down}));
+  const double up = Tokens(s.up_tokens, s.up_idle_since, s.up_Bps);
+  const double down = Tokens(d.down_tokens, d.down_idle_since, d.down_Bps);
+  return std::max(0.0, std::min(up, down));
 }
 
 void QueueNetwork::DrainHosts(std::vector<Host>* hosts, TimeNs t0, TimeNs dt_ns, double limit) {

@@ -81,8 +81,10 @@ class QueueNetwork final : public NetworkModel {
     double out_Bps = 0;   // sum of the rates of the flows this host sends
     double backlog = 0;   // wire bytes queued on the receiving link
     bool full = false;    // backlog at the limit: the receiving link constrains its senders
-    // burst_bytes: since when each way has been idle (token buckets refill meanwhile).
+    // burst_bytes: since when each way has been idle (token buckets refill meanwhile), and what
+    // its bucket held then (a busy link's bucket neither gains nor loses).
     TimeNs up_idle_since = kLongAgo, down_idle_since = kLongAgo;
+    double up_tokens = 0, down_tokens = 0;
     // Statistics: wire bytes carried and time busy, each way.
     double up_bytes = 0, down_bytes = 0;
     double up_busy_ns = 0, down_busy_ns = 0;
@@ -103,6 +105,15 @@ class QueueNetwork final : public NetworkModel {
   // burst_bytes > 0: wire bytes a flow from src to dst starting now passes at once (the smaller
   // refilled bucket of the two links; none if either is busy), as FlowNetwork::BurstCredit.
   double BurstCredit(int src, int dst) const;
+  // burst_bytes > 0: what a bucket holds now that held `tokens` when its link became idle at
+  // `since`.
+  double Tokens(double tokens, TimeNs since, double rate_Bps) const;
+  // The sending link of src and the receiving link of dst are idle (their buckets refill).
+  bool UpIdle(int src) const { return hosts_[static_cast<size_t>(src)].sending == 0; }
+  bool DownIdle(int dst) const {
+    const Host& d = hosts_[static_cast<size_t>(dst)];
+    return d.in_Bps <= 0 && d.backlog <= 0;
+  }
   // Recomputes the rates (max-min over the sending links and the full receiving queues) and
   // every receiving link's input rate.
   void Rebalance();

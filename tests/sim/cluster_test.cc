@@ -90,11 +90,12 @@ TEST(SimJob, ConnectionsPerMachinePairSerialiseAndPerProcessPairShare) {
   layout.machine_of[static_cast<size_t>(layout.worker(1))] = 0;  // both workers on machine 0
   layout.machine_of[static_cast<size_t>(layout.server(0))] = 1;
   layout.num_machines = 2;
-  auto push_deliveries = [&](config::ConnectionKind kind, int64_t sender_queue = 0) {
+  auto push_deliveries = [&](config::ConnectionKind kind, int64_t sender_queue = 0,
+                             int64_t chunk_bytes = 1 << 30) {
     SimJobConfig cfg;
     cfg.model = &model;
     cfg.layout = layout;
-    cfg.protocol.chunk_bytes = 1 << 30;
+    cfg.protocol.chunk_bytes = chunk_bytes;
     cfg.protocol.iterations = 1;
     cfg.protocol.dwbp = false;
     cfg.network = Star(10, latency);
@@ -137,6 +138,19 @@ TEST(SimJob, ConnectionsPerMachinePairSerialiseAndPerProcessPairShare) {
   // other connection sending, so it does not wait.
   const std::vector<double> fifo_q = push_deliveries(config::ConnectionKind::kMachinePair, q);
   EXPECT_EQ(fifo_q, fifo);
+  // Two chunks per push: each connection has two messages of h bytes to send. A connection's
+  // second message continues its stream and does not wait behind the other connection again:
+  // A1 alone for q/B, then A1 and B1 share; when A1 ends, A2 shares with B1 at once. Deliveries
+  // (x B): A1 2h - q, B1 2h + q, A2 4h - q, B2 4h. (Had A2 waited q/B, B1 would end at 2h.)
+  const int64_t h = 2 * m * n + core::Message::kHeaderBytes;
+  const std::vector<double> chunked =
+      push_deliveries(config::ConnectionKind::kProcessPair, q, 2 * m * n);
+  ASSERT_EQ(chunked.size(), 4u);
+  const double expected[4] = {static_cast<double>(2 * h - q), static_cast<double>(2 * h + q),
+                              static_cast<double>(4 * h - q), static_cast<double>(4 * h)};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(chunked[i], expected[i] / bytes_per_ns + latency, 128.0) << i;
+  }
 }
 
 // Co-located shards: a single worker's traffic never leaves its machine.

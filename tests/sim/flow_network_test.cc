@@ -204,6 +204,32 @@ TEST(FlowNetworkTest, BurstPassesAtOnceOnIdleLinksOnlyAndRefillsAtTheLinkRate) {
   EXPECT_NEAR(flows[0].remaining_bytes, static_cast<double>(S - 30'000), 1e-6);
 }
 
+// A small flow takes only its bytes from the buckets: the next flow on those links gets the rest.
+TEST(FlowNetworkTest, BurstLeavesWhatASmallFlowDidNotTake) {
+  const double B = 1e9;  // 1 byte per ns
+  const int64_t S = 1'000'000, kBurst = 100'000, kSmall = 30'000;
+  config::NetworkSpec spec = Spec(B, 0);
+  spec.burst_bytes = kBurst;
+  FlowNetwork net(Topology::Star(3, B, 0), spec);
+  // All but its last byte pass at once: it ends at 1 ns and leaves kBurst - kSmall + 1 behind.
+  net.StartFlow(0, 0, 1, kSmall, 1);
+  std::vector<FlowDone> done = Drain(net);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].delivered_at, 1);
+  // The next flow on those links, 9 ns later, gets that plus 9 bytes refilled.
+  net.StartFlow(10, 0, 1, S, 2);
+  std::vector<FlowNetwork::FlowInfo> flows = net.ActiveFlows();
+  ASSERT_EQ(flows.size(), 1u);
+  EXPECT_NEAR(flows[0].remaining_bytes, static_cast<double>(S - (kBurst - kSmall + 1 + 9)), 1e-6);
+  done = Drain(net);
+  // It used the whole bucket: a flow from another sender to host 1 right after gets only what
+  // host 1's receiving link refilled meanwhile (nothing: it starts the instant that link idles).
+  net.StartFlow(done[0].delivered_at, 2, 1, S, 3);
+  flows = net.ActiveFlows();
+  ASSERT_EQ(flows.size(), 1u);
+  EXPECT_DOUBLE_EQ(flows[0].remaining_bytes, static_cast<double>(S));
+}
+
 // ---- fairness_alpha: alpha-fair sharing -----------------------------------------------------------
 
 // The parking lot: A crosses h1's uplink and h0's downlink, B shares the first, C the second.

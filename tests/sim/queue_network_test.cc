@@ -190,6 +190,26 @@ TEST(QueueNetworkTest, TokenBucketsLetABurstPassOnIdleLinks) {
   EXPECT_EQ(net.NextEventTime(), end + 20'000 + S - 20'000);
 }
 
+// A small flow takes only its bytes from the buckets, as in the flow model.
+TEST(QueueNetworkTest, BurstLeavesWhatASmallFlowDidNotTake) {
+  const int64_t S = 1'000'000, burst = 50'000, small = 20'000;
+  config::NetworkSpec spec = QueueSpec(0);
+  spec.burst_bytes = burst;
+  QueueNetwork net(Topology::Star(3, kB, 0), spec);
+  net.StartFlow(0, 0, 1, small, 1);  // all but its last byte at once: ends at 1 ns
+  auto done = Drain(net);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].delivered_at, 1);
+  // 9 ns later: burst - small + 1 left, plus 9 bytes refilled.
+  net.StartFlow(10, 0, 1, S, 2);
+  EXPECT_EQ(net.NextEventTime(), 10 + S - (burst - small + 1 + 9));
+  done = Drain(net);
+  ASSERT_EQ(done.size(), 1u);
+  // Host 1's receiving bucket is spent: a flow from host 2 starting as it idles passes nothing.
+  net.StartFlow(done[0].delivered_at, 2, 1, S, 3);
+  EXPECT_EQ(net.NextEventTime(), done[0].delivered_at + S);
+}
+
 TEST(QueueNetworkTest, NeedsAStarTopology) {
   config::NetworkSpec spec = QueueSpec(1000);
   spec.topology = config::TopologyKind::kLeafSpine;
