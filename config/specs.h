@@ -60,15 +60,18 @@ struct NetworkSpec {
   // flows at 100 Mbit/s: docs/validation.md). Large alpha approaches max-min; at most
   // kMaxFairnessAlpha (beyond it, use 0).
   double fairness_alpha = 0;
-  // A link's token bucket (flow and queue models; YAML: burst_bytes): a flow that starts on links
-  // idle for a while passes its first bytes at once, up to this many and to what the idle time
-  // refilled at the link's rate. Real NICs have none (0); tc tbf has its `burst`.
+  // A link's token bucket (flow and queue models; YAML: burst_bytes): a flow that starts on idle
+  // links passes its first bytes at once, up to what their buckets hold (at most this many). A
+  // bucket keeps what a flow did not take and refills at the link's rate while the link is idle.
+  // Real NICs have none (0); tc tbf has its `burst`.
   int64_t burst_bytes = 0;
   // Bytes each sending connection keeps queued below TCP at its machine's NIC (YAML:
-  // sender_queue_bytes, q): a message that starts while k messages of >= q bytes of its machine
-  // are in flight or waiting waits k x q / rate before it gets its share (Linux TCP small queues
-  // keep about two packets per socket, ahead of any new message in the machine's qdisc); only
-  // messages of >= q bytes count in k, as a smaller one queues less. 0 = none.
+  // sender_queue_bytes, q): a message that starts an idle connection while k messages of >= q
+  // bytes of its machine are in flight or waiting waits k x q / rate before it gets its share
+  // (Linux TCP small queues keep about two packets per socket, ahead of any new message in the
+  // machine's qdisc); only messages of >= q bytes count in k, as a smaller one queues less. A
+  // message written while its connection is still sending continues that stream and does not
+  // wait again. 0 = none.
   int64_t sender_queue_bytes = 0;
   // Queue model only (YAML: queue_limit_bytes): most wire bytes a receiving link queues (tc tbf's
   // `limit`); a full queue takes no more than its rate, shared max-min by the flows it holds back,
