@@ -106,11 +106,11 @@ uint32_t SimJob::AllocSlot() {
   return static_cast<uint32_t>(slots_.size() - 1);
 }
 
-void SimJob::Send(ActorId from, Message msg) {
+uint32_t SimJob::Send(ActorId from, Message msg) {
   POSEIDON_CHECK(msg.from == from) << "actor " << from << " sent as " << msg.from;
   POSEIDON_CHECK(msg.to >= 0 && msg.to < config_.layout.num_actors()) << core::Describe(msg);
   ++run_.messages;
-  if (config_.drop_message && config_.drop_message(msg)) return;
+  if (config_.drop_message && config_.drop_message(msg)) return kNoSlot;
   const int src = config_.layout.machine_of[from];
   const int dst = config_.layout.machine_of[msg.to];
   const uint32_t slot = AllocSlot();
@@ -120,7 +120,7 @@ void SimJob::Send(ActorId from, Message msg) {
   if (src == dst) {
     // Actors on one machine talk through memory; the copy is not modelled.
     queue_.Push(now_, kDeliver, static_cast<uint32_t>(to), slot);
-    return;
+    return slot;
   }
   ++run_.network_messages;
   run_.network_payload_bytes += slots_[slot].msg.payload_bytes;
@@ -132,10 +132,11 @@ void SimJob::Send(ActorId from, Message msg) {
       c.head = static_cast<int32_t>(slot);
     }
     c.tail = static_cast<int32_t>(slot);
-    return;
+    return slot;
   }
   c.busy = true;
   StartFlowAfterQueue(src, dst, slot, /*continues_stream=*/false);
+  return slot;
 }
 
 void SimJob::StartFlowAfterQueue(int src, int dst, uint32_t slot, bool continues_stream) {
@@ -210,6 +211,7 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
     } else {
       c.busy = false;
     }
+    if (replaying_) continue;
     // May send more (and grow slots_): pass a copy.
     const Message sent = slots_[d.tag].msg;
     actors_[from]->OnSent(now_, sent);
@@ -341,6 +343,58 @@ void SimJob::Trace(const TraceEvent& e) {
   }
   if (config_.record_trace) run_.trace.push_back(e);
   if (config_.record_decisions) run_.decisions.Trace(e);
+}
+
+std::vector<TimeNs> SimJob::ReplayMessages(const std::vector<ReplayMessage>& messages) {
+  POSEIDON_CHECK(run_.events == 0) << "ReplayMessages runs once, instead of Run";
+  replaying_ = true;
+  const core::JobLayout& layout = config_.layout;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ReplayMessage& m = messages[i];
+    POSEIDON_CHECK(m.from >= 0 && m.from < layout.num_actors() && m.to >= 0 &&
+                   m.to < layout.num_actors() && m.payload_bytes >= 0 && m.sent >= 0)
+        << "replayed message " << i << ": " << m.from << " -> " << m.to;
+    queue_.Push(m.sent, kReplaySend, 0, i);
+  }
+  std::vector<TimeNs> delivered(messages.size(), -1);
+  std::vector<size_t> index_of_slot;  // slot -> message index
+  Event ev;
+  while (queue_.Pop(&ev)) {
+    now_ = ev.time;
+    ++run_.events;
+    switch (ev.kind) {
+      case kReplaySend: {
+        const ReplayMessage& m = messages[static_cast<size_t>(ev.arg)];
+        Message msg;
+        msg.from = m.from;
+        msg.to = m.to;
+        msg.payload_bytes = m.payload_bytes;
+        const uint32_t slot = Send(m.from, std::move(msg));
+        if (slot == kNoSlot) break;  // dropped (SimJobConfig::drop_message): never delivered
+        if (index_of_slot.size() <= slot) index_of_slot.resize(slot + 1);
+        index_of_slot[slot] = static_cast<size_t>(ev.arg);
+        break;
+      }
+      case kDeliver: {
+        const uint32_t slot = static_cast<uint32_t>(ev.arg);
+        delivered[index_of_slot[slot]] = now_;
+        slots_[slot].msg = Message();
+        slots_[slot].next = free_slot_;
+        free_slot_ = static_cast<int32_t>(slot);
+        break;
+      }
+      case kNetwork:
+        OnNetworkEvent(ev.arg);
+        break;
+      case kStartFlow:
+        StartFlow(static_cast<int>(ev.target), static_cast<int>(ev.arg >> 32),
+                  static_cast<uint32_t>(ev.arg & 0xffffffffu));
+        break;
+      default:
+        POSEIDON_CHECK(false) << "event " << ev.kind << " while replaying messages";
+    }
+  }
+  return delivered;
 }
 
 SimRun SimJob::Run() {

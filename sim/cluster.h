@@ -104,6 +104,20 @@ class SimJob {
 
   SimRun Run();
 
+  // A message of a recorded run (a live one): sent by actor `from` to actor `to` (on another
+  // machine) at `sent`, with `payload_bytes` of payload.
+  struct ReplayMessage {
+    TimeNs sent = 0;
+    core::ActorId from = 0, to = 0;
+    int64_t payload_bytes = 0;
+  };
+  // Instead of Run: no actor runs; the messages are sent at their recorded times through this
+  // job's connections and network model, as the actors' messages are in Run (in order per
+  // connection, behind the machine's other sockets). Returns when each was delivered, in the
+  // order given. It tells the network model's error on a run's own traffic apart from how the
+  // simulated run's schedule differs. Once per SimJob, instead of Run.
+  std::vector<TimeNs> ReplayMessages(const std::vector<ReplayMessage>& messages);
+
  private:
   class ActorHost;
   struct StreamState {
@@ -124,9 +138,13 @@ class SimJob {
     int32_t tail = -1;
     bool busy = false;  // a message of this connection is on the network
   };
-  enum EventKind : uint32_t { kStartActor, kDeliver, kTaskDone, kNetwork, kTimer, kStartFlow };
+  enum EventKind : uint32_t {
+    kStartActor, kDeliver, kTaskDone, kNetwork, kTimer, kStartFlow, kReplaySend
+  };
 
-  void Send(core::ActorId from, core::Message msg);
+  // Returns the message's slot (kNoSlot if SimJobConfig::drop_message dropped it).
+  uint32_t Send(core::ActorId from, core::Message msg);
+  static constexpr uint32_t kNoSlot = 0xffffffffu;
   void StartCompute(core::ActorId actor, const core::ComputeTask& task);
   void Trace(const core::TraceEvent& e);
   void StartNextTask(core::ActorId actor, int stream);
@@ -154,6 +172,7 @@ class SimJob {
   std::vector<StreamState> streams_;  // actor * kNumStreams + stream
   std::vector<Slot> slots_;
   std::unordered_map<uint64_t, Connection> connections_;
+  bool replaying_ = false;  // in ReplayMessages: no actor is told of sends or deliveries
   int32_t free_slot_ = -1;
   EventQueue queue_;
   TimeNs now_ = 0;

@@ -11,9 +11,8 @@ namespace poseidon::sim {
 
 namespace {
 
-SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const ComputeModel& compute,
-              int workers, int servers, bool record_trace, core::JobLayout* layout_out,
-              std::function<void(double)> progress = {}, bool record_decisions = false) {
+SimJobConfig JobConfig(const config::ScenarioSpec& s, const core::Model& model,
+                       const ComputeModel& compute, int workers, int servers) {
   SimJobConfig cfg;
   cfg.model = &model;
   cfg.layout = config::BuildLayout(s, workers, servers);
@@ -31,6 +30,13 @@ SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const Com
   cfg.jitter_cv = s.jitter_cv;
   cfg.seed = s.seed;
   cfg.warmup_iterations = s.warmup_iterations;
+  return cfg;
+}
+
+SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const ComputeModel& compute,
+              int workers, int servers, bool record_trace, core::JobLayout* layout_out,
+              std::function<void(double)> progress = {}, bool record_decisions = false) {
+  SimJobConfig cfg = JobConfig(s, model, compute, workers, servers);
   cfg.record_trace = record_trace;
   cfg.record_decisions = record_decisions;
   cfg.progress = std::move(progress);
@@ -42,6 +48,14 @@ SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const Com
 double Ms(double ns) { return ns / 1e6; }
 
 }  // namespace
+
+std::vector<TimeNs> ReplayNetwork(const config::ScenarioSpec& s,
+                                  const std::vector<SimJob::ReplayMessage>& messages) {
+  core::Model model = BuildScenarioModel(s);
+  ComputeModel compute = BuildComputeModel(s, model);
+  SimJob job(JobConfig(s, model, compute, s.workers, s.servers));
+  return job.ReplayMessages(messages);
+}
 
 ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions& options) {
   core::Model model = BuildScenarioModel(s);

@@ -85,6 +85,12 @@ using config::BuildScenarioModel;
 
 ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions& options);
 
+// The scenario's network (its model, connections and sender queues, as SimulateScenario uses
+// them) carrying recorded messages at their recorded send times (SimJob::ReplayMessages): when
+// each would have been delivered. Actor ids are the scenario's (config::BuildLayout).
+std::vector<TimeNs> ReplayNetwork(const config::ScenarioSpec& s,
+                                  const std::vector<SimJob::ReplayMessage>& messages);
+
 enum class OutputFormat { kTable, kCsv, kJson };
 std::string FormatResult(const ScenarioResult& r, OutputFormat format);
 // CSV columns shared by `simulate --format csv` and `sweep` (which prepends its axes).

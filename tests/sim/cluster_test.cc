@@ -153,6 +153,90 @@ TEST(SimJob, ConnectionsPerMachinePairSerialiseAndPerProcessPairShare) {
   }
 }
 
+// ReplayMessages: the messages of a simulated run, replayed at their send times through a job
+// with the same network, are delivered when the run delivered them (no burst and no sender
+// queue here: with them, messages sent at one instant on different connections would depend on
+// the order in which they are handed over, which a trace does not keep).
+TEST(SimJob, ReplayingARunsOwnMessagesReproducesItsDeliveries) {
+  core::Model model = core::Model::Build(testing::SmallNetSpec());
+  for (config::ConnectionKind kind :
+       {config::ConnectionKind::kMachinePair, config::ConnectionKind::kProcessPair}) {
+    auto make = [&] {
+      SimJobConfig cfg;
+      cfg.model = &model;
+      cfg.layout = core::JobLayout::Colocated(4, 2);
+      cfg.protocol.chunk_bytes = 4096;
+      cfg.protocol.iterations = 3;
+      cfg.protocol.dwbp = true;
+      cfg.network = Star(1, 5000);
+      cfg.network.connections = kind;
+      cfg.network.fairness_alpha = 1;
+      cfg.worker_compute.assign(4, ZeroCompute(model));
+      cfg.record_trace = true;
+      return cfg;
+    };
+    SimJobConfig cfg = make();
+    const core::JobLayout layout = cfg.layout;
+    SimJob job(std::move(cfg));
+    const SimRun run = job.Run();
+    ASSERT_FALSE(run.deadlocked) << run.deadlock_report;
+    // A connection's messages in their send order: by send time, then by delivery (in order).
+    std::vector<core::TraceEvent> sent;
+    for (const core::TraceEvent& e : run.trace) {
+      if (e.kind == core::TraceKind::kMessage && !layout.SameMachine(e.actor, e.peer)) {
+        sent.push_back(e);
+      }
+    }
+    std::stable_sort(sent.begin(), sent.end(), [](const auto& a, const auto& b) {
+      return a.ts != b.ts ? a.ts < b.ts : a.ts + a.dur < b.ts + b.dur;
+    });
+    ASSERT_GT(sent.size(), 20u);
+    std::vector<SimJob::ReplayMessage> replay;
+    for (const core::TraceEvent& e : sent) replay.push_back({e.ts, e.actor, e.peer, e.bytes});
+    SimJob again(make());
+    const std::vector<TimeNs> delivered = again.ReplayMessages(replay);
+    ASSERT_EQ(delivered.size(), sent.size());
+    for (size_t i = 0; i < sent.size(); ++i) {
+      EXPECT_EQ(delivered[i], sent[i].ts + sent[i].dur) << i << ": " << sent[i].actor << " -> "
+                                                        << sent[i].peer;
+    }
+  }
+}
+
+// ReplayMessages against closed forms: two messages on one connection leave one after the
+// other; a message on another connection of the same machine, started while the first is
+// sending, waits behind its queued bytes (sender_queue_bytes) and then shares the link.
+TEST(SimJob, ReplayedMessagesShareConnectionsAndLinks) {
+  core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
+  SimJobConfig cfg;
+  cfg.model = &model;
+  cfg.layout = core::JobLayout::Dedicated(2, 1);  // workers on machines 0, 1; shard on 2
+  cfg.protocol.iterations = 1;
+  cfg.network = Star(10, 5000);
+  cfg.network.connections = config::ConnectionKind::kProcessPair;
+  cfg.network.sender_queue_bytes = 100'000;
+  cfg.worker_compute.assign(2, ZeroCompute(model));
+  const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1), s0 = cfg.layout.server(0);
+  const double bytes_per_ns = 10.0 / 8;
+  const int64_t p = 1'000'000, h = p + core::Message::kHeaderBytes;
+  SimJob job(std::move(cfg));
+  // w0 -> s0 twice at 0 (one connection), s0 -> w0 at 0 (another machine's NIC), s0 -> w1 at
+  // 100 us (s0's second connection: waits 100 000 bytes behind s0 -> w0, then they share).
+  const std::vector<TimeNs> d = job.ReplayMessages(
+      {{0, w0, s0, p}, {0, w0, s0, p}, {0, s0, w0, p}, {100'000, s0, w1, p}});
+  ASSERT_EQ(d.size(), 4u);
+  const double one = static_cast<double>(h) / bytes_per_ns;
+  EXPECT_NEAR(static_cast<double>(d[0]), one + 5000, 2.0);
+  EXPECT_NEAR(static_cast<double>(d[1]), 2 * one + 5000, 2.0);
+  // s0 -> w0 alone until 180 us (s0 -> w1, sent at 100 us, waits 100 000 bytes at the link
+  // rate behind it), then both at half the rate; s0's link is busy from 0 to 2h/B.
+  const double start = 100'000 + 100'000 / bytes_per_ns;
+  EXPECT_NEAR(static_cast<double>(d[2]),
+              start + (static_cast<double>(h) - start * bytes_per_ns) / (bytes_per_ns / 2) + 5000,
+              2.0);
+  EXPECT_NEAR(static_cast<double>(d[3]), 2 * one + 5000, 2.0);
+}
+
 // Co-located shards: a single worker's traffic never leaves its machine.
 TEST(SimJob, OneColocatedNodeSendsNothingOverTheNetwork) {
   core::Model model = core::Model::Build(testing::SmallNetSpec());
