@@ -24,12 +24,13 @@ from matplotlib import pyplot as plt  # noqa: E402
 import poseidon_plot  # noqa: E402
 
 FIXED = {"run", "index", "name", "workers", "measured_ms", "measured_std_ms", "predicted_ms",
-         "predicted_std_ms", "error_pct"}
+         "predicted_std_ms", "error_pct", "network_error_pct"}
 
 
 def runs_of(path):
-    """Per configuration label, in first-seen order: [(measured ms, predicted ms, error %)] of
-    its runs (rows without an error are skipped)."""
+    """Per configuration label, in first-seen order: [(measured ms, predicted ms, error %,
+    network model's error % on the live traffic or None)] of its runs (rows without an error
+    are skipped; CSVs from before the network_error_pct column give None)."""
     try:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
@@ -42,24 +43,33 @@ def runs_of(path):
         if not r["error_pct"]:
             continue
         label = " ".join(r[k] for k in r if k not in FIXED) or r["name"]
+        net = r.get("network_error_pct") or None
         runs.setdefault(label, []).append(
-            (float(r["measured_ms"]), float(r["predicted_ms"]), float(r["error_pct"])))
+            (float(r["measured_ms"]), float(r["predicted_ms"]), float(r["error_pct"]),
+             float(net) if net is not None else None))
     if not runs:
         raise ValueError(f"{path}: no configuration has both a measured and a predicted time")
     return runs
 
 
 def table(paths):
-    """Markdown: per configuration its runs' measured ms and errors, bold the median error."""
-    lines = ["| configuration | measured ms, each run | predicted ms "
-             "| error %, each run (median) |", "|---|---|---|---|"]
-    for path in paths:
-        for label, v in runs_of(path).items():
-            errs = [e for _, _, e in v]
-            lines.append(f"| {label} | {' / '.join(f'{m:.3f}' for m, _, _ in v)} | "
-                         f"{statistics.median(p for _, p, _ in v):.3f} | "
-                         f"{' / '.join(f'{e:+.2f}' for e in errs)} "
-                         f"(**{statistics.median(errs):+.2f}**) |")
+    """Markdown: per configuration its runs' measured ms and errors, bold the median error;
+    with a network_error_pct column, also the network model's error on each run's traffic."""
+    data = [runs_of(path) for path in paths]
+    with_net = any(n is not None for runs in data for v in runs.values() for *_, n in v)
+    head = ("| configuration | measured ms, each run | predicted ms | error %, each run (median) |"
+            + (" network model on the live traffic, % |" if with_net else ""))
+    lines = [head, "|---|---|---|---|" + ("---|" if with_net else "")]
+    for runs in data:
+        for label, v in runs.items():
+            errs = [e for _, _, e, _ in v]
+            line = (f"| {label} | {' / '.join(f'{m:.3f}' for m, _, _, _ in v)} | "
+                    f"{statistics.median(p for _, p, _, _ in v):.3f} | "
+                    f"{' / '.join(f'{e:+.2f}' for e in errs)} "
+                    f"(**{statistics.median(errs):+.2f}**) |")
+            if with_net:
+                line += " " + " / ".join("n/a" if n is None else f"{n:+.2f}" for *_, n in v) + " |"
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -70,9 +80,9 @@ def read(path):
     runs = runs_of(path)
     out = []
     for label, v in runs.items():
-        errs = [e for _, _, e in v]
-        out.append((label, statistics.median(m for m, _, _ in v),
-                    statistics.median(p for _, p, _ in v), statistics.median(errs), min(errs),
+        errs = [e for _, _, e, _ in v]
+        out.append((label, statistics.median(m for m, _, _, _ in v),
+                    statistics.median(p for _, p, _, _ in v), statistics.median(errs), min(errs),
                     max(errs)))
     return out
 

@@ -24,6 +24,7 @@ namespace poseidon::app {
 namespace {
 
 using config::ConfigError;
+using sim::TimeNs;
 namespace fs = std::filesystem;
 
 std::string ReadText(const std::string& path) {
@@ -185,6 +186,81 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// The network messages of a merged live trace between actors on different machines: when each
+// was sent and delivered (ns, from the first send), by whom, to whom, its payload and clock.
+struct LiveMessage {
+  sim::SimJob::ReplayMessage sent;
+  TimeNs delivered = 0;
+  int64_t clock = 0;
+};
+
+std::vector<LiveMessage> LiveMessagesFromTrace(const std::string& trace,
+                                               const core::JobLayout& layout) {
+  static const std::regex kMessage(
+      "\"ph\":\"X\",\"name\":\"[^\"]* -> (worker|shard|coordinator) ?([0-9]*)\","
+      "\"cat\":\"network\",\"pid\":[0-9]+,\"tid\":([0-9]+),\"ts\":(-?[0-9.]+),"
+      "\"dur\":([0-9.]+),\"args\":\\{\"clock\":(-?[0-9]+)(,\"bytes\":([0-9]+))?");
+  std::vector<LiveMessage> out;
+  for (auto it = std::sregex_iterator(trace.begin(), trace.end(), kMessage);
+       it != std::sregex_iterator(); ++it) {
+    const std::string kind = (*it)[1];
+    const int index = (*it)[2].length() ? std::stoi((*it)[2]) : 0;
+    const core::ActorId from = std::stoi((*it)[3]) / 8;
+    if (from >= layout.num_actors()) continue;
+    const core::ActorId to = kind == "coordinator" ? 0
+                             : kind == "worker"    ? (index < layout.num_workers ? layout.worker(index) : -1)
+                                                   : (index < layout.num_servers ? layout.server(index) : -1);
+    if (to < 0 || layout.SameMachine(from, to)) continue;
+    LiveMessage m;
+    m.sent.sent = std::llround(std::stod((*it)[4]) * 1e3);
+    m.delivered = m.sent.sent + std::llround(std::stod((*it)[5]) * 1e3);
+    m.sent.from = from;
+    m.sent.to = to;
+    m.sent.payload_bytes = (*it)[8].length() ? std::stoll((*it)[8]) : 0;
+    m.clock = std::stoll((*it)[6]);
+    out.push_back(m);
+  }
+  // In send order (a connection's messages: then in delivery order, which is theirs).
+  std::stable_sort(out.begin(), out.end(), [](const LiveMessage& a, const LiveMessage& b) {
+    return a.sent.sent != b.sent.sent ? a.sent.sent < b.sent.sent : a.delivered < b.delivered;
+  });
+  const TimeNs t0 = out.empty() ? 0 : out.front().sent.sent;
+  for (LiveMessage& m : out) {
+    m.sent.sent -= t0;
+    m.delivered -= t0;
+  }
+  return out;
+}
+
+// The scenario's network model on the live run's own traffic (sim::ReplayNetwork): each message
+// sent when it was live; the error is that of the messages' summed time in flight, over those
+// of clocks >= warmup. Writes every message to dir/net-replay.csv. NAN if there is none.
+double NetworkReplayError(const config::ScenarioSpec& sim_scenario, const std::string& live_trace,
+                          const std::string& dir) {
+  const core::JobLayout layout =
+      config::BuildLayout(sim_scenario, sim_scenario.workers, sim_scenario.servers);
+  const std::vector<LiveMessage> live = LiveMessagesFromTrace(live_trace, layout);
+  std::vector<sim::SimJob::ReplayMessage> sent;
+  for (const LiveMessage& m : live) sent.push_back(m.sent);
+  const std::vector<TimeNs> model = sim::ReplayNetwork(sim_scenario, sent);
+  std::string csv = "sent_us,from,to,bytes,clock,live_us,model_us\n";
+  double live_sum = 0, model_sum = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    const LiveMessage& m = live[i];
+    const double l = static_cast<double>(m.delivered - m.sent.sent) / 1e3;
+    const double p = static_cast<double>(model[i] - m.sent.sent) / 1e3;
+    csv += fmt::format("{:.3f},{},{},{},{},{:.3f},{:.3f}\n", static_cast<double>(m.sent.sent) / 1e3,
+                       layout.ActorName(m.sent.from), layout.ActorName(m.sent.to),
+                       m.sent.payload_bytes, m.clock, l, p);
+    if (m.clock >= sim_scenario.warmup_iterations) {
+      live_sum += l;
+      model_sum += p;
+    }
+  }
+  std::ofstream(dir + "/net-replay.csv", std::ios::binary) << csv;
+  return live_sum > 0 ? 100.0 * (model_sum - live_sum) / live_sum : NAN;
+}
+
 // "N configurations, median |error| X%, max |error| Y%, K outside 8%" over absolute errors.
 std::string ErrorSummary(const std::vector<double>& abs_errors) {
   const double max = abs_errors.empty() ? NAN : *std::max_element(abs_errors.begin(), abs_errors.end());
@@ -226,7 +302,8 @@ int RunValidate(const ValidateOptions& o) {
 
   std::string csv = runs ? "run,index,name" : "index,name";
   for (const std::string& a : axes) csv += "," + CsvField(a);
-  csv += ",workers,measured_ms,measured_std_ms,predicted_ms,predicted_std_ms,error_pct\n";
+  csv += ",workers,measured_ms,measured_std_ms,predicted_ms,predicted_std_ms,error_pct,"
+         "network_error_pct\n";
   std::string json = "{\"configurations\":[";
   // errors[i]: the signed errors of configuration i, one per run that succeeded.
   std::vector<std::vector<double>> errors(configs.size());
@@ -305,29 +382,34 @@ int RunValidate(const ValidateOptions& o) {
                   : Pace{false, !pred.ok            ? pred.why
                                 : !reuse_why.empty() ? reuse_why
                                                      : fmt::format("the live run failed (exit code {}); see {}", rc, dir)};
-      std::string err_text;
+      std::string err_text, net_text;
       if (meas.ok && pred.ok) {
         const double err = 100.0 * (pred.mean_ms - meas.mean_ms) / meas.mean_ms;
         errors[i].push_back(err);
         run_abs[static_cast<size_t>(run - 1)].push_back(std::fabs(err));
         err_text = fmt::format("{:.2f}", err);
+        const double net = NetworkReplayError(c.sim_scenario, ReadText(dir + "/live.json"), dir);
+        if (std::isfinite(net)) net_text = fmt::format("{:.2f}", net);
       } else {
         ++failures;
         fmt::print(stderr, "validate: {}: {}\n", c.name, !meas.ok ? meas.why : pred.why);
       }
       csv += runs ? fmt::format("{},{},{}", run, i, CsvField(s.name)) : fmt::format("{},{}", i, CsvField(s.name));
       for (const auto& [k, v] : c.values) csv += "," + CsvField(v);
-      csv += fmt::format(",{},{:.3f},{:.3f},{:.3f},{:.3f},{}\n", s.workers, meas.mean_ms, meas.std_ms,
-                         pred.mean_ms, pred.std_ms, err_text);
+      csv += fmt::format(",{},{:.3f},{:.3f},{:.3f},{:.3f},{},{}\n", s.workers, meas.mean_ms,
+                         meas.std_ms, pred.mean_ms, pred.std_ms, err_text, net_text);
       json += fmt::format("{}{{{}\"index\":{},\"name\":\"{}\",\"workers\":{},\"measured_ms\":{:.3f},"
                           "\"measured_std_ms\":{:.3f},\"predicted_ms\":{:.3f},\"predicted_std_ms\":{:.3f},"
-                          "\"error_pct\":{}}}",
+                          "\"error_pct\":{},\"network_error_pct\":{}}}",
                           first_row ? "" : ",", runs ? fmt::format("\"run\":{},", run) : "", i, s.name,
                           s.workers, meas.mean_ms, meas.std_ms, pred.mean_ms, pred.std_ms,
-                          err_text.empty() ? "null" : err_text);
+                          err_text.empty() ? "null" : err_text, net_text.empty() ? "null" : net_text);
       first_row = false;
-      fmt::print(stderr, "  measured {:.3f} ms (std {:.3f}), predicted {:.3f} ms: error {}%\n",
-                 meas.mean_ms, meas.std_ms, pred.mean_ms, err_text.empty() ? "n/a" : err_text);
+      fmt::print(stderr,
+                 "  measured {:.3f} ms (std {:.3f}), predicted {:.3f} ms: error {}%; network model "
+                 "on the live traffic: {}%\n",
+                 meas.mean_ms, meas.std_ms, pred.mean_ms, err_text.empty() ? "n/a" : err_text,
+                 net_text.empty() ? "n/a" : net_text);
     }
   }
   // Per configuration, the median of its runs (the one error when there is one run).

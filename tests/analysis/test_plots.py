@@ -467,6 +467,61 @@ class PlotValidationTest(TempDirTest):
         self.assertIn("-o/--output is required", r.stderr)
 
 
+    def test_network_error_column_is_no_axis_and_joins_the_table(self):
+        path = self.path("net.csv")
+        with open(path, "w", newline="") as f:
+            f.write("run," + VALIDATE_COLUMNS + ",network_error_pct\n")
+            f.write("1,0,a,mlp,2,100.0,1.0,90.0,0.0,-10.00,-0.50\n"
+                    "2,0,a,mlp,2,95.0,1.0,90.0,0.0,-5.26,\n")
+        r = run_script("plot_validation.py", "--table", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().split("\n")
+        self.assertTrue(lines[0].endswith("| network model on the live traffic, % |"), lines[0])
+        self.assertEqual(lines[2], "| mlp | 100.000 / 95.000 | 90.000 | -10.00 / -5.26 "
+                                   "(**-7.63**) | -0.50 / n/a |")
+
+
+class NetReplayTest(TempDirTest):
+    def replay_csv(self, rows):
+        path = self.path("net-replay.csv")
+        with open(path, "w", newline="") as f:
+            f.write("sent_us,from,to,bytes,clock,live_us,model_us\n")
+            f.write("".join(r + "\n" for r in rows))
+        return path
+
+    def test_sums_per_pair_after_warmup_and_names_the_largest_difference(self):
+        src = self.replay_csv(["0,worker 0,shard 1,1000,0,900000,100",   # warm-up: left out
+                               "10,worker 0,shard 1,1000,1,1000,1100",
+                               "20,worker 0,shard 1,1000,2,3000,2900",
+                               "30,shard 1,worker 0,1000,1,2000,1000"])
+        import net_replay  # noqa: E402
+        pairs = net_replay.pairs(src, 1)
+        self.assertEqual(pairs, {("worker 0", "shard 1"): [2, 4000.0, 4000.0],
+                                 ("shard 1", "worker 0"): [1, 2000.0, 1000.0]})
+        r = run_script("net_replay.py", src, "--warmup", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("all: 3 messages, 6.0 ms in flight live, 5.0 ms in the model (-16.67%)",
+                      r.stdout)
+        self.assertIn("largest difference: shard 1 -> worker 0 (-1.0 ms over 1 messages, "
+                      "model/live 0.50)", r.stdout)
+
+    def test_rejects_other_files_with_the_reason(self):
+        other = self.path("other.csv")
+        with open(other, "w") as f:
+            f.write("name,iteration_ms\nx,1\n")
+        r = run_script("net_replay.py", other)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not a net-replay.csv", r.stderr)
+        bad = self.replay_csv(["0,worker 0,shard 1,1000,x,1,1"])
+        r = run_script("net_replay.py", bad)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("net-replay.csv:2: not a number", r.stderr)
+        late = self.replay_csv(["0,worker 0,shard 1,1000,0,1,1"])
+        r = run_script("net_replay.py", late, "--warmup", "5")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no message of clock >= 5", r.stderr)
+
+
 class ComparePhasesTest(TempDirTest):
     def trace(self, name, iteration_us, compute_us):
         ev = []
