@@ -177,12 +177,18 @@ TEST(FlowNetworkTest, AlphaFairWarmStartsReachTheSameRatesAsAFreshSolve) {
 
 // ---- burst_bytes: a token bucket per link --------------------------------------------------------
 
-TEST(FlowNetworkTest, BurstPassesAtOnceOnIdleLinksOnlyAndRefillsAtTheLinkRate) {
-  const double B = 1e9;  // 1 byte per ns
-  const int64_t S = 1'000'000, kBurst = 100'000;
+// A star of `hosts` at 1 byte per ns whose links have buckets of `burst` bytes.
+std::unique_ptr<FlowNetwork> BurstStar(int hosts, int64_t burst) {
+  const double B = 1e9;
   config::NetworkSpec spec = Spec(B, 0);
-  spec.burst_bytes = kBurst;
-  FlowNetwork net(Topology::Star(4, B, 0), spec);
+  spec.burst_bytes = burst;
+  return std::make_unique<FlowNetwork>(Topology::Star(hosts, B, 0), spec);
+}
+
+TEST(FlowNetworkTest, BurstPassesAtOnceOnIdleLinksOnlyAndRefillsAtTheLinkRate) {
+  const int64_t S = 1'000'000, kBurst = 100'000;
+  const std::unique_ptr<FlowNetwork> owned = BurstStar(4, kBurst);
+  FlowNetwork& net = *owned;
   // Idle since the start: the first 100 kB pass at once.
   net.StartFlow(0, 0, 1, S, 1);
   // A flow on a busy link (h0's uplink) gets nothing; it shares from its start.
@@ -206,11 +212,9 @@ TEST(FlowNetworkTest, BurstPassesAtOnceOnIdleLinksOnlyAndRefillsAtTheLinkRate) {
 
 // A small flow takes only its bytes from the buckets: the next flow on those links gets the rest.
 TEST(FlowNetworkTest, BurstLeavesWhatASmallFlowDidNotTake) {
-  const double B = 1e9;  // 1 byte per ns
   const int64_t S = 1'000'000, kBurst = 100'000, kSmall = 30'000;
-  config::NetworkSpec spec = Spec(B, 0);
-  spec.burst_bytes = kBurst;
-  FlowNetwork net(Topology::Star(3, B, 0), spec);
+  const std::unique_ptr<FlowNetwork> owned = BurstStar(3, kBurst);
+  FlowNetwork& net = *owned;
   // All but its last byte pass at once: it ends at 1 ns and leaves kBurst - kSmall + 1 behind.
   net.StartFlow(0, 0, 1, kSmall, 1);
   std::vector<FlowDone> done = Drain(net);
