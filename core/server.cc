@@ -19,7 +19,14 @@ ServerShard::ServerShard(ActorId id, const Placement& placement, const JobLayout
   version_.assign(n, 0);
   received_.resize(n);
   updating_.assign(n, false);
-  asp_applied_.assign(n, std::vector<int64_t>(static_cast<size_t>(layout_.num_workers), 0));
+  // ASP only, and only for this shard's chunks: every shard holding a per-worker vector for every
+  // chunk of the model would be shards x chunks x workers (7.8 GB at 1,024 workers).
+  asp_applied_.resize(config_.consistency == Consistency::kAsp ? n : 0);
+  for (int32_t cid : placement_.chunks_of_shard(shard_)) {
+    if (!asp_applied_.empty()) {
+      asp_applied_[static_cast<size_t>(cid)].assign(static_cast<size_t>(layout_.num_workers), 0);
+    }
+  }
   asp_received_ = asp_applied_;
   member_.assign(static_cast<size_t>(layout_.num_workers), true);
   last_checkpoint_.assign(static_cast<size_t>(layout_.num_workers), 0);
@@ -31,7 +38,8 @@ void ServerShard::Restore(const ShardCheckpoint& state) {
                    placement_.chunks()[static_cast<size_t>(p.chunk)].shard == shard_)
         << "checkpoint names chunk " << p.chunk << ", which shard " << shard_ << " does not own";
     version_[static_cast<size_t>(p.chunk)] = p.version;
-    if (!p.applied_by_worker.empty()) {
+    // Per-worker progress is ASP's; another model's chunk version says it all.
+    if (!p.applied_by_worker.empty() && !asp_applied_.empty()) {
       POSEIDON_CHECK(static_cast<int>(p.applied_by_worker.size()) == layout_.num_workers);
       asp_applied_[static_cast<size_t>(p.chunk)] = p.applied_by_worker;
       asp_received_[static_cast<size_t>(p.chunk)] = p.applied_by_worker;

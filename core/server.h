@@ -51,6 +51,13 @@ class ServerShard final : public Actor {
   void RequestCheckpoint() { MaybeCheckpoint(/*force=*/true); }
   // Pushes not applied because they were sent again (tests, logs).
   int64_t duplicates() const { return duplicates_; }
+  // Per-worker progress counters held (ASP: two per worker and chunk of this shard; else none).
+  size_t per_worker_counters() const {
+    size_t n = 0;
+    for (const auto& v : asp_applied_) n += v.size();
+    for (const auto& v : asp_received_) n += v.size();
+    return n;
+  }
   int64_t version(int32_t chunk) const { return version_[static_cast<size_t>(chunk)]; }
 
  private:
@@ -76,8 +83,10 @@ class ServerShard final : public Actor {
   // BSP/SSP: per chunk, the workers whose push of each clock >= version is in (by worker index).
   std::vector<std::map<int64_t, std::vector<bool>>> received_;
   std::vector<bool> updating_;
-  std::vector<std::vector<int64_t>> asp_applied_;   // ASP: [chunk][worker] clocks applied
-  std::vector<std::vector<int64_t>> asp_received_;  // ASP: [chunk][worker] clocks received
+  // ASP only (empty otherwise): [chunk][worker] clocks applied / received, for this shard's
+  // chunks (other chunks' rows stay empty).
+  std::vector<std::vector<int64_t>> asp_applied_;
+  std::vector<std::vector<int64_t>> asp_received_;
   std::vector<bool> member_;                        // by worker index
   int64_t duplicates_ = 0;
   int64_t checkpointed_floor_ = 0;

@@ -139,6 +139,29 @@ TEST(Asp, EveryPushIsAppliedAndAnsweredOnItsOwn) {
   }
 }
 
+// A shard keeps per-worker progress only under ASP, and only for its own chunks: one vector per
+// chunk of the model in every shard made shards x chunks x workers counters (7.8 GB for AlexNet
+// at 1,024 workers, docs/performance.md).
+TEST(Asp, ShardsKeepPerWorkerCountersForTheirOwnChunksOnly) {
+  core::Model model = core::Model::Build(testing::SmallNetSpec());
+  const int workers = 6, shards = 3;
+  for (core::Consistency c : {core::Consistency::kBsp, core::Consistency::kSsp,
+                              core::Consistency::kAsp}) {
+    core::ProtocolConfig cfg = Config(c, 1, 2);
+    cfg.chunk_bytes = 1024;  // several chunks per shard
+    FakeCluster cluster(model, core::JobLayout::Colocated(workers, shards), cfg, 3);
+    ASSERT_GT(cluster.placement().chunks().size(), static_cast<size_t>(2 * shards));
+    for (int s = 0; s < shards; ++s) {
+      const size_t own = cluster.placement().chunks_of_shard(s).size();
+      EXPECT_EQ(cluster.shard(s).per_worker_counters(),
+                c == core::Consistency::kAsp ? 2 * own * workers : 0u)
+          << "shard " << s;
+    }
+    cluster.Run();
+    EXPECT_TRUE(cluster.AllFinished()) << static_cast<int>(c);
+  }
+}
+
 TEST(Sfb, FactorsGoToEveryPeerAndAreRebuiltOnce) {
   core::Model model = core::Model::Build(testing::SmallNetSpec());
   const int P = 4;

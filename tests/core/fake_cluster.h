@@ -79,6 +79,9 @@ class FakeCluster {
     return steps;
   }
 
+  const core::ServerShard& shard(int s) const {
+    return static_cast<const core::ServerShard&>(*actors_[static_cast<size_t>(layout_.server(s))]);
+  }
   const core::Worker& worker(int w) const {
     return static_cast<const core::Worker&>(*actors_[static_cast<size_t>(layout_.worker(w))]);
   }
