@@ -203,21 +203,26 @@ std::vector<LiveMessage> LiveMessagesFromTrace(const std::string& trace,
   std::vector<LiveMessage> out;
   for (auto it = std::sregex_iterator(trace.begin(), trace.end(), kMessage);
        it != std::sregex_iterator(); ++it) {
-    const std::string kind = (*it)[1];
-    const int index = (*it)[2].length() ? std::stoi((*it)[2]) : 0;
-    const core::ActorId from = std::stoi((*it)[3]) / 8;
-    if (from >= layout.num_actors()) continue;
-    const core::ActorId to = kind == "coordinator" ? 0
-                             : kind == "worker"    ? (index < layout.num_workers ? layout.worker(index) : -1)
-                                                   : (index < layout.num_servers ? layout.server(index) : -1);
-    if (to < 0 || layout.SameMachine(from, to)) continue;
     LiveMessage m;
-    m.sent.sent = std::llround(std::stod((*it)[4]) * 1e3);
-    m.delivered = m.sent.sent + std::llround(std::stod((*it)[5]) * 1e3);
-    m.sent.from = from;
-    m.sent.to = to;
-    m.sent.payload_bytes = (*it)[8].length() ? std::stoll((*it)[8]) : 0;
-    m.clock = std::stoll((*it)[6]);
+    try {
+      const std::string kind = (*it)[1];
+      const int index = (*it)[2].length() ? std::stoi((*it)[2]) : 0;
+      const core::ActorId from = std::stoi((*it)[3]) / 8;
+      if (from >= layout.num_actors() || index < 0) continue;
+      const core::ActorId to =
+          kind == "coordinator" ? core::JobLayout::coordinator()
+          : kind == "worker"    ? (index < layout.num_workers ? layout.worker(index) : -1)
+                                : (index < layout.num_servers ? layout.server(index) : -1);
+      if (to < 0 || layout.SameMachine(from, to)) continue;
+      m.sent.sent = std::llround(std::stod((*it)[4]) * 1e3);
+      m.delivered = m.sent.sent + std::llround(std::stod((*it)[5]) * 1e3);
+      m.sent.from = from;
+      m.sent.to = to;
+      m.sent.payload_bytes = (*it)[8].length() ? std::stoll((*it)[8]) : 0;
+      m.clock = std::stoll((*it)[6]);
+    } catch (const std::exception&) {
+      continue;  // a number out of range: not one of the runtime's events
+    }
     out.push_back(m);
   }
   // In send order (a connection's messages: then in delivery order, which is theirs).
@@ -247,6 +252,7 @@ double NetworkReplayError(const config::ScenarioSpec& sim_scenario, const std::s
   double live_sum = 0, model_sum = 0;
   for (size_t i = 0; i < live.size(); ++i) {
     const LiveMessage& m = live[i];
+    if (model[i] < 0) continue;  // not delivered (cannot happen without drop_message)
     const double l = static_cast<double>(m.delivered - m.sent.sent) / 1e3;
     const double p = static_cast<double>(model[i] - m.sent.sent) / 1e3;
     csv += fmt::format("{:.3f},{},{},{},{},{:.3f},{:.3f}\n", static_cast<double>(m.sent.sent) / 1e3,
