@@ -21,13 +21,13 @@ ServerShard::ServerShard(ActorId id, const Placement& placement, const JobLayout
   updating_.assign(n, false);
   // ASP only, and only for this shard's chunks: every shard holding a per-worker vector for every
   // chunk of the model would be shards x chunks x workers (7.8 GB at 1,024 workers).
-  asp_applied_.resize(config_.consistency == Consistency::kAsp ? n : 0);
-  for (int32_t cid : placement_.chunks_of_shard(shard_)) {
-    if (!asp_applied_.empty()) {
+  if (config_.consistency == Consistency::kAsp) {
+    asp_applied_.resize(n);
+    for (int32_t cid : placement_.chunks_of_shard(shard_)) {
       asp_applied_[static_cast<size_t>(cid)].assign(static_cast<size_t>(layout_.num_workers), 0);
     }
+    asp_received_ = asp_applied_;
   }
-  asp_received_ = asp_applied_;
   member_.assign(static_cast<size_t>(layout_.num_workers), true);
   last_checkpoint_.assign(static_cast<size_t>(layout_.num_workers), 0);
 }

@@ -170,6 +170,17 @@ SimJob::Connection& SimJob::ConnectionOf(int src, int dst, ActorId from, ActorId
                       static_cast<uint64_t>(dst)];
 }
 
+void SimJob::FreeSlot(uint32_t slot) {
+  slots_[slot].msg = Message();
+  slots_[slot].next = free_slot_;
+  free_slot_ = static_cast<int32_t>(slot);
+}
+
+void SimJob::StartQueuedFlow(const Event& ev) {
+  StartFlow(static_cast<int>(ev.target), static_cast<int>(ev.arg >> 32),
+            static_cast<uint32_t>(ev.arg & 0xffffffffu));
+}
+
 void SimJob::StartFlow(int src, int dst, uint32_t slot) {
   network_->StartFlow(now_, src, dst, slots_[slot].msg.wire_bytes(), slot);
   NicChange(src, +1);
@@ -378,17 +389,14 @@ std::vector<TimeNs> SimJob::ReplayMessages(const std::vector<ReplayMessage>& mes
       case kDeliver: {
         const uint32_t slot = static_cast<uint32_t>(ev.arg);
         delivered[index_of_slot[slot]] = now_;
-        slots_[slot].msg = Message();
-        slots_[slot].next = free_slot_;
-        free_slot_ = static_cast<int32_t>(slot);
+        FreeSlot(slot);
         break;
       }
       case kNetwork:
         OnNetworkEvent(ev.arg);
         break;
       case kStartFlow:
-        StartFlow(static_cast<int>(ev.target), static_cast<int>(ev.arg >> 32),
-                  static_cast<uint32_t>(ev.arg & 0xffffffffu));
+        StartQueuedFlow(ev);
         break;
       default:
         POSEIDON_CHECK(false) << "event " << ev.kind << " while replaying messages";
@@ -418,9 +426,7 @@ SimRun SimJob::Run() {
         const uint32_t slot = static_cast<uint32_t>(ev.arg);
         Message msg = std::move(slots_[slot].msg);
         const TimeNs sent = slots_[slot].sent;
-        slots_[slot].msg = Message();
-        slots_[slot].next = free_slot_;
-        free_slot_ = static_cast<int32_t>(slot);
+        FreeSlot(slot);
         if (config_.record_trace) run_.trace.push_back(core::MessageEvent(msg, sent, now_));
         if (config_.layout.SameMachine(msg.from, msg.to)) actors_[msg.from]->OnSent(now_, msg);
         actors_[ev.target]->OnMessage(now_, msg);
@@ -462,8 +468,7 @@ SimRun SimJob::Run() {
         actors_[ev.target]->OnTimer(now_, ev.arg);
         break;
       case kStartFlow:
-        StartFlow(static_cast<int>(ev.target), static_cast<int>(ev.arg >> 32),
-                  static_cast<uint32_t>(ev.arg & 0xffffffffu));
+        StartQueuedFlow(ev);
         break;
     }
   }

@@ -159,6 +159,10 @@ class SimJob {
   // at the NIC's rate (kStartFlow).
   void StartFlowAfterQueue(int src, int dst, uint32_t slot, bool continues_stream);
   void StartFlow(int src, int dst, uint32_t slot);
+  // A kStartFlow event's flow (target: source machine; arg: destination << 32 | slot).
+  void StartQueuedFlow(const Event& ev);
+  // Returns a delivered message's slot to the free list.
+  void FreeSlot(uint32_t slot);
   Connection& ConnectionOf(int src, int dst, core::ActorId from, core::ActorId to);
   std::string DeadlockReport() const;
 
