@@ -45,6 +45,11 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
     r.FailKey("fairness_alpha", "fairness_alpha must be at most 50 (0 = max-min, which is what a "
                                 "larger alpha approaches)");
   }
+  n->ack_path_weight = r.NonNegativeNumber("ack_path_weight", n->ack_path_weight);
+  if (n->ack_path_weight > kMaxAckPathWeight) {
+    r.FailKey("ack_path_weight", "ack_path_weight must be at most 4 (the fraction of the reverse path's "
+              "link prices a flow pays; 0 = none)");
+  }
   n->burst_bytes = std::llround(
       r.NonNegativeNumber("burst_bytes", static_cast<double>(n->burst_bytes)));
   n->sender_queue_bytes = std::llround(
@@ -115,6 +120,7 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
       << YamlScalarNumber(static_cast<double>(n.per_message_overhead_ns) / 1e3) << "\n";
   if (n.connections == ConnectionKind::kProcessPair) out << "connections: process_pair\n";
   if (n.fairness_alpha > 0) out << "fairness_alpha: " << YamlScalarNumber(n.fairness_alpha) << "\n";
+  if (n.ack_path_weight > 0) out << "ack_path_weight: " << YamlScalarNumber(n.ack_path_weight) << "\n";
   if (n.burst_bytes > 0) out << "burst_bytes: " << n.burst_bytes << "\n";
   if (n.sender_queue_bytes > 0) out << "sender_queue_bytes: " << n.sender_queue_bytes << "\n";
   if (n.queue_limit_bytes > 0) out << "queue_limit_bytes: " << n.queue_limit_bytes << "\n";

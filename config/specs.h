@@ -38,6 +38,7 @@ enum class TopologyKind { kStar, kLeafSpine };
 enum class ConnectionKind { kMachinePair, kProcessPair };
 
 inline constexpr double kMaxFairnessAlpha = 50;
+inline constexpr double kMaxAckPathWeight = 4;
 
 struct NetworkSpec {
   NetworkModelKind model = NetworkModelKind::kFlow;
@@ -60,6 +61,11 @@ struct NetworkSpec {
   // flows at 100 Mbit/s: docs/validation.md). Large alpha approaches max-min; at most
   // kMaxFairnessAlpha (beyond it, use 0).
   double fairness_alpha = 0;
+  // alpha-fair sharing only (YAML: ack_path_weight): what the busy links of a flow's reverse path,
+  // which its acknowledgements cross, add to its price, as a fraction of their price: TCP's round
+  // trip includes their queues, and a window-limited flow's rate falls with its round trip
+  // (docs/validation.md). 0 = the forward path alone. At most kMaxAckPathWeight.
+  double ack_path_weight = 0;
   // A link's token bucket (flow and queue models; YAML: burst_bytes): a flow that starts on idle
   // links passes its first bytes at once, up to what their buckets hold (at most this many). A
   // bucket keeps what a flow did not take and refills at the link's rate while the link is idle.

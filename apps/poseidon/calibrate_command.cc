@@ -210,12 +210,14 @@ int RunNet(const CalibrateCommands& c, const std::string& command) {
       n.model = sharing->model;
       n.connections = sharing->connections;
       n.fairness_alpha = sharing->fairness_alpha;
+      n.ack_path_weight = sharing->ack_path_weight;
       n.burst_bytes = sharing->burst_bytes;
       n.sender_queue_bytes = sharing->sender_queue_bytes;
       n.queue_limit_bytes = sharing->queue_limit_bytes;
       r.network.provenance["sharing"] =
-          fmt::format("model, connections, fairness_alpha, burst_bytes, sender_queue_bytes, "
-                      "queue_limit_bytes copied from {} (not measured by calibrate-net)",
+          fmt::format("model, connections, fairness_alpha, ack_path_weight, burst_bytes, "
+                      "sender_queue_bytes, queue_limit_bytes copied from {} (not measured by "
+                      "calibrate-net)",
                       c.sharing_from);
     }
     std::ostringstream text;
@@ -315,8 +317,8 @@ std::shared_ptr<CalibrateCommands> AddCalibrateCommands(CLI::App& app, const std
       ->delimiter(',')->capture_default_str();
   net->add_option("-o,--output", c->output, "client: network YAML file (default: stdout)");
   net->add_option("--sharing-from", c->sharing_from,
-                  "client: copy model, connections, fairness_alpha, burst_bytes, "
-                  "sender_queue_bytes and queue_limit_bytes from this network file "
+                  "client: copy model, connections, fairness_alpha, ack_path_weight, "
+                  "burst_bytes, sender_queue_bytes and queue_limit_bytes from this network file "
                   "(calibrate-net does not measure them)");
   net->add_option("--receive", c->receive, "[HOST:]PORT: transfer-check receiver");
   net->add_option("--senders", c->senders, "receiver: senders that will connect")

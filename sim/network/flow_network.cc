@@ -34,6 +34,7 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
       efficiency_(spec.efficiency),
       overhead_ns_(spec.per_message_overhead_ns),
       alpha_(spec.fairness_alpha),
+      ack_weight_(spec.fairness_alpha > 0 ? spec.ack_path_weight : 0),
       burst_bytes_(static_cast<double>(spec.burst_bytes)) {
   CheckNetworkSpec(spec);
   const size_t n = static_cast<size_t>(topo_.num_links());
@@ -47,6 +48,7 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
   link_idle_since_.assign(n, std::numeric_limits<TimeNs>::min() / 2);
   link_tokens_.assign(n, burst_bytes_);
   af_price_.assign(n, 0.0);
+  if (ack_weight_ > 0) af_ack_flows_.resize(n);
   // Prices are rate^-alpha in units of the fastest link, far from overflow and underflow.
   for (size_t l = 0; l < n; ++l) af_unit_ = std::max(af_unit_, capacity_[l]);
   link_scratch_.resize(n);
@@ -83,6 +85,10 @@ void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
   }
   h.nlinks = static_cast<uint8_t>(route.size);
   for (int i = 0; i < route.size; ++i) h.link[i] = route.links[static_cast<size_t>(i)];
+  if (ack_weight_ > 0) {
+    if (ack_route_.size() < flows_.size()) ack_route_.resize(flows_.size());
+    ack_route_[static_cast<size_t>(f)] = topo_.RouteBetween(dst, src);
+  }
   if (burst_bytes_ > 0) {
     // The last wire byte always goes at the link rate, so a flow never ends at its start.
     const double credit = std::min(BurstCredit(now, route), fl.wire - 1);
@@ -362,6 +368,21 @@ double FlowNetwork::BurstCredit(TimeNs now, const Route& route) const {
   return std::max(credit, 0.0);
 }
 
+double FlowNetwork::ForwardPrice(int32_t f) const {
+  const Hot& h = hot_[static_cast<size_t>(f)];
+  double p = 0;
+  for (int i = 0; i < h.nlinks; ++i) p += af_price_[static_cast<size_t>(h.link[i])];
+  return p;
+}
+
+double FlowNetwork::BackPrice(int32_t f) const {
+  double p = 0;
+  if (ack_weight_ > 0) {
+    for (int32_t k : ack_route_[static_cast<size_t>(f)]) p += af_price_[static_cast<size_t>(k)];
+  }
+  return p;
+}
+
 void FlowNetwork::SolveAlphaFair() {
   const double inv = 1.0 / alpha_;
   // x^(-1/alpha); alpha 1 (the usual choice) without pow.
@@ -382,12 +403,24 @@ void FlowNetwork::SolveAlphaFair() {
       if (hot_[static_cast<size_t>(f)].link[0] == static_cast<int32_t>(l)) free_flows_.push_back(f);
     }
   }
-  // Each flow's path price, kept up to date as link prices move.
+  // ack_path_weight: which flows have each busy link on their reverse route.
+  for (int32_t l : af_ack_links_) af_ack_flows_[static_cast<size_t>(l)].clear();
+  af_ack_links_.clear();
+  if (ack_weight_ > 0) {
+    for (int32_t f : free_flows_) {
+      for (int32_t k : ack_route_[static_cast<size_t>(f)]) {
+        std::vector<int32_t>& on = af_ack_flows_[static_cast<size_t>(k)];
+        if (link_flows_[static_cast<size_t>(k)].empty()) continue;  // idle: no price
+        if (on.empty()) af_ack_links_.push_back(k);
+        on.push_back(f);
+      }
+    }
+  }
+  // Each flow's forward and reverse prices, kept up to date as link prices move.
+  if (ack_weight_ > 0 && af_back_.size() < flows_.size()) af_back_.resize(flows_.size());
   for (int32_t f : free_flows_) {
-    const Hot& h = hot_[static_cast<size_t>(f)];
-    double p = 0;
-    for (int i = 0; i < h.nlinks; ++i) p += af_price_[static_cast<size_t>(h.link[i])];
-    af_path_[static_cast<size_t>(f)] = p;
+    af_path_[static_cast<size_t>(f)] = ForwardPrice(f);
+    if (ack_weight_ > 0) af_back_[static_cast<size_t>(f)] = BackPrice(f);
   }
   // Per link l, with the other links' prices fixed, its price p solves
   //   sum over flows i on l of (others_i + p)^(-1/alpha) = capacity,
@@ -416,31 +449,42 @@ void FlowNetwork::SolveAlphaFair() {
     const double c = capacity_[lu] / af_unit_;
     const double old = af_price_[lu];
     af_others_.clear();
+    af_backs_.clear();
     int unpriced = 0;  // flows with no other priced link: their rate is set by l alone
     for (int32_t f : link_flows_[lu]) {
       const double o = std::max(0.0, af_path_[static_cast<size_t>(f)] - old);
       af_others_.push_back(o);
+      if (ack_weight_ > 0) af_backs_.push_back(af_back_[static_cast<size_t>(f)]);
       if (o == 0) ++unpriced;
     }
+    // A flow's price at link price p: d = o + p forward, plus k min(back, d) (FlowPrice).
     auto excess = [&](double p, double* slope) {
       double sum = 0, d = 0;
-      for (double o : af_others_) {
-        const double x = rate_of(o + p);
+      for (size_t i = 0; i < af_others_.size(); ++i) {
+        const double fwd = af_others_[i] + p;
+        double price = fwd, dprice = 1;
+        if (ack_weight_ > 0) {
+          const double back = af_backs_[i];
+          price += ack_weight_ * std::min(back, fwd);
+          dprice += back > fwd ? ack_weight_ : 0;
+        }
+        const double x = rate_of(price);
         sum += x;
-        d -= inv * x / (o + p);
+        d -= inv * x / price * dprice;
       }
       *slope = d;
       return sum - c;
     };
     double p = 0, slope = 0;
     if (unpriced > 0 || excess(0, &slope) > 0) {
-      // Below the root: the unpriced flows alone would fill the link at this price. Newton
-      // starts from the last price (usually next to the root); a step from above the root
-      // lands below it, and from there it climbs without overshooting.
+      // Below the root: the unpriced flows alone would fill the link at this price (each pays at
+      // most (1 + k) p). Newton starts from the last price (usually next to the root); a step
+      // from above the root lands below it, and from there it climbs without overshooting (the
+      // left side stays convex: a convex decreasing function of a concave price).
       const double lo =
           unpriced == 0 ? 0
-          : alpha_ == 1 ? static_cast<double>(unpriced) / c
-                        : std::pow(static_cast<double>(unpriced) / c, alpha_);
+          : alpha_ == 1 ? static_cast<double>(unpriced) / c / (1 + ack_weight_)
+                        : std::pow(static_cast<double>(unpriced) / c, alpha_) / (1 + ack_weight_);
       p = std::max(lo, old);
       for (int it = 0; it < 100; ++it) {
         const double e = excess(p, &slope);
@@ -453,8 +497,12 @@ void FlowNetwork::SolveAlphaFair() {
     if (p == old) continue;
     af_price_[lu] = p;
     for (int32_t f : link_flows_[lu]) af_path_[static_cast<size_t>(f)] += p - old;
+    const std::vector<int32_t>* acks = ack_weight_ > 0 ? &af_ack_flows_[lu] : nullptr;
+    if (acks) {
+      for (int32_t f : *acks) af_back_[static_cast<size_t>(f)] += p - old;
+    }
     if (std::abs(p - old) <= kTolerance * std::max(p, old)) continue;
-    for (int32_t f : link_flows_[lu]) {
+    auto requeue = [&](int32_t f) {
       const Hot& h = hot_[static_cast<size_t>(f)];
       for (int i = 0; i < h.nlinks; ++i) {
         const size_t k = static_cast<size_t>(h.link[i]);
@@ -463,6 +511,10 @@ void FlowNetwork::SolveAlphaFair() {
           af_work_.push_back(static_cast<int32_t>(k));
         }
       }
+    };
+    for (int32_t f : link_flows_[lu]) requeue(f);
+    if (acks) {
+      for (int32_t f : *acks) requeue(f);
     }
   }
   for (size_t i = head; i < af_work_.size(); ++i) af_queued_[static_cast<size_t>(af_work_[i])] = 0;
@@ -473,9 +525,7 @@ void FlowNetwork::SolveAlphaFair() {
   // than its capacity.
   for (int32_t f : free_flows_) {
     Hot& h = hot_[static_cast<size_t>(f)];
-    double p = 0;
-    for (int i = 0; i < h.nlinks; ++i) p += af_price_[static_cast<size_t>(h.link[i])];
-    h.new_rate = rate_of(p) * af_unit_;
+    h.new_rate = rate_of(FlowPrice(ForwardPrice(f), BackPrice(f))) * af_unit_;
     h.new_bottleneck = -1;
   }
   for (int32_t l : af_links_) {
@@ -731,6 +781,11 @@ void CheckNetworkSpec(const config::NetworkSpec& spec) {
         "queue_limit_bytes >= 0, got {}, {}, {}, {}",
         spec.loc.ToString(), spec.fairness_alpha, spec.burst_bytes, spec.sender_queue_bytes,
         spec.queue_limit_bytes));
+  }
+  if (!(spec.ack_path_weight >= 0 && spec.ack_path_weight <= config::kMaxAckPathWeight)) {
+    throw std::invalid_argument(fmt::format("{}: ack_path_weight must be in [0, {}], got {}",
+                                            spec.loc.ToString(), config::kMaxAckPathWeight,
+                                            spec.ack_path_weight));
   }
 }
 

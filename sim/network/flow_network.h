@@ -53,6 +53,7 @@
 // pending solve (logically const).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -158,6 +159,15 @@ class FlowNetwork final : public NetworkModel {
   void Solve(TimeNs now);
   // fairness_alpha > 0: new_rate of every active flow (into free_flows_), see the file comment.
   void SolveAlphaFair();
+  // Flow f's forward route's summed link prices, and its reverse route's (0 without ack_weight_).
+  double ForwardPrice(int32_t f) const;
+  double BackPrice(int32_t f) const;
+  // What a flow pays: forward + ack_weight_ x min(back, forward). The reverse path counts at most
+  // as much as the forward one, so a flow whose forward links are all unpriced still fills one of
+  // them (a window grows until its own path's queue is full), whatever its acknowledgements cross.
+  double FlowPrice(double forward, double back) const {
+    return forward + ack_weight_ * std::min(back, forward);
+  }
   // burst_bytes > 0: wire bytes a flow starting now on `route` passes at once.
   double BurstCredit(TimeNs now, const Route& route) const;
   // burst_bytes > 0: what idle link l's bucket holds now.
@@ -216,11 +226,17 @@ class FlowNetwork final : public NetworkModel {
   std::vector<TimeNs> link_idle_since_;  // burst_bytes: when the link last became idle
   std::vector<double> link_tokens_;      // and what its bucket held then
   double alpha_ = 0;                     // NetworkSpec::fairness_alpha
+  double ack_weight_ = 0;                // NetworkSpec::ack_path_weight (alpha-fair only)
+  std::vector<Route> ack_route_;         // ack_weight_ > 0: per flow slot, its reverse route
+  std::vector<std::vector<int32_t>> af_ack_flows_;  // per link: solve's flows with it on their reverse route
+  std::vector<int32_t> af_ack_links_;    // links whose af_ack_flows_ this solve filled
   double burst_bytes_ = 0;               // NetworkSpec::burst_bytes
   std::vector<int32_t> af_links_;        // alpha-fair scratch: links with flows,
   std::vector<double> af_price_;         // their prices (per link),
   std::vector<double> af_others_;        // per flow on the link being solved, the rest,
   std::vector<double> af_path_;          // per flow slot, its path's price
+  std::vector<double> af_back_;          // ack_weight_ > 0: per flow slot, its reverse route's price
+  std::vector<double> af_backs_;         // per flow on the link being solved, af_back_
   std::vector<int32_t> af_work_;         // links to update (FIFO)
   std::vector<uint8_t> af_queued_;       // per link: in af_work_
   double af_unit_ = 1;                   // prices are in units of the fastest link's capacity

@@ -149,6 +149,7 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   f.network.per_message_overhead_ns = 12000;
   f.network.connections = config::ConnectionKind::kProcessPair;
   f.network.fairness_alpha = 1.06;
+  f.network.ack_path_weight = 0.35;
   f.network.burst_bytes = 32768;
   f.network.sender_queue_bytes = 16384;
   f.network.model = config::NetworkModelKind::kQueue;
@@ -164,6 +165,7 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_EQ(back.network.per_message_overhead_ns, 12000);
   EXPECT_EQ(back.network.connections, config::ConnectionKind::kProcessPair);
   EXPECT_DOUBLE_EQ(back.network.fairness_alpha, 1.06);
+  EXPECT_DOUBLE_EQ(back.network.ack_path_weight, 0.35);
   EXPECT_EQ(back.network.burst_bytes, 32768);
   EXPECT_EQ(back.network.sender_queue_bytes, 16384);
   EXPECT_EQ(back.network.model, config::NetworkModelKind::kQueue);
@@ -187,6 +189,7 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_EQ(s.network.model, config::NetworkModelKind::kQueue);
   EXPECT_EQ(s.network.queue_limit_bytes, 1250000);
   EXPECT_DOUBLE_EQ(s.network.fairness_alpha, 0);
+  EXPECT_DOUBLE_EQ(s.network.ack_path_weight, 0.35);
   EXPECT_EQ(s.network.per_message_overhead_ns, 12000);
   EXPECT_EQ(s.network.latency_ns, 40000);  // the scenario's key wins
   EXPECT_EQ(fs::path(s.network_file).filename(), "link.yaml");
@@ -214,6 +217,10 @@ TEST(NetworkFile, BadInputIsLocated) {
        "burst_bytes"},
       {"efficiency: 1\nfairness_alpha: 51\nprovenance: {a: b}\n", "alpha.yaml", "alpha.yaml:5:",
        "at most 50"},
+      {"efficiency: 1\nack_path_weight: 4.5\nprovenance: {a: b}\n", "ack.yaml", "ack.yaml:5:",
+       "at most 4"},
+      {"efficiency: 1\nack_path_weight: -0.1\nprovenance: {a: b}\n", "ackneg.yaml", "ackneg.yaml:5:",
+       "ack_path_weight"},
       {"efficiency: 1\nconnections: per_rack\nprovenance: {a: b}\n", "conn.yaml", "conn.yaml:5:",
        "process_pair"},
       {"efficiency: 1\nqueue_limit_bytes: -5\nprovenance: {a: b}\n", "qlim.yaml", "qlim.yaml:5:",
@@ -472,6 +479,7 @@ TEST(NetnsRun, CalibratedLinkPredictsTransfers) {
       config::LoadNetworkFile(Root() + "/scenarios/networks/emulated_100mbit.yaml").network;
   EXPECT_EQ(f.network.connections, shipped.connections);
   EXPECT_DOUBLE_EQ(f.network.fairness_alpha, shipped.fairness_alpha);
+  EXPECT_DOUBLE_EQ(f.network.ack_path_weight, shipped.ack_path_weight);
   EXPECT_EQ(f.network.burst_bytes, shipped.burst_bytes);
   EXPECT_EQ(f.network.sender_queue_bytes, shipped.sender_queue_bytes);
   EXPECT_EQ(f.network.queue_limit_bytes, shipped.queue_limit_bytes);

@@ -142,36 +142,40 @@ TEST(FlowNetworkTest, SecondFlowJoiningHalfwayHasClosedFormFinishTimes) {
 
 TEST(FlowNetworkTest, AlphaFairWarmStartsReachTheSameRatesAsAFreshSolve) {
   // A network that has seen starts and ends (each solve starting from the last prices) and one
-  // given only the flows still active must agree on every rate.
-  const double B = 1e9;
-  config::NetworkSpec spec = Spec(B, 0);
-  spec.fairness_alpha = 1;
-  std::mt19937 rng(11);
-  struct F { int src, dst; int64_t bytes; };
-  std::vector<F> fs;
-  for (int i = 0; i < 30; ++i) {
-    const int src = static_cast<int>(rng() % 6);
-    const int dst = (src + 1 + static_cast<int>(rng() % 5)) % 6;
-    fs.push_back({src, dst, 100'000 + static_cast<int64_t>(rng() % 5'000'000)});
-  }
-  FlowNetwork warm(Topology::Star(6, B, 0), spec);
-  std::vector<FlowDone> done;
-  TimeNs t = 0;
-  for (size_t i = 0; i < fs.size(); ++i) {
-    t += 200'000;
-    warm.AdvanceTo(t, &done);
-    warm.StartFlow(t, fs[i].src, fs[i].dst, fs[i].bytes, i);
-  }
-  const auto left = warm.ActiveFlows();
-  ASSERT_GT(left.size(), 5u);
-  ASSERT_FALSE(done.empty());
-  FlowNetwork fresh(Topology::Star(6, B, 0), spec);
-  for (const auto& f : left) fresh.StartFlow(0, f.src, f.dst, 1'000'000'000, f.tag);
-  const auto ref = fresh.ActiveFlows();
-  ASSERT_EQ(ref.size(), left.size());
-  for (size_t i = 0; i < left.size(); ++i) {
-    EXPECT_EQ(ref[i].tag, left[i].tag);
-    EXPECT_NEAR(left[i].rate_Bps, ref[i].rate_Bps, ref[i].rate_Bps * 1e-6) << "flow " << left[i].tag;
+  // given only the flows still active must agree on every rate, with or without reverse paths.
+  for (double ack_weight : {0.0, 0.4}) {
+    const double B = 1e9;
+    config::NetworkSpec spec = Spec(B, 0);
+    spec.fairness_alpha = 1;
+    spec.ack_path_weight = ack_weight;
+    std::mt19937 rng(11);
+    struct F { int src, dst; int64_t bytes; };
+    std::vector<F> fs;
+    for (int i = 0; i < 30; ++i) {
+      const int src = static_cast<int>(rng() % 6);
+      const int dst = (src + 1 + static_cast<int>(rng() % 5)) % 6;
+      fs.push_back({src, dst, 100'000 + static_cast<int64_t>(rng() % 5'000'000)});
+    }
+    FlowNetwork warm(Topology::Star(6, B, 0), spec);
+    std::vector<FlowDone> done;
+    TimeNs t = 0;
+    for (size_t i = 0; i < fs.size(); ++i) {
+      t += 200'000;
+      warm.AdvanceTo(t, &done);
+      warm.StartFlow(t, fs[i].src, fs[i].dst, fs[i].bytes, i);
+    }
+    const auto left = warm.ActiveFlows();
+    ASSERT_GT(left.size(), 5u);
+    ASSERT_FALSE(done.empty());
+    FlowNetwork fresh(Topology::Star(6, B, 0), spec);
+    for (const auto& f : left) fresh.StartFlow(0, f.src, f.dst, 1'000'000'000, f.tag);
+    const auto ref = fresh.ActiveFlows();
+    ASSERT_EQ(ref.size(), left.size());
+    for (size_t i = 0; i < left.size(); ++i) {
+      EXPECT_EQ(ref[i].tag, left[i].tag);
+      EXPECT_NEAR(left[i].rate_Bps, ref[i].rate_Bps, ref[i].rate_Bps * 1e-6)
+          << "flow " << left[i].tag << ", ack_path_weight " << ack_weight;
+    }
   }
 }
 
@@ -263,6 +267,95 @@ TEST(FlowNetworkTest, AlphaFairParkingLotGivesTheTwoLinkFlowTwoToTheMinusOneOver
   // Max-min (alpha 0, the default solver) gives everyone half; a large alpha approaches it.
   for (double v : ParkingLotRates(0)) EXPECT_DOUBLE_EQ(v, 0.5);
   for (double v : ParkingLotRates(50)) EXPECT_NEAR(v, 0.5, 0.01);
+}
+
+// ---- ack_path_weight: what a busy reverse path costs a flow -------------------------------------
+
+// scripts/fairness-check --reverse: A 0->2 and B 1->2 share h2's downlink; C 3->0 and D 4->0 fill
+// h0's downlink, which A's acknowledgements cross. Rates in units of the link rate.
+std::vector<double> ReverseRates(double alpha, double ack_weight, bool with_b = true) {
+  const double B = 1.2e9;
+  config::NetworkSpec spec = Spec(B, 0);
+  spec.fairness_alpha = alpha;
+  spec.ack_path_weight = ack_weight;
+  FlowNetwork net(Topology::Star(5, B, 0), spec);
+  net.StartFlow(0, 0, 2, 1'000'000'000, 0);                 // A
+  if (with_b) net.StartFlow(0, 1, 2, 1'000'000'000, 1);     // B
+  net.StartFlow(0, 3, 0, 1'000'000'000, 2);                 // C
+  net.StartFlow(0, 4, 0, 1'000'000'000, 3);                 // D
+  std::vector<double> out;
+  for (const auto& f : net.ActiveFlows()) out.push_back(f.rate_Bps / B);
+  return out;
+}
+
+TEST(FlowNetworkTest, AckPathWeightChargesAFlowForTheBusyLinksItsAcknowledgementsCross) {
+  // C and D split h0's downlink: its price is p0 = 2^alpha. A pays p2 + k min(p0, p2), B pays
+  // p2, and x_A + x_B = 1: p2 by bisection, independently of the solver.
+  for (double alpha : {0.72, 1.0, 2.0}) {
+    for (double k : {0.0, 0.3, 0.65, 2.0}) {
+      const std::vector<double> x = ReverseRates(alpha, k);
+      ASSERT_EQ(x.size(), 4u);
+      const double p0 = std::pow(2.0, alpha);
+      auto rate = [&](double price) { return std::pow(price, -1 / alpha); };
+      double lo = 1e-9, hi = 1e9;
+      for (int i = 0; i < 300; ++i) {
+        const double p2 = std::sqrt(lo * hi);
+        (rate(p2 + k * std::min(p0, p2)) + rate(p2) > 1 ? lo : hi) = p2;
+      }
+      const double p2 = std::sqrt(lo * hi);
+      EXPECT_NEAR(x[0], rate(p2 + k * std::min(p0, p2)), 1e-7) << "alpha " << alpha << " k " << k;
+      EXPECT_NEAR(x[1], rate(p2), 1e-7) << "alpha " << alpha << " k " << k;
+      EXPECT_NEAR(x[2], 0.5, 1e-9);
+      EXPECT_NEAR(x[3], 0.5, 1e-9);
+      if (k == 0) {
+        EXPECT_NEAR(x[0], 0.5, 1e-9);
+      } else {
+        EXPECT_LT(x[0], 0.5 - 0.01) << "alpha " << alpha << " k " << k;
+      }
+    }
+  }
+  // fairness-check --reverse inverts the same closed form: x_A / x_B = 0.6 at alpha 0.72 is
+  // k = 0.6^-0.72 - 1 (p0 > p2, so min(p0, p2) = p2).
+  const double k = std::pow(0.6, -0.72) - 1;
+  const std::vector<double> x = ReverseRates(0.72, k);
+  EXPECT_NEAR(x[0] / x[1], 0.6, 1e-7);
+  // Max-min has no prices: the weight changes nothing.
+  for (double v : ReverseRates(0, 0.65)) EXPECT_DOUBLE_EQ(v, 0.5);
+}
+
+TEST(FlowNetworkTest, AckPathWeightNeverHoldsAFlowBelowAnIdleForwardPath) {
+  // Without B, A is alone on its forward links: its window would grow until it fills them,
+  // whatever its acknowledgements cross. It gets the whole link, C and D half of h0's each.
+  const std::vector<double> x = ReverseRates(0.72, 2.0, /*with_b=*/false);
+  ASSERT_EQ(x.size(), 3u);
+  EXPECT_NEAR(x[0], 1.0, 1e-9);
+  EXPECT_NEAR(x[1], 0.5, 1e-9);
+  EXPECT_NEAR(x[2], 0.5, 1e-9);
+  // Random traffic: no link above its capacity, every flow has a full forward link.
+  const double B = 1e9;
+  config::NetworkSpec spec = Spec(B, 0);
+  spec.fairness_alpha = 0.72;
+  spec.ack_path_weight = 0.5;
+  std::mt19937 rng(5);
+  FlowNetwork big(Topology::Star(8, B, 0), spec);
+  for (int i = 0; i < 40; ++i) {
+    const int src = static_cast<int>(rng() % 8);
+    const int dst = (src + 1 + static_cast<int>(rng() % 7)) % 8;
+    big.StartFlow(0, src, dst, 1'000'000, static_cast<uint64_t>(i));
+  }
+  std::vector<double> load(static_cast<size_t>(big.topology().num_links()), 0.0);
+  const auto flows = big.ActiveFlows();
+  for (const auto& f : flows) {
+    for (int i = 0; i < f.route.size; ++i) load[static_cast<size_t>(f.route.links[static_cast<size_t>(i)])] += f.rate_Bps;
+  }
+  for (double l : load) EXPECT_LE(l, B * (1 + 1e-9));
+  for (const auto& f : flows) {
+    bool full = false;
+    for (int i = 0; i < f.route.size; ++i) {
+      full |= load[static_cast<size_t>(f.route.links[static_cast<size_t>(i)])] > B * (1 - 1e-6);
+    }
+    EXPECT_TRUE(full) << "flow " << f.tag << " could go faster";
+  }
 }
 
 TEST(FlowNetworkTest, AlphaFairKeepsClosedFormsOfOneBottleneckAndFillsEveryLink) {
@@ -376,6 +469,12 @@ TEST(FlowNetworkTest, BadCallsThrow) {
   EXPECT_THROW(FlowNetwork(Topology::Star(2, 1e9, 0), Spec(1e9, 0, 1.5)), std::invalid_argument);
   EXPECT_THROW(FlowNetwork(Topology::Star(2, 1e9, 0), Spec(1e9, 0, 1.0, -1)),
                std::invalid_argument);
+  for (double bad_weight : {-0.1, 4.5}) {
+    config::NetworkSpec spec = Spec(1e9, 0);
+    spec.fairness_alpha = 1;
+    spec.ack_path_weight = bad_weight;
+    EXPECT_THROW(FlowNetwork(Topology::Star(2, 1e9, 0), spec), std::invalid_argument);
+  }
 }
 
 // ---- leaf-spine ----------------------------------------------------------------------------
