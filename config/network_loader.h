@@ -9,6 +9,7 @@
 //   per_message_overhead_us: 12       # fixed cost added to every message        (>= 0)
 //   connections: process_pair         # optional (default machine_pair), see below
 //   fairness_alpha: 1                 # optional (default 0 = max-min)         (0..50)
+//   ack_path_weight: 0.41             # optional (default 0), alpha-fair only     (0..4)
 //   burst_bytes: 32768                # optional (default 0)                     (>= 0)
 //   sender_queue_bytes: 32768         # optional (default 0)                     (>= 0)
 //   queue_limit_bytes: 1250000        # optional (default 0), queue model only   (>= 0)

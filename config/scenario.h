@@ -30,6 +30,7 @@
 //       connections: machine_pair  # machine_pair (one in-order stream per pair of machines) |
 //                                  # process_pair (one per pair of processes, sharing links)
 //       fairness_alpha: 0          # 0 = max-min; > 0 alpha-fair (1 = proportional, TCP-like)
+//       ack_path_weight: 0         # alpha-fair: weight of the busy links acknowledgements cross
 //       burst_bytes: 0             # per-link token bucket (tc tbf's burst); 0 = none
 //       sender_queue_bytes: 0      # queued per sending connection at the NIC (TCP small queues)
 //       queue_limit_bytes: 0       # queue model: most bytes a receiving link queues; 0 = none
