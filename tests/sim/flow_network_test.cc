@@ -240,18 +240,25 @@ TEST(FlowNetworkTest, BurstLeavesWhatASmallFlowDidNotTake) {
 
 // ---- fairness_alpha: alpha-fair sharing -----------------------------------------------------------
 
+// Long flows (src, dst) started together on a star of `hosts` at kShareRate: their rates, in
+// units of the link rate, in start order.
+constexpr double kShareRate = 1.2e9;
+std::vector<double> Shares(int hosts, const config::NetworkSpec& spec,
+                           const std::vector<std::pair<int, int>>& flows) {
+  FlowNetwork net(Topology::Star(hosts, kShareRate, 0), spec);
+  for (size_t i = 0; i < flows.size(); ++i) {
+    net.StartFlow(0, flows[i].first, flows[i].second, 1'000'000'000, i);
+  }
+  std::vector<double> out;
+  for (const auto& f : net.ActiveFlows()) out.push_back(f.rate_Bps / kShareRate);
+  return out;
+}
+
 // The parking lot: A crosses h1's uplink and h0's downlink, B shares the first, C the second.
 std::vector<double> ParkingLotRates(double alpha) {
-  const double B = 1.2e9;
-  config::NetworkSpec spec = Spec(B, 0);
+  config::NetworkSpec spec = Spec(kShareRate, 0);
   spec.fairness_alpha = alpha;
-  FlowNetwork net(Topology::Star(4, B, 0), spec);
-  net.StartFlow(0, 1, 0, 1'000'000'000, 0);  // A
-  net.StartFlow(0, 1, 2, 1'000'000'000, 1);  // B
-  net.StartFlow(0, 3, 0, 1'000'000'000, 2);  // C
-  std::vector<double> out;
-  for (const auto& f : net.ActiveFlows()) out.push_back(f.rate_Bps / B);
-  return out;
+  return Shares(4, spec, {{1, 0}, {1, 2}, {3, 0}});  // A, B, C
 }
 
 TEST(FlowNetworkTest, AlphaFairParkingLotGivesTheTwoLinkFlowTwoToTheMinusOneOverAlpha) {
@@ -269,23 +276,41 @@ TEST(FlowNetworkTest, AlphaFairParkingLotGivesTheTwoLinkFlowTwoToTheMinusOneOver
   for (double v : ParkingLotRates(50)) EXPECT_NEAR(v, 0.5, 0.01);
 }
 
+// 40 flows of 1 MB between random hosts of an 8-host star at B bytes/s, started together: no link
+// carries more than its capacity, and every flow has a full link on its forward path (nothing
+// could go faster without slowing another).
+void ExpectRandomTrafficFeasibleAndParetoEfficient(const config::NetworkSpec& spec, double B,
+                                                   uint32_t seed) {
+  std::mt19937 rng(seed);
+  FlowNetwork big(Topology::Star(8, B, 0), spec);
+  for (int i = 0; i < 40; ++i) {
+    const int src = static_cast<int>(rng() % 8);
+    const int dst = (src + 1 + static_cast<int>(rng() % 7)) % 8;
+    big.StartFlow(0, src, dst, 1'000'000, static_cast<uint64_t>(i));
+  }
+  std::vector<double> load(static_cast<size_t>(big.topology().num_links()), 0.0);
+  const auto flows = big.ActiveFlows();
+  for (const auto& f : flows) {
+    for (int32_t l : f.route) load[static_cast<size_t>(l)] += f.rate_Bps;
+  }
+  for (double l : load) EXPECT_LE(l, B * (1 + 1e-9));
+  for (const auto& f : flows) {
+    bool full = false;
+    for (int32_t l : f.route) full |= load[static_cast<size_t>(l)] > B * (1 - 1e-6);
+    EXPECT_TRUE(full) << "flow " << f.tag << " could go faster (seed " << seed << ")";
+  }
+}
+
 // ---- ack_path_weight: what a busy reverse path costs a flow -------------------------------------
 
 // scripts/fairness-check --reverse: A 0->2 and B 1->2 share h2's downlink; C 3->0 and D 4->0 fill
 // h0's downlink, which A's acknowledgements cross. Rates in units of the link rate.
 std::vector<double> ReverseRates(double alpha, double ack_weight, bool with_b = true) {
-  const double B = 1.2e9;
-  config::NetworkSpec spec = Spec(B, 0);
+  config::NetworkSpec spec = Spec(kShareRate, 0);
   spec.fairness_alpha = alpha;
   spec.ack_path_weight = ack_weight;
-  FlowNetwork net(Topology::Star(5, B, 0), spec);
-  net.StartFlow(0, 0, 2, 1'000'000'000, 0);                 // A
-  if (with_b) net.StartFlow(0, 1, 2, 1'000'000'000, 1);     // B
-  net.StartFlow(0, 3, 0, 1'000'000'000, 2);                 // C
-  net.StartFlow(0, 4, 0, 1'000'000'000, 3);                 // D
-  std::vector<double> out;
-  for (const auto& f : net.ActiveFlows()) out.push_back(f.rate_Bps / B);
-  return out;
+  if (!with_b) return Shares(5, spec, {{0, 2}, {3, 0}, {4, 0}});  // A, C, D
+  return Shares(5, spec, {{0, 2}, {1, 2}, {3, 0}, {4, 0}});      // A, B, C, D
 }
 
 TEST(FlowNetworkTest, AckPathWeightChargesAFlowForTheBusyLinksItsAcknowledgementsCross) {
@@ -336,26 +361,7 @@ TEST(FlowNetworkTest, AckPathWeightNeverHoldsAFlowBelowAnIdleForwardPath) {
   config::NetworkSpec spec = Spec(B, 0);
   spec.fairness_alpha = 0.72;
   spec.ack_path_weight = 0.5;
-  std::mt19937 rng(5);
-  FlowNetwork big(Topology::Star(8, B, 0), spec);
-  for (int i = 0; i < 40; ++i) {
-    const int src = static_cast<int>(rng() % 8);
-    const int dst = (src + 1 + static_cast<int>(rng() % 7)) % 8;
-    big.StartFlow(0, src, dst, 1'000'000, static_cast<uint64_t>(i));
-  }
-  std::vector<double> load(static_cast<size_t>(big.topology().num_links()), 0.0);
-  const auto flows = big.ActiveFlows();
-  for (const auto& f : flows) {
-    for (int i = 0; i < f.route.size; ++i) load[static_cast<size_t>(f.route.links[static_cast<size_t>(i)])] += f.rate_Bps;
-  }
-  for (double l : load) EXPECT_LE(l, B * (1 + 1e-9));
-  for (const auto& f : flows) {
-    bool full = false;
-    for (int i = 0; i < f.route.size; ++i) {
-      full |= load[static_cast<size_t>(f.route.links[static_cast<size_t>(i)])] > B * (1 - 1e-6);
-    }
-    EXPECT_TRUE(full) << "flow " << f.tag << " could go faster";
-  }
+  ExpectRandomTrafficFeasibleAndParetoEfficient(spec, B, 5);
 }
 
 TEST(FlowNetworkTest, AlphaFairKeepsClosedFormsOfOneBottleneckAndFillsEveryLink) {
@@ -372,26 +378,7 @@ TEST(FlowNetworkTest, AlphaFairKeepsClosedFormsOfOneBottleneckAndFillsEveryLink)
   for (const FlowDone& d : done) EXPECT_NEAR(static_cast<double>(d.delivered_at), 4.0 * S, 2);
   // Random traffic: no link above its capacity, and every flow has a full link on its path
   // (alpha-fair rates are Pareto-efficient).
-  std::mt19937 rng(7);
-  FlowNetwork big(Topology::Star(8, B, 0), spec);
-  for (int i = 0; i < 40; ++i) {
-    const int src = static_cast<int>(rng() % 8);
-    const int dst = (src + 1 + static_cast<int>(rng() % 7)) % 8;
-    big.StartFlow(0, src, dst, S, static_cast<uint64_t>(i));
-  }
-  std::vector<double> load(static_cast<size_t>(big.topology().num_links()), 0.0);
-  const auto flows = big.ActiveFlows();
-  for (const auto& f : flows) {
-    for (int i = 0; i < f.route.size; ++i) load[static_cast<size_t>(f.route.links[static_cast<size_t>(i)])] += f.rate_Bps;
-  }
-  for (double l : load) EXPECT_LE(l, B * (1 + 1e-9));
-  for (const auto& f : flows) {
-    bool full = false;
-    for (int i = 0; i < f.route.size; ++i) {
-      full |= load[static_cast<size_t>(f.route.links[static_cast<size_t>(i)])] > B * (1 - 1e-6);
-    }
-    EXPECT_TRUE(full) << "flow " << f.tag << " could go faster";
-  }
+  ExpectRandomTrafficFeasibleAndParetoEfficient(spec, B, 7);
 }
 
 TEST(FlowNetworkTest, EfficiencyScalesTimeAndOverheadIsAdded) {
