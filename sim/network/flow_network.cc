@@ -423,7 +423,7 @@ void FlowNetwork::SolveAlphaFair() {
     if (ack_weight_ > 0) af_back_[static_cast<size_t>(f)] = BackPrice(f);
   }
   // Per link l, with the other links' prices fixed, its price p solves
-  //   sum over flows i on l of (others_i + p)^(-1/alpha) = capacity,
+  //   sum over flows i on l of FlowPrice(others_i + p, back_i)^(-1/alpha) = capacity,
   // or is 0 if the flows fit at p = 0. The left side is convex and decreasing in p, so Newton
   // from a point below the root climbs to it without overshooting.
   // Links are updated from a FIFO worklist: every active link once, then again only while a link
@@ -462,12 +462,9 @@ void FlowNetwork::SolveAlphaFair() {
       double sum = 0, d = 0;
       for (size_t i = 0; i < af_others_.size(); ++i) {
         const double fwd = af_others_[i] + p;
-        double price = fwd, dprice = 1;
-        if (ack_weight_ > 0) {
-          const double back = af_backs_[i];
-          price += ack_weight_ * std::min(back, fwd);
-          dprice += back > fwd ? ack_weight_ : 0;
-        }
+        const double back = ack_weight_ > 0 ? af_backs_[i] : 0;
+        const double price = FlowPrice(fwd, back);
+        const double dprice = back > fwd ? 1 + ack_weight_ : 1;  // d price / d p
         const double x = rate_of(price);
         sum += x;
         d -= inv * x / price * dprice;

@@ -37,7 +37,7 @@
 // binary heap keyed by (finish ns, start sequence): a rate change moves the flow's entry in place
 // (no stale entries to skip or compact).
 //
-// Two options of NetworkSpec change the sharing (both off by default, and the solver above is
+// Three options of NetworkSpec change the sharing (all off by default, and the solver above is
 // then all there is):
 //   - fairness_alpha > 0: alpha-fair rates instead of max-min. Flow i gets (sum of its links'
 //     prices)^(-1/alpha); the prices are found by coordinate descent on the dual (per link,
@@ -46,6 +46,10 @@
 //     more than 1e-9 relative (solver_stats().link_visits counts the updates). Not incremental
 //     like max-min, and slow where many flows share hubs (a 32-worker PS job: docs/performance.md):
 //     meant for the emulated and small clusters that validation compares, not the scale runs;
+//   - ack_path_weight k > 0 (alpha-fair only): a flow also pays k times the prices of the links
+//     its acknowledgements cross (its reverse route), at most k times its forward price
+//     (FlowPrice): a full queue there lengthens its round trip, which costs a window-limited TCP
+//     flow its share, while a flow alone on its forward links still fills them;
 //   - burst_bytes > 0: every link has a token bucket of that size, refilled at its rate while no
 //     flow crosses it; a flow that starts on idle links passes the smallest bucket's bytes at once
 //     (tc tbf's burst on the emulated cluster).
