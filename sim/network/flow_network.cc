@@ -409,8 +409,8 @@ void FlowNetwork::SolveAlphaFair() {
   if (ack_weight_ > 0) {
     for (int32_t f : free_flows_) {
       for (int32_t k : ack_route_[static_cast<size_t>(f)]) {
-        std::vector<int32_t>& on = af_ack_flows_[static_cast<size_t>(k)];
         if (link_flows_[static_cast<size_t>(k)].empty()) continue;  // idle: no price
+        std::vector<int32_t>& on = af_ack_flows_[static_cast<size_t>(k)];
         if (on.empty()) af_ack_links_.push_back(k);
         on.push_back(f);
       }
