@@ -1,5 +1,6 @@
 // Loopback goodput of the live transport against a raw socket stream of the same bytes, with and
-// without TLS, and the cost of a connection's handshake (HMAC-SHA256, and TLS + HMAC).
+// without TLS, the cost of a connection's handshake (v2: HMAC-SHA256 proofs over the transcript,
+// HKDF session keys; and TLS + that), and of the per-frame tag.
 //
 //   build/bench/transport_benchmark --benchmark_counters_tabular=true
 //
@@ -20,6 +21,7 @@
 #include <thread>
 
 #include "real_runtime/frame.h"
+#include "real_runtime/frame_mac.h"
 #include "real_runtime/handshake.h"
 #include "real_runtime/tls_files.h"
 #include "real_runtime/transport.h"
@@ -212,13 +214,42 @@ void BM_ConnectAndHandshake(benchmark::State& state) {
 }
 BENCHMARK(BM_ConnectAndHandshake)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// The HMAC-SHA256 proof alone (one of the two each side computes per connection).
-void BM_AuthMac(benchmark::State& state) {
+// What handshake v2 computes per connection besides the round trips: the transcript hash, the
+// HKDF of the session keys and the two proofs.
+void BM_SessionKeys(benchmark::State& state) {
   const std::string secret = "benchmark-secret-0123456789abcdef";
-  const Nonce a = RandomNonce(), b = RandomNonce();
-  for (auto _ : state) benchmark::DoNotOptimize(AuthMac(secret, "bench", 1, 0, 0, a, b));
+  Hello d, a;
+  d.version = a.version = kProtocolVersion;
+  d.nonce = RandomNonce();
+  a.nonce = RandomNonce();
+  a.role = Role::kAcceptor;
+  d.job_id = a.job_id = "bench";
+  const auto hd = EncodeHello(d), ha = EncodeHello(a);
+  for (auto _ : state) {
+    const Digest t = TranscriptHash(hd, ha);
+    const SessionKeys k = DeriveSessionKeys(secret, t);
+    benchmark::DoNotOptimize(AuthProof(k, Role::kDialer, t));
+    benchmark::DoNotOptimize(AuthProof(k, Role::kAcceptor, t));
+  }
 }
-BENCHMARK(BM_AuthMac)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SessionKeys)->Unit(benchmark::kMicrosecond);
+
+// The tag of one frame (frame_mac.h) over a body of `range(0)` bytes: its throughput bounds the
+// transport's goodput on one core.
+void BM_FrameTag(benchmark::State& state) {
+  FrameKey key{};
+  key[0] = 1;
+  FrameMac mac(key);
+  std::vector<uint8_t> body(static_cast<size_t>(state.range(0)), 0x5a);
+  std::array<uint8_t, kFrameHeaderBytes> header{};
+  uint64_t seq = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(mac.Tag(seq++, {Bytes(header.data(), header.size()),
+                                             Bytes(body.data(), body.size())}));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
+}
+BENCHMARK(BM_FrameTag)->Arg(64)->Arg(4096)->Arg(4 << 20)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace poseidon::rt

@@ -23,7 +23,7 @@ def put(target, name, data):
         f.write(data)
 
 
-def header(typ, length, seq=0, sender=1, epoch=0, version=1, flags=0, magic=0x4E445350):
+def header(typ, length, seq=0, sender=1, epoch=0, version=2, flags=0, magic=0x4E445350):
     b = struct.pack("<IHBBIQII", magic, version, typ, flags, sender, seq, length, epoch)
     return b + struct.pack("<I", zlib.crc32(b) & 0xFFFFFFFF)
 
@@ -42,7 +42,7 @@ def frames():
         fixed(0, 1, 1, 0, 0, 1, 0, 0))
     put(t, "bad_magic", bytes([0]) + header(3, 40, magic=0x12345678))
     put(t, "bad_crc", bytes([0]) + header(3, 40)[:28] + b"\0\0\0\0")
-    put(t, "bad_version", bytes([1]) + header(3, 40, version=2))
+    put(t, "bad_version", bytes([1]) + header(3, 40, version=1))
     put(t, "too_long", bytes([5]) + header(3, 0xFFFFFFF0))
     put(t, "explicit_body", bytes([0]) + header(3, 40) + bytes([2]) + struct.pack("<I", 40) +
         fixed(1, 2, 3, 4, 5, 6, 0, 0))
@@ -52,22 +52,31 @@ def frames():
         fixed(1, 2, 3, 4, 5, 6, 0, 0))
 
 
-def hello(version, rank, epoch, job, nonce=bytes(range(32)), declared=None):
+def hello(version, rank, epoch, job, nonce=bytes(range(32)), declared=None, role=1, peer=0):
     n = len(job) if declared is None else declared
-    return struct.pack("<HII", version, rank, epoch) + nonce + struct.pack("<H", n) + job
+    return (struct.pack("<HBIII", version, role, rank, epoch, peer) + nonce + struct.pack("<H", n)
+            + job)
 
 
 def handshakes():
     t = "handshake_fuzz"
-    put(t, "hello_valid", bytes([0]) + hello(1, 3, 0, b"job-42"))
-    put(t, "hello_empty_job", bytes([0]) + hello(1, 0, 0, b""))
-    put(t, "hello_long_job", bytes([0]) + hello(1, 1, 2, b"j" * 256))
-    put(t, "hello_job_too_long", bytes([0]) + hello(1, 1, 2, b"j" * 257))
+    # mode 0: a HELLO body (version 2: role, rank, epoch, peer rank, nonce, job id).
+    put(t, "hello_valid", bytes([0]) + hello(2, 3, 0, b"job-42"))
+    put(t, "hello_passes_rules", bytes([0]) + hello(2, 1, 0, b"fuzz-job", role=2))
+    put(t, "hello_empty_job", bytes([0]) + hello(2, 0, 0, b""))
+    put(t, "hello_long_job", bytes([0]) + hello(2, 1, 2, b"j" * 256))
+    put(t, "hello_job_too_long", bytes([0]) + hello(2, 1, 2, b"j" * 257))
     put(t, "hello_bad_version", bytes([0]) + hello(7, 1, 0, b"job"))
-    put(t, "hello_length_lies", bytes([0]) + hello(1, 1, 0, b"job", declared=200))
-    put(t, "hello_short", bytes([0]) + hello(1, 1, 0, b"")[:20])
+    put(t, "hello_version_1", bytes([0]) + struct.pack("<HII", 1, 1, 0) + bytes(32) +
+        struct.pack("<H", 3) + b"job")
+    put(t, "hello_bad_role", bytes([0]) + hello(2, 1, 0, b"job", role=9))
+    put(t, "hello_length_lies", bytes([0]) + hello(2, 1, 0, b"job", declared=200))
+    put(t, "hello_short", bytes([0]) + hello(2, 1, 0, b"")[:20])
+    # mode 1: an AUTH body; mode 2: frame bytes and a 16-byte tag.
     put(t, "auth_zero_mac", bytes([1]) + bytes(32))
     put(t, "auth_short", bytes([1]) + bytes(31))
+    put(t, "tag_zero", bytes([2]) + header(3, 40) + fixed(1, 0, 7, 2, 5, 0, 4096, 0) + bytes(16))
+    put(t, "tag_short", bytes([2]) + bytes(15))
 
 
 def idx_bytes(dims, data):

@@ -65,9 +65,13 @@ DecodeResult DecodeFrameHeader(const uint8_t* b, uint64_t off, uint32_t max_payl
   h.seq = Get<uint64_t>(b + 12);
   h.length = Get<uint32_t>(b + 20);
   if (h.version != kProtocolVersion) {
-    r.error = fmt::format("protocol version {} at stream offset {}, this build speaks {}; run the "
+    r.error = fmt::format("protocol version {} at stream offset {}, this build speaks {}{}; run the "
                           "same Poseidon version on every node",
-                          h.version, off + 4, kProtocolVersion);
+                          h.version, off + 4, kProtocolVersion,
+                          h.version < kProtocolVersion
+                              ? " (the peer runs an older Poseidon whose handshake is not bound "
+                                "to its transcript: upgrade it)"
+                              : "");
     return r;
   }
   h.epoch = Get<uint32_t>(b + 24);

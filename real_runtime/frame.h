@@ -1,6 +1,7 @@
 // real_runtime/frame.h: the fixed frame header of the live wire protocol.
 //
-// Every frame on a connection is a 32-byte header followed by `length` payload bytes. All
+// Every frame on a connection is a 32-byte header followed by `length` payload bytes and, on a
+// connection whose handshake is done, a 16-byte tag (frame_mac.h) over header and payload. All
 // integers are little-endian:
 //
 //   offset  size  field
@@ -15,8 +16,9 @@
 //       28     4  CRC-32 of bytes 0..27
 //
 // A frame is thus bound to (job, rank, epoch, sequence number): the job and rank by the
-// connection's handshake, the epoch and sequence number by the header, so a frame replayed from
-// an older epoch or out of order is refused.
+// connection's handshake, the epoch and sequence number by the header, and all of it by the tag
+// under the connection's per-direction session key, so a frame replayed from an older epoch or
+// out of order, injected, or moved from another connection or direction is refused.
 //
 // DecodeFrameHeader checks every field -- the length against the configured limit *before*
 // anything is allocated -- and says what was wrong and at which byte offset of the stream, so
@@ -32,14 +34,18 @@
 namespace poseidon::rt {
 
 inline constexpr uint32_t kFrameMagic = 0x4E445350;  // "PSDN" little-endian
-inline constexpr uint16_t kProtocolVersion = 1;
+// 2: handshake v2 (transcript-bound mutual authentication, handshake.h) and a tag on every frame
+// after it. Version 1 peers are refused with a message that says to upgrade them.
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr size_t kFrameHeaderBytes = 32;
 
-// Frame types. 1..10 are core::MsgType values (a core message); the handshake uses its own two
+// Frame types. 1..10 are core::MsgType values (a core message); the handshake uses its own
 // types and is the only thing allowed before a connection is authenticated; >= 64 are runtime
 // control frames that the transport delivers opaquely (TransportCallbacks::on_control).
 inline constexpr uint8_t kFrameHello = 16;
 inline constexpr uint8_t kFrameAuth = 17;
+// An acceptor's answer to a dialer's AUTH that failed (1 byte: the reason code), then it closes.
+inline constexpr uint8_t kFrameRefused = 18;
 inline constexpr uint8_t kFrameControlMin = 64;
 bool IsCoreMessageType(uint8_t type);
 

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "real_runtime/frame.h"
+#include "real_runtime/frame_mac.h"
 
 namespace poseidon::rt {
 
@@ -33,7 +34,9 @@ struct OutFrame {
   bool is_message = false;
   core::Message msg;          // for on_sent; msg.data is the payload written
   std::vector<uint8_t> body;  // control / handshake body
-  size_t bytes = 0;           // header included
+  FrameTag tag{};             // after the handshake: the frame's tag (frame_mac.h)
+  bool tagged = false;
+  size_t bytes = 0;           // header and tag included
 
   void AppendBuffers(std::vector<asio::const_buffer>* b) const {
     b->push_back(asio::buffer(header));
@@ -45,23 +48,15 @@ struct OutFrame {
     } else if (!body.empty()) {
       b->push_back(asio::buffer(body));
     }
+    if (tagged) b->push_back(asio::buffer(tag));
   }
 };
 
 enum class State { kTls, kHandshake, kUp, kClosed };
 
-// An attacker-chosen string (a peer's job id) made safe for a log line.
-std::string Printable(const std::string& s) {
-  std::string out;
-  for (unsigned char ch : s) {
-    if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
-      out.push_back(static_cast<char>(ch));
-    } else {
-      out += fmt::format("\\x{:02x}", ch);
-    }
-  }
-  return out;
-}
+// The acceptor's last word to a dialer whose AUTH failed, so that the dialer says why rather than
+// dialling again (handshake frames, like this one, carry no tag).
+constexpr uint8_t kRefusedAuthFailed = 1;
 
 constexpr size_t kMaxBuffersPerWrite = 48;
 
@@ -122,8 +117,15 @@ struct Conn {
   State state = State::kHandshake;
   bool pending_counted = false;  // accepted and still handshaking (max_pending_handshakes)
   uint64_t accept_seq = 0;       // accepted connections in order: the oldest is evicted first
+  Role role() const { return dialer ? Role::kDialer : Role::kAcceptor; }
   Hello mine, theirs;
+  std::vector<uint8_t> mine_raw, theirs_raw;  // the HELLO bodies as sent: the transcript
   bool have_hello = false;
+  Digest transcript{};
+  SessionKeys keys;
+  std::unique_ptr<FrameMac> tx_mac, rx_mac;  // set once this side's / the peer's AUTH is done
+  FrameTag rx_tag{};
+  bool refusing = false;  // a refusal frame is being written; the socket closes after it
 
   // Read side.
   uint64_t rx_off = 0;  // bytes received so far = stream offset of the next byte
@@ -386,17 +388,33 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     }
   }
 
+  // The dialer speaks first; the acceptor answers a HELLO that passed its checks (OnBody).
   void BeginHandshake(const std::shared_ptr<Conn>& c) {
     c->state = State::kHandshake;
+    if (c->dialer) SendHello(c, static_cast<uint32_t>(c->expected_peer));
+    ReadHeader(c);
+  }
+
+  void SendHello(const std::shared_ptr<Conn>& c, uint32_t peer_rank) {
     c->mine.version = kProtocolVersion;
+    c->mine.role = c->role();
     c->mine.rank = static_cast<uint32_t>(rank_);
     c->mine.epoch = o_.epoch;
+    c->mine.peer_rank = peer_rank;
     c->mine.nonce = RandomNonce();
     c->mine.job_id = o_.job_id;
+    c->mine_raw = EncodeHello(c->mine);
     OutFrame f;
-    f.body = EncodeHello(c->mine);
+    f.body = c->mine_raw;
     Enqueue(c, kFrameHello, std::move(f));
-    ReadHeader(c);
+  }
+
+  void SendAuth(const std::shared_ptr<Conn>& c) {
+    const Mac proof = AuthProof(c->keys, c->role(), c->transcript);
+    OutFrame f;
+    f.body.assign(proof.begin(), proof.end());
+    Enqueue(c, kFrameAuth, std::move(f));
+    c->tx_mac = std::make_unique<FrameMac>(c->keys.Sending(c->role()));  // every later frame
   }
 
   std::string Who(const Conn& c) const {
@@ -416,7 +434,11 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   // may have closed it to make room (max_pending_handshakes), and that must not make a genuine
   // peer give up. (A listener that refused it for a reason -- a duplicate rank -- says why in
   // its own log; this side then gives up at connect_timeout.)
-  void Fail(const std::shared_ptr<Conn>& c, const std::string& reason, bool peer_hung_up = false) {
+  //
+  // `refusal` (an acceptor refusing a dialer's AUTH): a last handshake frame of that code is
+  // written before the socket closes, if nothing else is being written.
+  void Fail(const std::shared_ptr<Conn>& c, const std::string& reason, bool peer_hung_up = false,
+            uint8_t refusal = 0) {
     if (c->state == State::kClosed || closed_) return;
     const std::string who = Who(*c);
     const bool was_up = c->state == State::kUp;
@@ -425,6 +447,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     const bool redial = dial && peer_hung_up && c->state == State::kHandshake;
     log_->warn("rank {}: closing connection with {}: {}{}", rank_, who, reason,
                redial ? "; dialing again" : "");
+    if (refusal != 0 && !c->writing) WriteRefusal(c, refusal);
     Shutdown(c);
     if (cb_.on_refused) cb_.on_refused(who, reason);
     if (redial) return Retry(dial, reason);
@@ -461,12 +484,40 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
       --pending_;
     }
     asio::error_code ignored;
-    c->stream.next_layer().close(ignored);
-    c->hs_timer.cancel();
+    if (!c->refusing) c->stream.next_layer().close(ignored);
+    if (!c->refusing) c->hs_timer.cancel();
     c->frame_timer.cancel();
     c->queue.clear();
     c->queued_bytes = 0;
     conns_.erase(c.get());
+  }
+
+  // A connection being closed writes one refusal frame, then closes (bounded by hs_timer's
+  // deadline: a peer that does not read cannot hold the socket open).
+  void WriteRefusal(const std::shared_ptr<Conn>& c, uint8_t code) {
+    FrameHeader h;
+    h.type = kFrameRefused;
+    h.sender = static_cast<uint32_t>(rank_);
+    h.seq = c->tx_seq++;
+    h.epoch = o_.epoch;
+    h.length = 1;
+    auto bytes = std::make_shared<std::vector<uint8_t>>();
+    const auto hb = EncodeFrameHeader(h);
+    bytes->assign(hb.begin(), hb.end());
+    bytes->push_back(code);
+    c->refusing = true;
+    c->WithStream([&](auto& s) {
+      asio::async_write(s, asio::buffer(*bytes), [c, bytes](asio::error_code, size_t) {
+        asio::error_code ignored;
+        c->stream.next_layer().close(ignored);
+      });
+    });
+    c->hs_timer.expires_after(o_.handshake_timeout);
+    c->hs_timer.async_wait([c](asio::error_code ec) {
+      if (ec) return;
+      asio::error_code ignored;
+      c->stream.next_layer().close(ignored);
+    });
   }
 
   // ---- writing ------------------------------------------------------------------------------
@@ -484,6 +535,22 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     h.length = static_cast<uint32_t>(body);
     f.header = EncodeFrameHeader(h);
     f.bytes = kFrameHeaderBytes + body;
+    if (c->tx_mac) {
+      // The tag is computed now, over the bytes that will be written: a message's floats must
+      // not change until on_sent (Send's contract).
+      const Bytes header(f.header.data(), f.header.size());
+      if (f.is_message) {
+        const Bytes floats = f.msg.data ? Bytes(reinterpret_cast<const uint8_t*>(
+                                                    f.msg.data->data()),
+                                                f.msg.data->size() * sizeof(float))
+                                        : Bytes();
+        f.tag = c->tx_mac->Tag(h.seq, {header, Bytes(f.fixed.data(), f.fixed.size()), floats});
+      } else {
+        f.tag = c->tx_mac->Tag(h.seq, {header, Bytes(f.body.data(), f.body.size())});
+      }
+      f.tagged = true;
+      f.bytes += kFrameTagBytes;
+    }
     c->queued_bytes += f.bytes;
     c->queue.push_back(std::move(f));
     if (!c->writing) DoWrite(c);
@@ -493,7 +560,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     c->bufs.clear();
     size_t n = 0;
     for (const OutFrame& f : c->queue) {
-      if (n > 0 && c->bufs.size() + 3 > kMaxBuffersPerWrite) break;
+      if (n > 0 && c->bufs.size() + 4 > kMaxBuffersPerWrite) break;
       f.AppendBuffers(&c->bufs);
       ++n;
     }
@@ -549,7 +616,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
       return false;
     }
     const std::shared_ptr<Conn>& c = it->second;
-    if (!HasRoom(*c, kFrameHeaderBytes + body)) return false;
+    if (!HasRoom(*c, kFrameHeaderBytes + body + kFrameTagBytes)) return false;
     OutFrame f;
     f.is_message = true;
     f.msg = msg;
@@ -576,7 +643,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
                   body.size());
       return false;
     }
-    if (!HasRoom(*it->second, kFrameHeaderBytes + body.size())) return false;
+    if (!HasRoom(*it->second, kFrameHeaderBytes + body.size() + kFrameTagBytes)) return false;
     OutFrame f;
     f.body = std::move(body);
     Enqueue(it->second, type, std::move(f));
@@ -614,9 +681,20 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     });
   }
 
+  // Inside TLS, bytes that fail the record layer's checks (altered or injected on the path) are
+  // a refusal, not the peer hanging up: true when `ec` is one and c was closed for it.
+  bool TlsRefused(const std::shared_ptr<Conn>& c, asio::error_code ec) {
+    if (!c->tls || ec.category() != asio::error::get_ssl_category()) return false;
+    Fail(c, fmt::format("TLS refused the bytes after stream offset {} ({}): they were altered or "
+                        "injected on the path",
+                        c->rx_off, ec.message()));
+    return true;
+  }
+
   // A read failed: the peer went away or the socket broke.
   void ReadFailed(const std::shared_ptr<Conn>& c, asio::error_code ec, const char* what) {
     if (c->state == State::kClosed) return;
+    if (TlsRefused(c, ec)) return;
     Fail(c,
          fmt::format("connection lost ({}) at stream offset {} in the middle of the frame that "
                      "starts at offset {}: truncated {}",
@@ -627,6 +705,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   void OnHeaderBytes(const std::shared_ptr<Conn>& c, asio::error_code ec, size_t n) {
     if (c->state == State::kClosed || closed_) return;
     if (ec) {
+      if (TlsRefused(c, ec)) return;
       if (c->hdr_got == 0) return PeerClosed(c, ec.message());
       return ReadFailed(c, ec, "header");
     }
@@ -666,7 +745,9 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     c->cur = h;
     if (c->state == State::kTls || c->state == State::kHandshake) {
       const uint8_t want = c->have_hello ? kFrameAuth : kFrameHello;
-      if (h.type != want) {
+      // The acceptor may answer a dialer's AUTH with a refusal instead.
+      const bool refusal = h.type == kFrameRefused && c->dialer && c->have_hello;
+      if (h.type != want && !refusal) {
         return Fail(c, fmt::format("frame type {} at stream offset {} before the handshake "
                                    "finished (expected {}); the peer must authenticate first",
                                    h.type, c->frame_off + 6,
@@ -697,9 +778,12 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
 
   void ReadBody(const std::shared_ptr<Conn>& c) {
     c->body.assign(c->cur.length, 0);  // the length was checked against its limit
-    if (c->body.empty()) return OnBody(c, {}, 0);
+    std::vector<asio::mutable_buffer> bufs;
+    if (!c->body.empty()) bufs.push_back(asio::buffer(c->body));
+    if (c->state == State::kUp) bufs.push_back(asio::buffer(c->rx_tag));
+    if (bufs.empty()) return OnBody(c, {}, 0);
     c->WithStream([&](auto& s) {
-      asio::async_read(s, asio::buffer(c->body),
+      asio::async_read(s, bufs,
                        [self = shared_from_this(), c](asio::error_code e, size_t got) {
                          self->OnBody(c, e, got);
                        });
@@ -713,28 +797,54 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     MessageFixedResult r = DecodeMessageFixed(c->fixed.data(), c->cur.type, c->cur.length,
                                               c->frame_off + kFrameHeaderBytes);
     if (!r.ok) return Fail(c, r.error);
+    c->mf = r.fixed;
+    std::vector<asio::mutable_buffer> rest;
+    if (c->mf.float_count > 0) {
+      c->floats = pool_->Get(c->mf.float_count);
+      rest.push_back(asio::buffer(c->floats->data(), c->floats->size() * sizeof(float)));
+    }
+    rest.push_back(asio::buffer(c->rx_tag));  // a message travels only on an authenticated link
+    c->WithStream([&](auto& s) {
+      asio::async_read(s, rest, [self = shared_from_this(), c](asio::error_code e, size_t n) {
+        if (c->state == State::kClosed || self->closed_) return;
+        c->rx_off += n;
+        if (e) return self->ReadFailed(c, e, "message payload");
+        self->OnMessageRead(c);
+      });
+    });
+  }
+
+  // The tag first: nothing of a frame that fails it is looked at any further.
+  bool TagChecks(const std::shared_ptr<Conn>& c, Bytes body, Bytes more = {}) {
+    const bool ok = c->rx_mac->Verify(c->cur.seq, {Bytes(c->hdr.data(), c->hdr.size()), body, more},
+                                      c->rx_tag.data());
+    if (ok) return true;
+    Fail(c, fmt::format("the frame at stream offset {} (type {}, sequence number {}) fails its "
+                        "authentication tag at stream offset {}: it was altered, injected, "
+                        "reflected or relayed on the path, or sent under another session's key; "
+                        "frame refused",
+                        c->frame_off, c->cur.type, c->cur.seq,
+                        c->frame_off + kFrameHeaderBytes + c->cur.length));
+    return false;
+  }
+
+  void OnMessageRead(const std::shared_ptr<Conn>& c) {
+    const Bytes floats =
+        c->floats ? Bytes(reinterpret_cast<const uint8_t*>(c->floats->data()),
+                          c->floats->size() * sizeof(float))
+                  : Bytes();
+    if (!TagChecks(c, Bytes(c->fixed.data(), c->fixed.size()), floats)) return;
     const uint64_t body_off = c->frame_off + kFrameHeaderBytes;
-    if (r.fixed.msg.from != c->peer) {
+    if (c->mf.msg.from != c->peer) {
       return Fail(c, fmt::format("message from rank {} at stream offset {}, but this connection "
                                  "is authenticated as rank {}",
-                                 r.fixed.msg.from, body_off, c->peer));
+                                 c->mf.msg.from, body_off, c->peer));
     }
-    if (r.fixed.msg.to != rank_) {
+    if (c->mf.msg.to != rank_) {
       return Fail(c, fmt::format("message to rank {} at stream offset {}, but this is rank {}",
-                                 r.fixed.msg.to, body_off + 4, rank_));
+                                 c->mf.msg.to, body_off + 4, rank_));
     }
-    c->mf = r.fixed;
-    if (c->mf.float_count == 0) return Deliver(c);
-    c->floats = pool_->Get(c->mf.float_count);
-    c->WithStream([&](auto& s) {
-      asio::async_read(s, asio::buffer(c->floats->data(), c->floats->size() * sizeof(float)),
-                       [self = shared_from_this(), c](asio::error_code e, size_t n) {
-                         if (c->state == State::kClosed || self->closed_) return;
-                         c->rx_off += n;
-                         if (e) return self->ReadFailed(c, e, "message payload");
-                         self->Deliver(c);
-                       });
-    });
+    Deliver(c);
   }
 
   void FrameDone(const std::shared_ptr<Conn>& c) {
@@ -759,6 +869,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     FrameDone(c);
     const uint64_t body_off = c->frame_off + kFrameHeaderBytes;
     if (c->state == State::kUp) {
+      if (!TagChecks(c, Bytes(c->body.data(), c->body.size()))) return;
       std::vector<uint8_t> body = std::move(c->body);
       c->body.clear();
       const uint8_t type = c->cur.type;
@@ -766,66 +877,70 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
       if (cb_.on_control) cb_.on_control(c->peer, type, std::move(body));
       return;
     }
-    if (!c->have_hello) {
-      Hello h;
-      std::string err;
-      if (!DecodeHello(c->body, body_off, &h, &err)) return Fail(c, err);
-      if (h.rank != c->cur.sender) {
-        return Fail(c, fmt::format("HELLO at stream offset {} claims rank {} but its header says "
-                                   "{}",
-                                   body_off + 2, h.rank, c->cur.sender));
-      }
-      c->claimed = static_cast<int>(h.rank);
-      if (h.job_id != o_.job_id) {
-        return Fail(c, fmt::format("HELLO at stream offset {}: the peer belongs to job '{}', "
-                                   "this node to job '{}'",
-                                   body_off + 44, Printable(h.job_id), Printable(o_.job_id)));
-      }
-      if (h.epoch != c->cur.epoch) {
-        return Fail(c, fmt::format("HELLO at stream offset {}: epoch {} but its header says {}",
-                                   body_off + 6, h.epoch, c->cur.epoch));
-      }
-      if (auto it = min_epoch_.find(c->claimed); it != min_epoch_.end() && h.epoch < it->second) {
-        return Fail(c, fmt::format("HELLO at stream offset {}: rank {} in epoch {}, an old "
-                                   "incarnation (declared dead; this node accepts epoch {} or "
-                                   "later from it)",
-                                   body_off + 6, c->claimed, h.epoch, it->second));
-      }
-      if (o_.num_ranks > 0 && (h.rank >= static_cast<uint32_t>(o_.num_ranks))) {
-        return Fail(c, fmt::format("HELLO at stream offset {} claims rank {}, which is not in this "
-                                   "job (ranks 0..{})",
-                                   body_off + 2, h.rank, o_.num_ranks - 1));
-      }
-      if (c->claimed == rank_) {
-        return Fail(c, fmt::format("HELLO at stream offset {} claims this node's own rank {}",
-                                   body_off + 2, rank_));
-      }
-      if (c->dialer && c->claimed != c->expected_peer) {
-        return Fail(c, fmt::format("HELLO at stream offset {}: dialed rank {} but reached rank "
-                                   "{}",
-                                   body_off + 2, c->expected_peer, c->claimed));
-      }
-      if (auto err2 = Duplicate(*c, h.epoch); !err2.empty()) return Fail(c, err2);
-      c->theirs = std::move(h);
-      c->have_hello = true;
-      OutFrame f;
-      const Mac mac = AuthMac(o_.secret, o_.job_id, static_cast<uint32_t>(rank_), c->theirs.rank,
-                              c->mine.epoch, c->mine.nonce, c->theirs.nonce);
-      f.body.assign(mac.begin(), mac.end());
-      Enqueue(c, kFrameAuth, std::move(f));
-      return ReadHeader(c);
+    if (!c->have_hello) return OnHello(c, body_off);
+    if (c->cur.type == kFrameRefused) {
+      const uint8_t code = c->body.size() == 1 ? c->body[0] : 0;
+      return Fail(c, code == kRefusedAuthFailed
+                         ? "the peer refused this node's AUTH: HMAC-SHA256 authentication failed "
+                           "(are the secret files identical?)"
+                         : fmt::format("the peer refused the handshake (refusal code {})", code));
     }
+    OnAuth(c, body_off);
+  }
+
+  // The peer's HELLO: the pure rules (CheckHello), then what needs this transport's state. The
+  // acceptor answers with its own HELLO; both sides then know the transcript and the keys, and
+  // the dialer proves first.
+  void OnHello(const std::shared_ptr<Conn>& c, uint64_t body_off) {
+    Hello h;
+    std::string err;
+    if (!DecodeHello(c->body, body_off, &h, &err)) return Fail(c, err);
+    if (h.rank == c->cur.sender) c->claimed = static_cast<int>(h.rank);
+    HelloRules rules;
+    rules.job_id = o_.job_id;
+    rules.my_rank = static_cast<uint32_t>(rank_);
+    rules.my_role = c->role();
+    rules.num_ranks = o_.num_ranks;
+    rules.expected_peer = c->expected_peer;
+    rules.header_sender = c->cur.sender;
+    rules.header_epoch = c->cur.epoch;
+    if (err = CheckHello(h, rules, body_off); !err.empty()) return Fail(c, err);
+    if (auto it = min_epoch_.find(c->claimed); it != min_epoch_.end() && h.epoch < it->second) {
+      return Fail(c, fmt::format("HELLO at stream offset {}: rank {} in epoch {}, an old "
+                                 "incarnation (declared dead; this node accepts epoch {} or "
+                                 "later from it)",
+                                 body_off + 7, c->claimed, h.epoch, it->second));
+    }
+    if (auto err2 = Duplicate(*c, h.epoch); !err2.empty()) return Fail(c, err2);
+    c->theirs = std::move(h);
+    c->theirs_raw = std::move(c->body);
+    c->body.clear();
+    c->have_hello = true;
+    if (!c->dialer) SendHello(c, c->theirs.rank);
+    c->transcript = c->dialer ? TranscriptHash(c->mine_raw, c->theirs_raw)
+                              : TranscriptHash(c->theirs_raw, c->mine_raw);
+    c->keys = DeriveSessionKeys(o_.secret, c->transcript);
+    if (c->dialer) SendAuth(c);
+    ReadHeader(c);
+  }
+
+  // The peer's proof over this connection's transcript. The acceptor proves only once the
+  // dialer's proof checked out, so an outsider who dials never obtains a proof.
+  void OnAuth(const std::shared_ptr<Conn>& c, uint64_t body_off) {
     if (c->body.size() != kMacBytes) {
       return Fail(c, fmt::format("AUTH at stream offset {} has {} bytes, expected {}", body_off,
                                  c->body.size(), kMacBytes));
     }
-    const Mac want = AuthMac(o_.secret, o_.job_id, c->theirs.rank, static_cast<uint32_t>(rank_),
-                             c->theirs.epoch, c->theirs.nonce, c->mine.nonce);
+    const Role peer_role = c->dialer ? Role::kAcceptor : Role::kDialer;
+    const Mac want = AuthProof(c->keys, peer_role, c->transcript);
     if (!MacEqual(want.data(), c->body.data())) {
-      return Fail(c, fmt::format("AUTH at stream offset {}: HMAC-SHA256 authentication failed; "
-                                 "the peer does not hold this job's secret (are the secret "
-                                 "files identical?)",
-                                 body_off));
+      return Fail(c,
+                  fmt::format("AUTH at stream offset {}: HMAC-SHA256 authentication failed; the "
+                              "peer does not hold this job's secret (are the secret files "
+                              "identical?), or the handshake was relayed or replayed from "
+                              "another connection",
+                              body_off),
+                  /*peer_hung_up=*/false, c->dialer ? 0 : kRefusedAuthFailed);
     }
     if (auto it = up_.find(c->claimed); it != up_.end() && it->second->theirs.epoch < c->theirs.epoch) {
       // Authenticated, and a later incarnation: a restarted process replaces the connection of
@@ -835,6 +950,8 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
       Shutdown(it->second);
     }
     if (auto err = Duplicate(*c, c->theirs.epoch); !err.empty()) return Fail(c, err);
+    c->rx_mac = std::make_unique<FrameMac>(c->keys.Receiving(c->role()));
+    if (!c->dialer) SendAuth(c);
     c->state = State::kUp;
     c->peer = c->claimed;
     if (c->pending_counted) {

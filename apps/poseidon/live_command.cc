@@ -18,6 +18,7 @@
 #include "kernels/sgd.h"
 #include "real_runtime/launch.h"
 #include "real_runtime/node.h"
+#include "real_runtime/secret_file.h"
 #include "real_runtime/tls_files.h"
 #include "real_runtime/transport.h"
 
