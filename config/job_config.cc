@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/message_rules.h"
 #include "core/sacp.h"
 
 namespace poseidon::config {
@@ -57,14 +58,12 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
     p.fault.evict_dead_workers = EvictsDeadWorkers(s);
     p.fault.checkpoint_every = s.fault.checkpoint_every;
     if (p.fault.evict_dead_workers) {
-      for (const core::Layer& l : model.layers()) {
-        if (!l.blobs.empty() && p.SchemeOf(l.id) != core::Scheme::kPs) {
-          FailAt(s.protocol_loc,
-                 fmt::format("fault_tolerance: evicting a dead worker needs every layer on the "
-                             "parameter server, but layer '{}' goes by {}; set protocol.scheme "
-                             "to ps or on_worker_failure to wait",
-                             l.name, core::SchemeName(p.SchemeOf(l.id))));
-        }
+      if (const int l = core::FirstLayerOffPs(model, p); l >= 0) {
+        FailAt(s.protocol_loc,
+               fmt::format("fault_tolerance: evicting a dead worker needs every layer on the "
+                           "parameter server, but {}; set protocol.scheme to ps or "
+                           "on_worker_failure to wait",
+                           core::OffPsReason(model, p, l)));
       }
     }
   }

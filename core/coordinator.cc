@@ -4,6 +4,8 @@ namespace poseidon::core {
 
 Coordinator::Coordinator(const JobLayout& layout, Host* host, FaultConfig fault)
     : layout_(layout), host_(host), fault_(fault) {
+  shape_.layout = &layout_;
+  shape_.fault = fault_;
   const size_t n = static_cast<size_t>(layout_.num_actors());
   registered_.assign(n, false);
   done_.assign(n, false);
@@ -13,8 +15,8 @@ Coordinator::Coordinator(const JobLayout& layout, Host* host, FaultConfig fault)
 
 void Coordinator::OnStart(TimeNs now) { (void)now; }
 
-void Coordinator::OnMessage(TimeNs now, const Message& msg) {
-  POSEIDON_CHECK(msg.from > 0 && msg.from < layout_.num_actors()) << Describe(msg);
+ProtocolError Coordinator::OnMessage(TimeNs now, const Message& msg) {
+  if (ProtocolError e = CheckMessageShape(shape_, JobLayout::coordinator(), msg)) return e;
   const size_t from = static_cast<size_t>(msg.from);
   last_heard_[from] = now;
   switch (msg.type) {
@@ -35,9 +37,9 @@ void Coordinator::OnMessage(TimeNs now, const Message& msg) {
           SendMembership(msg.from, a, kMemberDead);
         }
         Announce(now, msg.from, kMemberJoined);
-        return;
+        return {};
       }
-      if (registered_[from]) return;  // a repeated registration changes nothing
+      if (registered_[from]) return {};  // a repeated registration changes nothing
       registered_[from] = true;
       if (++num_registered_ == layout_.num_actors() - 1) {
         started_ = true;
@@ -51,24 +53,25 @@ void Coordinator::OnMessage(TimeNs now, const Message& msg) {
         }
         if (fault_.enabled()) host_->SetTimer(now + fault_.heartbeat_ns, kFailureCheckTimer);
       }
-      return;
+      return {};
     }
     case MsgType::kHeartbeat:
       // (A heartbeat from an actor declared dead -- a stopped process continued -- changes
       // nothing: it stays out until it registers again; hosts refuse its old connections.)
-      return;
+      return {};
     case MsgType::kDone:
       // From a worker: its last iteration is done. From a shard (fault tolerance only): it
       // has nothing left to do and stops heartbeating, so its silence is no failure.
-      if (done_[from]) return;
+      if (done_[from]) return {};
       {
         const bool was_finished = finished();
         done_[from] = true;
         if (!was_finished && finished()) TraceJobDone(now);
       }
-      return;
+      return {};
     default:
-      POSEIDON_CHECK(false) << "coordinator cannot handle " << Describe(msg);
+      return ProtocolError::Of(ProtocolErrorCode::kNotForThisActor,
+                               std::string("the coordinator takes no ") + MsgTypeName(msg.type));
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "core/host.h"
 #include "core/job.h"
+#include "core/message_rules.h"
 
 namespace poseidon::core {
 
@@ -24,7 +25,7 @@ class Coordinator final : public Actor {
   Coordinator(const JobLayout& layout, Host* host, FaultConfig fault = {});
 
   void OnStart(TimeNs now) override;
-  void OnMessage(TimeNs now, const Message& msg) override;
+  ProtocolError OnMessage(TimeNs now, const Message& msg) override;
   void OnComputeDone(TimeNs now, const ComputeTask& task) override;
   void OnTimer(TimeNs now, uint64_t timer_id) override;
   bool finished() const override;
@@ -40,6 +41,7 @@ class Coordinator final : public Actor {
   void TraceJobDone(TimeNs now);
 
   const JobLayout& layout_;
+  JobShape shape_;  // what every incoming message is checked against
   Host* const host_;
   const FaultConfig fault_;
   std::vector<bool> registered_;

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "core/messages.h"
+#include "core/protocol_error.h"
 #include "core/types.h"
 
 namespace poseidon::core {
@@ -82,7 +83,10 @@ class Actor {
  public:
   virtual ~Actor() = default;
   virtual void OnStart(TimeNs now) = 0;
-  virtual void OnMessage(TimeNs now, const Message& msg) = 0;
+  // Ok, or a typed error for a message that does not fit the job's shape (message_rules.h) or
+  // the actor's state, in which case the actor changed nothing: the host closes that peer's
+  // connection and reports it. Never aborts on what a peer sent.
+  virtual ProtocolError OnMessage(TimeNs now, const Message& msg) = 0;
   virtual void OnComputeDone(TimeNs now, const ComputeTask& task) = 0;
   virtual void OnTimer(TimeNs /*now*/, uint64_t /*timer_id*/) {}
   // The last byte of a message this actor sent has left its machine (hosts call it for every

@@ -11,6 +11,7 @@ ServerShard::ServerShard(ActorId id, const Placement& placement, const JobLayout
       placement_(placement),
       layout_(layout),
       config_(config),
+      shape_{&layout_, &config_, &placement_, nullptr, config_.fault},
       host_(host),
       store_(store),
       send_queue_(host, config.priority_window_bytes) {
@@ -88,25 +89,28 @@ void ServerShard::OnTimer(TimeNs now, uint64_t timer_id) {
   host_->SetTimer(now + config_.fault.heartbeat_ns, kHeartbeatTimer);
 }
 
-void ServerShard::OnMessage(TimeNs now, const Message& msg) {
+ProtocolError ServerShard::OnMessage(TimeNs now, const Message& msg) {
   (void)now;
+  if (ProtocolError e = CheckMessageShape(shape_, id_, msg)) return e;
   switch (msg.type) {
     case MsgType::kStart:
-      return;
+      return {};
     case MsgType::kPushGrad:
       return OnPush(msg);
     case MsgType::kMembership:
-      return OnMembership(msg);
+      OnMembership(msg);
+      return {};
     case MsgType::kRejoin:
-      return OnRejoin(msg);
+      OnRejoin(msg);
+      return {};
     default:
-      POSEIDON_CHECK(false) << "shard " << shard_ << " got " << Describe(msg);
+      return ProtocolError::Of(ProtocolErrorCode::kNotForThisActor,
+                               std::string("a shard takes no ") + MsgTypeName(msg.type));
   }
 }
 
-void ServerShard::OnPush(const Message& msg) {
-  const Chunk& c = placement_.chunks().at(static_cast<size_t>(msg.chunk));
-  POSEIDON_CHECK(c.shard == shard_) << "shard " << shard_ << " does not own " << Describe(msg);
+ProtocolError ServerShard::OnPush(const Message& msg) {
+  const Chunk& c = placement_.chunks()[static_cast<size_t>(msg.chunk)];  // checked: ours
   const int w = layout_.WorkerIndex(msg.from);
   if (config_.consistency == Consistency::kAsp) {
     int64_t& got = asp_received_[c.id][static_cast<size_t>(w)];
@@ -116,41 +120,46 @@ void ServerShard::OnPush(const Message& msg) {
       if (msg.clock < asp_applied_[c.id][static_cast<size_t>(w)]) {
         SendParams(c, msg.from, msg.clock, -1, store_->Read(c));
       }
-      return;
+      return {};
     }
     if (msg.clock > got && config_.fault.checkpoint_every > 0) {
       // Ahead of order: this shard came back from a checkpoint and the worker's pushes since
       // then went to the old process, or to none. The worker still keeps them and sends them
       // again, this one with them, once it hears the shard is back; applying this one first
       // would break the order, so drop it.
-      return;
+      return {};
     }
-    POSEIDON_CHECK(msg.clock == got) << "shard " << shard_ << " expected clock " << got
-                                     << " from worker " << w << ", got " << Describe(msg);
+    if (msg.clock != got) {
+      return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                               "a push of clock " + std::to_string(msg.clock) + " for chunk " +
+                                   std::to_string(c.id) + ", but this shard expects clock " +
+                                   std::to_string(got) + " from that worker");
+    }
     ++got;
     store_->Accumulate(c, msg);
     ComputeTask t{TaskKind::kServerUpdate, c.layer, c.id, c.bytes(), msg.clock};
     t.peer = msg.from;
     host_->StartCompute(t);
-    return;
+    return {};
   }
   if (msg.clock < version_[c.id]) {
     // The clock was applied: the worker lost our answer (we or it restarted). Answer again
     // with the current values; the push itself was applied once already.
     ++duplicates_;
     SendParams(c, msg.from, msg.clock, -1, store_->Read(c));
-    return;
+    return {};
   }
-  if (!member_[static_cast<size_t>(w)]) return;  // evicted: its late pushes no longer count
+  if (!member_[static_cast<size_t>(w)]) return {};  // evicted: its late pushes no longer count
   std::vector<bool>& who = received_[c.id][msg.clock];
   if (who.empty()) who.assign(static_cast<size_t>(layout_.num_workers), false);
   if (who[static_cast<size_t>(w)]) {
     ++duplicates_;  // sent again after a restart, still waiting for the clock's other pushes
-    return;
+    return {};
   }
   who[static_cast<size_t>(w)] = true;
   store_->Accumulate(c, msg);
   MaybeUpdate(c);
+  return {};
 }
 
 void ServerShard::MaybeUpdate(const Chunk& c) {
@@ -265,8 +274,7 @@ void ServerShard::OnMembership(const Message& msg) {
   }
 }
 
-void ServerShard::OnRejoin(const Message& msg) {
-  POSEIDON_CHECK(layout_.IsWorker(msg.from)) << Describe(msg);
+void ServerShard::OnRejoin(const Message& msg) {  // from a worker (checked)
   member_[static_cast<size_t>(layout_.WorkerIndex(msg.from))] = true;
   const bool asp = config_.consistency == Consistency::kAsp;
   const size_t w = static_cast<size_t>(layout_.WorkerIndex(msg.from));

@@ -26,6 +26,7 @@
 
 #include "core/host.h"
 #include "core/job.h"
+#include "core/message_rules.h"
 #include "core/param_store.h"
 #include "core/placement.h"
 #include "core/send_queue.h"
@@ -38,7 +39,7 @@ class ServerShard final : public Actor {
               const ProtocolConfig& config, Host* host, ShardStore* store);
 
   void OnStart(TimeNs now) override;
-  void OnMessage(TimeNs now, const Message& msg) override;
+  ProtocolError OnMessage(TimeNs now, const Message& msg) override;
   void OnComputeDone(TimeNs now, const ComputeTask& task) override;
   void OnSent(TimeNs now, const Message& msg) override;
   void OnTimer(TimeNs now, uint64_t timer_id) override;
@@ -61,7 +62,7 @@ class ServerShard final : public Actor {
   int64_t version(int32_t chunk) const { return version_[static_cast<size_t>(chunk)]; }
 
  private:
-  void OnPush(const Message& msg);
+  ProtocolError OnPush(const Message& msg);
   void MaybeUpdate(const Chunk& c);
   void SendParams(const Chunk& c, ActorId worker, int64_t clock, int32_t step, FloatBuffer values);
   void MaybeCheckpoint(bool force = false);
@@ -74,6 +75,7 @@ class ServerShard final : public Actor {
   const Placement& placement_;
   const JobLayout& layout_;
   const ProtocolConfig config_;
+  const JobShape shape_;  // what every incoming message is checked against
   Host* const host_;
   ShardStore* const store_;
   SendQueue send_queue_;

@@ -15,6 +15,7 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
       placement_(placement),
       layout_(layout),
       config_(config),
+      shape_{&layout_, &config_, &placement_, &model_, config_.fault},
       host_(host),
       store_(store),
       send_queue_(host, config.priority_window_bytes) {
@@ -47,14 +48,10 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
 }
 
 void Worker::Rejoin() {
-  for (int l : model_.param_layers()) {
-    const LayerSync& s = sync_[static_cast<size_t>(l)];
-    POSEIDON_CHECK(!s.has_sfb && !s.has_ring)
-        << "worker " << id_ << " cannot rejoin: layer " << model_.layers()[l].name
-        << " is synchronised by " << SchemeName(s.scheme)
-        << ", whose state lives in the workers; rejoining needs every layer on the parameter "
-           "server";
-  }
+  const int off_ps = FirstLayerOffPs(model_, config_);
+  POSEIDON_CHECK(off_ps < 0) << "worker " << id_ << " cannot rejoin: "
+                             << OffPsReason(model_, config_, off_ps)
+                             << "; rejoining needs every layer on the parameter server";
   rejoining_ = true;
   rejoined_ = true;
 }
@@ -129,27 +126,27 @@ void Worker::Advance(TimeNs now) {
   }
 }
 
-void Worker::OnMessage(TimeNs now, const Message& msg) {
+ProtocolError Worker::OnMessage(TimeNs now, const Message& msg) {
+  if (ProtocolError e = CheckMessageShape(shape_, id_, msg)) return e;
   switch (msg.type) {
     case MsgType::kStart:
-      POSEIDON_CHECK(!started_) << "worker " << id_ << " started twice";
+      if (started_) return ProtocolError::Of(ProtocolErrorCode::kWrongState, "a second start");
       started_ = true;
       if (rejoining_) {
         for (int j = 0; j < layout_.num_servers; ++j) {
           if (!placement_.chunks_of_shard(j).empty()) SendRejoin(layout_.server(j));
         }
-        if (!placement_.chunks().empty()) return;
+        if (!placement_.chunks().empty()) return {};
         rejoining_ = false;
       }
       Advance(now);
-      return;
+      return {};
     case MsgType::kParams:
       if (msg.step == kRejoinCurrent || msg.step == kRejoinPrevious) {
-        OnRejoinReply(now, msg);
-      } else {
-        OnParams(now, msg);
+        return OnRejoinReply(now, msg);
       }
-      return;
+      OnParams(now, msg);
+      return {};
     case MsgType::kMembership:
       // A shard that came back lost what its checkpoint did not hold: send it again (it
       // applies each push once, and answers those of clocks it already applied).
@@ -160,19 +157,23 @@ void Worker::OnMessage(TimeNs now, const Message& msg) {
           SendRejoin(msg.step);
         }
       }
-      return;
+      return {};
     case MsgType::kFactors: {
       store_->SfbReceive(msg);
       ComputeTask t{TaskKind::kSfbRebuild, msg.layer, -1, msg.payload_bytes, msg.clock};
       t.peer = msg.from;
       host_->StartCompute(t);
-      return;
+      return {};
     }
     case MsgType::kRing: {
       LayerSync& s = sync_.at(static_cast<size_t>(msg.layer));
       RingPiece& p = s.pieces.at(static_cast<size_t>(msg.chunk));
-      POSEIDON_CHECK(msg.clock == s.ring_version || msg.clock == s.ring_version + 1)
-          << "worker " << id_ << " ring at clock " << s.ring_version << " got " << Describe(msg);
+      if (msg.clock != s.ring_version && msg.clock != s.ring_version + 1) {
+        return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                                 "a ring step of clock " + std::to_string(msg.clock) +
+                                     ", but the ring of this layer is at clock " +
+                                     std::to_string(s.ring_version));
+      }
       // The floats first (they may be refused: then the step does not count).
       const int P = layout_.num_workers;
       const int seg = RingSegmentSent(layout_.WorkerIndex(msg.from), msg.step, P);
@@ -186,10 +187,11 @@ void Worker::OnMessage(TimeNs now, const Message& msg) {
         ++p.recv_next;
       }
       RingStep(now, msg.layer, msg.chunk);
-      return;
+      return {};
     }
     default:
-      POSEIDON_CHECK(false) << "worker " << id_ << " cannot handle " << Describe(msg);
+      return ProtocolError::Of(ProtocolErrorCode::kNotForThisActor,
+                               std::string("a worker takes no ") + MsgTypeName(msg.type));
   }
 }
 
@@ -378,18 +380,20 @@ size_t Worker::retained_pushes() const {
 
 // Collects every chunk's current values (and, under BSP, previous ones); once all are in,
 // continues at the oldest version v among them with every chunk at version v.
-void Worker::OnRejoinReply(TimeNs now, const Message& msg) {
+ProtocolError Worker::OnRejoinReply(TimeNs now, const Message& msg) {
   if (!rejoining_) {
     // Under BSP every shard sends the previous values of all its chunks at a version > 0, and
     // the rejoin completes without those of chunks that were not one clock ahead: such a late
     // answer is expected; so is a second answer from a shard we asked again when it came back
     // (the first request may have reached it after all). Nothing comes before a rejoin.
-    POSEIDON_CHECK(rejoined_)
-        << "worker " << id_ << " got a rejoin answer it did not ask for: " << Describe(msg);
-    return;
+    if (!rejoined_) {
+      return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                               "a rejoin answer this worker did not ask for");
+    }
+    return {};
   }
   (msg.step == kRejoinCurrent ? rejoin_current_ : rejoin_previous_)[msg.chunk] = msg;
-  if (rejoin_current_.size() < placement_.chunks().size()) return;
+  if (rejoin_current_.size() < placement_.chunks().size()) return {};
   int64_t v = ProtocolConfig::kUnbounded;
   for (const auto& [cid, m] : rejoin_current_) v = std::min(v, m.clock);
   // Under BSP a chunk one clock ahead gives its previous values; the shard sends those with its
@@ -397,7 +401,7 @@ void Worker::OnRejoinReply(TimeNs now, const Message& msg) {
   for (const auto& [cid, m] : rejoin_current_) {
     if (m.clock == v + 1 && config_.consistency == Consistency::kBsp &&
         !rejoin_previous_.count(cid)) {
-      return;
+      return {};
     }
   }
   rejoining_ = false;
@@ -423,6 +427,7 @@ void Worker::OnRejoinReply(TimeNs now, const Message& msg) {
     for (auto& [clock, m] : by_clock) OnParams(now, m);
   }
   Advance(now);
+  return {};
 }
 
 // Moves the layer's PS part past every complete clock (copying to the device first, when the

@@ -31,6 +31,7 @@
 #include "core/clock_counter.h"
 #include "core/host.h"
 #include "core/job.h"
+#include "core/message_rules.h"
 #include "core/model.h"
 #include "core/param_store.h"
 #include "core/placement.h"
@@ -44,7 +45,7 @@ class Worker final : public Actor {
          const ProtocolConfig& config, Host* host, WorkerStore* store);
 
   void OnStart(TimeNs now) override;
-  void OnMessage(TimeNs now, const Message& msg) override;
+  ProtocolError OnMessage(TimeNs now, const Message& msg) override;
   void OnComputeDone(TimeNs now, const ComputeTask& task) override;
   void OnSent(TimeNs now, const Message& msg) override;
   void OnTimer(TimeNs now, uint64_t timer_id) override;
@@ -93,7 +94,7 @@ class Worker final : public Actor {
   void PushLayer(TimeNs now, int layer, int64_t clock);
   void OnParams(TimeNs now, const Message& msg);
   void TakeParams(TimeNs now, const Message& msg);
-  void OnRejoinReply(TimeNs now, const Message& msg);
+  ProtocolError OnRejoinReply(TimeNs now, const Message& msg);
   void SendRejoin(ActorId shard);
   void Retain(const Message& push);
   void TrimRetained(int shard);
@@ -111,6 +112,7 @@ class Worker final : public Actor {
   const Placement& placement_;
   const JobLayout& layout_;
   const ProtocolConfig config_;
+  const JobShape shape_;  // what every incoming message is checked against
   Host* const host_;
   WorkerStore* const store_;
   SendQueue send_queue_;

@@ -24,5 +24,6 @@ int FuzzHandshake(const uint8_t* data, size_t size);
 int FuzzScenario(const uint8_t* data, size_t size);
 int FuzzModel(const uint8_t* data, size_t size);
 int FuzzIdx(const uint8_t* data, size_t size);
+int FuzzProtocol(const uint8_t* data, size_t size);
 
 }  // namespace poseidon::fuzz

@@ -79,6 +79,25 @@ def handshakes():
     put(t, "tag_short", bytes([2]) + bytes(15))
 
 
+def protocols():
+    t = "protocol_fuzz"
+    # Byte 0: the job's configuration (fuzz/protocol_fuzz.cc); then 4-byte steps. The seeds run
+    # a job in order: deliver the oldest message sent, then finish a task of every stream.
+    streams = 6 * 3
+    for config in [0, 1, 2, 4, 8, 16, 32, 33, 34, 96]:
+        steps = []
+        for i in range(900):
+            steps.append(bytes([0, 0, 0, 0]))
+            steps.append(bytes([3, i % streams, 0, 0]))
+            if i % 25 == 0:
+                steps.append(bytes([4, 0, 0, 0]))
+        put(t, "inorder_%d" % config, bytes([config]) + b"".join(steps))
+    put(t, "forged_only", bytes([0]) + b"".join(bytes([2, i, 255 - i, i * 7 % 256])
+                                                 for i in range(256)))
+    put(t, "mutated", bytes([1]) + b"".join(bytes([0, 0, 0, 0]) + bytes([1, i % 256, i % 8, 1])
+                                            for i in range(300)))
+
+
 def idx_bytes(dims, data):
     return bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) + data
 
@@ -120,9 +139,11 @@ def yamls():
 
 
 if __name__ == "__main__":
-    for t in ["frame_fuzz", "handshake_fuzz", "idx_fuzz", "scenario_fuzz", "model_fuzz"]:
+    for t in ["frame_fuzz", "handshake_fuzz", "idx_fuzz", "scenario_fuzz", "model_fuzz",
+              "protocol_fuzz"]:
         shutil.rmtree(os.path.join(OUT, t), ignore_errors=True)
     frames()
     handshakes()
+    protocols()
     idx()
     yamls()

@@ -32,6 +32,7 @@
 #include "config/yaml_reader.h"
 #include "core/coordinator.h"
 #include "core/decision_log.h"
+#include "core/message_rules.h"
 #include "core/placement.h"
 #include "core/ring.h"
 #include "core/server.h"
@@ -175,7 +176,7 @@ class NodeHost final : public core::Host {
 
   // Messages.
   void OnMessage(core::Message msg);
-  std::string CheckIncoming(const core::Message& m) const;
+  void RefusePeer(const core::Message& msg, const core::ProtocolError& e);
   void TrySend(int peer);
 
   // Compute.
@@ -304,14 +305,11 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     throw ConfigError(fmt::format("error: --rejoin needs protocol.fault_tolerance in {}", s.file));
   }
   if (o_.rejoin && layout_.IsWorker(o_.rank)) {
-    for (const core::Layer& l : model_.layers()) {
-      if (!l.blobs.empty() && protocol_.SchemeOf(l.id) != core::Scheme::kPs) {
-        throw ConfigError(fmt::format(
-            "error: a restarted worker cannot rejoin: layer '{}' goes by {}, whose state lives "
-            "in the workers; rejoining needs every layer on the parameter server "
-            "(protocol.scheme: ps)",
-            l.name, core::SchemeName(protocol_.SchemeOf(l.id))));
-      }
+    if (const int l = core::FirstLayerOffPs(model_, protocol_); l >= 0) {
+      throw ConfigError(fmt::format(
+          "error: a restarted worker cannot rejoin: {}; rejoining needs every layer on the "
+          "parameter server (protocol.scheme: ps)",
+          core::OffPsReason(model_, protocol_, l)));
     }
   }
   placement_ = core::Placement::Build(model_, s.servers, protocol_.chunk_bytes,
@@ -800,112 +798,8 @@ void NodeHost::MaybeStartActor() {
   AfterActorCall();
 }
 
-std::string NodeHost::CheckIncoming(const core::Message& m) const {
-  using core::MsgType;
-  const int chunks = static_cast<int>(placement_->chunks().size());
-  const int layers = static_cast<int>(model_.layers().size());
-  auto clock_ok = [&] { return m.clock >= 0 && m.clock <= protocol_.iterations; };
-  switch (m.type) {
-    case MsgType::kRegister:
-    case MsgType::kDone:
-      if (o_.rank != 0) return "only the coordinator takes register/done";
-      return "";
-    case MsgType::kHeartbeat:
-      if (!ft_ || o_.rank != 0) return "a heartbeat, but this process takes none";
-      return "";
-    case MsgType::kMembership:
-      if (!ft_ || m.from != 0) return "a membership change not from the coordinator";
-      if (m.step <= 0 || m.step >= layout_.num_actors() ||
-          (m.chunk != core::kMemberDead && m.chunk != core::kMemberJoined)) {
-        return fmt::format("a membership change naming actor {} ({})", m.step, m.chunk);
-      }
-      return "";
-    case MsgType::kRejoin:
-      if (!ft_ || !is_server_ || !layout_.IsWorker(m.from)) return "a rejoin not from a worker";
-      return "";
-    case MsgType::kStart:
-      if (m.from != 0) return "start from a process that is not the coordinator";
-      return "";
-    case MsgType::kPushGrad: {
-      if (!is_server_ || !layout_.IsWorker(m.from)) return "a push not from a worker to a shard";
-      if (m.chunk < 0 || m.chunk >= chunks) return fmt::format("unknown chunk {}", m.chunk);
-      const core::Chunk& c = placement_->chunks()[static_cast<size_t>(m.chunk)];
-      if (c.shard != layout_.ServerIndex(o_.rank)) return "a push for a chunk another shard owns";
-      if (!clock_ok() || !m.data || static_cast<int64_t>(m.data->size()) != c.count) {
-        return fmt::format("push for chunk {} clock {} with {} values (needs {})", m.chunk, m.clock,
-                           m.data ? static_cast<int64_t>(m.data->size()) : 0, c.count);
-      }
-      return "";
-    }
-    case MsgType::kParams: {
-      if (!is_worker_ || !layout_.IsServer(m.from)) return "parameters not from a shard";
-      if (m.chunk < 0 || m.chunk >= chunks) return fmt::format("unknown chunk {}", m.chunk);
-      const core::Chunk& c = placement_->chunks()[static_cast<size_t>(m.chunk)];
-      if (layout_.server(c.shard) != m.from) return "parameters from a shard that does not own them";
-      if (m.step != -1 && !(ft_ && (m.step == core::kRejoinCurrent || m.step == core::kRejoinPrevious))) {
-        return fmt::format("parameters with an unknown kind {}", m.step);
-      }
-      if (!clock_ok() || !m.data || static_cast<int64_t>(m.data->size()) != c.count) {
-        return fmt::format("parameters of chunk {} clock {} with {} values (needs {})", m.chunk,
-                           m.clock, m.data ? static_cast<int64_t>(m.data->size()) : 0, c.count);
-      }
-      return "";
-    }
-    case MsgType::kFactors: {
-      if (!is_worker_ || !layout_.IsWorker(m.from) || m.from == o_.rank) {
-        return "factors not from another worker";
-      }
-      if (m.layer < 0 || m.layer >= layers || protocol_.SchemeOf(m.layer) != core::Scheme::kSfb) {
-        return fmt::format("factors for layer {}, which does not go by SFB", m.layer);
-      }
-      const core::Layer& L = model_.layers()[static_cast<size_t>(m.layer)];
-      const int64_t want = o_.scenario.batch_per_worker * (L.fc_in + L.fc_out);
-      if (!clock_ok() || !m.data || static_cast<int64_t>(m.data->size()) != want) {
-        return fmt::format("factors of layer {} with {} values (needs {})", L.name,
-                           m.data ? static_cast<int64_t>(m.data->size()) : 0, want);
-      }
-      return "";
-    }
-    case MsgType::kRing: {
-      const int P = layout_.num_workers;
-      if (!is_worker_ || !layout_.IsWorker(m.from) || m.from == o_.rank ||
-          layout_.WorkerIndex(m.from) != (layout_.WorkerIndex(o_.rank) + P - 1) % P) {
-        return "a ring step not from the previous worker of the ring";
-      }
-      if (m.layer < 0 || m.layer >= layers ||
-          protocol_.SchemeOf(m.layer) != core::Scheme::kAllreduce) {
-        return fmt::format("ring step for layer {}, which does not go by all-reduce", m.layer);
-      }
-      const core::Layer& L = model_.layers()[static_cast<size_t>(m.layer)];
-      const int64_t layer_bytes = L.params * 4;
-      const int pieces = core::RingPieces(layer_bytes, protocol_.chunk_bytes);
-      if (m.chunk < 0 || m.chunk >= pieces || m.step < 0 || m.step >= 2 * (P - 1)) {
-        return fmt::format("ring step {} of piece {} of layer {} (it has {} pieces, {} steps)",
-                           m.step, m.chunk, L.name, pieces, 2 * (P - 1));
-      }
-      const core::RingSpan span = core::RingSegmentFloats(
-          layer_bytes, protocol_.chunk_bytes, m.chunk,
-          core::RingSegmentSent(layout_.WorkerIndex(m.from), m.step, P), P);
-      const int64_t got = m.data ? static_cast<int64_t>(m.data->size()) : 0;
-      if (!clock_ok() || got != span.count) {
-        return fmt::format("ring step {} of layer {} piece {} clock {} with {} values (needs {})",
-                           m.step, L.name, m.chunk, m.clock, got, span.count);
-      }
-      return "";
-    }
-    default:
-      return fmt::format("message type {} is not used by live runs", core::MsgTypeName(m.type));
-  }
-}
-
 void NodeHost::OnMessage(core::Message msg) {
   if (failed_ || shutting_down_) return;
-  const std::string problem = CheckIncoming(msg);
-  if (!problem.empty()) {
-    spdlog::warn("{}: dropped a message from {}: {} ({})", Who(o_.rank), Who(msg.from), problem,
-                 core::Describe(msg));
-    return;
-  }
   if (!o_.trace_file.empty() && msg.sent_at > 0) {
     // The same event the simulator records: a message in flight from its send to its delivery
     // (both ends share the job's time base; the receiver is the one that knows the end).
@@ -926,13 +820,24 @@ void NodeHost::OnMessage(core::Message msg) {
   if (msg.type == core::MsgType::kHeartbeat) MaybeInjectFault("heartbeat", msg.clock);
   if (msg.type == core::MsgType::kParams && msg.step == -1) MaybeInjectFault("pull", msg.clock);
   if (msg.type == core::MsgType::kPushGrad) MaybeInjectFault("push", msg.clock);
+  core::ProtocolError refused;
   try {
-    actor_->OnMessage(Now(), msg);
+    refused = actor_->OnMessage(Now(), msg);
   } catch (const PayloadError& e) {
-    spdlog::warn("{}: dropped a message from {}: {}", Who(o_.rank), Who(msg.from), e.what());
-    return;
+    refused = core::ProtocolError::Of(core::ProtocolErrorCode::kWrongShape, e.what());
   }
+  if (refused) return RefusePeer(msg, refused);
   AfterActorCall();
+}
+
+// The core refused what a peer sent (or the store its floats): that peer's connection closes,
+// reported as a lost peer (fatal without fault tolerance, the coordinator's verdict with it).
+void NodeHost::RefusePeer(const core::Message& msg, const core::ProtocolError& e) {
+  const std::string reason = fmt::format("its {} was refused ({}: {})", core::Describe(msg),
+                                         core::ProtocolErrorCodeName(e.code), e.what);
+  spdlog::warn("{}: closing the connection with {}: {}", Who(o_.rank), Who(msg.from), reason);
+  transport_->Disconnect(msg.from);
+  OnPeerDown(msg.from, reason);
 }
 
 void NodeHost::Send(core::Message msg) {

@@ -429,7 +429,11 @@ SimRun SimJob::Run() {
         FreeSlot(slot);
         if (config_.record_trace) run_.trace.push_back(core::MessageEvent(msg, sent, now_));
         if (config_.layout.SameMachine(msg.from, msg.to)) actors_[msg.from]->OnSent(now_, msg);
-        actors_[ev.target]->OnMessage(now_, msg);
+        // The simulator's peers are its own actors: a refused message is a bug in the core.
+        if (core::ProtocolError e = actors_[ev.target]->OnMessage(now_, msg)) {
+          POSEIDON_CHECK(false) << config_.layout.ActorName(ev.target) << " refused "
+                                << core::Describe(msg) << ": " << e.what;
+        }
         break;
       }
       case kTaskDone: {

@@ -6,6 +6,7 @@
 // other legal schedules (messages on one (from, to) pair and tasks on one stream stay ordered).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -70,7 +71,10 @@ class FakeCluster {
       if (act.is_message) {
         actors_[act.msg.from]->OnSent(now_, act.msg);
         if (on_deliver) on_deliver(now_, act.msg);
-        actors_[act.msg.to]->OnMessage(now_, act.msg);
+        if (core::ProtocolError e = actors_[act.msg.to]->OnMessage(now_, act.msg)) {
+          ADD_FAILURE() << "actor " << act.msg.to << " refused " << core::Describe(act.msg)
+                        << ": " << e.what;
+        }
       } else {
         if (on_task_done) on_task_done(now_, act.actor, act.task);
         actors_[act.actor]->OnComputeDone(now_, act.task);

@@ -25,6 +25,7 @@
 // worker holds for each chunk (shards send their update count as the chunk's single float).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <algorithm>
 #include <cstdint>
 #include <deque>
@@ -104,13 +105,14 @@ class RecordingShardStore final : public core::ShardStore {
     applies.push_back(std::move(r));
   }
   core::FloatBuffer Read(const core::Chunk& chunk) override {
+    // The chunk's shape, every value the update count (what a worker's store reads back).
     return std::make_shared<const std::vector<float>>(
-        1, static_cast<float>(values_[chunk.id].updates));
+        static_cast<size_t>(chunk.count), static_cast<float>(values_[chunk.id].updates));
   }
   core::FloatBuffer ReadPrevious(const core::Chunk& chunk) override {
     ++previous_reads;
     return std::make_shared<const std::vector<float>>(
-        1, static_cast<float>(previous_[chunk.id].updates));
+        static_cast<size_t>(chunk.count), static_cast<float>(previous_[chunk.id].updates));
   }
   void Checkpoint(const core::ShardCheckpoint& state) override {
     checkpoints.push_back({incarnation_, state, values_, previous_});
@@ -480,7 +482,10 @@ class FaultCluster {
         }
         ++delivered_messages;
         if (on_deliver) on_deliver(now_, act.msg);
-        actors_[to]->OnMessage(now_, act.msg);
+        if (core::ProtocolError e = actors_[to]->OnMessage(now_, act.msg)) {
+          ADD_FAILURE() << "actor " << to << " refused " << core::Describe(act.msg) << ": "
+                        << e.what;
+        }
         break;
       }
       case Kind::kTask:

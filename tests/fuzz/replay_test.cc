@@ -68,7 +68,8 @@ INSTANTIATE_TEST_SUITE_P(Fuzz, FuzzReplay,
                                            Target{"handshake_fuzz", FuzzHandshake},
                                            Target{"scenario_fuzz", FuzzScenario},
                                            Target{"model_fuzz", FuzzModel},
-                                           Target{"idx_fuzz", FuzzIdx}),
+                                           Target{"idx_fuzz", FuzzIdx},
+                                           Target{"protocol_fuzz", FuzzProtocol}),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
 }  // namespace

@@ -1,0 +1,178 @@
+#include "core/message_rules.h"
+
+#include "core/ring.h"
+
+namespace poseidon::core {
+namespace {
+
+using C = ProtocolErrorCode;
+
+ProtocolError Err(C code, std::string what) { return ProtocolError::Of(code, std::move(what)); }
+
+std::string S(int64_t v) { return std::to_string(v); }
+
+// A message carries `floats` values, or, phantom (no data), `phantom_bytes` bytes.
+ProtocolError Sized(const Message& m, int64_t floats, int64_t phantom_bytes, const std::string& what) {
+  if (m.data) {
+    const int64_t got = static_cast<int64_t>(m.data->size());
+    if (got == floats) return ProtocolError::Ok();
+    return Err(C::kWrongShape, what + " with " + S(got) + " values (needs " + S(floats) + ")");
+  }
+  if (m.payload_bytes == phantom_bytes) return ProtocolError::Ok();
+  return Err(C::kWrongShape, what + " of " + S(m.payload_bytes) + " bytes (needs " +
+                                 S(phantom_bytes) + ")");
+}
+
+ProtocolError ClockInRange(const Message& m, const ProtocolConfig& config) {
+  if (m.clock >= 0 && m.clock <= config.iterations) return ProtocolError::Ok();
+  return Err(C::kOutOfRange, "clock " + S(m.clock) + " outside the job's 0.." +
+                                 S(config.iterations));
+}
+
+}  // namespace
+
+const char* ProtocolErrorCodeName(ProtocolErrorCode c) {
+  switch (c) {
+    case C::kNone: return "none";
+    case C::kNotForThisActor: return "not for this actor";
+    case C::kWrongSender: return "wrong sender";
+    case C::kOutOfRange: return "out of range";
+    case C::kWrongShape: return "wrong shape";
+    case C::kWrongState: return "wrong state";
+  }
+  return "?";
+}
+
+ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& m) {
+  const JobLayout& L = *job.layout;
+  const FaultConfig& fault = job.config ? job.config->fault : job.fault;
+  const bool ft = fault.enabled();
+  if (m.from < 0 || m.from >= L.num_actors() || m.from == me) {
+    return Err(C::kOutOfRange, "sender " + S(m.from) + " is not another actor of this job");
+  }
+  if (m.to != me) return Err(C::kNotForThisActor, "addressed to actor " + S(m.to));
+  const std::string me_name = L.ActorName(me);
+  switch (m.type) {
+    case MsgType::kRegister:
+      if (me != JobLayout::coordinator()) return Err(C::kNotForThisActor, "only the coordinator takes register");
+      return ProtocolError::Ok();
+    case MsgType::kDone:
+      if (me != JobLayout::coordinator()) return Err(C::kNotForThisActor, "only the coordinator takes done");
+      if (!L.IsWorker(m.from) && !(ft && L.IsServer(m.from))) {
+        return Err(C::kWrongSender, "done from an actor that does not send it");
+      }
+      return ProtocolError::Ok();
+    case MsgType::kHeartbeat:
+      if (!ft || me != JobLayout::coordinator()) {
+        return Err(C::kNotForThisActor, "a heartbeat, but " + me_name + " takes none");
+      }
+      return ProtocolError::Ok();
+    case MsgType::kStart:
+      if (me == JobLayout::coordinator()) return Err(C::kNotForThisActor, "the coordinator takes no start");
+      if (m.from != JobLayout::coordinator()) {
+        return Err(C::kWrongSender, "start from an actor that is not the coordinator");
+      }
+      return ProtocolError::Ok();
+    case MsgType::kMembership:
+      if (!ft || me == JobLayout::coordinator()) {
+        return Err(C::kNotForThisActor, "a membership change, but " + me_name + " takes none");
+      }
+      if (m.from != JobLayout::coordinator()) {
+        return Err(C::kWrongSender, "a membership change not from the coordinator");
+      }
+      if (m.step <= 0 || m.step >= L.num_actors() ||
+          (m.chunk != kMemberDead && m.chunk != kMemberJoined)) {
+        return Err(C::kOutOfRange, "a membership change naming actor " + S(m.step) + " (" +
+                                       S(m.chunk) + ")");
+      }
+      return ProtocolError::Ok();
+    case MsgType::kRejoin:
+      if (!ft || !L.IsServer(me)) return Err(C::kNotForThisActor, "a rejoin, but " + me_name + " takes none");
+      if (!L.IsWorker(m.from)) return Err(C::kWrongSender, "a rejoin not from a worker");
+      return ProtocolError::Ok();
+    case MsgType::kPushGrad: {
+      if (!L.IsServer(me)) return Err(C::kNotForThisActor, "a push, but " + me_name + " is no shard");
+      if (!L.IsWorker(m.from)) return Err(C::kWrongSender, "a push not from a worker");
+      const auto& chunks = job.placement->chunks();
+      if (m.chunk < 0 || m.chunk >= static_cast<int32_t>(chunks.size())) {
+        return Err(C::kOutOfRange, "unknown chunk " + S(m.chunk));
+      }
+      const Chunk& c = chunks[static_cast<size_t>(m.chunk)];
+      if (c.shard != L.ServerIndex(me)) return Err(C::kOutOfRange, "a push for a chunk another shard owns");
+      if (ProtocolError e = ClockInRange(m, *job.config)) return e;
+      return Sized(m, c.count, c.bytes(), "a push for chunk " + S(m.chunk));
+    }
+    case MsgType::kParams: {
+      if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "parameters, but " + me_name + " is no worker");
+      if (!L.IsServer(m.from)) return Err(C::kWrongSender, "parameters not from a shard");
+      const auto& chunks = job.placement->chunks();
+      if (m.chunk < 0 || m.chunk >= static_cast<int32_t>(chunks.size())) {
+        return Err(C::kOutOfRange, "unknown chunk " + S(m.chunk));
+      }
+      const Chunk& c = chunks[static_cast<size_t>(m.chunk)];
+      if (L.server(c.shard) != m.from) {
+        return Err(C::kWrongSender, "parameters from a shard that does not own them");
+      }
+      if (m.step != -1 && !(ft && (m.step == kRejoinCurrent || m.step == kRejoinPrevious))) {
+        return Err(C::kOutOfRange, "parameters of an unknown kind " + S(m.step));
+      }
+      if (ProtocolError e = ClockInRange(m, *job.config)) return e;
+      return Sized(m, c.count, c.bytes(), "parameters of chunk " + S(m.chunk));
+    }
+    case MsgType::kFactors: {
+      if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "factors, but " + me_name + " is no worker");
+      if (!L.IsWorker(m.from)) return Err(C::kWrongSender, "factors not from another worker");
+      const int layers = static_cast<int>(job.model->layers().size());
+      if (m.layer < 0 || m.layer >= layers || job.config->SchemeOf(m.layer) != Scheme::kSfb) {
+        return Err(C::kOutOfRange, "factors for layer " + S(m.layer) + ", which does not go by SFB");
+      }
+      const Layer& layer = job.model->layers()[static_cast<size_t>(m.layer)];
+      if (ProtocolError e = ClockInRange(m, *job.config)) return e;
+      const int64_t floats = job.config->batch * (layer.fc_in + layer.fc_out);
+      return Sized(m, floats, floats * 4, "factors of layer " + layer.name);
+    }
+    case MsgType::kRing: {
+      if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "a ring step, but " + me_name + " is no worker");
+      const int P = L.num_workers;
+      if (!L.IsWorker(m.from) || L.WorkerIndex(m.from) != (L.WorkerIndex(me) + P - 1) % P) {
+        return Err(C::kWrongSender, "a ring step not from the previous worker of the ring");
+      }
+      const int layers = static_cast<int>(job.model->layers().size());
+      if (m.layer < 0 || m.layer >= layers || job.config->SchemeOf(m.layer) != Scheme::kAllreduce) {
+        return Err(C::kOutOfRange,
+                   "ring step for layer " + S(m.layer) + ", which does not go by all-reduce");
+      }
+      const Layer& layer = job.model->layers()[static_cast<size_t>(m.layer)];
+      const int64_t layer_bytes = layer.params * 4;
+      const int64_t chunk_bytes = job.config->chunk_bytes;
+      const int pieces = RingPieces(layer_bytes, chunk_bytes);
+      if (m.chunk < 0 || m.chunk >= pieces || m.step < 0 || m.step >= 2 * (P - 1)) {
+        return Err(C::kOutOfRange, "ring step " + S(m.step) + " of piece " + S(m.chunk) +
+                                       " of layer " + layer.name + " (it has " + S(pieces) +
+                                       " pieces, " + S(2 * (P - 1)) + " steps)");
+      }
+      if (ProtocolError e = ClockInRange(m, *job.config)) return e;
+      const int seg = RingSegmentSent(L.WorkerIndex(m.from), m.step, P);
+      const RingSpan span = RingSegmentFloats(layer_bytes, chunk_bytes, m.chunk, seg, P);
+      const int64_t piece_bytes =
+          std::min(chunk_bytes, layer_bytes - static_cast<int64_t>(m.chunk) * chunk_bytes);
+      return Sized(m, span.count, RingSegmentBytes(piece_bytes, seg, P),
+                   "ring step " + S(m.step) + " of layer " + layer.name + " piece " + S(m.chunk));
+    }
+  }
+  return Err(C::kNotForThisActor, "message type " + S(static_cast<int>(m.type)) + " is unknown");
+}
+
+int FirstLayerOffPs(const Model& model, const ProtocolConfig& config) {
+  for (const Layer& l : model.layers()) {
+    if (!l.blobs.empty() && config.SchemeOf(l.id) != Scheme::kPs) return l.id;
+  }
+  return -1;
+}
+
+std::string OffPsReason(const Model& model, const ProtocolConfig& config, int layer) {
+  return "layer '" + model.layers()[static_cast<size_t>(layer)].name + "' goes by " +
+         SchemeName(config.SchemeOf(layer)) + ", whose state lives in the workers";
+}
+
+}  // namespace poseidon::core
