@@ -159,6 +159,21 @@ ProtocolError Worker::OnMessage(TimeNs now, const Message& msg) {
       }
       return {};
     case MsgType::kFactors: {
+      LayerSync& s = sync_[static_cast<size_t>(msg.layer)];
+      if (msg.clock < s.sfb.version()) {
+        return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                                 "factors of clock " + std::to_string(msg.clock) +
+                                     ", which this layer has complete already");
+      }
+      std::vector<bool>& from = s.sfb_from[msg.clock];
+      from.resize(static_cast<size_t>(layout_.num_workers), false);
+      const size_t w = static_cast<size_t>(layout_.WorkerIndex(msg.from));
+      if (from[w]) {
+        return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                                 "a second factors message of clock " +
+                                     std::to_string(msg.clock) + " from that worker");
+      }
+      from[w] = true;
       store_->SfbReceive(msg);
       ComputeTask t{TaskKind::kSfbRebuild, msg.layer, -1, msg.payload_bytes, msg.clock};
       t.peer = msg.from;
@@ -174,8 +189,13 @@ ProtocolError Worker::OnMessage(TimeNs now, const Message& msg) {
                                      ", but the ring of this layer is at clock " +
                                      std::to_string(s.ring_version));
       }
-      // The floats first (they may be refused: then the step does not count).
       const int P = layout_.num_workers;
+      if ((msg.clock == s.ring_version ? p.recv : p.recv_next) >= 2 * (P - 1)) {
+        return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                                 "more ring steps of clock " + std::to_string(msg.clock) +
+                                     " than the ring has");
+      }
+      // The floats first (they may be refused: then the step does not count).
       const int seg = RingSegmentSent(layout_.WorkerIndex(msg.from), msg.step, P);
       store_->RingReceive(msg,
                           RingSegmentFloats(model_.layers()[msg.layer].params * 4,
@@ -451,6 +471,7 @@ void Worker::SfbContribution(TimeNs now, int layer, int64_t clock) {
   s.sfb.Add(clock);
   while (s.sfb.FrontComplete()) {
     store_->SfbApply(layer, s.sfb.version(), layout_.num_workers);
+    s.sfb_from.erase(s.sfb.version());
     s.sfb.Advance();
     UpdateVersion(now, layer);
   }

@@ -79,6 +79,7 @@ class Worker final : public Actor {
     ClockCounter ps;       // chunk replies per clock
     bool ps_copying = false;
     ClockCounter sfb;      // gradient contributions per clock (own + rebuilt peers)
+    std::map<int64_t, std::vector<bool>> sfb_from;  // clocks not yet complete: whose factors came
     std::vector<RingPiece> pieces;
     int64_t ring_version = 0;
     int64_t ring_ready = 0;  // clocks whose own gradient is ready for the ring
