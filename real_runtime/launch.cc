@@ -1,6 +1,7 @@
 #include "real_runtime/launch.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -250,8 +251,11 @@ int RunLaunch(const LaunchOptions& o) {
       if (n < 0 && errno == EINTR && !g_signal) continue;
       break;
     }
-    ::close(pipefd[0]);
+    // The same pipe then carries the coordinator's "dead RANK EPOCH" notices (node.h, ready_fd).
+    int notice_fd = pipefd[0];
+    std::string notices;
     if (line.empty()) {
+      ::close(notice_fd);
       stop_all(SIGTERM);
       int status = 0;
       waitpid(coord.pid, &status, 0);
@@ -291,6 +295,45 @@ int RunLaunch(const LaunchOptions& o) {
       ::close(fd);
       children[c.pid] = c;
     };
+    // A process the coordinator declared dead that still runs (SIGSTOPped, hung in the kernel)
+    // holds its rank forever: kill it, and the restart below (or the job's end) follows.
+    auto on_notice = [&](const std::string& notice) {
+      int rank = -1;
+      unsigned epoch = 0;
+      if (std::sscanf(notice.c_str(), "dead %d %u", &rank, &epoch) != 2) return;
+      const auto inc = incarnation.find(rank);
+      if ((inc == incarnation.end() ? 0u : static_cast<unsigned>(inc->second)) != epoch) return;
+      for (const auto& [pid, c] : children) {
+        if (c.rank != rank) continue;
+        fmt::print(stderr, "launch: the coordinator declared {} (rank {}, incarnation {}) dead; "
+                           "killing it (SIGKILL), as it may be stopped\n",
+                   c.name, rank, epoch);
+        kill(pid, SIGKILL);
+      }
+    };
+    // Waits up to 100 ms for a notice (or a signal) and handles the complete lines.
+    auto poll_notices = [&] {
+      if (notice_fd < 0) {
+        ::poll(nullptr, 0, 100);
+        return;
+      }
+      pollfd p{notice_fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) return;
+      char buf[512];
+      const ssize_t n = ::read(notice_fd, buf, sizeof buf);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) return;
+        ::close(notice_fd);  // the coordinator is gone
+        notice_fd = -1;
+        return;
+      }
+      notices.append(buf, static_cast<size_t>(n));
+      for (size_t nl; (nl = notices.find('\n')) != std::string::npos;) {
+        on_notice(notices.substr(0, nl));
+        notices.erase(0, nl + 1);
+        if (notices.size() > 4096) notices.clear();  // not the coordinator's lines
+      }
+    };
     // When the coordinator exited cleanly (the job is over); empty while it runs.
     std::optional<std::chrono::steady_clock::time_point> over_since;
     while (!children.empty()) {
@@ -316,19 +359,21 @@ int RunLaunch(const LaunchOptions& o) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         continue;
       }
+      if (g_signal && !stopping) {
+        fmt::print(stderr, "launch: signal {}: stopping all {} processes\n",
+                   static_cast<int>(g_signal), children.size());
+        stopping = true;
+        result = 130;
+        stop_all(SIGTERM);
+      }
       int status = 0;
-      const pid_t pid = waitpid(-1, &status, 0);
+      const pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid == 0) {
+        poll_notices();
+        continue;
+      }
       if (pid < 0) {
-        if (errno == EINTR) {
-          if (g_signal && !stopping) {
-            fmt::print(stderr, "launch: signal {}: stopping all {} processes\n",
-                       static_cast<int>(g_signal), children.size());
-            stopping = true;
-            result = 130;
-            stop_all(SIGTERM);
-          }
-          continue;
-        }
+        if (errno == EINTR) continue;
         break;
       }
       auto it = children.find(pid);
@@ -362,6 +407,7 @@ int RunLaunch(const LaunchOptions& o) {
         stop_all(SIGTERM);
       }
     }
+    if (notice_fd >= 0) ::close(notice_fd);
   } catch (...) {
     stop_all(SIGKILL);
     for (const auto& [pid, c] : children) waitpid(pid, nullptr, 0);

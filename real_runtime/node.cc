@@ -463,7 +463,6 @@ int NodeHost::Run() {
     if (o_.ready_fd >= 0) {
       const std::string line = fmt::format("{}\n", port);
       const ssize_t n = ::write(o_.ready_fd, line.data(), line.size());
-      ::close(o_.ready_fd);
       if (n != static_cast<ssize_t>(line.size())) {
         throw ConfigError("error: cannot report the coordinator's port to the launcher");
       }
@@ -646,6 +645,14 @@ void NodeHost::OnMembership(const core::Message& m) {
                  dead_epoch, m.clock);
     transport_->RefuseEpochsBelow(who, dead_epoch + 1);
     backlog_.erase(who);
+    if (o_.rank == 0 && o_.ready_fd >= 0) {
+      // The launcher, if any, ends that incarnation should it still run (a stopped process).
+      const std::string line = fmt::format("dead {} {}\n", who, dead_epoch);
+      if (::write(o_.ready_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+        spdlog::warn("{}: cannot tell the launcher that {} is dead: {}", Who(o_.rank), Who(who),
+                     std::strerror(errno));
+      }
+    }
   } else {
     // Its new incarnation is connected (it dials everyone before it registers): older ones are
     // out for good.

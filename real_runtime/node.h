@@ -54,7 +54,10 @@ struct NodeOptions {
   std::string listen_host = "127.0.0.1";
   std::string advertise_host;         // where peers reach this process; empty = listen_host
   TransportOptions transport;         // job id and secret filled in by the caller
-  int ready_fd = -1;                  // rank 0 writes "PORT\n" here once it listens, then closes it
+  // Rank 0 writes "PORT\n" here once it listens, then "dead RANK EPOCH\n" whenever the
+  // coordinator declares an incarnation dead (the launcher kills it if it still runs: a stopped
+  // process, so that it can be restarted); closed when the process ends.
+  int ready_fd = -1;
   LiveTraining training;
   std::string trace_file;             // Chrome-trace JSON of this process's events
   // "real": workers run the kernels on Fashion-MNIST. "replay": every compute task sleeps the

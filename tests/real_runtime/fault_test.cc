@@ -121,6 +121,19 @@ TEST_F(FaultTest, BspShardKilledDuringPushRestoresAndEndsBitIdentical) {
   ExpectSameAsClean("s-push", r);
 }
 
+// A stopped worker (SIGSTOP, never continued) under BSP: the coordinator declares it dead, the
+// launcher kills the stopped process and restarts it, it rejoins, and the job ends with the
+// parameters of a run without the fault (it used to wait for SIGCONT forever).
+TEST_F(FaultTest, BspStoppedWorkerIsKilledRestartedAndEndsBitIdentical) {
+  Result r = Launch("w-stop", "2:push:12:stop", "--restart-on-failure 1");
+  EXPECT_NE(r.out.find("the coordinator declared worker 1 (rank 2, incarnation 0) dead; killing "
+                       "it (SIGKILL)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("restarting worker 1 (rank 2) as incarnation 1"), std::string::npos) << r.out;
+  ExpectSameAsClean("w-stop", r);
+}
+
 // SSP evicts a dead worker: a stopped one is silent like a killed one, so after the timeout the
 // shards stop waiting for it, and the other worker trains to the end.
 TEST_F(FaultTest, SspStoppedWorkerIsEvictedAndTheOtherConverges) {
@@ -129,7 +142,11 @@ TEST_F(FaultTest, SspStoppedWorkerIsEvictedAndTheOtherConverges) {
   ASSERT_EQ(r.rc, 0) << r.out;
   const std::string coord = ReadFile(Dir() + "/ssp-stop/rank-0-coordinator.log");
   EXPECT_NE(coord.find("worker 1 (epoch 0) declared dead"), std::string::npos) << coord;
-  EXPECT_NE(r.out.find("still runs after the job ended; killing it"), std::string::npos) << r.out;
+  // The launcher ends the stopped process once the coordinator declared it dead.
+  EXPECT_NE(r.out.find("the coordinator declared worker 1 (rank 2, incarnation 0) dead; killing "
+                       "it (SIGKILL)"),
+            std::string::npos)
+      << r.out;
   // It learned: the last reported loss is well below the initial ~2.3 of ten classes.
   EXPECT_LT(LastLoss(Dir() + "/ssp-stop.csv"), 1.6);
 }
