@@ -34,6 +34,9 @@ class Coordinator final : public Actor {
   // The membership epoch: 0 at the start, +1 for every death and every rejoin.
   uint32_t epoch() const { return epoch_; }
   bool alive(ActorId a) const { return alive_[static_cast<size_t>(a)]; }
+  // Every actor registered and was told to start.
+  bool started() const { return started_; }
+  bool registered(ActorId a) const { return registered_[static_cast<size_t>(a)]; }
 
  private:
   void Announce(TimeNs now, ActorId who, int32_t what);

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -264,6 +265,9 @@ class NodeHost final : public core::Host {
   int peers_down_after_shutdown_ = 0;
   int peers_up_at_shutdown_ = 0;
   std::unique_ptr<asio::steady_timer> shutdown_timer_;
+  std::unique_ptr<asio::steady_timer> rendezvous_timer_;
+  void ArmRendezvousTimeout();
+  bool RendezvousDone() const;
 };
 
 NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
@@ -475,6 +479,7 @@ int NodeHost::Run() {
     addresses_[o_.rank] = {o_.advertise_host.empty() ? o_.listen_host : o_.advertise_host, port};
     transport_->Connect(0, o_.coordinator_host, o_.coordinator_port);
   }
+  ArmRendezvousTimeout();
   io_.run();
   streams_.clear();
   WriteTrace();
@@ -484,6 +489,35 @@ int NodeHost::Run() {
     if (!f) spdlog::error("{}: cannot write the decisions to {}", Who(o_.rank), o_.decisions_file);
   }
   return exit_code_;
+}
+
+bool NodeHost::RendezvousDone() const {
+  return o_.rank == 0 ? coordinator_actor_->started() : actor_started_;
+}
+
+// No silent wait for a process that never comes (it failed to start, or cannot reach us): past
+// the bound the process fails and says who is missing.
+void NodeHost::ArmRendezvousTimeout() {
+  if (o_.rendezvous_timeout.count() <= 0) return;
+  rendezvous_timer_ = std::make_unique<asio::steady_timer>(io_, o_.rendezvous_timeout);
+  rendezvous_timer_->async_wait([this](const std::error_code& ec) {
+    if (ec || failed_ || shutting_down_ || RendezvousDone()) return;
+    std::vector<std::string> missing;
+    for (int r = 1; r < layout_.num_actors(); ++r) {
+      if (r == o_.rank) continue;
+      const bool in = o_.rank == 0 ? coordinator_actor_->registered(r) : transport_->is_up(r);
+      if (!in) missing.push_back(fmt::format("{} (rank {})", layout_.ActorName(r), r));
+    }
+    if (o_.rank != 0 && !transport_->is_up(0)) missing.insert(missing.begin(), "the coordinator (rank 0)");
+    const int want = layout_.num_actors() - 1;
+    Fail(kExitPeerLost,
+         fmt::format("rendezvous not done after {} s: {} of {} {} {}; missing: {}. Were they "
+                     "started, with --coordinator pointing here, the same scenario and secret? "
+                     "(their logs say why not; --rendezvous-timeout SECONDS waits longer)",
+                     o_.rendezvous_timeout.count(), want - static_cast<int>(missing.size()), want,
+                     o_.rank == 0 ? "processes" : "peers",
+                     o_.rank == 0 ? "registered" : "connected", fmt::join(missing, ", ")));
+  });
 }
 
 void NodeHost::OnPeerUp(int peer) {

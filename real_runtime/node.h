@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ struct NodeOptions {
   // coordinator declares an incarnation dead (the launcher kills it if it still runs: a stopped
   // process, so that it can be restarted); closed when the process ends.
   int ready_fd = -1;
+  // The rendezvous (every process connected to every other, and registered) must be done within
+  // this long, or the process fails with exit code 3 naming who is missing; 0 = wait forever.
+  // A restarted process (incarnation > 0) has the same bound to rejoin.
+  std::chrono::seconds rendezvous_timeout{120};
   LiveTraining training;
   std::string trace_file;             // Chrome-trace JSON of this process's events
   // "real": workers run the kernels on Fashion-MNIST. "replay": every compute task sleeps the

@@ -151,6 +151,11 @@ class Commands final : public LiveCommands {
     node_->add_option("--trace-dir", trace_dir_node_, "write it as DIR/rank-R.json");
     node_->add_option("--checkpoint-dir", checkpoint_dir_,
                       "shards: write checkpoints here (protocol.fault_tolerance.checkpoint_every)");
+    node_->add_option("--rendezvous-timeout", rendezvous_timeout_,
+                      "seconds to wait for every process to join before failing with who is "
+                      "missing (0 = forever)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 86400));
     node_->add_option("--incarnation", incarnation_,
                       "a restarted process: how many times this rank was started before (> 0 "
                       "rejoins the running job)")
@@ -336,6 +341,7 @@ class Commands final : public LiveCommands {
       o.transport.tls_ca = f.ca;
     }
     o.ready_fd = ready_fd_;
+    o.rendezvous_timeout = std::chrono::seconds(rendezvous_timeout_);
     o.training = node_flags_.Build();
     for (const std::string& d : {trace_dir_node_, node_flags_.decisions_dir}) {
       std::error_code ec;
@@ -364,6 +370,7 @@ class Commands final : public LiveCommands {
   uint16_t port_ = 0;
   std::string listen_ = "127.0.0.1", advertise_, secret_file_, job_id_ = "poseidon";
   int ready_fd_ = -1;
+  int rendezvous_timeout_ = 120;
   std::string trace_, trace_dir_node_, checkpoint_dir_;
   int incarnation_ = 0;
   TrainingFlags node_flags_;

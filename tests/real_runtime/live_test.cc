@@ -298,6 +298,19 @@ TEST_F(LiveTest, SecretFileReadableByOthersIsRefused) {
   EXPECT_NE(r.out.find(f), std::string::npos) << r.out;
 }
 
+// A coordinator whose workers and shards never come (they failed to start, or dial elsewhere)
+// does not wait forever: past --rendezvous-timeout it exits 3 and names who is missing.
+TEST_F(LiveTest, RendezvousTimesOutNamingWhoIsMissing) {
+  const std::string f = Dir() + "/rv.secret";
+  std::ofstream(f) << "0123456789abcdef";
+  chmod(f.c_str(), 0600);
+  Result r = Shell(kBin + " node " + kRoot + "/scenarios/live/fmnist_mlp.yaml --rank 0 --port 0 " +
+                   "--secret-file " + f + " --rendezvous-timeout 1");
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_NE(r.out.find("rendezvous not done after 1 s: 0 of"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("missing: worker 0 (rank 1), "), std::string::npos) << r.out;
+}
+
 // `launch --tls`: a new TLS identity for the job (LOG_DIR/tls, key owner-only), every connection
 // of every process encrypted, and the same training as without TLS, loss for loss. `tls-init`
 // makes an identity for `node --tls-dir` and will not overwrite one; a node given a folder without
