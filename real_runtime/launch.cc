@@ -385,7 +385,10 @@ int RunLaunch(const LaunchOptions& o) {
         over_since = std::chrono::steady_clock::now();
         continue;
       }
-      const bool config_error = WIFEXITED(status) && WEXITSTATUS(status) == kExitConfig;
+      // A bad scenario, or a disk that is full, read-only or forbidden: a restart would fail the
+      // same way.
+      const bool config_error = WIFEXITED(status) && (WEXITSTATUS(status) == kExitConfig ||
+                                                      WEXITSTATUS(status) == kExitStorage);
       if (!ok && !stopping && c.rank != 0 && !config_error && restarts < o.restart_on_failure) {
         fmt::print(stderr, "launch: {} (rank {}) {}; see {}\n", c.name, c.rank, Describe(status),
                    c.log);

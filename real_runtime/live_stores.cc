@@ -426,42 +426,6 @@ uint32_t Crc32(const void* data, size_t n) {
   return static_cast<uint32_t>(crc32(0L, static_cast<const Bytef*>(data), static_cast<uInt>(n)));
 }
 
-void WriteFileAtomically(const std::string& path, const std::string& bytes,
-                         const std::function<void()>& before_rename) {
-  const std::string tmp = path + ".tmp";
-  auto fail = [&](const std::string& what) {
-    throw std::runtime_error(fmt::format("{}: error: {}: {}", tmp, what, std::strerror(errno)));
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) fail("cannot create");
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      fail("cannot write");
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    fail("fsync failed");
-  }
-  ::close(fd);
-  if (before_rename) before_rename();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename over " + path);
-  // The rename itself must survive a crash: sync the folder.
-  const std::string dir = std::filesystem::path(path).parent_path().empty()
-                              ? std::string(".")
-                              : std::filesystem::path(path).parent_path().string();
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
 core::FloatBuffer LiveShardStore::Read(const core::Chunk& c) {
   return std::make_shared<const std::vector<float>>(State(c).values);
 }

@@ -27,6 +27,7 @@
 #include "core/job.h"
 #include "core/model.h"
 #include "core/param_store.h"
+#include "real_runtime/atomic_file.h"
 #include "core/placement.h"
 #include "kernels/net.h"
 #include "kernels/sgd.h"
@@ -89,14 +90,8 @@ class LiveWorkerStore final : public core::WorkerStore {
   std::map<int, std::vector<float>> ring_history_;
 };
 
-// Writes `bytes` to PATH.tmp, fsyncs it, renames it over `path` and fsyncs the folder, so that
-// `path` holds either the old or the new contents after a crash, never a torn file. Throws
-// std::runtime_error naming the file and the system error.
 // zlib's CRC-32 of n bytes (checkpoint files).
 uint32_t Crc32(const void* data, size_t n);
-
-void WriteFileAtomically(const std::string& path, const std::string& bytes,
-                         const std::function<void()>& before_rename = {});
 
 class LiveShardStore final : public core::ShardStore {
  public:

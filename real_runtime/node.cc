@@ -993,6 +993,13 @@ void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
       case core::TaskKind::kServerUpdate:
         break;  // the store's Apply runs the step when the core takes the result
     }
+  } catch (const StorageError& e) {
+    // The worker's checkpoint, written between two tasks: a disk error, not the kernel's.
+    compute_failed_ = true;
+    const int code = e.permanent() ? kExitStorage : kExitCompute;
+    const std::string why = e.what();
+    asio::post(io_, [this, code, why] { Fail(code, why); });
+    return;
   } catch (const std::exception& e) {
     compute_failed_ = true;
     const std::string why = fmt::format("{} of layer {} at clock {} failed: {}",
@@ -1022,7 +1029,10 @@ void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin,
   }
   try {
     actor_->OnComputeDone(now, task);
-  } catch (const std::runtime_error& e) {  // a PayloadError, a checkpoint that cannot be written
+  } catch (const StorageError& e) {  // a shard's checkpoint that cannot be written
+    Fail(e.permanent() ? kExitStorage : kExitCompute, e.what());
+    return;
+  } catch (const std::runtime_error& e) {  // a PayloadError
     Fail(kExitCompute, e.what());
     return;
   }

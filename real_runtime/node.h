@@ -98,6 +98,8 @@ enum NodeExit : int {
   kExitConfig = 2,      // bad options or scenario (a ConfigError)
   kExitPeerLost = 3,    // a peer's connection closed before the job ended
   kExitCompute = 4,     // a kernel failed or the loss diverged
+  kExitStorage = 5,     // a file could not be written for good (no space, read-only, permission):
+                        // restarting would fail the same way, so launch does not
 };
 
 // Runs the process until the job ends; returns a NodeExit. Throws config::ConfigError for

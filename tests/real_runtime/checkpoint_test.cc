@@ -2,6 +2,7 @@
 // is refused with one error naming the file, the byte offset and what is wrong.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -10,6 +11,7 @@
 #include "config/yaml_reader.h"
 #include "core/placement.h"
 #include "kernels/net.h"
+#include "real_runtime/atomic_file.h"
 #include "real_runtime/live_stores.h"
 #include "tests/core/test_models.h"
 
@@ -120,6 +122,39 @@ TEST_F(CheckpointTest, ACorruptTruncatedOrForeignFileIsRefusedWithFileAndOffset)
   fs::copy_file(File(0), File(1), fs::copy_options::overwrite_existing);
   EXPECT_NE(LoadError(1).find("written by shard 0, this is shard 1"), std::string::npos) << LoadError(1);
   EXPECT_EQ(LoadError(0), "");
+}
+
+// A full disk (the temporary file is /dev/full, whose writes fail with ENOSPC) is a permanent
+// error: StorageError names the file, the system error and what to do, and leaves no partial
+// file behind. A restart would fail the same way, so the live job stops (exit code 5).
+TEST(WriteFileAtomically, AFullDiskIsAPermanentErrorNamingThePath) {
+  const fs::path dir = fs::temp_directory_path() / ("poseidon-full-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "shard-0.ckpt").string();
+  fs::create_symlink("/dev/full", path + ".tmp");
+  try {
+    WriteFileAtomically(path, std::string(1 << 16, 'x'));
+    ADD_FAILURE() << "no error on a full disk";
+  } catch (const StorageError& e) {
+    EXPECT_TRUE(e.permanent());
+    EXPECT_EQ(e.error_number(), ENOSPC);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path + ".tmp: error: cannot write: No space left on device; free space on "
+                       "the disk of the folder " + dir.string()),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("restarting the process would fail the same way"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(fs::symlink_status(path + ".tmp"))) << "a partial file was left";
+  EXPECT_FALSE(fs::exists(path));
+  // Written again once there is room: the file appears whole.
+  WriteFileAtomically(path, "abc");
+  std::ifstream in(path);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "abc");
+  EXPECT_TRUE(StorageError::IsPermanent(EROFS));
+  EXPECT_TRUE(StorageError::IsPermanent(EACCES));
+  EXPECT_FALSE(StorageError::IsPermanent(EIO));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -134,6 +134,30 @@ TEST_F(FaultTest, BspStoppedWorkerIsKilledRestartedAndEndsBitIdentical) {
   ExpectSameAsClean("w-stop", r);
 }
 
+// The shards' checkpoint folder is on a full disk (a 4 MiB tmpfs; a shard's checkpoint is about
+// 5 MiB): the first checkpoint fails with ENOSPC, the shard exits with code 5 naming the file,
+// and launch stops the job at once instead of restarting it three times into the same error.
+TEST_F(FaultTest, AFullDiskStopsTheJobAtOnceNamingTheFile) {
+  const std::string mnt = Dir() + "/tiny";
+  fs::create_directories(mnt);
+  if (geteuid() != 0 || Shell("mount -t tmpfs -o size=4m tmpfs " + mnt).rc != 0) {
+    GTEST_SKIP() << "mounting a small tmpfs needs root; skipped";
+  }
+  Result r = Launch("tiny/log", "", "--restart-on-failure 3");
+  std::string logs;
+  for (const auto& e : fs::directory_iterator(mnt + "/log")) {
+    if (e.path().extension() == ".log") logs += ReadFile(e.path().string());
+  }
+  Shell("umount " + mnt);
+  EXPECT_NE(logs.find("checkpoints/shard-0.ckpt.tmp: error: cannot write: No space left on "
+                      "device; free space on the disk of the folder"),
+            std::string::npos)
+      << logs;
+  EXPECT_EQ(r.rc, 5) << r.out;
+  EXPECT_EQ(r.out.find("restarting"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exited with code 5; stopping the others"), std::string::npos) << r.out;
+}
+
 // SSP evicts a dead worker: a stopped one is silent like a killed one, so after the timeout the
 // shards stop waiting for it, and the other worker trains to the end.
 TEST_F(FaultTest, SspStoppedWorkerIsEvictedAndTheOtherConverges) {
