@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -47,7 +48,36 @@ void FailAt(const YAML::Node& node, const std::string& file, const std::string& 
   FailAt(LocOf(node, file), msg);
 }
 
+int64_t MaxYamlFileBytes() {
+  const char* v = std::getenv("POSEIDON_MAX_FILE_MIB");
+  double mib = 16;
+  if (v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const double x = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(x > 0) || x > 1 << 20) {
+      throw ConfigError(fmt::format("error: POSEIDON_MAX_FILE_MIB='{}' is not a size in MiB "
+                                    "between 0 and 1048576",
+                                    v));
+    }
+    mib = x;
+  }
+  return static_cast<int64_t>(mib * 1024 * 1024);
+}
+
 YamlFile YamlFile::Load(const std::string& path) {
+  {
+    // Before anything is read: a YAML file of hundreds of MiB (a wrong path, a generated file
+    // gone wrong) would take every process of a job minutes and gigabytes to parse.
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    const int64_t limit = MaxYamlFileBytes();
+    if (!ec && static_cast<int64_t>(size) > limit) {
+      throw ConfigError(fmt::format(
+          "{}: error: {} bytes, more than the {} MiB a scenario, model, device or profile file "
+          "may have; is it the right file? (POSEIDON_MAX_FILE_MIB=N raises the limit)",
+          path, size, limit / (1024.0 * 1024.0)));
+    }
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw ConfigError(fmt::format("{}: error: cannot read file: {}; check the path", path,

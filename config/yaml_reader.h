@@ -37,11 +37,15 @@ core::SourceLoc LocOf(const YAML::Node& node, const std::string& file);
 [[noreturn]] void FailAt(const YAML::Node& node, const std::string& file, const std::string& msg);
 [[noreturn]] void FailAt(const core::SourceLoc& loc, const std::string& msg);
 
+// The largest YAML file Load reads: 16 MiB, or POSEIDON_MAX_FILE_MIB (inherited by every
+// process of a job). Throws ConfigError for a value that is not a size.
+int64_t MaxYamlFileBytes();
+
 // A parsed YAML document with the path it came from.
 class YamlFile {
  public:
-  // Throws ConfigError for an unreadable file ("cannot read FILE: reason") or a syntax error
-  // ("FILE:LINE:COL: error: YAML syntax: ...").
+  // Throws ConfigError for an unreadable file ("cannot read FILE: reason"), one larger than
+  // MaxYamlFileBytes(), or a syntax error ("FILE:LINE:COL: error: YAML syntax: ...").
   static YamlFile Load(const std::string& path);
   static YamlFile Parse(const std::string& text, const std::string& name);
   const YAML::Node& root() const { return root_; }

@@ -41,6 +41,7 @@
 #include "core/worker.h"
 #include "kernels/data/idx.h"
 #include "kernels/kernel.h"
+#include "kernels/memory_estimate.h"
 #include "kernels/net.h"
 #include "kernels/training.h"
 #include "real_runtime/live_stores.h"
@@ -361,6 +362,11 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     const int w = layout_.WorkerIndex(o_.rank);
     batches_ = std::make_unique<kernels::BatchSource>(*train_, s.batch_per_worker * s.workers, w,
                                                       s.workers, s.seed);
+    try {
+      kernels::CheckNetFits(model_, s.batch_per_worker);  // before anything is allocated
+    } catch (const kernels::MemoryError& e) {
+      throw ConfigError(e.what());
+    }
     net_ = std::make_unique<kernels::Net>(model_, backend, s.batch_per_worker, s.seed);
     if (o_.training.test && w == 0) {
       test_ = std::make_unique<kernels::IdxDataset>(kernels::FashionMnistTest(dir));

@@ -17,6 +17,7 @@
 #include "core/model.h"
 #include "kernels/data/idx.h"
 #include "kernels/kernel.h"
+#include "kernels/memory_estimate.h"
 #include "kernels/net.h"
 #include "kernels/sgd.h"
 #include "kernels/training.h"
@@ -77,6 +78,11 @@ int RunTrain(const TrainOptions& o, std::ostream& out) {
   }
   if (train.count == 0) throw ConfigError("error: the training set in " + o.data_dir + " is empty");
 
+  try {
+    kernels::CheckNetFits(model, o.batch);  // before anything is allocated
+  } catch (const kernels::MemoryError& e) {
+    throw ConfigError(e.what());
+  }
   kernels::Net net(model, backend, o.batch, o.seed);
   kernels::Sgd sgd(sgd_options, net.num_params());
   out << fmt::format(

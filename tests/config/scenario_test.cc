@@ -1,6 +1,7 @@
 // Scenario and sweep files: good ones load; each class of bad input gives one located message.
 #include "config/scenario.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -67,6 +68,26 @@ TEST_F(ScenarioFile, ShippedScenariosLoad) {
   for (const char* f : {"/scenarios/demo.yaml", "/tests/golden/small.yaml"}) {
     EXPECT_NO_THROW(LoadScenarioFile(kSrc + f)) << f;
   }
+}
+
+// A scenario far larger than any real one (here 17 MiB of comments) is refused before it is read
+// or parsed, naming the file and the override; POSEIDON_MAX_FILE_MIB raises the limit.
+TEST_F(ScenarioFile, OversizedFileIsRefusedBeforeParsing) {
+  std::string text = kGood;
+  text += "# " + std::string(17u << 20, 'x') + "\n";
+  const std::string path = Write(text);
+  const std::string err = Error(text);
+  EXPECT_NE(err.find(path + ": error: " + std::to_string(text.size()) +
+                     " bytes, more than the 16 MiB a scenario, model, device or profile file may "
+                     "have; is it the right file? (POSEIDON_MAX_FILE_MIB=N raises the limit)"),
+            std::string::npos)
+      << err.substr(0, 300);
+  ::setenv("POSEIDON_MAX_FILE_MIB", "32", 1);
+  EXPECT_EQ(Error(text), "");
+  ::setenv("POSEIDON_MAX_FILE_MIB", "lots", 1);
+  EXPECT_NE(Error(kGood).find("POSEIDON_MAX_FILE_MIB='lots' is not a size in MiB"),
+            std::string::npos);
+  ::unsetenv("POSEIDON_MAX_FILE_MIB");
 }
 
 TEST_F(ScenarioFile, SyntaxErrorNamesLineAndColumn) {

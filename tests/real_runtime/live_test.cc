@@ -298,6 +298,27 @@ TEST_F(LiveTest, SecretFileReadableByOthersIsRefused) {
   EXPECT_NE(r.out.find(f), std::string::npos) << r.out;
 }
 
+// A model that cannot fit at the batch asked for is refused before anything is allocated, with
+// what it needs and what the machine has (or what POSEIDON_MEMORY_LIMIT_GIB allows), by
+// `train` and by a live node alike; exit code 2, within seconds.
+TEST_F(LiveTest, AModelTooLargeForMemoryIsRefusedBeforeAllocation) {
+  Result t = Shell(kBin + " train --model fmnist_cnn --iterations 1 --batch 100000000 --data-dir " +
+                   Dir() + "/data");
+  EXPECT_EQ(t.rc, 2) << t.out;
+  EXPECT_NE(t.out.find("error: model 'fmnist_cnn' at batch 100000000 needs "), std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find("GiB this machine has available; lower the batch"), std::string::npos)
+      << t.out;
+  Result n = Shell("POSEIDON_MEMORY_LIMIT_GIB=0.001 " + kBin + " launch " + kRoot +
+                   "/scenarios/live/fmnist_mlp.yaml --workers 1 --servers 1 --no-test --data-dir " +
+                   Dir() + "/data --log-dir " + Dir() + "/mem --set iterations=2");
+  EXPECT_EQ(n.rc, 2) << n.out;
+  EXPECT_NE(ReadFile(Dir() + "/mem/rank-1-worker.log")
+                .find("the 0.0 GiB POSEIDON_MEMORY_LIMIT_GIB allows; lower the batch"),
+            std::string::npos)
+      << n.out;
+}
+
 // A coordinator whose workers and shards never come (they failed to start, or dial elsewhere)
 // does not wait forever: past --rendezvous-timeout it exits 3 and names who is missing.
 TEST_F(LiveTest, RendezvousTimesOutNamingWhoIsMissing) {
