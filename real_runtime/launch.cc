@@ -381,6 +381,14 @@ int RunLaunch(const LaunchOptions& o) {
       const Child c = it->second;
       children.erase(it);
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (stopping && result == kExitPeerLost && WIFEXITED(status) &&
+          WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != kExitPeerLost) {
+        // The first process out only lost a peer; this one says why (the coordinator's
+        // watchdog, a disk error, ...): its code is the job's.
+        fmt::print(stderr, "launch: {} (rank {}) {}: the cause; see {}\n", c.name, c.rank,
+                   Describe(status), c.log);
+        result = WEXITSTATUS(status);
+      }
       if (c.rank == 0 && ok && !stopping) {
         over_since = std::chrono::steady_clock::now();
         continue;

@@ -62,6 +62,10 @@ enum Control : uint8_t {
   kCtlShutdown = 68,  // coordinator -> any: the job is over, exit
   kCtlClockPing = 69, // any -> coordinator: i64 local send time
   kCtlClockPong = 70, // coordinator -> any: i64 that time, i64 coordinator's job time
+  kCtlProgress = 71,  // worker -> coordinator: i64 clock of an iteration finished (replayed
+                      // compute, which reports no loss)
+  kCtlStatusAsk = 72, // coordinator -> any: what do you wait for? (the progress watchdog)
+  kCtlStatus = 73,    // any -> coordinator: that, as text
 };
 
 // Clock pings per process: the offset of the sample with the smallest round trip is kept.
@@ -267,6 +271,14 @@ class NodeHost final : public core::Host {
   int peers_up_at_shutdown_ = 0;
   std::unique_ptr<asio::steady_timer> shutdown_timer_;
   std::unique_ptr<asio::steady_timer> rendezvous_timer_;
+  // The progress watchdog (rank 0): re-armed whenever a worker finishes an iteration.
+  std::unique_ptr<asio::steady_timer> progress_timer_, status_timer_;
+  std::map<int, std::string> status_;  // answers to kCtlStatusAsk
+  bool asked_status_ = false;
+  std::string restore_note_;           // a restarted shard: what it was restored from
+  void NoteProgress();
+  void OnNoProgress();
+  void EndForNoProgress();
   void ArmRendezvousTimeout();
   bool RendezvousDone() const;
 };
@@ -404,9 +416,15 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
         shard->Restore(state);
         spdlog::info("{}: restored from {}: every push of clocks below {} applied", Who(o_.rank),
                      file, state.floor);
+        restore_note_ = fmt::format("restarted from {} (clocks below {})", file, state.floor);
       } else if (o_.rejoin) {
         spdlog::info("{}: no checkpoint at {} yet; starting from the initial values", Who(o_.rank),
                      file);
+        restore_note_ = fmt::format(
+            "restarted from the initial values: no checkpoint at {}; if the job was past its "
+            "first checkpoint, the clocks before the pushes the workers keep cannot be replayed: "
+            "put back the newest {} or start the job again",
+            file, std::filesystem::path(file).filename().string());
       }
     }
     shard_actor_ = shard.get();
@@ -479,6 +497,7 @@ int NodeHost::Run() {
     }
     actor_->OnStart(Now());
     actor_started_ = true;
+    NoteProgress();  // the watchdog starts with the job
     if (layout_.num_actors() == 1) MaybeFinishJob();
   } else {
     const uint16_t port = transport_->Listen(o_.listen_host, 0);
@@ -495,6 +514,47 @@ int NodeHost::Run() {
     if (!f) spdlog::error("{}: cannot write the decisions to {}", Who(o_.rank), o_.decisions_file);
   }
   return exit_code_;
+}
+
+// The coordinator's watchdog: a worker finished an iteration.
+void NodeHost::NoteProgress() {
+  if (o_.rank != 0 || o_.progress_timeout.count() <= 0 || asked_status_) return;
+  if (!progress_timer_) progress_timer_ = std::make_unique<asio::steady_timer>(io_);
+  progress_timer_->expires_after(o_.progress_timeout);
+  progress_timer_->async_wait([this](const std::error_code& ec) {
+    if (!ec) OnNoProgress();
+  });
+}
+
+// No worker finished an iteration for progress_timeout: ask every process what it waits for,
+// give them 3 s to answer, then end the job with the answers (as the simulator's deadlock report).
+void NodeHost::OnNoProgress() {
+  if (failed_ || shutting_down_ || coordinator_actor_->finished()) return;
+  asked_status_ = true;
+  for (int r = 1; r < layout_.num_actors(); ++r) {
+    if (transport_->is_up(r)) transport_->SendControl(r, kCtlStatusAsk, {});
+  }
+  status_timer_ = std::make_unique<asio::steady_timer>(io_, std::chrono::seconds(3));
+  status_timer_->async_wait([this](const std::error_code& ec) {
+    if (!ec) EndForNoProgress();
+  });
+}
+
+void NodeHost::EndForNoProgress() {
+  if (failed_) return;
+  std::string lines = "\n  " + coordinator_actor_->WaitingFor();
+  for (int r = 1; r < layout_.num_actors(); ++r) {
+    auto it = status_.find(r);
+    lines += "\n  " + (it != status_.end()
+                           ? it->second
+                           : fmt::format("{}: no answer ({})", Who(r),
+                                         transport_->is_up(r) ? "connected" : "not connected"));
+  }
+  Fail(kExitNoProgress,
+       fmt::format("no worker finished an iteration for {} s; the job is stuck. What each "
+                   "process waits for:{}\n(--progress-timeout SECONDS changes the bound, 0 "
+                   "turns it off)",
+                   o_.progress_timeout.count(), lines));
 }
 
 bool NodeHost::RendezvousDone() const {
@@ -603,9 +663,14 @@ void NodeHost::MaybeInjectFault(const char* phase, int64_t clock) {
     }
     return;
   }
-  spdlog::warn("{}: injected fault: signal {} at {} of clock {}", Who(o_.rank), f.signal, phase,
-               clock);
+  spdlog::warn("{}: injected fault: signal {} at {} of clock {}{}", Who(o_.rank), f.signal, phase,
+               clock, f.delete_checkpoint ? ", its checkpoint deleted first" : "");
   spdlog::default_logger()->flush();
+  if (f.delete_checkpoint && is_server_) {
+    std::error_code ec;
+    std::filesystem::remove(
+        fmt::format("{}/shard-{}.ckpt", o_.checkpoint_dir, layout_.ServerIndex(o_.rank)), ec);
+  }
   ::raise(f.signal);
   o_.inject.phase.clear();  // (after a stop is continued)
 }
@@ -761,8 +826,30 @@ void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
           clock < 0 || clock >= protocol_.iterations) {
         return bad("loss");
       }
+      NoteProgress();
       OnLoss(peer, clock, loss);
       MaybeFinishJob();
+      return;
+    }
+    case kCtlProgress: {
+      int64_t clock = 0;
+      if (o_.rank != 0 || !layout_.IsWorker(peer) || !r.Get(&clock)) return bad("progress");
+      NoteProgress();
+      return;
+    }
+    case kCtlStatusAsk: {
+      if (peer != 0) return bad("status request");
+      std::string s = actor_started_ ? actor_->WaitingFor()
+                                     : fmt::format("{}: not started (rendezvous)", Who(o_.rank));
+      if (!restore_note_.empty()) s += "; " + restore_note_;
+      std::vector<uint8_t> b(s.begin(), s.end());
+      transport_->SendControl(0, kCtlStatus, std::move(b));
+      return;
+    }
+    case kCtlStatus: {
+      if (o_.rank != 0 || !asked_status_ || body.size() > 4096) return bad("status");
+      status_[peer].assign(body.begin(), body.end());
+      if (static_cast<int>(status_.size()) == layout_.num_actors() - 1) EndForNoProgress();
       return;
     }
     case kCtlAccuracy: {
@@ -1032,6 +1119,10 @@ void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin,
     PutValue<int64_t>(&b, task.clock);
     PutValue<double>(&b, *loss);
     transport_->SendControl(0, kCtlLoss, std::move(b));
+  } else if (replay_ && task.kind == core::TaskKind::kBackward && task.layer == 0) {
+    std::vector<uint8_t> b;  // an iteration's end, for the coordinator's progress watchdog
+    PutValue<int64_t>(&b, task.clock);
+    transport_->SendControl(0, kCtlProgress, std::move(b));
   }
   try {
     actor_->OnComputeDone(now, task);
@@ -1229,15 +1320,19 @@ NodeOptions::InjectFault InjectFaultFromEnvironment(int rank) {
       (std::string(phase) != "push" && std::string(phase) != "pull" &&
        std::string(phase) != "checkpoint" && std::string(phase) != "heartbeat") ||
       (std::string(sig) != "kill" && std::string(sig) != "stop" &&
-       std::string(sig) != "linkdown")) {
+       std::string(sig) != "linkdown" && std::string(sig) != "killnockpt")) {
     throw ConfigError(fmt::format("error: POSEIDON_INJECT_FAULT='{}': want RANK:PHASE:CLOCK:SIGNAL "
-                                  "with PHASE push, pull, checkpoint or heartbeat and SIGNAL kill, stop or linkdown",
+                                  "with PHASE push, pull, checkpoint or heartbeat and SIGNAL kill, "
+                                  "killnockpt, stop or linkdown",
                                   v));
   }
   if (r != rank) return f;
   f.phase = phase;
   f.clock = clock;
-  f.signal = std::string(sig) == "kill" ? SIGKILL : std::string(sig) == "stop" ? SIGSTOP : 0;
+  f.signal = std::string(sig) == "kill" || std::string(sig) == "killnockpt" ? SIGKILL
+             : std::string(sig) == "stop"                                  ? SIGSTOP
+                                                                           : 0;
+  f.delete_checkpoint = std::string(sig) == "killnockpt";
   return f;
 }
 

@@ -63,6 +63,9 @@ struct NodeOptions {
   // this long, or the process fails with exit code 3 naming who is missing; 0 = wait forever.
   // A restarted process (incarnation > 0) has the same bound to rejoin.
   std::chrono::seconds rendezvous_timeout{120};
+  // The coordinator ends a job in which no worker finished an iteration for this long, with what
+  // every process waits for (exit code 6); 0 = never.
+  std::chrono::seconds progress_timeout{600};
   LiveTraining training;
   std::string trace_file;             // Chrome-trace JSON of this process's events
   // "real": workers run the kernels on Fashion-MNIST. "replay": every compute task sleeps the
@@ -86,6 +89,7 @@ struct NodeOptions {
     std::string phase;  // empty: none
     int64_t clock = 0;
     int signal = 0;     // SIGKILL, SIGSTOP, or 0: take eth0 down
+    bool delete_checkpoint = false;  // killnockpt: a shard deletes its checkpoint, then SIGKILL
   } inject;
 };
 
@@ -100,6 +104,7 @@ enum NodeExit : int {
   kExitCompute = 4,     // a kernel failed or the loss diverged
   kExitStorage = 5,     // a file could not be written for good (no space, read-only, permission):
                         // restarting would fail the same way, so launch does not
+  kExitNoProgress = 6,  // the coordinator's watchdog: no iteration finished for progress_timeout
 };
 
 // Runs the process until the job ends; returns a NodeExit. Throws config::ConfigError for

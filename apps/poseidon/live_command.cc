@@ -34,6 +34,7 @@ struct TrainingFlags {
   std::string tls_dir;
   double lr = 0.01, momentum = 0.9, weight_decay = 0.0005, gamma = 0.1, power = 1;
   int64_t stepsize = 0, print_interval = 100;
+  int64_t progress_timeout = 600;
   bool no_test = false;
 
   void Add(CLI::App* c) {
@@ -47,6 +48,11 @@ struct TrainingFlags {
     c->add_option("--stepsize", stepsize, "step: iterations (0 = iterations/3)");
     c->add_option("--power", power, "poly: power")->capture_default_str();
     c->add_option("--print-interval", print_interval)->capture_default_str();
+    c->add_option("--progress-timeout", progress_timeout,
+                  "coordinator: end the job, saying what every process waits for, when no "
+                  "worker finished an iteration for this many seconds (0 = never)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 31));
     c->add_option("--csv", csv, "coordinator: write the learning curve here");
     c->add_flag("--no-test", no_test, "skip the test-set accuracy at the end");
     c->add_option("--compute", compute,
@@ -66,7 +72,8 @@ struct TrainingFlags {
                                   fmt::format("{}", weight_decay), "--lr-policy", lr_policy,
                                   "--gamma", fmt::format("{}", gamma), "--stepsize",
                                   std::to_string(stepsize), "--power", fmt::format("{}", power),
-                                  "--print-interval", std::to_string(print_interval)};
+                                  "--print-interval", std::to_string(print_interval),
+                                  "--progress-timeout", std::to_string(progress_timeout)};
     if (!data_dir.empty()) a.insert(a.end(), {"--data-dir", data_dir});
     if (!csv.empty()) a.insert(a.end(), {"--csv", csv});
     if (no_test) a.push_back("--no-test");
@@ -342,6 +349,7 @@ class Commands final : public LiveCommands {
     }
     o.ready_fd = ready_fd_;
     o.rendezvous_timeout = std::chrono::seconds(rendezvous_timeout_);
+    o.progress_timeout = std::chrono::seconds(node_flags_.progress_timeout);
     o.training = node_flags_.Build();
     for (const std::string& d : {trace_dir_node_, node_flags_.decisions_dir}) {
       std::error_code ec;

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -156,6 +157,32 @@ TEST_F(FaultTest, AFullDiskStopsTheJobAtOnceNamingTheFile) {
   EXPECT_EQ(r.rc, 5) << r.out;
   EXPECT_EQ(r.out.find("restarting"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("exited with code 5; stopping the others"), std::string::npos) << r.out;
+}
+
+// A shard dies and comes back without its checkpoint (deleted, as the message for a corrupt one
+// once advised): it starts from the initial values, the workers' kept pushes begin at the last
+// checkpoint, and clocks 0..19 can never be replayed. The job used to sit at 0% CPU forever;
+// the coordinator's progress watchdog now ends it, printing what every process waits for and,
+// from the shard, which checkpoint is missing and what to do (exit code 6, within 30 s).
+TEST_F(FaultTest, AShardRestartedWithoutItsCheckpointEndsTheJobWithTheMessage) {
+  const auto start = std::chrono::steady_clock::now();
+  Result r = Launch("s-nockpt", "3:push:25:killnockpt",
+                    "--restart-on-failure 1 --progress-timeout 10");
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.rc, 6) << r.out;
+  EXPECT_LT(secs, 60) << "the job did not end in a bounded time";
+  EXPECT_NE(r.out.find("restarting shard 0 (rank 3)"), std::string::npos) << r.out;
+  const std::string coord = ReadFile(Dir() + "/s-nockpt/rank-0-coordinator.log");
+  EXPECT_NE(coord.find("no worker finished an iteration for 10 s; the job is stuck. What each "
+                       "process waits for:"),
+            std::string::npos)
+      << coord;
+  EXPECT_NE(coord.find("restarted from the initial values: no checkpoint at "), std::string::npos)
+      << coord;
+  EXPECT_NE(coord.find("put back the newest shard-0.ckpt or start the job again"),
+            std::string::npos)
+      << coord;
 }
 
 // SSP evicts a dead worker: a stopped one is silent like a killed one, so after the timeout the
