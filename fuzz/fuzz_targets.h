@@ -25,5 +25,6 @@ int FuzzScenario(const uint8_t* data, size_t size);
 int FuzzModel(const uint8_t* data, size_t size);
 int FuzzIdx(const uint8_t* data, size_t size);
 int FuzzProtocol(const uint8_t* data, size_t size);
+int FuzzControl(const uint8_t* data, size_t size);
 
 }  // namespace poseidon::fuzz

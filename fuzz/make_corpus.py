@@ -98,6 +98,26 @@ def protocols():
                                             for i in range(300)))
 
 
+def controls():
+    t = "control_fuzz"
+    # Byte 0 % 7: hello, peer table, loss, i64, f64, pong, status (real_runtime/control.h).
+    put(t, "hello", bytes([0]) + struct.pack("<H", 7070) + b"10.0.0.7")
+    put(t, "hello_no_host", bytes([0]) + struct.pack("<H", 7070))
+    table = struct.pack("<I", 2)
+    for rank, host in [(1, b"10.0.0.1"), (3, b"node-3")]:
+        table += struct.pack("<IHB", rank, 7000 + rank, len(host)) + host
+    put(t, "peers", bytes([1]) + table)
+    put(t, "peers_rank0", bytes([1]) + struct.pack("<IIHB", 1, 0, 1, 1) + b"h")
+    put(t, "peers_trailing", bytes([1]) + table + b"x")
+    put(t, "loss", bytes([2]) + struct.pack("<qd", 12, 0.53))
+    put(t, "loss_short", bytes([2]) + struct.pack("<q", 12))
+    put(t, "i64", bytes([3]) + struct.pack("<q", -5))
+    put(t, "f64_nan", bytes([4]) + struct.pack("<Q", 0x7FF8000000000001))
+    put(t, "pong", bytes([5]) + struct.pack("<qq", 1, 2))
+    put(t, "status", bytes([6]) + b"worker 0: at clock 3, waiting for fresh parameters")
+    put(t, "status_long", bytes([6]) + b"s" * 4097)
+
+
 def idx_bytes(dims, data):
     return bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) + data
 
@@ -140,10 +160,11 @@ def yamls():
 
 if __name__ == "__main__":
     for t in ["frame_fuzz", "handshake_fuzz", "idx_fuzz", "scenario_fuzz", "model_fuzz",
-              "protocol_fuzz"]:
+              "protocol_fuzz", "control_fuzz"]:
         shutil.rmtree(os.path.join(OUT, t), ignore_errors=True)
     frames()
     handshakes()
     protocols()
+    controls()
     idx()
     yamls()

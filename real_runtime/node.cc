@@ -44,6 +44,7 @@
 #include "kernels/memory_estimate.h"
 #include "kernels/net.h"
 #include "kernels/training.h"
+#include "real_runtime/control.h"
 #include "real_runtime/live_stores.h"
 #include "sim/compute_model.h"
 
@@ -53,55 +54,8 @@ namespace {
 using config::ConfigError;
 using Clock = std::chrono::steady_clock;
 
-// Runtime control frames (transport.h passes them through untouched).
-enum Control : uint8_t {
-  kCtlHello = 64,     // any -> coordinator: u16 port, host bytes (where I listen)
-  kCtlPeers = 65,     // coordinator -> any: n x (u32 rank, u16 port, u8 len, host)
-  kCtlLoss = 66,      // worker -> coordinator: i64 clock, f64 loss
-  kCtlAccuracy = 67,  // worker -> coordinator: f64 test accuracy
-  kCtlShutdown = 68,  // coordinator -> any: the job is over, exit
-  kCtlClockPing = 69, // any -> coordinator: i64 local send time
-  kCtlClockPong = 70, // coordinator -> any: i64 that time, i64 coordinator's job time
-  kCtlProgress = 71,  // worker -> coordinator: i64 clock of an iteration finished (replayed
-                      // compute, which reports no loss)
-  kCtlStatusAsk = 72, // coordinator -> any: what do you wait for? (the progress watchdog)
-  kCtlStatus = 73,    // any -> coordinator: that, as text
-};
-
 // Clock pings per process: the offset of the sample with the smallest round trip is kept.
 constexpr int kClockPings = 8;
-
-// Little-endian helpers for the control bodies.
-void Put(std::vector<uint8_t>* b, const void* p, size_t n) {
-  const auto* c = static_cast<const uint8_t*>(p);
-  b->insert(b->end(), c, c + n);
-}
-template <typename T>
-void PutValue(std::vector<uint8_t>* b, T v) {
-  Put(b, &v, sizeof v);
-}
-class Reader {
- public:
-  explicit Reader(const std::vector<uint8_t>& b) : b_(b) {}
-  template <typename T>
-  bool Get(T* v) {
-    if (pos_ + sizeof(T) > b_.size()) return false;
-    std::memcpy(v, b_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return true;
-  }
-  bool GetString(size_t n, std::string* s) {
-    if (pos_ + n > b_.size()) return false;
-    s->assign(reinterpret_cast<const char*>(b_.data() + pos_), n);
-    pos_ += n;
-    return true;
-  }
-  bool done() const { return pos_ == b_.size(); }
-
- private:
-  const std::vector<uint8_t>& b_;
-  size_t pos_ = 0;
-};
 
 // One thread running posted jobs in order: a compute stream.
 class Executor {
@@ -142,11 +96,6 @@ class Executor {
   std::deque<std::function<void()>> jobs_;
   bool stop_ = false;
   std::thread thread_;
-};
-
-struct PeerAddress {
-  std::string host;
-  uint16_t port = 0;
 };
 
 class NodeHost final : public core::Host {
@@ -592,13 +541,8 @@ void NodeHost::OnPeerUp(int peer) {
     spdlog::info("{}: {} connected in epoch {}", Who(o_.rank), Who(peer), known_epoch_[peer]);
   }
   if (o_.rank != 0 && peer == 0) {
-    std::vector<uint8_t> b;
-    PutValue<uint16_t>(&b, addresses_[o_.rank].port);
-    Put(&b, addresses_[o_.rank].host.data(), addresses_[o_.rank].host.size());
-    transport_->SendControl(0, kCtlHello, std::move(b));
-    std::vector<uint8_t> ping;
-    PutValue<int64_t>(&ping, Local());
-    transport_->SendControl(0, kCtlClockPing, std::move(ping));
+    transport_->SendControl(0, kCtlHello, EncodeHelloCtl(addresses_[o_.rank]));
+    transport_->SendControl(0, kCtlClockPing, EncodeI64(Local()));
   }
   MaybeStartActor();
 }
@@ -768,21 +712,16 @@ void NodeHost::OnMembership(const core::Message& m) {
 }
 
 void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
-  Reader r(body);
-  auto bad = [&](const char* what) {
-    spdlog::warn("{}: dropped a malformed {} control frame from {} ({} bytes)", Who(o_.rank), what,
-                 Who(peer), body.size());
+  auto bad = [&] {
+    spdlog::warn("{}: dropped a malformed {} control frame from {} ({} bytes)", Who(o_.rank),
+                 ControlName(type), Who(peer), body.size());
   };
   switch (type) {
     case kCtlHello: {
-      uint16_t port = 0;
-      std::string host;
-      if (o_.rank != 0 || !r.Get(&port) || !r.GetString(body.size() - 2, &host) || host.empty() ||
-          host.size() > 255) {
-        return bad("hello");
-      }
+      PeerAddress a;
+      if (o_.rank != 0 || !DecodeHelloCtl(body, &a)) return bad();
       const bool rejoin = static_cast<int>(addresses_.size()) == layout_.num_actors() - 1;
-      addresses_[peer] = {host, port};
+      addresses_[peer] = a;
       if (rejoin) {
         // A restarted process: it gets the table of everyone alive.
         SendPeerTable(peer);
@@ -792,20 +731,9 @@ void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
       return;
     }
     case kCtlPeers: {
-      if (peer != 0 || table_received_) return bad("peer table");
-      uint32_t n = 0;
-      if (!r.Get(&n) || n > static_cast<uint32_t>(layout_.num_actors())) return bad("peer table");
       std::map<int, PeerAddress> table;
-      for (uint32_t i = 0; i < n; ++i) {
-        uint32_t rank = 0;
-        uint16_t port = 0;
-        uint8_t len = 0;
-        std::string host;
-        if (!r.Get(&rank) || !r.Get(&port) || !r.Get(&len) || !r.GetString(len, &host) ||
-            rank == 0 || rank >= static_cast<uint32_t>(layout_.num_actors())) {
-          return bad("peer table");
-        }
-        table[static_cast<int>(rank)] = {host, port};
+      if (peer != 0 || table_received_ || !DecodePeers(body, layout_.num_actors(), &table)) {
+        return bad();
       }
       table_received_ = true;
       if (o_.rejoin) table_ranks_ = {0};
@@ -822,9 +750,9 @@ void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
     case kCtlLoss: {
       int64_t clock = 0;
       double loss = 0;
-      if (o_.rank != 0 || !layout_.IsWorker(peer) || !r.Get(&clock) || !r.Get(&loss) ||
+      if (o_.rank != 0 || !layout_.IsWorker(peer) || !DecodeLoss(body, &clock, &loss) ||
           clock < 0 || clock >= protocol_.iterations) {
-        return bad("loss");
+        return bad();
       }
       NoteProgress();
       OnLoss(peer, clock, loss);
@@ -833,53 +761,48 @@ void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
     }
     case kCtlProgress: {
       int64_t clock = 0;
-      if (o_.rank != 0 || !layout_.IsWorker(peer) || !r.Get(&clock)) return bad("progress");
+      if (o_.rank != 0 || !layout_.IsWorker(peer) || !DecodeI64(body, &clock)) return bad();
       NoteProgress();
       return;
     }
     case kCtlStatusAsk: {
-      if (peer != 0) return bad("status request");
+      if (peer != 0 || !body.empty()) return bad();
       std::string s = actor_started_ ? actor_->WaitingFor()
                                      : fmt::format("{}: not started (rendezvous)", Who(o_.rank));
       if (!restore_note_.empty()) s += "; " + restore_note_;
-      std::vector<uint8_t> b(s.begin(), s.end());
-      transport_->SendControl(0, kCtlStatus, std::move(b));
+      transport_->SendControl(0, kCtlStatus, EncodeStatus(s));
       return;
     }
     case kCtlStatus: {
-      if (o_.rank != 0 || !asked_status_ || body.size() > 4096) return bad("status");
-      status_[peer].assign(body.begin(), body.end());
+      std::string text;
+      if (o_.rank != 0 || !asked_status_ || !DecodeStatus(body, &text)) return bad();
+      status_[peer] = std::move(text);
       if (static_cast<int>(status_.size()) == layout_.num_actors() - 1) EndForNoProgress();
       return;
     }
     case kCtlAccuracy: {
       double acc = 0;
-      if (o_.rank != 0 || !r.Get(&acc)) return bad("accuracy");
+      if (o_.rank != 0 || !DecodeF64(body, &acc)) return bad();
       accuracy_ = acc;
       MaybeFinishJob();
       return;
     }
     case kCtlClockPing: {
       int64_t t1 = 0;
-      if (o_.rank != 0 || !r.Get(&t1)) return bad("clock ping");
-      std::vector<uint8_t> b;
-      PutValue<int64_t>(&b, t1);
-      PutValue<int64_t>(&b, Now());
-      transport_->SendControl(peer, kCtlClockPong, std::move(b));
+      if (o_.rank != 0 || !DecodeI64(body, &t1)) return bad();
+      transport_->SendControl(peer, kCtlClockPong, EncodePong(t1, Now()));
       return;
     }
     case kCtlClockPong: {
       int64_t t1 = 0, coord = 0;
-      if (peer != 0 || !r.Get(&t1) || !r.Get(&coord) || pongs_ >= kClockPings) return bad("clock pong");
+      if (peer != 0 || !DecodePong(body, &t1, &coord) || pongs_ >= kClockPings) return bad();
       const core::TimeNs t2 = Local();
       if (t2 - t1 < best_rtt_) {
         best_rtt_ = t2 - t1;
         clock_offset_ = coord + best_rtt_ / 2 - t2;
       }
       if (++pongs_ < kClockPings) {
-        std::vector<uint8_t> ping;
-        PutValue<int64_t>(&ping, Local());
-        transport_->SendControl(0, kCtlClockPing, std::move(ping));
+        transport_->SendControl(0, kCtlClockPing, EncodeI64(Local()));
       } else {
         spdlog::info("{}: clock offset to the coordinator {} us (round trip {} us)", Who(o_.rank),
                      clock_offset_ / 1000, best_rtt_ / 1000);
@@ -888,13 +811,13 @@ void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
       return;
     }
     case kCtlShutdown:
-      if (peer != 0) return bad("shutdown");
+      if (peer != 0) return bad();
       shutting_down_ = true;
       transport_->Close();
       io_.stop();
       return;
     default:
-      return bad("unknown");
+      return bad();
   }
 }
 
@@ -904,16 +827,9 @@ void NodeHost::SendPeerTable(int to) {
   for (const auto& [rank, addr] : addresses_) {
     if (to < 0 || rank == to || coordinator_actor_->alive(rank)) table[rank] = addr;
   }
-  std::vector<uint8_t> b;
-  PutValue<uint32_t>(&b, static_cast<uint32_t>(table.size()));
-  for (const auto& [rank, addr] : table) {
-    PutValue<uint32_t>(&b, static_cast<uint32_t>(rank));
-    PutValue<uint16_t>(&b, addr.port);
-    PutValue<uint8_t>(&b, static_cast<uint8_t>(addr.host.size()));
-    Put(&b, addr.host.data(), addr.host.size());
-  }
+  const std::vector<uint8_t> b = EncodePeers(table);
   if (to >= 0) {
-    transport_->SendControl(to, kCtlPeers, std::move(b));
+    transport_->SendControl(to, kCtlPeers, b);
     return;
   }
   for (const auto& [rank, addr] : addresses_) transport_->SendControl(rank, kCtlPeers, b);
@@ -1115,14 +1031,10 @@ void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin,
                                      task.clock + 1));
       return;
     }
-    std::vector<uint8_t> b;
-    PutValue<int64_t>(&b, task.clock);
-    PutValue<double>(&b, *loss);
-    transport_->SendControl(0, kCtlLoss, std::move(b));
+    transport_->SendControl(0, kCtlLoss, EncodeLoss(task.clock, *loss));
   } else if (replay_ && task.kind == core::TaskKind::kBackward && task.layer == 0) {
-    std::vector<uint8_t> b;  // an iteration's end, for the coordinator's progress watchdog
-    PutValue<int64_t>(&b, task.clock);
-    transport_->SendControl(0, kCtlProgress, std::move(b));
+    // An iteration's end, for the coordinator's progress watchdog.
+    transport_->SendControl(0, kCtlProgress, EncodeI64(task.clock));
   }
   try {
     actor_->OnComputeDone(now, task);
@@ -1179,9 +1091,7 @@ void NodeHost::AfterActorCall() {
     }
     asio::post(io_, [this, acc, error] {
       if (!error.empty()) return Fail(kExitCompute, "test accuracy: " + error);
-      std::vector<uint8_t> b;
-      PutValue<double>(&b, acc);
-      transport_->SendControl(0, kCtlAccuracy, std::move(b));
+      transport_->SendControl(0, kCtlAccuracy, EncodeF64(acc));
     });
   });
 }

@@ -69,7 +69,8 @@ INSTANTIATE_TEST_SUITE_P(Fuzz, FuzzReplay,
                                            Target{"scenario_fuzz", FuzzScenario},
                                            Target{"model_fuzz", FuzzModel},
                                            Target{"idx_fuzz", FuzzIdx},
-                                           Target{"protocol_fuzz", FuzzProtocol}),
+                                           Target{"protocol_fuzz", FuzzProtocol},
+                                           Target{"control_fuzz", FuzzControl}),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
 }  // namespace
