@@ -25,6 +25,7 @@
 #include "config/job_config.h"
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
+#include "real_runtime/fault_injection.h"
 #include "real_runtime/node.h"
 
 namespace poseidon::rt {
@@ -141,6 +142,14 @@ int RunLaunch(const LaunchOptions& o) {
                                   "section (heartbeats tell the job who is gone)",
                                   o.scenario_file));
   }
+  int inject_rank = -1;
+  if (!o.inject_fault.empty()) {
+    try {
+      inject_rank = ParseFaultSpec(o.inject_fault).rank;
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(std::string("error: ") + e.what());
+    }
+  }
   std::string checkpoint_dir;
   if (s.fault.enabled) {
     checkpoint_dir = o.log_dir + "/checkpoints";
@@ -236,6 +245,7 @@ int RunLaunch(const LaunchOptions& o) {
     auto [coord, coord_log] = open_log(0);
     std::vector<std::string> argv0 = node_argv(0);
     argv0.insert(argv0.end(), {"--port", "0", "--ready-fd", std::to_string(pipefd[1])});
+    if (inject_rank == 0) argv0.insert(argv0.end(), {"--inject-fault", o.inject_fault});
     coord.pid = Spawn(argv0, /*out=*/-1, coord_log, pipefd[1]);
     ::close(coord_log);
     ::close(pipefd[1]);
@@ -274,6 +284,7 @@ int RunLaunch(const LaunchOptions& o) {
       auto [c, fd] = open_log(rank);
       std::vector<std::string> a = node_argv(rank);
       a.insert(a.end(), {"--coordinator", coordinator_host + ":" + line});
+      if (inject_rank == rank) a.insert(a.end(), {"--inject-fault", o.inject_fault});
       c.pid = Spawn(a, fd, fd, -1);
       ::close(fd);
       children[c.pid] = c;

@@ -36,6 +36,8 @@ struct LaunchOptions {
   // (`node --incarnation K`, which rejoins the running job), up to this many restarts in all.
   // Shards checkpoint into LOG_DIR/checkpoints. A failed coordinator still ends the job.
   int restart_on_failure = 0;
+  // Tests only: a fault spec (fault_injection.h) for the first incarnation of its rank.
+  std::string inject_fault;
 };
 
 // Runs the job; returns the exit code (see NodeExit in node.h; 130 after a signal). Throws

@@ -140,6 +140,7 @@ class NodeHost final : public core::Host {
 
   // Fault tolerance.
   void MaybeInjectFault(const char* phase, int64_t clock);
+  FaultInjector fault_;  // tests only: nothing unless given one
   std::string WorkerCheckpointFile() const;
   void WriteWorkerCheckpoint();                  // compute thread
   void RestoreWorkerCheckpoint(int64_t clock);   // compute thread
@@ -282,6 +283,12 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
                                       protocol_.scheme_of_layer);
   is_worker_ = layout_.IsWorker(o_.rank);
   is_server_ = layout_.IsServer(o_.rank);
+  if (o_.inject && o_.inject->rank == o_.rank && !o_.rejoin) {
+    fault_ = FaultInjector(*o_.inject, Who(o_.rank),
+                           is_server_ ? fmt::format("{}/shard-{}.ckpt", o_.checkpoint_dir,
+                                                    layout_.ServerIndex(o_.rank))
+                                      : std::string());
+  }
 
   kernels::Backend backend;
   if (!kernels::BackendFromName(o_.training.backend, &backend)) {
@@ -346,15 +353,9 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     auto shard = std::make_unique<core::ServerShard>(o_.rank, *placement_, layout_, protocol_, this,
                                                      shard_store_.get());
     if (ft_ && protocol_.consistency == core::Consistency::kBsp) shard_store_->KeepPrevious();
-    if (o_.inject.phase == "checkpoint" && !o_.rejoin) {
-      const NodeOptions::InjectFault f = o_.inject;
-      shard_store_->SetCheckpointHook([f](const core::ShardCheckpoint& state) {
-        if (state.floor < f.clock) return;
-        spdlog::warn("injected fault: signal {} while writing the checkpoint of clock {}",
-                     f.signal, state.floor);
-        spdlog::default_logger()->flush();
-        ::raise(f.signal);
-      });
+    if (fault_.at_checkpoint()) {
+      shard_store_->SetCheckpointHook(
+          [this](const core::ShardCheckpoint& state) { fault_.At("checkpoint", state.floor); });
     }
     if (!o_.checkpoint_dir.empty()) {
       const std::string file =
@@ -593,31 +594,7 @@ void NodeHost::RetryConnect(int peer) {
   });
 }
 
-void NodeHost::MaybeInjectFault(const char* phase, int64_t clock) {
-  const NodeOptions::InjectFault& f = o_.inject;
-  if (f.phase != phase || clock < f.clock || o_.rejoin) return;
-  if (f.signal == 0) {
-    // Take this machine's link down (in an emulated cluster: the process runs in the machine's
-    // network namespace, whose link to the switch is eth0).
-    spdlog::warn("{}: injected fault: link down at {} of clock {}", Who(o_.rank), phase, clock);
-    spdlog::default_logger()->flush();
-    o_.inject.phase.clear();
-    if (std::system("/usr/sbin/ip link set dev eth0 down") != 0) {
-      spdlog::error("{}: could not take eth0 down", Who(o_.rank));
-    }
-    return;
-  }
-  spdlog::warn("{}: injected fault: signal {} at {} of clock {}{}", Who(o_.rank), f.signal, phase,
-               clock, f.delete_checkpoint ? ", its checkpoint deleted first" : "");
-  spdlog::default_logger()->flush();
-  if (f.delete_checkpoint && is_server_) {
-    std::error_code ec;
-    std::filesystem::remove(
-        fmt::format("{}/shard-{}.ckpt", o_.checkpoint_dir, layout_.ServerIndex(o_.rank)), ec);
-  }
-  ::raise(f.signal);
-  o_.inject.phase.clear();  // (after a stop is continued)
-}
+void NodeHost::MaybeInjectFault(const char* phase, int64_t clock) { fault_.At(phase, clock); }
 
 std::string NodeHost::WorkerCheckpointFile() const {
   return fmt::format("{}/worker-{}.ckpt", o_.checkpoint_dir, layout_.WorkerIndex(o_.rank));
@@ -1217,33 +1194,6 @@ void CheckLiveScenario(const config::ScenarioSpec& s) {
   // protocol plan build, so that a bad scenario fails once here, not in every process.
   const core::Model model = config::BuildScenarioModel(s);
   (void)config::BuildProtocol(s, model, s.workers, s.servers, false);
-}
-
-NodeOptions::InjectFault InjectFaultFromEnvironment(int rank) {
-  NodeOptions::InjectFault f;
-  const char* v = std::getenv("POSEIDON_INJECT_FAULT");
-  if (!v || !*v) return f;
-  int r = -1;
-  long long clock = 0;
-  char phase[16] = {0}, sig[12] = {0};
-  if (std::sscanf(v, "%d:%15[a-z]:%lld:%11[a-z]", &r, phase, &clock, sig) != 4 ||
-      (std::string(phase) != "push" && std::string(phase) != "pull" &&
-       std::string(phase) != "checkpoint" && std::string(phase) != "heartbeat") ||
-      (std::string(sig) != "kill" && std::string(sig) != "stop" &&
-       std::string(sig) != "linkdown" && std::string(sig) != "killnockpt")) {
-    throw ConfigError(fmt::format("error: POSEIDON_INJECT_FAULT='{}': want RANK:PHASE:CLOCK:SIGNAL "
-                                  "with PHASE push, pull, checkpoint or heartbeat and SIGNAL kill, "
-                                  "killnockpt, stop or linkdown",
-                                  v));
-  }
-  if (r != rank) return f;
-  f.phase = phase;
-  f.clock = clock;
-  f.signal = std::string(sig) == "kill" || std::string(sig) == "killnockpt" ? SIGKILL
-             : std::string(sig) == "stop"                                  ? SIGSTOP
-                                                                           : 0;
-  f.delete_checkpoint = std::string(sig) == "killnockpt";
-  return f;
 }
 
 int RunNode(const NodeOptions& options) {

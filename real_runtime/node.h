@@ -25,11 +25,13 @@
 
 #include <cstdint>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "config/scenario.h"
 #include "kernels/sgd.h"
+#include "real_runtime/fault_injection.h"
 #include "real_runtime/transport.h"
 
 namespace poseidon::rt {
@@ -77,24 +79,10 @@ struct NodeOptions {
   std::string checkpoint_dir;         // shards write shard-J.ckpt here (checkpoint_every > 0)
   bool rejoin = false;                // a restarted process: rejoin the running job
                                       // (transport.epoch is its incarnation, > 0)
-  // Fault injection for tests (POSEIDON_INJECT_FAULT="RANK:PHASE:CLOCK:SIGNAL", read by
-  // `poseidon node`; only a first incarnation obeys): the process raises SIGNAL (kill or stop)
-  // on itself, or (linkdown) takes its machine's link down in an emulated cluster, at PHASE of
-  // clock CLOCK (or the first later one it sees): push (a worker sends,
-  // a shard receives, a push of the clock), pull (a shard sends, a worker receives, fresh
-  // values of the clock), checkpoint (a shard has written the checkpoint that covers the clock
-  // to its temporary file and not yet renamed it), heartbeat (the coordinator hears a worker's
-  // heartbeat from that clock).
-  struct InjectFault {
-    std::string phase;  // empty: none
-    int64_t clock = 0;
-    int signal = 0;     // SIGKILL, SIGSTOP, or 0: take eth0 down
-    bool delete_checkpoint = false;  // killnockpt: a shard deletes its checkpoint, then SIGKILL
-  } inject;
+  // Tests only (fault_injection.h, `node --inject-fault`): the fault this process injects into
+  // itself, if the spec names its rank and it is a first incarnation.
+  std::optional<FaultSpec> inject;
 };
-
-// Parses POSEIDON_INJECT_FAULT for `rank`; throws config::ConfigError when malformed.
-NodeOptions::InjectFault InjectFaultFromEnvironment(int rank);
 
 // Exit codes of a node process (and of `poseidon launch`, which passes the worst one on).
 enum NodeExit : int {

@@ -158,6 +158,9 @@ class Commands final : public LiveCommands {
     node_->add_option("--trace-dir", trace_dir_node_, "write it as DIR/rank-R.json");
     node_->add_option("--checkpoint-dir", checkpoint_dir_,
                       "shards: write checkpoints here (protocol.fault_tolerance.checkpoint_every)");
+    node_->add_option("--inject-fault", inject_fault_,
+                      "tests only: RANK:PHASE:CLOCK:ACTION (real_runtime/fault_injection.h)")
+        ->group("");  // not in --help: not for users
     node_->add_option("--rendezvous-timeout", rendezvous_timeout_,
                       "seconds to wait for every process to join before failing with who is "
                       "missing (0 = forever)")
@@ -184,6 +187,10 @@ class Commands final : public LiveCommands {
                             "link rate of the emulated cluster (default: the scenario's)");
     launch_app_->add_option("--job-id", launch_.job_id, "the job's id (default: launch-PID-TIME)");
     launch_app_->add_option("--trace-dir", trace_dir_, "every process writes its trace here");
+    launch_app_->add_option("--inject-fault", launch_.inject_fault,
+                            "tests only: RANK:PHASE:CLOCK:ACTION, given to that rank's first "
+                            "incarnation (real_runtime/fault_injection.h)")
+        ->group("");
     launch_app_->add_option("--restart-on-failure", launch_.restart_on_failure,
                             "restart a worker or shard that fails, up to N restarts in all "
                             "(needs protocol.fault_tolerance)")
@@ -363,7 +370,13 @@ class Commands final : public LiveCommands {
     o.checkpoint_dir = checkpoint_dir_;
     o.transport.epoch = static_cast<uint32_t>(incarnation_);
     o.rejoin = incarnation_ > 0;
-    o.inject = rt::InjectFaultFromEnvironment(rank_);
+    if (!inject_fault_.empty()) {
+      try {
+        o.inject = rt::ParseFaultSpec(inject_fault_);
+      } catch (const std::invalid_argument& e) {
+        throw ConfigError(std::string("error: ") + e.what());
+      }
+    }
     if (!node_flags_.decisions_dir.empty()) {
       o.decisions_file = fmt::format("{}/rank-{}.txt", node_flags_.decisions_dir, rank_);
     }
@@ -379,6 +392,7 @@ class Commands final : public LiveCommands {
   std::string listen_ = "127.0.0.1", advertise_, secret_file_, job_id_ = "poseidon";
   int ready_fd_ = -1;
   int rendezvous_timeout_ = 120;
+  std::string inject_fault_;
   std::string trace_, trace_dir_node_, checkpoint_dir_;
   int incarnation_ = 0;
   TrainingFlags node_flags_;

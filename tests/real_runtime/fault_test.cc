@@ -1,6 +1,6 @@
 // Fault injection end to end: `poseidon launch` of scenarios/live/fmnist_mlp_ft.yaml with one
 // process killed (SIGKILL) or stopped (SIGSTOP) at a chosen phase and clock
-// (POSEIDON_INJECT_FAULT, real_runtime/node.h). Under BSP a restarted worker or shard must end
+// (`launch --inject-fault`, real_runtime/fault_injection.h). Under BSP a restarted worker or shard must end
 // the job with the parameters of a run without the fault, bit for bit; under SSP a stopped
 // worker is evicted and the others still converge; losing the coordinator ends the job cleanly.
 #include <sys/wait.h>
@@ -62,11 +62,10 @@ class FaultTest : public ::testing::Test {
   }
   static Result Launch(const std::string& name, const std::string& fault, const std::string& args) {
     const std::string d = *dir_ + "/" + name;
-    return Shell((fault.empty() ? "" : "POSEIDON_INJECT_FAULT=" + fault + " ") + kBin +
-                 " launch " + kRoot + "/scenarios/live/fmnist_mlp_ft.yaml --data-dir " + *dir_ +
+    return Shell(kBin + " launch " + kRoot + "/scenarios/live/fmnist_mlp_ft.yaml --data-dir " + *dir_ +
                  "/data --log-dir " + d + " --set iterations=" + std::to_string(kIterations) +
                  " --no-test --print-interval 10 --csv " + d + ".csv --save-params " + d +
-                 "-{rank}.bin " + args);
+                 "-{rank}.bin " + (fault.empty() ? "" : "--inject-fault " + fault + " ") + args);
   }
   static std::string Dir() { return *dir_; }
   // The run ended as the fault-free one did: same losses, same parameters on both workers.
