@@ -46,6 +46,7 @@
 #include "kernels/training.h"
 #include "real_runtime/control.h"
 #include "real_runtime/live_stores.h"
+#include "real_runtime/worker_checkpoint.h"
 #include "sim/compute_model.h"
 
 namespace poseidon::rt {
@@ -600,21 +601,11 @@ std::string NodeHost::WorkerCheckpointFile() const {
   return fmt::format("{}/worker-{}.ckpt", o_.checkpoint_dir, layout_.WorkerIndex(o_.rank));
 }
 
-// A worker's own state: the clock of its next batch and its data stream's position (order,
-// cursor, generator), "PSWK" u32 format | i64 next batch | i64 n | n bytes of state | u32 CRC-32.
+// A worker's own state (worker_checkpoint.h): the clock of its next batch and its data
+// stream's position.
 void NodeHost::WriteWorkerCheckpoint() {
-  const std::string state = batches_->SaveState();
-  std::string b = "PSWK";
-  auto put = [&](const void* p, size_t n) { b.append(static_cast<const char*>(p), n); };
-  const uint32_t format = 1;
-  const int64_t n = static_cast<int64_t>(state.size());
-  put(&format, sizeof format);
-  put(&next_batch_, sizeof next_batch_);
-  put(&n, sizeof n);
-  b += state;
-  const uint32_t crc = Crc32(b.data(), b.size());
-  put(&crc, sizeof crc);
-  WriteFileAtomically(WorkerCheckpointFile(), b);
+  WriteFileAtomically(WorkerCheckpointFile(),
+                      EncodeWorkerCheckpoint({next_batch_, batches_->SaveState()}));
 }
 
 // A restarted worker continues its data stream from its checkpoint when that is not past the
@@ -624,22 +615,15 @@ void NodeHost::RestoreWorkerCheckpoint(int64_t clock) {
   const std::string path = WorkerCheckpointFile();
   std::ifstream f(path, std::ios::binary);
   if (!f) return;
-  std::string b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  int64_t next = 0, n = 0;
-  uint32_t crc = 0;
-  const bool framed = b.size() >= 24 && b.compare(0, 4, "PSWK") == 0;
-  if (framed) {
-    std::memcpy(&next, b.data() + 8, 8);
-    std::memcpy(&n, b.data() + 16, 8);
-    std::memcpy(&crc, b.data() + b.size() - 4, 4);
-  }
-  if (!framed || n < 0 || static_cast<size_t>(n) != b.size() - 28 ||
-      crc != Crc32(b.data(), b.size() - 4)) {
+  const std::string b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::optional<WorkerCheckpoint> c = DecodeWorkerCheckpoint(b);
+  if (!c) {
     spdlog::warn("{}: {}: not a valid worker checkpoint (truncated or corrupt); reading the data "
                  "stream from its start instead",
                  Who(o_.rank), path);
     return;
   }
+  const int64_t next = c->next_batch;
   if (next > clock) {
     spdlog::info("{}: {} is at clock {}, past the rejoin clock {}; reading the data stream from "
                  "its start",
@@ -647,7 +631,7 @@ void NodeHost::RestoreWorkerCheckpoint(int64_t clock) {
     return;
   }
   try {
-    batches_->RestoreState(b.substr(24, static_cast<size_t>(n)));
+    batches_->RestoreState(c->stream_state);
   } catch (const std::invalid_argument& e) {
     spdlog::warn("{}: {}: {}; reading the data stream from its start", Who(o_.rank), path, e.what());
     return;

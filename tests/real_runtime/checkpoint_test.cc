@@ -13,6 +13,7 @@
 #include "kernels/net.h"
 #include "real_runtime/atomic_file.h"
 #include "real_runtime/live_stores.h"
+#include "real_runtime/worker_checkpoint.h"
 #include "tests/core/test_models.h"
 
 namespace poseidon::rt {
@@ -155,6 +156,24 @@ TEST(WriteFileAtomically, AFullDiskIsAPermanentErrorNamingThePath) {
   EXPECT_TRUE(StorageError::IsPermanent(EACCES));
   EXPECT_FALSE(StorageError::IsPermanent(EIO));
   fs::remove_all(dir);
+}
+
+// A worker's own checkpoint (its next batch and data stream): what is written reads back; a
+// truncated, altered or foreign file reads as nothing (the worker then reads its data from the
+// start and skips to its clock).
+TEST(WorkerCheckpoint, RoundTripsAndRefusesDamage) {
+  const std::string b = EncodeWorkerCheckpoint({42, std::string("stream\0state", 12)});
+  const std::optional<WorkerCheckpoint> c = DecodeWorkerCheckpoint(b);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->next_batch, 42);
+  EXPECT_EQ(c->stream_state, std::string("stream\0state", 12));
+  EXPECT_FALSE(DecodeWorkerCheckpoint(b.substr(0, b.size() - 1)));
+  for (size_t i : {size_t{0}, size_t{5}, size_t{9}, size_t{17}, size_t{26}, b.size() - 1}) {
+    std::string bad = b;
+    bad[i] = static_cast<char>(bad[i] ^ 0x20);
+    EXPECT_FALSE(DecodeWorkerCheckpoint(bad)) << "byte " << i;
+  }
+  EXPECT_FALSE(DecodeWorkerCheckpoint("PSWK"));
 }
 
 }  // namespace
