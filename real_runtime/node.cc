@@ -45,6 +45,7 @@
 #include "kernels/net.h"
 #include "kernels/training.h"
 #include "real_runtime/control.h"
+#include "real_runtime/job_report.h"
 #include "real_runtime/live_stores.h"
 #include "real_runtime/worker_checkpoint.h"
 #include "sim/compute_model.h"
@@ -151,8 +152,6 @@ class NodeHost final : public core::Host {
 
   // Coordinator bookkeeping.
   void OnLoss(int worker, int64_t clock, double loss);
-  void MaybeReportLosses();
-  bool RowComplete(const std::map<int, double>& row) const;
   void MaybeFinishJob();
   void WriteTrace();
   void SaveParams();
@@ -210,13 +209,7 @@ class NodeHost final : public core::Host {
   std::atomic<bool> compute_failed_{false};
 
   // Coordinator.
-  std::map<int64_t, std::map<int, double>> losses_;  // clock -> worker -> loss
-  int64_t next_row_ = 0;  // first clock not yet reported
-  double window_loss_ = 0;
-  int64_t window_n_ = 0;
-  Clock::time_point window_start_ = Clock::now();
-  std::optional<double> accuracy_;
-  std::ofstream csv_;
+  std::optional<JobReport> report_;  // the coordinator's
   bool job_finished_ = false;
   int peers_down_after_shutdown_ = 0;
   int peers_up_at_shutdown_ = 0;
@@ -384,14 +377,11 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     auto coordinator = std::make_unique<core::Coordinator>(layout_, this, protocol_.fault);
     coordinator_actor_ = coordinator.get();
     actor_ = std::move(coordinator);
-    if (!o_.training.csv.empty()) {
-      csv_.open(o_.training.csv, std::ios::binary);
-      if (!csv_) {
-        throw ConfigError(fmt::format("{}: error: cannot write file; check the folder exists and "
-                                      "is writable",
-                                      o_.training.csv));
-      }
-      csv_ << "iteration,loss,test_accuracy,seconds\n";
+    try {
+      report_.emplace(layout_.num_workers, protocol_.iterations, s.batch_per_worker,
+                      o_.training.print_interval, o_.training.csv, start_);
+    } catch (const std::runtime_error& e) {
+      throw ConfigError(e.what());
     }
   }
 
@@ -744,7 +734,7 @@ void NodeHost::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
     case kCtlAccuracy: {
       double acc = 0;
       if (o_.rank != 0 || !DecodeF64(body, &acc)) return bad();
-      accuracy_ = acc;
+      report_->SetAccuracy(acc);
       MaybeFinishJob();
       return;
     }
@@ -1032,7 +1022,8 @@ void NodeHost::Trace(const core::TraceEvent& event) {
 void NodeHost::AfterActorCall() {
   if (failed_) return;
   if (o_.rank == 0) {
-    MaybeReportLosses();  // an eviction may complete rows
+    // An eviction may complete rows.
+    if (report_) report_->Flush([this](int w) { return Counts(w); });
     MaybeFinishJob();
     return;
   }
@@ -1057,80 +1048,22 @@ void NodeHost::AfterActorCall() {
   });
 }
 
-// A row is complete when every worker that still counts reported its loss of that clock (the
-// first report: a rejoining worker recomputes its clock and reports it again).
-bool NodeHost::RowComplete(const std::map<int, double>& row) const {
-  for (int w = 0; w < layout_.num_workers; ++w) {
-    if (!row.count(layout_.worker(w)) && Counts(layout_.worker(w))) return false;
-  }
-  return !row.empty();
-}
-
 void NodeHost::OnLoss(int worker, int64_t clock, double loss) {
-  if (clock < next_row_) return;  // reported again by a rejoined worker
-  losses_[clock].emplace(worker, loss);
-  MaybeReportLosses();
-}
-
-void NodeHost::MaybeReportLosses() {
-  const int P = layout_.num_workers;
-  const int64_t interval = std::max<int64_t>(1, o_.training.print_interval);
-  while (!losses_.empty() && losses_.begin()->first == next_row_ &&
-         RowComplete(losses_.begin()->second)) {
-    double sum = 0;
-    for (const auto& [w, l] : losses_.begin()->second) sum += l;
-    window_loss_ += sum / static_cast<double>(losses_.begin()->second.size());
-    ++window_n_;
-    losses_.erase(losses_.begin());
-    const int64_t it = ++next_row_;
-    if (it % interval != 0 && it != protocol_.iterations) continue;
-    const Clock::time_point now = Clock::now();
-    const double window_s = std::chrono::duration<double>(now - window_start_).count();
-    const double images = static_cast<double>(window_n_ * P * o_.scenario.batch_per_worker);
-    const double mean = window_loss_ / static_cast<double>(window_n_);
-    fmt::print("iter {:>6}  loss {:.4f}  {:.0f} images/s ({} workers)\n", it, mean,
-               window_s > 0 ? images / window_s : 0.0, P);
-    std::fflush(stdout);
-    if (csv_.is_open() && it != protocol_.iterations) {
-      csv_ << fmt::format("{},{:.6f},,{:.3f}\n", it, mean,
-                          std::chrono::duration<double>(now - start_).count());
-    }
-    if (it == protocol_.iterations) {
-      // The last row waits for the test accuracy.
-      window_loss_ = mean;
-      window_n_ = 1;
-      return;
-    }
-    window_loss_ = 0;
-    window_n_ = 0;
-    window_start_ = now;
-  }
+  report_->OnLoss(worker, clock, loss, [this](int w) { return Counts(w); });
 }
 
 void NodeHost::MaybeFinishJob() {
   if (job_finished_ || !actor_->finished()) return;
-  const bool all_losses = replay_ || next_row_ == protocol_.iterations;
+  const bool all_losses = replay_ || report_->all_losses();
   const bool want_accuracy =
       o_.training.test && layout_.num_workers > 0 && Counts(layout_.worker(0));
-  if (!all_losses || (want_accuracy && !accuracy_)) return;
+  if (!all_losses || (want_accuracy && !report_->accuracy())) return;
   job_finished_ = true;
   const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-  if (accuracy_) {
-    fmt::print("iter {:>6}  test accuracy {:.4f}\n", protocol_.iterations, *accuracy_);
+  if (!report_->Finish(layout_.num_servers, seconds)) {
+    Fail(kExitConfig, o_.training.csv + ": error: writing the CSV failed");
+    return;
   }
-  if (csv_.is_open()) {
-    csv_ << fmt::format("{},{:.6f},{},{:.3f}\n", protocol_.iterations, window_loss_,
-                        accuracy_ ? fmt::format("{:.6f}", *accuracy_) : "", seconds);
-    csv_.flush();
-    if (!csv_) {
-      Fail(kExitConfig, o_.training.csv + ": error: writing the CSV failed");
-      return;
-    }
-    fmt::print("learning curve written to {}\n", o_.training.csv);
-  }
-  fmt::print("job done: {} workers, {} shards, {} iterations in {:.2f} s\n", layout_.num_workers,
-             layout_.num_servers, protocol_.iterations, seconds);
-  std::fflush(stdout);
   shutting_down_ = true;
   for (int r = 1; r < layout_.num_actors(); ++r) {
     if (transport_->is_up(r)) ++peers_up_at_shutdown_;
