@@ -1,9 +1,9 @@
 // fuzz/protocol_fuzz.cc: the core's worker, shard and coordinator state machines driven by a
 // fake host with sequences of events chosen by the input.
 //
-// A job of 3 workers and 2 shards trains a small net (conv1 by the parameter server, fc1 by
-// sufficient factors, fc2 by ring all-reduce; byte 0 picks BSP/SSP/ASP, fault tolerance with
-// checkpoints, the gate, DWBP and the priority window). Every actor is started, then each
+// A job of 3 workers and 2 shards trains the core tests' small net (tests/core/test_models.h:
+// conv1 by the parameter server, fc1 by sufficient factors, fc2 by ring all-reduce; byte 0 picks
+// BSP/SSP/ASP, fault tolerance with checkpoints, the gate, DWBP and the priority window). Every actor is started, then each
 // further 4-byte step of the input does one of:
 //   0  deliver one of the messages the actors sent (any of them, in any order: reordering and
 //      duplicates are fair game)
@@ -25,35 +25,12 @@
 #include "core/worker.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_targets.h"
+#include "tests/core/test_models.h"
 
 namespace poseidon::fuzz {
 namespace {
 
 using core::ActorId;
-
-core::ModelSpec NetSpec() {
-  core::ModelSpec m;
-  m.name = "fuzznet";
-  m.input_c = 1;
-  m.input_h = 6;
-  m.input_w = 6;
-  m.num_classes = 4;
-  auto add = [&](const char* name, core::LayerKind kind) -> core::LayerSpec& {
-    core::LayerSpec l;
-    l.name = name;
-    l.kind = kind;
-    m.layers.push_back(l);
-    return m.layers.back();
-  };
-  core::LayerSpec& conv = add("conv1", core::LayerKind::kConv);
-  conv.num_output = 2;
-  conv.kernel_h = conv.kernel_w = 3;
-  add("relu1", core::LayerKind::kRelu);
-  add("fc1", core::LayerKind::kFc).num_output = 8;
-  add("fc2", core::LayerKind::kFc).num_output = 4;
-  add("loss", core::LayerKind::kSoftmaxLoss);
-  return m;
-}
 
 class Harness;
 
@@ -72,7 +49,7 @@ class FakeHost final : public core::Host {
 
 class Harness {
  public:
-  explicit Harness(uint8_t config_bits) : model_(core::Model::Build(NetSpec())) {
+  explicit Harness(uint8_t config_bits) : model_(core::Model::Build(testing::SmallNetSpec())) {
     layout_ = core::JobLayout::Colocated(3, 2);
     core::ProtocolConfig& c = config_;
     c.consistency = config_bits % 3 == 0   ? core::Consistency::kBsp
@@ -84,12 +61,12 @@ class Harness {
     c.priority_window_bytes = (config_bits & 16) ? 256 : 0;
     c.iterations = 3;
     c.batch = 2;
-    c.chunk_bytes = 64;  // several chunks and ring pieces per layer
+    c.chunk_bytes = 2048;  // several chunks and ring pieces per layer
     const bool ft = (config_bits & 32) != 0;
     c.scheme_of_layer.assign(model_.layers().size(), core::Scheme::kPs);
     if (!ft) {  // fault tolerance needs every layer on the parameter server
-      c.scheme_of_layer[2] = core::Scheme::kSfb;
-      c.scheme_of_layer[3] = core::Scheme::kAllreduce;
+      c.scheme_of_layer[2] = core::Scheme::kSfb;        // fc1
+      c.scheme_of_layer[4] = core::Scheme::kAllreduce;  // fc2
     } else {
       c.fault.heartbeat_ns = 10;
       c.fault.failure_timeout_ns = 35;
