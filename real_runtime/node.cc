@@ -44,6 +44,7 @@
 #include "kernels/memory_estimate.h"
 #include "kernels/net.h"
 #include "kernels/training.h"
+#include "real_runtime/compute_streams.h"
 #include "real_runtime/control.h"
 #include "real_runtime/job_report.h"
 #include "real_runtime/live_stores.h"
@@ -58,47 +59,6 @@ using Clock = std::chrono::steady_clock;
 
 // Clock pings per process: the offset of the sample with the smallest round trip is kept.
 constexpr int kClockPings = 8;
-
-// One thread running posted jobs in order: a compute stream.
-class Executor {
- public:
-  Executor() : thread_([this] { Loop(); }) {}
-  ~Executor() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void Post(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      jobs_.push_back(std::move(job));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void Loop() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;  // stop_ and nothing left
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 class NodeHost final : public core::Host {
  public:
@@ -188,8 +148,7 @@ class NodeHost final : public core::Host {
   std::map<int, int> connect_retries_;
   int64_t next_batch_ = 0;
   std::set<std::pair<int64_t, int>> announced_;  // coordinator: (epoch, actor) acted on                   // worker: the clock of the next batch to read
-  std::array<core::TimeNs, core::kNumStreams> replay_stream_end_{};  // per stream, compute threads
-  std::optional<sim::ComputeModel> replay_model_;
+  std::optional<ReplayedCompute> replayed_;
   std::unique_ptr<core::WorkerStore> replay_worker_store_;
   std::unique_ptr<core::ShardStore> replay_shard_store_;
 
@@ -252,7 +211,7 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
         if (st.worker == layout_.WorkerIndex(o_.rank)) cm = cm.ScaledBy(st.slowdown);
       }
     }
-    replay_model_.emplace(std::move(cm));
+    replayed_.emplace(std::move(cm), s.batch_per_worker);
     o_.training.test = false;
   }
   protocol_ = config::BuildProtocol(s, model_, s.workers, s.servers, device_copies);
@@ -894,29 +853,7 @@ void NodeHost::RunTask(const core::ComputeTask& task, core::TimeNs begin) {
   // reports), so NaN cannot also mean "no loss".
   std::optional<double> loss;
   if (replay_) {
-    // Sleep the task's modelled time from when its stream starts it (tasks on one stream queue).
-    const sim::ComputeModel& cm = *replay_model_;
-    int64_t ns = 0;
-    switch (task.kind) {
-      case core::TaskKind::kForward: ns = cm.fwd_ns(task.layer); break;
-      case core::TaskKind::kBackward: ns = cm.bwd_ns(task.layer); break;
-      case core::TaskKind::kCopyToHost:
-      case core::TaskKind::kCopyToDevice: ns = cm.CopyNs(task.bytes); break;
-      case core::TaskKind::kServerUpdate: ns = cm.UpdateNs(task.bytes); break;
-      case core::TaskKind::kSfbRebuild:
-        ns = cm.SfbRebuildNs(task.layer, o_.scenario.batch_per_worker);
-        break;
-    }
-    // Like a device queue: a task the core starts right after the previous one on this stream
-    // ended (within kAbsorbNs of it: the loop's hand-off latency on a busy host) starts when
-    // that one ended, as in the simulator where the next task starts at the same instant.
-    // Sleeping until an absolute deadline also keeps sleep overshoot from accumulating.
-    constexpr core::TimeNs kAbsorbNs = 1'000'000;
-    const int stream = static_cast<int>(core::StreamOf(task.kind));
-    core::TimeNs& last_end = replay_stream_end_[static_cast<size_t>(stream)];
-    const core::TimeNs start = begin - last_end <= kAbsorbNs ? last_end : begin;
-    last_end = start + ns;
-    std::this_thread::sleep_for(std::chrono::nanoseconds(std::max<core::TimeNs>(0, last_end - Now())));
+    const core::TimeNs start = replayed_->Run(task, begin, [this] { return Now(); });
     asio::post(io_, [this, task, start] { TaskDone(task, start, std::nullopt); });
     return;
   }

@@ -1,0 +1,59 @@
+// real_runtime/compute_streams.h: where a live process runs the core's compute tasks.
+//
+// Each of an actor's core streams (compute, copy, server) is an Executor: one thread running
+// posted jobs in order, as a CUDA stream runs kernels. With replayed compute (`--compute
+// replay`, a node emulating a GPU) a task does not run kernels but takes the time the scenario's
+// compute model gives it: ReplayedCompute sleeps until the task's modelled end.
+#pragma once
+
+#include <array>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "core/host.h"
+#include "sim/compute_model.h"
+
+namespace poseidon::rt {
+
+class Executor {
+ public:
+  Executor();
+  ~Executor();  // runs what was posted, then joins
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+  void Post(std::function<void()> job);
+
+ private:
+  void Loop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+class ReplayedCompute {
+ public:
+  // `batch`: the worker's batch (the SFB rebuild GEMMs' size).
+  ReplayedCompute(sim::ComputeModel model, int64_t batch);
+
+  // On the task's stream thread: sleeps until the task's modelled end and returns when it
+  // started. A task started within 1 ms of the previous one's end on its stream (the loop's
+  // hand-off latency) starts when that one ended, as in the simulator, where the next task
+  // starts at the same instant; sleeping to an absolute deadline keeps overshoot from adding up.
+  // `begin` is when the core started it, `now` reads the job's clock.
+  core::TimeNs Run(const core::ComputeTask& task, core::TimeNs begin,
+                   const std::function<core::TimeNs()>& now);
+
+  const sim::ComputeModel& model() const { return model_; }
+
+ private:
+  sim::ComputeModel model_;
+  int64_t batch_;
+  std::array<core::TimeNs, core::kNumStreams> stream_end_{};  // each touched by its stream only
+};
+
+}  // namespace poseidon::rt
