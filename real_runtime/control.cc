@@ -112,50 +112,36 @@ bool DecodePeers(const std::vector<uint8_t>& body, int num_ranks,
   return true;
 }
 
-std::vector<uint8_t> EncodeLoss(int64_t clock, double loss) {
+namespace {
+
+// A body of fixed-size values, in order; decoding wants exactly those bytes.
+template <typename... T>
+std::vector<uint8_t> EncodeFixed(T... v) {
   std::vector<uint8_t> b;
-  Put(&b, clock);
-  Put(&b, loss);
+  (Put(&b, v), ...);
   return b;
 }
+template <typename... T>
+bool DecodeFixed(const std::vector<uint8_t>& body, T*... v) {
+  Reader r(body);
+  return (r.Get(v) && ...) && r.done();
+}
 
+}  // namespace
+
+std::vector<uint8_t> EncodeLoss(int64_t clock, double loss) { return EncodeFixed(clock, loss); }
 bool DecodeLoss(const std::vector<uint8_t>& body, int64_t* clock, double* loss) {
-  Reader r(body);
-  return r.Get(clock) && r.Get(loss) && r.done();
+  return DecodeFixed(body, clock, loss);
 }
-
-std::vector<uint8_t> EncodeI64(int64_t v) {
-  std::vector<uint8_t> b;
-  Put(&b, v);
-  return b;
-}
-
-bool DecodeI64(const std::vector<uint8_t>& body, int64_t* v) {
-  Reader r(body);
-  return r.Get(v) && r.done();
-}
-
-std::vector<uint8_t> EncodeF64(double v) {
-  std::vector<uint8_t> b;
-  Put(&b, v);
-  return b;
-}
-
-bool DecodeF64(const std::vector<uint8_t>& body, double* v) {
-  Reader r(body);
-  return r.Get(v) && r.done();
-}
-
+std::vector<uint8_t> EncodeI64(int64_t v) { return EncodeFixed(v); }
+bool DecodeI64(const std::vector<uint8_t>& body, int64_t* v) { return DecodeFixed(body, v); }
+std::vector<uint8_t> EncodeF64(double v) { return EncodeFixed(v); }
+bool DecodeF64(const std::vector<uint8_t>& body, double* v) { return DecodeFixed(body, v); }
 std::vector<uint8_t> EncodePong(int64_t ping_time, int64_t coordinator_time) {
-  std::vector<uint8_t> b;
-  Put(&b, ping_time);
-  Put(&b, coordinator_time);
-  return b;
+  return EncodeFixed(ping_time, coordinator_time);
 }
-
 bool DecodePong(const std::vector<uint8_t>& body, int64_t* ping_time, int64_t* coordinator_time) {
-  Reader r(body);
-  return r.Get(ping_time) && r.Get(coordinator_time) && r.done();
+  return DecodeFixed(body, ping_time, coordinator_time);
 }
 
 std::vector<uint8_t> EncodeStatus(const std::string& text) {
