@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +21,6 @@
 #include <optional>
 #include <set>
 #include <limits>
-#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -35,7 +33,6 @@
 #include "core/decision_log.h"
 #include "core/message_rules.h"
 #include "core/placement.h"
-#include "core/ring.h"
 #include "core/server.h"
 #include "core/trace.h"
 #include "core/worker.h"
@@ -101,7 +98,6 @@ class NodeHost final : public core::Host {
   void TaskDone(const core::ComputeTask& task, core::TimeNs begin, std::optional<double> loss);
 
   // Fault tolerance.
-  void MaybeInjectFault(const char* phase, int64_t clock);
   FaultInjector fault_;  // tests only: nothing unless given one
   std::string WorkerCheckpointFile() const;
   void WriteWorkerCheckpoint();                  // compute thread
@@ -544,7 +540,6 @@ void NodeHost::RetryConnect(int peer) {
   });
 }
 
-void NodeHost::MaybeInjectFault(const char* phase, int64_t clock) { fault_.At(phase, clock); }
 
 std::string NodeHost::WorkerCheckpointFile() const {
   return fmt::format("{}/worker-{}.ckpt", o_.checkpoint_dir, layout_.WorkerIndex(o_.rank));
@@ -777,9 +772,9 @@ void NodeHost::OnMessage(core::Message msg) {
     return;
   }
   if (msg.type == core::MsgType::kMembership) OnMembership(msg);
-  if (msg.type == core::MsgType::kHeartbeat) MaybeInjectFault("heartbeat", msg.clock);
-  if (msg.type == core::MsgType::kParams && msg.step == -1) MaybeInjectFault("pull", msg.clock);
-  if (msg.type == core::MsgType::kPushGrad) MaybeInjectFault("push", msg.clock);
+  if (msg.type == core::MsgType::kHeartbeat) fault_.At("heartbeat", msg.clock);
+  if (msg.type == core::MsgType::kParams && msg.step == -1) fault_.At("pull", msg.clock);
+  if (msg.type == core::MsgType::kPushGrad) fault_.At("push", msg.clock);
   core::ProtocolError refused;
   try {
     refused = actor_->OnMessage(Now(), msg);
@@ -802,8 +797,8 @@ void NodeHost::RefusePeer(const core::Message& msg, const core::ProtocolError& e
 
 void NodeHost::Send(core::Message msg) {
   if (!o_.decisions_file.empty()) decisions_.Send(o_.rank, msg);
-  if (msg.type == core::MsgType::kPushGrad) MaybeInjectFault("push", msg.clock);
-  if (msg.type == core::MsgType::kParams && msg.step == -1) MaybeInjectFault("pull", msg.clock);
+  if (msg.type == core::MsgType::kPushGrad) fault_.At("push", msg.clock);
+  if (msg.type == core::MsgType::kParams && msg.step == -1) fault_.At("pull", msg.clock);
   if (msg.type == core::MsgType::kMembership && o_.rank == 0 &&
       !announced_.count({msg.clock, msg.step})) {
     announced_.insert({msg.clock, msg.step});

@@ -814,7 +814,8 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     });
   }
 
-  // The tag first: nothing of a frame that fails it is looked at any further.
+  // Before a frame's contents are used: only its header and a message's sizes (to read the rest
+  // into a buffer of the checked length) are looked at before its tag verifies.
   bool TagChecks(const std::shared_ptr<Conn>& c, Bytes body, Bytes more = {}) {
     const bool ok = c->rx_mac->Verify(c->cur.seq, {Bytes(c->hdr.data(), c->hdr.size()), body, more},
                                       c->rx_tag.data());
