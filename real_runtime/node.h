@@ -18,9 +18,13 @@
 //      measures test accuracy; then the coordinator tells every process to exit.
 //
 // Nothing here decides anything about the protocol: what to send, when and to whom is the
-// core's. Incoming messages are checked against the job (type for this role, chunk and layer
-// ranges, payload sizes) before the core sees them; a message that does not fit is logged and
-// dropped, never handed to the core.
+// core's. Every incoming message goes to the core, which checks it against its state and the
+// job's shapes (core/message_rules.h) and returns a ProtocolError for one that does not fit;
+// the host then closes that peer's connection and reports it (a lost peer), and never aborts.
+//
+// The implementation (node_host.h) is split by job: node.cc (connections, messages, control
+// frames, the job's end), node_build.cc (the actor and its stores), node_compute.cc (compute
+// streams), rendezvous.h (rendezvous and clock sync), progress_watchdog.h, worker_compute.h.
 #pragma once
 
 #include <cstdint>

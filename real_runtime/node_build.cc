@@ -1,0 +1,251 @@
+// real_runtime/node_build.cc: building a live process (node_host.h): the actor its rank hosts and
+// the stores its compute mode needs, the transport, the rendezvous and the coordinator's
+// watchdog; and the check that a scenario can run live at all.
+#include "real_runtime/node_host.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "config/job_config.h"
+#include "config/yaml_reader.h"
+#include "core/message_rules.h"
+#include "kernels/net.h"
+#include "sim/compute_model.h"
+
+namespace poseidon::rt {
+
+using config::ConfigError;
+
+NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
+  const config::ScenarioSpec& s = o_.scenario;
+  model_ = config::BuildScenarioModel(s);
+  layout_ = config::BuildLayout(s, s.workers, s.servers);
+  if (o_.rank < 0 || o_.rank >= layout_.num_actors()) {
+    throw ConfigError(fmt::format(
+        "error: rank {} is out of range: scenario {} has {} processes "
+        "(coordinator 0, workers 1..{}, shards {}..{})",
+        o_.rank, s.file, layout_.num_actors(), s.workers, s.workers + 1, layout_.num_actors() - 1));
+  }
+  CheckLiveScenario(s);
+  if (o_.compute != "real" && o_.compute != "replay") {
+    throw ConfigError(fmt::format("error: --compute must be real or replay, got '{}'", o_.compute));
+  }
+  replay_ = o_.compute == "replay";
+  bool device_copies = false;
+  if (replay_) {
+    // The simulator's compute model, with the straggler slowdowns the scenario gives.
+    sim::ComputeModel cm = sim::BuildComputeModel(s, model_);
+    device_copies = cm.pcie_bandwidth_Bps() > 0;
+    if (layout_.IsWorker(o_.rank)) {
+      for (const auto& st : s.stragglers) {
+        if (st.worker == layout_.WorkerIndex(o_.rank)) cm = cm.ScaledBy(st.slowdown);
+      }
+    }
+    replayed_.emplace(std::move(cm), s.batch_per_worker);
+    o_.training.test = false;
+  }
+  protocol_ = config::BuildProtocol(s, model_, s.workers, s.servers, device_copies);
+  ft_ = protocol_.fault.enabled();
+  if (protocol_.fault.checkpoint_every > 0 && o_.checkpoint_dir.empty()) {
+    throw ConfigError(
+        fmt::format("error: {}: protocol.fault_tolerance.checkpoint_every needs "
+                    "--checkpoint-dir DIR (poseidon launch passes one)",
+                    s.file));
+  }
+  if (o_.rejoin && !ft_) {
+    throw ConfigError(fmt::format("error: --rejoin needs protocol.fault_tolerance in {}", s.file));
+  }
+  if (o_.rejoin && layout_.IsWorker(o_.rank)) {
+    if (const int l = core::FirstLayerOffPs(model_, protocol_); l >= 0) {
+      throw ConfigError(fmt::format(
+          "error: a restarted worker cannot rejoin: {}; rejoining needs every layer on the "
+          "parameter server (protocol.scheme: ps)",
+          core::OffPsReason(model_, protocol_, l)));
+    }
+  }
+  placement_ =
+      core::Placement::Build(model_, s.servers, protocol_.chunk_bytes, protocol_.scheme_of_layer);
+  is_worker_ = layout_.IsWorker(o_.rank);
+  is_server_ = layout_.IsServer(o_.rank);
+  if (o_.inject && o_.inject->rank == o_.rank && !o_.rejoin) {
+    fault_ = FaultInjector(*o_.inject, Who(o_.rank),
+                           is_server_ ? fmt::format("{}/shard-{}.ckpt", o_.checkpoint_dir,
+                                                    layout_.ServerIndex(o_.rank))
+                                      : std::string());
+  }
+
+  kernels::Backend backend;
+  if (!kernels::BackendFromName(o_.training.backend, &backend)) {
+    throw ConfigError(
+        fmt::format("error: --backend: unknown backend '{}'; known: reference, cpu, "
+                    "cuda",
+                    o_.training.backend));
+  }
+  kernels::SgdOptions& sgd = o_.training.sgd;
+  if (sgd.max_iter <= 1) sgd.max_iter = s.iterations;
+  if (sgd.stepsize <= 1) sgd.stepsize = std::max<int64_t>(1, s.iterations / 3);
+  BuildActor(backend);
+
+  TransportCallbacks cb;
+  cb.on_peer_up = [this](int peer) { OnPeerUp(peer); };
+  cb.on_peer_down = [this](int peer, const std::string& reason) { OnPeerDown(peer, reason); };
+  cb.on_message = [this](core::Message m) { OnMessage(std::move(m)); };
+  cb.on_control = [this](int peer, uint8_t type, std::vector<uint8_t> body) {
+    OnControl(peer, type, std::move(body));
+  };
+  cb.on_sent = [this](const core::Message& m) {
+    if (actor_started_ && !failed_) {
+      actor_->OnSent(Now(), m);
+      AfterActorCall();
+    }
+    TrySend(m.to);
+  };
+  o_.transport.num_ranks = layout_.num_actors();
+  transport_ = std::make_unique<Transport>(io_, o_.rank, o_.transport, cb);
+  BuildRendezvous();
+  if (o_.rank == 0) {
+    ProgressWatchdog::Callbacks w;
+    w.ask = [this] {
+      if (failed_ || shutting_down_ || coordinator_actor_->finished()) return false;
+      for (int r = 1; r < layout_.num_actors(); ++r) {
+        if (transport_->is_up(r)) transport_->SendControl(r, kCtlStatusAsk, {});
+      }
+      return true;
+    };
+    w.stuck = [this](const std::map<int, std::string>& answers) { OnStuck(answers); };
+    watchdog_ = std::make_unique<ProgressWatchdog>(io_, o_.progress_timeout,
+                                                   layout_.num_actors() - 1, std::move(w));
+  }
+}
+
+// The actor this process hosts, on the stores its compute mode needs.
+void NodeHost::BuildActor(kernels::Backend backend) {
+  const config::ScenarioSpec& s = o_.scenario;
+  if (replay_ && is_worker_) {
+    replay_worker_store_ = std::make_unique<ReplayWorkerStore>(model_, s.batch_per_worker);
+    actor_ = std::make_unique<core::Worker>(o_.rank, model_, *placement_, layout_, protocol_, this,
+                                            replay_worker_store_.get());
+  } else if (replay_ && is_server_) {
+    if (o_.rejoin) {
+      throw ConfigError(
+          "error: --rejoin of a shard needs --compute real (replayed shards hold no "
+          "values to checkpoint)");
+    }
+    replay_shard_store_ = std::make_unique<ReplayShardStore>();
+    auto shard = std::make_unique<core::ServerShard>(o_.rank, *placement_, layout_, protocol_, this,
+                                                     replay_shard_store_.get());
+    shard_actor_ = shard.get();
+    actor_ = std::move(shard);
+  } else if (is_worker_) {
+    WorkerComputeOptions w;
+    w.data_dir = o_.training.data_dir;
+    w.backend = backend;
+    w.sgd = o_.training.sgd;
+    w.batch = s.batch_per_worker;
+    w.workers = s.workers;
+    w.worker_index = layout_.WorkerIndex(o_.rank);
+    w.seed = s.seed;
+    w.test = o_.training.test && w.worker_index == 0;
+    w.checkpoint_file = fmt::format("{}/worker-{}.ckpt", o_.checkpoint_dir, w.worker_index);
+    w.checkpoint_every = protocol_.fault.checkpoint_every;
+    w.rejoin = o_.rejoin;
+    w.who = Who(o_.rank);
+    worker_compute_ = std::make_unique<WorkerCompute>(model_, *placement_, o_.rank, w);
+    actor_ = std::make_unique<core::Worker>(o_.rank, model_, *placement_, layout_, protocol_, this,
+                                            worker_compute_->store());
+  } else if (is_server_) {
+    BuildShard();
+  } else {
+    auto coordinator = std::make_unique<core::Coordinator>(layout_, this, protocol_.fault);
+    coordinator_actor_ = coordinator.get();
+    actor_ = std::move(coordinator);
+    try {
+      report_.emplace(layout_.num_workers, protocol_.iterations, s.batch_per_worker,
+                      o_.training.print_interval, o_.training.csv, start_);
+    } catch (const std::runtime_error& e) {
+      throw ConfigError(e.what());
+    }
+  }
+  if (is_worker_) {
+    worker_actor_ = static_cast<core::Worker*>(actor_.get());
+    if (o_.rejoin) worker_actor_->Rejoin();
+  }
+}
+
+// A shard with real values: every replica and every shard start from the values a Net built
+// with the job's seed has; a restarted one from its checkpoint, if there is one.
+void NodeHost::BuildShard() {
+  const config::ScenarioSpec& s = o_.scenario;
+  kernels::Net initial(model_, kernels::Backend::kReference, /*batch=*/1, s.seed);
+  shard_store_ = std::make_unique<LiveShardStore>(
+      initial, *placement_, layout_.ServerIndex(o_.rank), protocol_.consistency, o_.training.sgd);
+  auto shard = std::make_unique<core::ServerShard>(o_.rank, *placement_, layout_, protocol_, this,
+                                                   shard_store_.get());
+  if (ft_ && protocol_.consistency == core::Consistency::kBsp) shard_store_->KeepPrevious();
+  if (fault_.at_checkpoint()) {
+    shard_store_->SetCheckpointHook(
+        [this](const core::ShardCheckpoint& state) { fault_.At("checkpoint", state.floor); });
+  }
+  if (!o_.checkpoint_dir.empty()) {
+    const std::string file =
+        fmt::format("{}/shard-{}.ckpt", o_.checkpoint_dir, layout_.ServerIndex(o_.rank));
+    shard_store_->SetCheckpointFile(file);
+    if (o_.rejoin && std::filesystem::exists(file)) {
+      const core::ShardCheckpoint state = shard_store_->LoadCheckpoint();
+      shard->Restore(state);
+      spdlog::info("{}: restored from {}: every push of clocks below {} applied", Who(o_.rank),
+                   file, state.floor);
+      restore_note_ = fmt::format("restarted from {} (clocks below {})", file, state.floor);
+    } else if (o_.rejoin) {
+      spdlog::info("{}: no checkpoint at {} yet; starting from the initial values", Who(o_.rank),
+                   file);
+      restore_note_ = fmt::format(
+          "restarted from the initial values: no checkpoint at {}; if the job was past its "
+          "first checkpoint, the clocks before the pushes the workers keep cannot be replayed: "
+          "put back the newest {} or start the job again",
+          file, std::filesystem::path(file).filename().string());
+    }
+  }
+  shard_actor_ = shard.get();
+  actor_ = std::move(shard);
+}
+
+void NodeHost::BuildRendezvous() {
+  RendezvousOptions r;
+  r.rank = o_.rank;
+  r.num_actors = layout_.num_actors();
+  r.coordinator_host = o_.coordinator_host;
+  r.coordinator_port = o_.coordinator_port;
+  r.listen_host = o_.listen_host;
+  r.advertise_host = o_.advertise_host;
+  r.rejoin = o_.rejoin;
+  r.timeout = o_.rendezvous_timeout;
+  Rendezvous::Callbacks cb;
+  cb.name = [this](int rank) { return Who(rank); };
+  cb.local = [this] { return Local(); };
+  cb.alive = [this](int rank) { return coordinator_actor_->alive(rank); };
+  cb.registered = [this](int rank) { return coordinator_actor_->registered(rank); };
+  cb.started = [this] {
+    return failed_ || shutting_down_ ||
+           (o_.rank == 0 ? coordinator_actor_->started() : actor_started_);
+  };
+  cb.fail = [this](const std::string& why) { Fail(kExitPeerLost, why); };
+  cb.progressed = [this] { MaybeStartActor(); };
+  rendezvous_ = std::make_unique<Rendezvous>(io_, *transport_, std::move(r), std::move(cb));
+}
+
+NodeHost::~NodeHost() {
+  streams_.clear();  // joins the compute threads before the net goes
+}
+
+void CheckLiveScenario(const config::ScenarioSpec& s) {
+  // Every scheme runs live (ps, sfb, allreduce); what is left to check is that the model and the
+  // protocol plan build, so that a bad scenario fails once here, not in every process.
+  const core::Model model = config::BuildScenarioModel(s);
+  (void)config::BuildProtocol(s, model, s.workers, s.servers, false);
+}
+
+}  // namespace poseidon::rt
