@@ -39,6 +39,7 @@ const char* ProtocolErrorCodeName(ProtocolErrorCode c) {
     case C::kOutOfRange: return "out of range";
     case C::kWrongShape: return "wrong shape";
     case C::kWrongState: return "wrong state";
+    case C::kStateLost: return "state lost";
   }
   return "?";
 }
@@ -99,6 +100,9 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       }
       const Chunk& c = chunks[static_cast<size_t>(m.chunk)];
       if (c.shard != L.ServerIndex(me)) return Err(C::kOutOfRange, "a push for a chunk another shard owns");
+      if (m.step != -1 && !(ft && m.step == kPushResent)) {
+        return Err(C::kOutOfRange, "a push of an unknown kind " + S(m.step));
+      }
       if (ProtocolError e = ClockInRange(m, *job.config)) return e;
       return Sized(m, c.count, c.bytes(), "a push for chunk " + S(m.chunk));
     }

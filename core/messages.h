@@ -40,6 +40,10 @@ inline constexpr int32_t kMemberJoined = 1;
 // the last update (sent under BSP so that a rejoining worker can recompute exactly).
 inline constexpr int32_t kRejoinCurrent = 1;
 inline constexpr int32_t kRejoinPrevious = 2;
+// kPushGrad's `step` field: -1 for a push as computed; kPushResent for one a worker sends again
+// to a shard that came back (the pushes it keeps since the shard's last checkpoint), so that the
+// shard can tell whether its checkpoint is recent enough (ServerShard::OnPush).
+inline constexpr int32_t kPushResent = 1;
 const char* MsgTypeName(MsgType t);
 
 struct Message {

@@ -4,7 +4,8 @@
 // Actor::OnMessage checks the message against the job's shape (message_rules.h) and against its
 // own state, and returns a typed error for one that does not fit, having changed nothing. The
 // host then closes that peer's connection and reports it (the live runtime), or stops with the
-// description (the simulator, whose peers are its own actors: a bug).
+// description (the simulator, whose peers are its own actors: a bug). kStateLost is the one
+// code that blames this actor rather than the peer: the host ends the job.
 //
 //   if (ProtocolError e = actor.OnMessage(now, msg)) CloseAndReport(msg.from, e.what);
 #pragma once
@@ -21,6 +22,11 @@ enum class ProtocolErrorCode : uint8_t {
   kOutOfRange,       // a chunk, layer, step, clock or actor id outside the job
   kWrongShape,       // a value count other than the job's shapes say
   kWrongState,       // well-formed, but not now (a second start, a ring step of another clock)
+  // Not the peer's fault: the message shows that this actor lacks state the job had (a shard
+  // restarted from an older checkpoint than the one the workers' retained pushes start from, or
+  // without one). Nothing can rebuild it; the host ends the job with the description instead of
+  // closing the peer's connection.
+  kStateLost,
 };
 const char* ProtocolErrorCodeName(ProtocolErrorCode c);
 

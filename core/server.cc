@@ -112,6 +112,9 @@ ProtocolError ServerShard::OnMessage(TimeNs now, const Message& msg) {
 ProtocolError ServerShard::OnPush(const Message& msg) {
   const Chunk& c = placement_.chunks()[static_cast<size_t>(msg.chunk)];  // checked: ours
   const int w = layout_.WorkerIndex(msg.from);
+  if (msg.step == kPushResent && resend_checked_.insert({c.id, w}).second) {
+    if (ProtocolError e = CheckResendStart(c, w, msg.clock)) return e;
+  }
   if (config_.consistency == Consistency::kAsp) {
     int64_t& got = asp_received_[c.id][static_cast<size_t>(w)];
     if (msg.clock < got) {
@@ -160,6 +163,26 @@ ProtocolError ServerShard::OnPush(const Message& msg) {
   store_->Accumulate(c, msg);
   MaybeUpdate(c);
   return {};
+}
+
+// A worker resends the pushes it keeps since what it knows to be this shard's last checkpoint,
+// oldest first. The first of them for a chunk must not be past what this shard holds: if it is,
+// the clocks in between were applied by the old process and are in no file (the checkpoint is
+// missing or older than the newest), so the job can never go on.
+ProtocolError ServerShard::CheckResendStart(const Chunk& c, int w, int64_t first) const {
+  const bool asp = config_.consistency == Consistency::kAsp;
+  if (!asp && !member_[static_cast<size_t>(w)]) return {};  // evicted: its pushes do not count
+  const int64_t have =
+      asp ? asp_received_[c.id][static_cast<size_t>(w)] : version_[c.id];
+  if (first <= have) return {};
+  return ProtocolError::Of(
+      ProtocolErrorCode::kStateLost,
+      "chunk " + std::to_string(c.id) + " (layer " + std::to_string(c.layer) + ") is at clock " +
+          std::to_string(have) + " here, but worker " + std::to_string(w) +
+          " keeps its pushes only from clock " + std::to_string(first) +
+          " on: the pushes of clocks " + std::to_string(have) + ".." + std::to_string(first - 1) +
+          " were applied by this shard's previous process and are in no checkpoint it was "
+          "restored from");
 }
 
 void ServerShard::MaybeUpdate(const Chunk& c) {

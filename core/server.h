@@ -21,7 +21,9 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/host.h"
@@ -63,6 +65,7 @@ class ServerShard final : public Actor {
 
  private:
   ProtocolError OnPush(const Message& msg);
+  ProtocolError CheckResendStart(const Chunk& c, int w, int64_t first) const;
   void MaybeUpdate(const Chunk& c);
   void SendParams(const Chunk& c, ActorId worker, int64_t clock, int32_t step, FloatBuffer values);
   void MaybeCheckpoint(bool force = false);
@@ -92,6 +95,8 @@ class ServerShard final : public Actor {
   std::vector<bool> member_;                        // by worker index
   int64_t duplicates_ = 0;
   int64_t checkpointed_floor_ = 0;
+  // (chunk, worker) whose first resent push after a restart was checked (CheckResendStart).
+  std::set<std::pair<int32_t, int>> resend_checked_;
   std::vector<int64_t> last_checkpoint_;  // per worker: its progress at the last checkpoint
 };
 

@@ -151,7 +151,19 @@ ProtocolError Worker::OnMessage(TimeNs now, const Message& msg) {
       // A shard that came back lost what its checkpoint did not hold: send it again (it
       // applies each push once, and answers those of clocks it already applied).
       if (msg.chunk == kMemberJoined && layout_.IsServer(msg.step)) {
-        for (const Message& push : retained_[layout_.ServerIndex(msg.step)]) Send(push, push.layer);
+        // Each chunk's first push there is marked (kPushResent), so that the shard can tell
+        // whether what it was restored from reaches back to it: the oldest one kept, or, for a
+        // chunk with none kept, the next one (its clock is then where the shard must be).
+        const int shard = layout_.ServerIndex(msg.step);
+        std::set<int32_t> resent;
+        for (Message push : retained_[shard]) {
+          push.step = kPushResent;
+          resent.insert(push.chunk);
+          Send(push, push.layer);
+        }
+        for (int32_t cid : placement_.chunks_of_shard(shard)) {
+          if (!resent.count(cid)) mark_next_push_.insert(cid);
+        }
         if (rejoining_ && started_) {
           // Rejoining while that shard was down: our first kRejoin to it was lost with it.
           SendRejoin(msg.step);
@@ -325,6 +337,7 @@ void Worker::PushLayer(TimeNs now, int layer, int64_t clock) {
     m.data = store_->GradientChunk(c);
     pushed_[static_cast<size_t>(c.id)] = clock + 1;
     if (config_.fault.checkpoint_every > 0) Retain(m);
+    if (mark_next_push_.erase(c.id)) m.step = kPushResent;
     Send(std::move(m), layer);
   }
 }

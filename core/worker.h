@@ -25,6 +25,7 @@
 
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,7 @@ class Worker final : public Actor {
   std::vector<int64_t> chunk_version_;                       // per chunk: clocks taken
   std::map<int32_t, std::map<int64_t, Message>> early_;     // per chunk: answers ahead of order
   std::map<int, std::deque<Message>> retained_;              // per shard: pushes kept
+  std::set<int32_t> mark_next_push_;  // chunks of a shard back from a restart: next push is marked
   bool rejoining_ = false;                                   // waiting for kRejoin answers
   bool rejoined_ = false;                                    // Rejoin() was called
   std::vector<int64_t> pushed_;                              // per chunk: clocks it pushed

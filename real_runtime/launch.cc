@@ -234,7 +234,12 @@ int RunLaunch(const LaunchOptions& o) {
     return std::make_pair(c, fd);
   };
   auto stop_all = [&](int sig) {
-    for (const auto& [pid, c] : children) kill(pid, sig);
+    for (const auto& [pid, c] : children) {
+      kill(pid, sig);
+      // A stopped process (SIGSTOP, a debugger's) takes the signal only once continued: without
+      // this the launcher would wait for it forever.
+      if (sig != SIGKILL) kill(pid, SIGCONT);
+    }
   };
 
   int result = 0;
@@ -404,10 +409,12 @@ int RunLaunch(const LaunchOptions& o) {
         over_since = std::chrono::steady_clock::now();
         continue;
       }
-      // A bad scenario, or a disk that is full, read-only or forbidden: a restart would fail the
-      // same way.
-      const bool config_error = WIFEXITED(status) && (WEXITSTATUS(status) == kExitConfig ||
-                                                      WEXITSTATUS(status) == kExitStorage);
+      // A bad scenario, a disk that is full, read-only or forbidden, or a shard restored without
+      // its newest checkpoint: a restart would fail the same way.
+      const bool config_error =
+          WIFEXITED(status) && (WEXITSTATUS(status) == kExitConfig ||
+                                WEXITSTATUS(status) == kExitStorage ||
+                                WEXITSTATUS(status) == kExitStateLost);
       if (!ok && !stopping && c.rank != 0 && !config_error && restarts < o.restart_on_failure) {
         fmt::print(stderr, "launch: {} (rank {}) {}; see {}\n", c.name, c.rank, Describe(status),
                    c.log);

@@ -244,6 +244,13 @@ void NodeHost::OnMessage(core::Message msg) {
   } catch (const PayloadError& e) {
     refused = core::ProtocolError::Of(core::ProtocolErrorCode::kWrongShape, e.what());
   }
+  if (refused.code == core::ProtocolErrorCode::kStateLost) {
+    // Not the peer's fault, and no restart can cure it: the job ends, saying what to do.
+    Fail(kExitStateLost,
+         fmt::format("the job cannot go on: {}. {}", refused.what,
+                     lost_advice_.empty() ? "Start the job again" : lost_advice_));
+    return;
+  }
   if (refused) return RefusePeer(msg, refused);
   AfterActorCall();
 }

@@ -97,6 +97,8 @@ enum NodeExit : int {
   kExitStorage = 5,     // a file could not be written for good (no space, read-only, permission):
                         // restarting would fail the same way, so launch does not
   kExitNoProgress = 6,  // the coordinator's watchdog: no iteration finished for progress_timeout
+  kExitStateLost = 7,   // a restarted shard lacks clocks no checkpoint holds (its newest
+                        // checkpoint was missing or older): no restart can cure it either
 };
 
 // Runs the process until the job ends; returns a NodeExit. Throws config::ConfigError for

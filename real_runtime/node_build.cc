@@ -199,6 +199,10 @@ void NodeHost::BuildShard() {
       spdlog::info("{}: restored from {}: every push of clocks below {} applied", Who(o_.rank),
                    file, state.floor);
       restore_note_ = fmt::format("restarted from {} (clocks below {})", file, state.floor);
+      lost_advice_ = fmt::format(
+          "This shard was restored from {}, which holds the clocks below {} only: put back the "
+          "newest {} or start the job again",
+          file, state.floor, std::filesystem::path(file).filename().string());
     } else if (o_.rejoin) {
       spdlog::info("{}: no checkpoint at {} yet; starting from the initial values", Who(o_.rank),
                    file);
@@ -206,6 +210,10 @@ void NodeHost::BuildShard() {
           "restarted from the initial values: no checkpoint at {}; if the job was past its "
           "first checkpoint, the clocks before the pushes the workers keep cannot be replayed: "
           "put back the newest {} or start the job again",
+          file, std::filesystem::path(file).filename().string());
+      lost_advice_ = fmt::format(
+          "This shard was restarted from the initial values, with no checkpoint at {}: put back "
+          "the newest {} or start the job again",
           file, std::filesystem::path(file).filename().string());
     }
   }

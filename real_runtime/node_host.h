@@ -137,6 +137,7 @@ class NodeHost final : public core::Host {
   std::atomic<bool> compute_failed_{false};
   bool evaluated_ = false;    // a finished worker saved its parameters and measured accuracy
   std::string restore_note_;  // a restarted shard: what it was restored from
+  std::string lost_advice_;   // and what to do should its state prove too old (kStateLost)
 
   // Coordinator.
   std::optional<JobReport> report_;

@@ -120,10 +120,12 @@ class RecordingShardStore final : public core::ShardStore {
 
   // The process died and a new one starts on the same disk: the values go back to the last
   // checkpoint (or to the initial ones), what was accumulated is lost. Returns the state to
-  // give ServerShard::Restore.
-  std::optional<core::ShardCheckpoint> Reopen() {
+  // give ServerShard::Restore. `lose_newest`: that many of the newest checkpoints are gone (a
+  // deleted file, an older one put back).
+  std::optional<core::ShardCheckpoint> Reopen(size_t lose_newest = 0) {
     ++incarnation_;
     accumulators_.clear();
+    checkpoints.resize(checkpoints.size() - std::min(lose_newest, checkpoints.size()));
     if (checkpoints.empty()) {
       values_.clear();
       previous_.clear();
@@ -289,7 +291,7 @@ class FaultCluster {
     POSEIDON_CHECK(state_[static_cast<size_t>(a)] == State::kStopped);
     state_[static_cast<size_t>(a)] = State::kAlive;
   }
-  void Restart(core::ActorId a) {
+  void Restart(core::ActorId a, size_t lose_newest_checkpoints = 0) {
     if (state_[static_cast<size_t>(a)] != State::kDead) Kill(a);
     const size_t i = static_cast<size_t>(a);
     ++incarnation_[i];
@@ -300,7 +302,7 @@ class FaultCluster {
       static_cast<core::Worker&>(*actors_[i]).Rejoin();
     } else {
       POSEIDON_CHECK(layout_.IsServer(a));
-      std::optional<core::ShardCheckpoint> state = shard_stores_[i]->Reopen();
+      std::optional<core::ShardCheckpoint> state = shard_stores_[i]->Reopen(lose_newest_checkpoints);
       actors_[i] = MakeShard(a);
       if (state) static_cast<core::ServerShard&>(*actors_[i]).Restore(*state);
       restored_from.push_back({a, state});
@@ -376,6 +378,8 @@ class FaultCluster {
   int64_t timers_fired = 0;
   int kills = 0, restarts = 0;
   std::vector<std::pair<core::ActorId, std::optional<core::ShardCheckpoint>>> restored_from;
+  // Actors that refused a message with kStateLost (the job then ended), and why.
+  std::vector<std::pair<core::ActorId, std::string>> state_lost;
 
  private:
   class Host final : public core::Host {
@@ -439,8 +443,9 @@ class FaultCluster {
     return state_[static_cast<size_t>(a.actor)] == State::kAlive;
   }
 
-  // Runs the next action; false when nothing runnable is left.
+  // Runs the next action; false when nothing runnable is left (or an actor lost its state).
   bool Step() {
+    if (ended_) return false;
     // The earliest runnable timer (ties: the one set first).
     int timer = -1;
     for (size_t i = 0; i < timers_.size(); ++i) {
@@ -483,6 +488,12 @@ class FaultCluster {
         ++delivered_messages;
         if (on_deliver) on_deliver(now_, act.msg);
         if (core::ProtocolError e = actors_[to]->OnMessage(now_, act.msg)) {
+          if (e.code == core::ProtocolErrorCode::kStateLost) {
+            // The host ends the job (the live runtime: exit code 7): nothing runs after it.
+            state_lost.push_back({act.msg.to, e.what});
+            ended_ = true;
+            break;
+          }
           ADD_FAILURE() << "actor " << to << " refused " << core::Describe(act.msg) << ": "
                         << e.what;
         }
@@ -551,6 +562,7 @@ class FaultCluster {
   core::TimeNs now_ = 0;
   int64_t steps_ = 0;
   bool started_ = false;
+  bool ended_ = false;  // an actor lost its state (state_lost): the job is over
   std::mt19937_64 rng_;
   bool shuffle_;
 };

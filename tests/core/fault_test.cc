@@ -767,6 +767,64 @@ INSTANTIATE_TEST_SUITE_P(Points, ShardCrash, ::testing::ValuesIn(ShardCrashCases
                            return i.param.name;
                          });
 
+// A shard restored from an older checkpoint than the newest, or without one: the workers keep
+// only the pushes since the newest, so the clocks in between are gone. The shard finds out from
+// the first push each worker sends again, and the job ends with what is missing (kStateLost)
+// instead of waiting forever for pushes nobody has.
+struct LostCheckpointCase {
+  std::string name;
+  Consistency consistency;
+  int64_t staleness;
+  size_t lose_newest;  // checkpoints gone at the restart (3 = all of them)
+};
+
+class LostCheckpoint : public ::testing::TestWithParam<LostCheckpointCase> {};
+
+TEST_P(LostCheckpoint, TheRestoredShardEndsTheJobNamingTheMissingClocks) {
+  const LostCheckpointCase& tc = GetParam();
+  const core::Model model = core::Model::Build(testing::SmallNetSpec());
+  const int P = 2, S = 2, victim = 1;
+  const int64_t iterations = 12, every = 2;
+  FaultCluster c(model, core::JobLayout::Colocated(P, S),
+                 FaultConfig(tc.consistency, tc.staleness, iterations, every, /*evict=*/false));
+  const ActorId sid = c.layout().server(victim);
+  RecordingShardStore& store = c.shard_store(victim);
+  bool killed = false;
+  // Three checkpoints are durable (the newest of clock 6): every worker has seen the versions of
+  // the second and keeps its pushes from clock 4 on at least.
+  c.When([&](const FaultCluster::Event&) { return store.checkpoints.size() == 3; },
+         [&] {
+           killed = true;
+           c.Kill(sid);
+           c.Restart(sid, tc.lose_newest);
+         });
+  const auto r = c.Run();
+  ASSERT_TRUE(killed);
+  EXPECT_FALSE(r.step_limit);
+  if (tc.lose_newest == 0) {  // the control: restored from the newest, it replays and finishes
+    EXPECT_TRUE(c.state_lost.empty()) << c.state_lost[0].second;
+    ExpectJobFinished(c, r, tc.name);
+    return;
+  }
+  ASSERT_EQ(c.state_lost.size(), 1u) << "the job went on or hung without saying why";
+  EXPECT_EQ(c.state_lost[0].first, sid);
+  const std::string& why = c.state_lost[0].second;
+  EXPECT_NE(why.find("keeps its pushes only from clock "), std::string::npos) << why;
+  EXPECT_NE(why.find("are in no checkpoint it was restored from"), std::string::npos) << why;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, LostCheckpoint,
+    ::testing::Values(LostCheckpointCase{"BspNewestCheckpoint", Consistency::kBsp, 0, 0},
+                      LostCheckpointCase{"BspOlderCheckpoint", Consistency::kBsp, 0, 2},
+                      LostCheckpointCase{"BspNoCheckpoint", Consistency::kBsp, 0, 3},
+                      LostCheckpointCase{"SspOlderCheckpoint", Consistency::kSsp, 1, 2},
+                      LostCheckpointCase{"SspNoCheckpoint", Consistency::kSsp, 1, 3},
+                      LostCheckpointCase{"SspNewestCheckpoint", Consistency::kSsp, 1, 0},
+                      LostCheckpointCase{"AspNewestCheckpoint", Consistency::kAsp, 0, 0},
+                      LostCheckpointCase{"AspNoCheckpoint", Consistency::kAsp, 0, 3}),
+    [](const ::testing::TestParamInfo<LostCheckpointCase>& i) { return i.param.name; });
+
 // ---------------------------------------------------------------------------------------------
 // 5. Worker rejoin on shuffled schedules: answers before the rejoin's, interleaved with them.
 
