@@ -23,10 +23,12 @@ bool EvictsDeadWorkers(const ScenarioSpec& s) {
 }
 
 core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model,
-                                   int workers, int servers, bool device_copies) {
+                                   int workers, int servers, bool device_copies,
+                                   const core::SacpTiming* timing) {
   core::ProtocolConfig p;
   p.dwbp = s.dwbp;
   p.chunk_bytes = s.chunk_bytes;
+  core::PlacementPolicyFromName(s.placement_policy, &p.placement_policy);
   p.iterations = s.iterations;
   p.device_copies = device_copies;
   p.batch = s.batch_per_worker;
@@ -42,6 +44,7 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
   in.colocated = s.placement == ServerPlacement::kColocated;
   in.batch = s.batch_per_worker;
   core::SchemeRequestFromName(s.scheme, &in.default_request);
+  if (timing) in.timing = *timing;
   for (const auto& [layer, scheme] : s.layer_schemes) {
     core::SchemeRequest r;
     core::SchemeRequestFromName(scheme, &r);

@@ -12,15 +12,17 @@ namespace poseidon::config {
 // The scenario's model, without the groups it excludes (e.g. GoogLeNet's aux heads).
 core::Model BuildScenarioModel(const ScenarioSpec& s);
 
-// The protocol configuration: SACP plan, consistency, gate, priorities. Throws ConfigError (at
-// the scenario's protocol section) for a plan the model cannot take (sfb on a conv layer, an
-// unknown layer name).
 // protocol.fault_tolerance's policy for a dead worker: evict (the default for ssp and asp, or
 // on_worker_failure: evict) rather than wait for its restart.
 bool EvictsDeadWorkers(const ScenarioSpec& s);
 
+// The protocol configuration: SACP plan, consistency, gate, priorities. Throws ConfigError (at
+// the scenario's protocol section) for a plan the model cannot take (sfb on a conv layer, an
+// unknown layer name). `timing`: what `scheme: auto` weighs plans with (core/sacp_time.h; hosts
+// pass sim::SacpTimingFor's); without it `auto` is the paper's byte rule, as `paper` always is.
 core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model, int workers,
-                                   int servers, bool device_copies);
+                                   int servers, bool device_copies,
+                                   const core::SacpTiming* timing = nullptr);
 
 // Who runs where: colocated (shard j on worker machine j) or dedicated server machines.
 core::JobLayout BuildLayout(const ScenarioSpec& s, int workers, int servers);

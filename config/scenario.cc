@@ -190,13 +190,15 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
     s.protocol_loc = p.Loc();
     s.dwbp = p.Bool("dwbp", true);
     s.chunk_bytes = p.PositiveInt("chunk_kib", 512) * 1024;
-    s.scheme = p.Choice("scheme", {"ps", "sfb", "allreduce", "auto"}, "ps");
+    s.placement_policy = p.Choice("placement_policy", {"balanced", "round_robin", "by_size"},
+                                  "balanced");
+    s.scheme = p.Choice("scheme", {"ps", "sfb", "allreduce", "auto", "paper"}, "ps");
     YAML::Node ls = p.OptionalNode("layer_schemes");
     if (ls.IsDefined() && !ls.IsNull()) {
       MapReader lr(ls, file, "layer_schemes");
       for (YAML::const_iterator it = ls.begin(); it != ls.end(); ++it) {
         const std::string layer = AsString(it->first, file, "layer name");
-        s.layer_schemes[layer] = lr.Choice(layer, {"ps", "sfb", "allreduce", "auto"}, "ps");
+        s.layer_schemes[layer] = lr.Choice(layer, {"ps", "sfb", "allreduce", "auto", "paper"}, "ps");
       }
       lr.Finish();
     }

@@ -43,7 +43,10 @@
 //   protocol:
 //     dwbp: true
 //     chunk_kib: 512
-//     scheme: auto                 # ps | sfb (FC weights) | allreduce | auto (SACP cost model)
+//     placement_policy: balanced   # balanced (chunks on the lightest shard) | round_robin |
+//                                  # by_size (whole tensors, the papers' baselines; placement.h)
+//     scheme: auto                 # ps | sfb (FC weights) | allreduce | auto (SACP in time,
+//                                  # core/sacp_time.h) | paper (SACP's byte rule, as published)
 //     layer_schemes: {fc6: sfb}    # per-layer overrides
 //     consistency: {model: ssp, staleness: 2}   # bsp | ssp | asp
 //     gate: all                    # all (wait for every layer) | per_layer
@@ -102,7 +105,8 @@ struct ScenarioSpec {
   // protocol
   bool dwbp = true;
   int64_t chunk_bytes = 512 * 1024;
-  std::string scheme = "ps";                           // ps | sfb | allreduce | auto
+  std::string placement_policy = "balanced";           // balanced | round_robin | by_size
+  std::string scheme = "ps";                           // ps | sfb | allreduce | auto | paper
   std::map<std::string, std::string> layer_schemes;    // layer name -> scheme
   std::string consistency = "bsp";                     // bsp | ssp | asp
   int64_t staleness = 0;                               // for ssp

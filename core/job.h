@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/placement_policy.h"
 #include "core/sacp.h"
 #include "core/types.h"
 
@@ -98,6 +99,8 @@ struct ProtocolConfig {
   bool dwbp = true;
   // Parameter blobs are cut into chunks of at most this many bytes (the 2016 prototype: 512 KiB).
   int64_t chunk_bytes = 512 * 1024;
+  // How chunks go to shards (placement.h); the tensor policies ignore chunk_bytes.
+  PlacementPolicy placement_policy = PlacementPolicy::kBalancedChunks;
   // Iterations (clocks) each worker runs.
   int64_t iterations = 10;
   // Workers keep parameters on a device: copy gradients to the host before pushing and fresh

@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/model.h"
+#include "core/placement_policy.h"
 #include "core/sacp.h"
 
 namespace poseidon::core {
@@ -32,7 +34,8 @@ class Placement {
   // parameter server: every blob of a kPs layer, the bias (blobs after the first) of a kSfb
   // layer, nothing of a kAllreduce layer.
   static Placement Build(const Model& model, int num_shards, int64_t chunk_bytes,
-                         const std::vector<Scheme>& scheme_of_layer = {});
+                         const std::vector<Scheme>& scheme_of_layer = {},
+                         PlacementPolicy policy = PlacementPolicy::kBalancedChunks);
 
   const std::vector<Chunk>& chunks() const { return chunks_; }
   // Chunk ids of a layer (empty for layers without parameters).

@@ -1,13 +1,24 @@
 #include "core/sacp.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/sacp_time.h"
+
 namespace poseidon::core {
 namespace {
+
+// "664.123": milliseconds with three decimals.
+std::string Ms(double seconds) {
+  const long long us = std::llround(seconds * 1e6);
+  const long long frac = us % 1000;
+  return std::to_string(us / 1000) + "." + (frac < 100 ? "0" : "") + (frac < 10 ? "0" : "") +
+         std::to_string(frac);
+}
 
 // Costs are kept exact as integers in units of 1/L byte, L = lcm(P1, P2), so that shares S/P2
 // and S/P1 need no rounding and `auto` compares exact values (ties at the SFB threshold are real
@@ -164,6 +175,44 @@ Scheme ChooseAuto(const Ctx& c, const LayerLoads& l, std::string* reason) {
   return order.front();
 }
 
+// `auto` with timing: the layers that asked for it get the plan SearchPlan finds fastest, from
+// the paper's plan; each says what the estimate was and what its alternatives would give.
+void ChooseInTime(const Model& model, const SacpInput& in, Plan* plan) {
+  std::vector<bool> free(model.layers().size(), false);
+  bool any = false;
+  for (const LayerPlan& lp : plan->layers) {
+    if (lp.timed) free[static_cast<size_t>(lp.layer)] = any = true;
+  }
+  if (!any) return;
+  const SacpTiming& t = *in.timing;
+  std::vector<Scheme> allowed = {Scheme::kPs};
+  if (!t.ps_only) {
+    allowed.push_back(Scheme::kSfb);
+    if (t.allreduce_allowed) allowed.push_back(Scheme::kAllreduce);
+  }
+  std::vector<Scheme> start = plan->scheme_of_layer;
+  for (LayerPlan& lp : plan->layers) {
+    Scheme& s = start[static_cast<size_t>(lp.layer)];
+    if (lp.timed && std::find(allowed.begin(), allowed.end(), s) == allowed.end()) s = Scheme::kPs;
+  }
+  plan->scheme_of_layer = SearchPlan(model, in, start, free, allowed);
+  const double best = EstimateIteration(model, in, plan->scheme_of_layer);
+  for (LayerPlan& lp : plan->layers) {
+    if (!lp.timed) continue;
+    lp.scheme = plan->scheme_of_layer[static_cast<size_t>(lp.layer)];
+    std::string text = "auto: iteration " + Ms(best) + " ms with " + SchemeName(lp.scheme);
+    for (Scheme other : allowed) {
+      if (other == lp.scheme || (other == Scheme::kSfb && model.layers()[lp.layer].kind != LayerKind::kFc)) {
+        continue;
+      }
+      std::vector<Scheme> alt = plan->scheme_of_layer;
+      alt[static_cast<size_t>(lp.layer)] = other;
+      text += std::string(", ") + SchemeName(other) + " " + Ms(EstimateIteration(model, in, alt));
+    }
+    lp.reason = std::move(text);
+  }
+}
+
 }  // namespace
 
 const char* SchemeName(Scheme scheme) {
@@ -198,13 +247,15 @@ const char* SchemeRequestName(SchemeRequest request) {
       return "allreduce";
     case SchemeRequest::kAuto:
       return "auto";
+    case SchemeRequest::kPaper:
+      return "paper";
   }
   return "?";
 }
 
 bool SchemeRequestFromName(const std::string& name, SchemeRequest* request) {
   for (SchemeRequest r : {SchemeRequest::kPs, SchemeRequest::kSfb, SchemeRequest::kAllreduce,
-                          SchemeRequest::kAuto}) {
+                          SchemeRequest::kAuto, SchemeRequest::kPaper}) {
     if (name == SchemeRequestName(r)) {
       *request = r;
       return true;
@@ -213,7 +264,7 @@ bool SchemeRequestFromName(const std::string& name, SchemeRequest* request) {
   return false;
 }
 
-std::string KnownSchemeRequests() { return "ps, sfb, allreduce, auto"; }
+std::string KnownSchemeRequests() { return "ps, sfb, allreduce, auto, paper"; }
 
 double SfbThreshold(const Layer& layer, int64_t batch) {
   if (layer.kind != LayerKind::kFc || batch < 1) return 0.0;
@@ -288,18 +339,25 @@ Plan PlanSchemes(const Model& model, const SacpInput& in) {
         }
         break;
       case SchemeRequest::kAuto:
+      case SchemeRequest::kPaper:
+        // The paper's rule; with timing, `auto` layers are chosen again below (SearchPlan).
         lp.requested_auto = true;
         lp.scheme = ChooseAuto(c, loads, &lp.reason);
         break;
     }
 
+    lp.timed = request == SchemeRequest::kAuto && in.timing.has_value();
     plan.scheme_of_layer[id] = lp.scheme;
+    plan.layers.push_back(std::move(lp));
+  }
+  if (in.timing) ChooseInTime(model, in, &plan);
+  for (const LayerPlan& lp : plan.layers) {
+    const LayerLoads loads = ComputeLoads(c, layers[lp.layer]);
     total += loads.of(lp.scheme);
     all_ps += loads.ps;
     const int s = static_cast<int>(lp.scheme);
     plan.layers_by_scheme[s] += 1;
     plan.bytes_by_scheme[s] += lp.cost.of(lp.scheme);
-    plan.layers.push_back(std::move(lp));
   }
   plan.total_bytes = c.Round(total.Max());
   plan.all_ps_bytes = c.Round(all_ps.Max());

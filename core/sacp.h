@@ -61,10 +61,12 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/model.h"
+#include "core/placement_policy.h"
 
 namespace poseidon::core {
 
@@ -76,13 +78,33 @@ const char* SchemeName(Scheme scheme);
 // Returns false for an unknown name ("auto" is not a Scheme; see SchemeRequestFromName).
 bool SchemeFromName(const std::string& name, Scheme* scheme);
 
-// What the user asked for: a fixed scheme, or the cost model's choice.
-enum class SchemeRequest : uint8_t { kPs, kSfb, kAllreduce, kAuto };
-// "ps", "sfb", "allreduce", "auto".
+// What the user asked for: a fixed scheme, or a cost model's choice: kPaper is the paper's rule
+// (the fewest bytes, below); kAuto weighs plans in time (sacp_time.h) when SacpInput::timing is
+// given, and is the paper's rule otherwise.
+enum class SchemeRequest : uint8_t { kPs, kSfb, kAllreduce, kAuto, kPaper };
+// "ps", "sfb", "allreduce", "auto", "paper".
 const char* SchemeRequestName(SchemeRequest request);
 bool SchemeRequestFromName(const std::string& name, SchemeRequest* request);
-// "ps, sfb, allreduce, auto", for error messages that list the known names.
+// "ps, sfb, allreduce, auto, paper", for error messages that list the known names.
 std::string KnownSchemeRequests();
+
+// The times `auto` weighs plans with (sacp_time.h). Hosts fill it from the scenario's compute and
+// network models (sim::SacpTimingFor), so that the simulator and a live job plan alike.
+struct SacpTiming {
+  double nic_Bps = 0;         // each NIC, each direction: payload bytes per second (> 0)
+  double message_s = 0;       // one message's latency and per-message cost, one way
+  std::vector<double> fwd_s;  // per layer id: forward pass of the worker's batch
+  std::vector<double> bwd_s;  // per layer id: backward pass
+  std::vector<double> sfb_rebuild_s;  // per layer id: one peer's rebuild GEMM (FC layers)
+  double update_s_per_byte = 0;       // a shard's SGD step per parameter byte
+  int64_t chunk_bytes = 512 << 10;    // as ProtocolConfig::chunk_bytes
+  PlacementPolicy placement_policy = PlacementPolicy::kBalancedChunks;
+  bool dwbp = true;
+  bool per_layer_gate = false;        // forward of a layer waits only for that layer's values
+  bool waits_for_fresh = true;        // BSP or staleness 0; false: SSP/ASP run on stale values
+  bool allreduce_allowed = true;      // ring all-reduce needs BSP
+  bool ps_only = false;               // e.g. evicting dead workers needs every layer on PS
+};
 
 struct SacpInput {
   int workers = 1;        // P1, one per machine
@@ -95,6 +117,8 @@ struct SacpInput {
   // Layer name -> request; overrides the default. Must name layers with parameters, and kSfb only
   // FC layers.
   std::map<std::string, SchemeRequest> per_layer;
+  // What `auto` weighs plans in time with (sacp_time.h); without it `auto` is the paper's rule.
+  std::optional<SacpTiming> timing;
 };
 
 // Bytes per iteration for ONE layer's parameters (weights + bias), fp32, through the busiest
@@ -112,7 +136,8 @@ struct LayerPlan {
   int layer = 0;  // id in Model::layers()
   Scheme scheme = Scheme::kPs;
   SchemeCost cost;
-  bool requested_auto = false;
+  bool requested_auto = false;  // auto or paper
+  bool timed = false;           // auto, chosen in time (sacp_time.h)
   // One short phrase: "requested (per layer)", or for auto every candidate cheapest first,
   // e.g. "auto: sfb 190898176 B < ps 528539648 B = allreduce 528539648 B".
   std::string reason;

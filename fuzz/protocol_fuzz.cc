@@ -73,8 +73,10 @@ class Harness {
       c.fault.checkpoint_every = 1;
       c.fault.evict_dead_workers = (config_bits & 64) != 0;
     }
+    // The last bit: the papers' whole-tensor placement instead of balanced chunks.
+    if (config_bits & 128) c.placement_policy = core::PlacementPolicy::kTensorRoundRobin;
     placement_ = core::Placement::Build(model_, layout_.num_servers, c.chunk_bytes,
-                                        c.scheme_of_layer);
+                                        c.scheme_of_layer, c.placement_policy);
     for (ActorId a = 0; a < layout_.num_actors(); ++a) {
       hosts_.push_back(std::make_unique<FakeHost>(this, a));
     }

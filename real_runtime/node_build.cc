@@ -14,6 +14,7 @@
 #include "core/message_rules.h"
 #include "kernels/net.h"
 #include "sim/compute_model.h"
+#include "sim/sacp_timing.h"
 
 namespace poseidon::rt {
 
@@ -34,10 +35,13 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     throw ConfigError(fmt::format("error: --compute must be real or replay, got '{}'", o_.compute));
   }
   replay_ = o_.compute == "replay";
+  // The simulator's compute model: what SACP's auto plans with (the same plan in every process
+  // and in the simulator), and, replayed, what tasks take.
+  const sim::ComputeModel planned = sim::BuildComputeModel(s, model_);
   bool device_copies = false;
   if (replay_) {
-    // The simulator's compute model, with the straggler slowdowns the scenario gives.
-    sim::ComputeModel cm = sim::BuildComputeModel(s, model_);
+    // With the straggler slowdowns the scenario gives.
+    sim::ComputeModel cm = planned;
     device_copies = cm.pcie_bandwidth_Bps() > 0;
     if (layout_.IsWorker(o_.rank)) {
       for (const auto& st : s.stragglers) {
@@ -47,7 +51,7 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     replayed_.emplace(std::move(cm), s.batch_per_worker);
     o_.training.test = false;
   }
-  protocol_ = config::BuildProtocol(s, model_, s.workers, s.servers, device_copies);
+  protocol_ = sim::BuildTimedProtocol(s, model_, s.workers, s.servers, device_copies, planned);
   ft_ = protocol_.fault.enabled();
   if (protocol_.fault.checkpoint_every > 0 && o_.checkpoint_dir.empty()) {
     throw ConfigError(
@@ -67,7 +71,8 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     }
   }
   placement_ =
-      core::Placement::Build(model_, s.servers, protocol_.chunk_bytes, protocol_.scheme_of_layer);
+      core::Placement::Build(model_, s.servers, protocol_.chunk_bytes, protocol_.scheme_of_layer,
+                             protocol_.placement_policy);
   is_worker_ = layout_.IsWorker(o_.rank);
   is_server_ = layout_.IsServer(o_.rank);
   if (o_.inject && o_.inject->rank == o_.rank && !o_.rejoin) {
@@ -253,7 +258,8 @@ void CheckLiveScenario(const config::ScenarioSpec& s) {
   // Every scheme runs live (ps, sfb, allreduce); what is left to check is that the model and the
   // protocol plan build, so that a bad scenario fails once here, not in every process.
   const core::Model model = config::BuildScenarioModel(s);
-  (void)config::BuildProtocol(s, model, s.workers, s.servers, false);
+  (void)sim::BuildTimedProtocol(s, model, s.workers, s.servers, false,
+                                sim::BuildComputeModel(s, model));
 }
 
 }  // namespace poseidon::rt

@@ -50,7 +50,8 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
       << " workers";
   placement_ = core::Placement::Build(*config_.model, layout.num_servers,
                                       config_.protocol.chunk_bytes,
-                                      config_.protocol.scheme_of_layer);
+                                      config_.protocol.scheme_of_layer,
+                                      config_.protocol.placement_policy);
   network_ = MakeNetworkModel(config_.network, layout.num_machines);
   const int n = layout.num_actors();
   for (ActorId a = 0; a < n; ++a) hosts_.push_back(std::make_unique<ActorHost>(this, a));

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/trace.h"
+#include "sim/sacp_timing.h"
 
 namespace poseidon::sim {
 
@@ -16,7 +17,8 @@ SimJobConfig JobConfig(const config::ScenarioSpec& s, const core::Model& model,
   SimJobConfig cfg;
   cfg.model = &model;
   cfg.layout = config::BuildLayout(s, workers, servers);
-  cfg.protocol = BuildProtocol(s, model, workers, servers, compute.pcie_bandwidth_Bps() > 0);
+  cfg.protocol =
+      BuildTimedProtocol(s, model, workers, servers, compute.pcie_bandwidth_Bps() > 0, compute);
   cfg.network = s.network;
   cfg.worker_compute.assign(static_cast<size_t>(workers), compute);
   for (const auto& st : s.stragglers) {
@@ -125,7 +127,8 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   r.network_gb_per_iteration =
       static_cast<double>(run.network_payload_bytes) / static_cast<double>(s.iterations) / 1e9;
   {
-    const core::ProtocolConfig proto = BuildProtocol(s, model, s.workers, s.servers, false);
+    const core::ProtocolConfig proto =
+        BuildTimedProtocol(s, model, s.workers, s.servers, false, compute);
     const double per = static_cast<double>(s.workers) *
                        static_cast<double>(s.iterations - s.warmup_iterations);
     for (int l : model.param_layers()) {

@@ -11,6 +11,9 @@
 #include "config/yaml_reader.h"
 #include "core/model.h"
 #include "core/sacp.h"
+#include "core/sacp_time.h"
+#include "sim/compute_model.h"
+#include "sim/sacp_timing.h"
 
 #include "apps/poseidon/format.h"
 
@@ -56,6 +59,9 @@ int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
   for (const auto& [layer, scheme] : s.layer_schemes) {
     in.per_layer[layer] = Request(scheme, s.file, "protocol.layer_schemes." + layer);
   }
+  // `auto` weighs plans in time with the scenario's compute and network, as the simulator does.
+  const sim::ComputeModel compute = sim::BuildComputeModel(s, model);
+  in.timing = sim::SacpTimingFor(s, model, compute);
   core::Plan plan;
   try {
     plan = core::PlanSchemes(model, in);
@@ -107,6 +113,21 @@ int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
       "total per iteration through the busiest NIC: plan {} MB vs all-ps {} MB ({:.3f}x); layers: "
       "{}\n",
       Mb(plan.total_bytes), Mb(plan.all_ps_bytes), ratio, fmt::join(counts, ", "));
+  // What the time model (core/sacp_time.h) expects of this plan and of one scheme everywhere.
+  std::vector<std::string> estimates = {
+      fmt::format("plan {:.3f}", core::EstimateIteration(model, in, plan.scheme_of_layer) * 1e3)};
+  for (core::Scheme sc : {core::Scheme::kPs, core::Scheme::kSfb, core::Scheme::kAllreduce}) {
+    if (sc == core::Scheme::kAllreduce && !in.timing->allreduce_allowed) continue;
+    std::vector<core::Scheme> all(model.layers().size(), core::Scheme::kPs);
+    for (int id : model.param_layers()) {
+      const bool fc = model.layers()[id].kind == core::LayerKind::kFc;
+      all[static_cast<size_t>(id)] = sc == core::Scheme::kSfb && !fc ? core::Scheme::kPs : sc;
+    }
+    estimates.push_back(fmt::format("all {} {:.3f}", core::SchemeName(sc),
+                                    core::EstimateIteration(model, in, all) * 1e3));
+  }
+  out << fmt::format("estimated iteration (SACP time model, {}): {} ms\n",
+                     compute.source(), fmt::join(estimates, ", "));
   return 0;
 }
 

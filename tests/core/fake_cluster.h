@@ -38,7 +38,7 @@ class FakeCluster {
               uint64_t seed = 0, std::vector<core::WorkerStore*> worker_stores = {})
       : layout_(std::move(layout)), config_(config), rng_(seed), shuffle_(seed != 0) {
     placement_ = core::Placement::Build(model, layout_.num_servers, config_.chunk_bytes,
-                                        config_.scheme_of_layer);
+                                        config_.scheme_of_layer, config_.placement_policy);
     for (core::ActorId a = 0; a < layout_.num_actors(); ++a) {
       hosts_.push_back(std::make_unique<Host>(this, a));
     }

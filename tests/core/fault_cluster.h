@@ -219,7 +219,7 @@ class FaultCluster {
         rng_(seed),
         shuffle_(seed != 0) {
     placement_ = core::Placement::Build(model_, layout_.num_servers, config_.chunk_bytes,
-                                        config_.scheme_of_layer);
+                                        config_.scheme_of_layer, config_.placement_policy);
     const size_t n = static_cast<size_t>(layout_.num_actors());
     state_.assign(n, State::kAlive);
     incarnation_.assign(n, 0);

@@ -52,6 +52,63 @@ TEST(Placement, CoversEveryBlobOnceAndBalancesShards) {
   }
 }
 
+// The papers' baselines: whole tensors, round-robin in model order or largest first.
+TEST(Placement, TensorPoliciesPlaceEveryBlobWhole) {
+  core::Model m = core::Model::Build(testing::SmallNetSpec());
+  for (int shards : {1, 2, 3}) {
+    for (core::PlacementPolicy policy :
+         {core::PlacementPolicy::kTensorRoundRobin, core::PlacementPolicy::kTensorBySize}) {
+      core::Placement p = core::Placement::Build(m, shards, /*chunk_bytes=*/4, {}, policy);
+      size_t blobs = 0;
+      for (const core::Layer& l : m.layers()) blobs += l.blobs.size();
+      ASSERT_EQ(p.chunks().size(), blobs);  // one chunk per blob, whatever chunk_bytes says
+      EXPECT_EQ(p.total_bytes(), m.total_params() * 4);
+      for (const core::Chunk& c : p.chunks()) {
+        EXPECT_EQ(c.offset, 0);
+        EXPECT_EQ(c.count, m.layers()[c.layer].blobs[c.blob].count);
+        if (policy == core::PlacementPolicy::kTensorRoundRobin) {
+          EXPECT_EQ(c.shard, c.id % shards);
+        }
+      }
+      for (int s = 0; s < shards; ++s) {
+        int64_t bytes = 0;
+        for (int32_t cid : p.chunks_of_shard(s)) bytes += p.chunks()[cid].bytes();
+        EXPECT_EQ(bytes, p.shard_bytes(s));
+      }
+    }
+    // Largest first onto the lightest shard: the biggest blob sits alone on shard 0 when it
+    // outweighs the rest.
+    core::Placement lpt = core::Placement::Build(m, shards, 4, {}, core::PlacementPolicy::kTensorBySize);
+    int32_t biggest = 0;
+    for (const core::Chunk& c : lpt.chunks()) {
+      if (c.count > lpt.chunks()[biggest].count) biggest = c.id;
+    }
+    EXPECT_EQ(lpt.chunks()[biggest].shard, 0);
+  }
+  core::PlacementPolicy back = core::PlacementPolicy::kBalancedChunks;
+  ASSERT_TRUE(core::PlacementPolicyFromName("by_size", &back));
+  EXPECT_EQ(back, core::PlacementPolicy::kTensorBySize);
+  EXPECT_FALSE(core::PlacementPolicyFromName("chunks", &back));
+}
+
+// A whole-tensor job runs to the end like a chunked one: every chunk pushed and answered.
+TEST(Placement, AJobOnWholeTensorsFinishes) {
+  core::Model model = core::Model::Build(testing::SmallNetSpec());
+  core::ProtocolConfig cfg;
+  cfg.iterations = 3;
+  cfg.placement_policy = core::PlacementPolicy::kTensorRoundRobin;
+  FakeCluster c(model, core::JobLayout::Colocated(2, 2), cfg, 0);
+  int pushes = 0;
+  c.on_deliver = [&](core::TimeNs, const core::Message& m) {
+    if (m.type == MsgType::kPushGrad) ++pushes;
+  };
+  c.Run();
+  size_t blobs = 0;
+  for (const core::Layer& l : model.layers()) blobs += l.blobs.size();
+  EXPECT_EQ(pushes, static_cast<int>(blobs) * 2 * 3);
+  for (int w = 0; w < 2; ++w) EXPECT_TRUE(c.worker(w).finished());
+}
+
 class BspTest : public ::testing::TestWithParam<std::tuple<int, int, bool, bool, uint64_t>> {};
 
 TEST_P(BspTest, EveryChunkIsPushedAndReturnedOncePerClock) {

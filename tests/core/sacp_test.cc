@@ -2,6 +2,7 @@
 // same traffic machine by machine, the auto boundary P <= 2MN/(K(M+N)) (AlexNet, VGG19 and
 // hand-built layers), requests, overrides and errors.
 #include "core/sacp.h"
+#include "core/sacp_time.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -432,6 +433,138 @@ TEST(Sacp, Errors) {
   ExpectInvalid(model, Input(2, 2, true, 0), {"batch"});
   EXPECT_THROW(LayerCost(*model.FindLayer("fc1"), Input(2, 2, true, 0)), std::invalid_argument);
 }
+
+
+// ---------------------------------------------------------------------------------------------
+// `auto` in time (core/sacp_time.h), on hand-made times: the mechanisms, one at a time.
+
+namespace timed {
+
+// AlexNet, K20-like: forward 1/3, backward 2/3 of 0.66 s, spread by parameters so that the FC
+// layers weigh what they do; one peer's fc rebuild GEMM 2 M N K flops at 1.75 TFLOP/s.
+SacpTiming AlexNetTimes(const Model& m, double gbit, int64_t batch) {
+  SacpTiming t;
+  t.nic_Bps = gbit * 1e9 / 8;
+  t.message_s = 5e-6;
+  const size_t n = m.layers().size();
+  t.fwd_s.assign(n, 0.0);
+  t.bwd_s.assign(n, 0.0);
+  t.sfb_rebuild_s.assign(n, 0.0);
+  for (size_t l = 0; l < n; ++l) {
+    const Layer& layer = m.layers()[l];
+    t.fwd_s[l] = 0.22 / static_cast<double>(n);
+    t.bwd_s[l] = 0.44 / static_cast<double>(n);
+    if (layer.kind == LayerKind::kFc) {
+      t.sfb_rebuild_s[l] = 2.0 * static_cast<double>(layer.fc_in * layer.fc_out * batch) / 1.75e12;
+    }
+  }
+  t.update_s_per_byte = 1.0 / 10e9;
+  return t;
+}
+
+Plan Timed(const Model& m, SacpInput in, const SacpTiming& t) {
+  in.timing = t;
+  return PlanSchemes(m, in);
+}
+
+TEST(SacpTime, AtTenGbitTheRebuildsCostMoreThanTheBytesSave) {
+  const Model alexnet = LoadModel("alexnet");
+  const SacpInput in = Input(8, 8, true, 256);
+  const Plan paper = PlanSchemes(alexnet, in);  // no timing: the byte rule
+  EXPECT_EQ(paper.scheme_of_layer[alexnet.FindLayer("fc6")->id], Scheme::kSfb);
+  const Plan timed = Timed(alexnet, in, AlexNetTimes(alexnet, 10, 256));
+  for (const char* fc : {"fc6", "fc7", "fc8"}) {
+    EXPECT_NE(timed.scheme_of_layer[alexnet.FindLayer(fc)->id], Scheme::kSfb) << fc;
+  }
+  const LayerPlan& fc6 = timed.layers[5];
+  EXPECT_TRUE(fc6.timed);
+  EXPECT_NE(fc6.reason.find("auto: iteration "), std::string::npos) << fc6.reason;
+  EXPECT_NE(fc6.reason.find("sfb "), std::string::npos) << fc6.reason;
+}
+
+TEST(SacpTime, AtOneGbitSfbStillWinsTheBigFcLayer) {
+  const Model alexnet = LoadModel("alexnet");
+  const Plan timed = Timed(alexnet, Input(8, 8, true, 256), AlexNetTimes(alexnet, 1, 256));
+  EXPECT_EQ(timed.scheme_of_layer[alexnet.FindLayer("fc6")->id], Scheme::kSfb);
+}
+
+TEST(SacpTime, PaperKeepsTheByteRuleWithTiming) {
+  const Model alexnet = LoadModel("alexnet");
+  const SacpInput paper_in = Input(8, 8, true, 256, SchemeRequest::kPaper);
+  const Plan timed = Timed(alexnet, paper_in, AlexNetTimes(alexnet, 10, 256));
+  EXPECT_EQ(timed.scheme_of_layer, PlanSchemes(alexnet, Input(8, 8, true, 256)).scheme_of_layer);
+  EXPECT_FALSE(timed.layers[0].timed);
+  SchemeRequest r = SchemeRequest::kPs;
+  ASSERT_TRUE(SchemeRequestFromName("paper", &r));
+  EXPECT_EQ(r, SchemeRequest::kPaper);
+}
+
+TEST(SacpTime, ChunksThatLandWholeOnOneShardMakePsSlowerThanTheBytesSay) {
+  // cifar10_quick's layers are one 512 KiB chunk or less each, so on eight shards the byte count
+  // (every shard an equal share) says ps = allreduce, while the placement puts each layer on one
+  // machine, which carries it to and from seven peers: in time, allreduce wins.
+  const Model net = LoadModel("cifar10_quick");
+  SacpTiming t = AlexNetTimes(net, 1, 50);
+  for (double& f : t.fwd_s) f /= 250;  // 2.6 ms of compute per iteration, as on a K20
+  for (double& b : t.bwd_s) b /= 250;
+  SacpInput in = Input(8, 8, true, 50);
+  const Plan paper = PlanSchemes(net, in);
+  for (const LayerPlan& lp : paper.layers) {
+    EXPECT_EQ(lp.cost.ps, lp.cost.allreduce) << lp.layer;
+    EXPECT_EQ(lp.scheme, Scheme::kPs) << lp.layer;
+  }
+  in.timing = t;
+  const Plan timed = PlanSchemes(net, in);
+  EXPECT_EQ(timed.scheme_of_layer[net.FindLayer("ip1")->id], Scheme::kAllreduce);
+  EXPECT_LT(EstimateIteration(net, in, timed.scheme_of_layer),
+            0.6 * EstimateIteration(net, in, paper.scheme_of_layer));
+}
+
+TEST(SacpTime, RestrictionsHold) {
+  const Model alexnet = LoadModel("alexnet");
+  SacpTiming t = AlexNetTimes(alexnet, 1, 256);
+  t.allreduce_allowed = false;  // SSP or ASP
+  for (Scheme s : Timed(alexnet, Input(8, 8, true, 256), t).scheme_of_layer) {
+    EXPECT_NE(s, Scheme::kAllreduce);
+  }
+  t.ps_only = true;  // evicting dead workers
+  for (Scheme s : Timed(alexnet, Input(8, 8, true, 256), t).scheme_of_layer) {
+    EXPECT_EQ(s, Scheme::kPs);
+  }
+}
+
+TEST(SacpTime, ThePlanIsNeverSlowerThanTheCandidatesItStartsFrom) {
+  const Model alexnet = LoadModel("alexnet");
+  for (double gbit : {1.0, 10.0, 40.0}) {
+    for (int p : {2, 4, 8, 16}) {
+      SacpInput in = Input(p, p, true, 256);
+      in.timing = AlexNetTimes(alexnet, gbit, 256);
+      const Plan plan = PlanSchemes(alexnet, in);
+      const double e = EstimateIteration(alexnet, in, plan.scheme_of_layer);
+      EXPECT_LE(e, EstimateIteration(alexnet, in, PlanSchemes(alexnet, Input(p, p, true, 256))
+                                                      .scheme_of_layer) + 1e-12);
+      for (Scheme s : {Scheme::kPs, Scheme::kAllreduce}) {
+        std::vector<Scheme> all(alexnet.layers().size(), s);
+        EXPECT_LE(e, EstimateIteration(alexnet, in, all) + 1e-12) << gbit << " " << p;
+      }
+    }
+  }
+}
+
+TEST(SacpTime, WithoutDwbpNothingOverlapsTheBackwardPass) {
+  const Model alexnet = LoadModel("alexnet");
+  SacpInput in = Input(8, 8, true, 256);
+  in.timing = AlexNetTimes(alexnet, 10, 256);
+  const std::vector<Scheme> ps(alexnet.layers().size(), Scheme::kPs);
+  const double with = EstimateIteration(alexnet, in, ps);
+  in.timing->dwbp = false;
+  const double without = EstimateIteration(alexnet, in, ps);
+  EXPECT_GT(without, with);
+  // 853.5 MB through the busiest NIC (sent + received, so half each way) after 0.66 s of compute.
+  EXPECT_GT(without, 0.66 + 0.5 * 853.5e6 / (10e9 / 8) * 0.9);
+}
+
+}  // namespace timed
 
 }  // namespace
 }  // namespace poseidon::core

@@ -1,0 +1,184 @@
+#include "core/sacp_time.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/placement.h"
+
+namespace poseidon::core {
+namespace {
+
+// The machines of a job and who sits where: worker w on machine w; shard j on machine j mod P1
+// (co-located) or on machine P1 + j (dedicated).
+struct Machines {
+  int p1 = 1, p2 = 1;
+  bool colocated = true;
+  int count() const { return colocated ? p1 : p1 + p2; }
+  int of_shard(int j) const { return colocated ? j % p1 : p1 + j; }
+};
+
+// Bytes one layer moves, per machine and direction.
+struct Traffic {
+  std::vector<double> out, in;
+  explicit Traffic(int machines) : out(static_cast<size_t>(machines), 0.0), in(out) {}
+  double Busiest(int m) const { return std::max(out[static_cast<size_t>(m)], in[static_cast<size_t>(m)]); }
+};
+
+}  // namespace
+
+double EstimateIteration(const Model& model, const SacpInput& in,
+                         const std::vector<Scheme>& scheme_of_layer) {
+  const SacpTiming& t = *in.timing;
+  const Machines mach{in.workers, in.servers, in.colocated};
+  const int nm = mach.count();
+  const auto& layers = model.layers();
+  const size_t nl = layers.size();
+  const Placement placement =
+      Placement::Build(model, in.servers, t.chunk_bytes, scheme_of_layer, t.placement_policy);
+  const double p1 = in.workers;
+  auto time_of = [&](const std::vector<double>& v, size_t l) { return l < v.size() ? v[l] : 0.0; };
+
+  // Per layer: what it puts on every NIC, what it adds after the NIC (latency, the shard's
+  // update) and the rebuild work it puts on the compute stream.
+  std::vector<Traffic> traffic(nl, Traffic(nm));
+  std::vector<double> after(nl, 0.0), rebuild(nl, 0.0);
+  for (int id : model.param_layers()) {
+    const size_t l = static_cast<size_t>(id);
+    const Layer& layer = layers[l];
+    const Scheme s = scheme_of_layer[l];
+    Traffic& tr = traffic[l];
+    // PS chunks (every blob of a ps layer, the bias of an sfb one): each worker pushes the chunk
+    // to its shard's machine and pulls it back, unless they share the machine.
+    std::vector<double> shard_bytes(static_cast<size_t>(in.servers), 0.0);
+    for (int32_t cid : placement.chunks_of_layer(id)) {
+      const Chunk& c = placement.chunks()[static_cast<size_t>(cid)];
+      const double b = static_cast<double>(c.bytes());
+      const int h = mach.of_shard(c.shard);
+      shard_bytes[static_cast<size_t>(c.shard)] += b;
+      for (int w = 0; w < in.workers; ++w) {
+        if (w == h) continue;
+        tr.out[static_cast<size_t>(w)] += b;
+        tr.in[static_cast<size_t>(h)] += b;
+        tr.out[static_cast<size_t>(h)] += b;
+        tr.in[static_cast<size_t>(w)] += b;
+      }
+    }
+    if (!placement.chunks_of_layer(id).empty()) {
+      after[l] += 2 * t.message_s +
+                  *std::max_element(shard_bytes.begin(), shard_bytes.end()) * t.update_s_per_byte;
+    }
+    if (in.workers < 2) continue;
+    if (s == Scheme::kSfb) {
+      const double f = 4.0 * static_cast<double>(in.batch) *
+                       static_cast<double>(layer.fc_in + layer.fc_out) * (p1 - 1);
+      for (int w = 0; w < in.workers; ++w) {
+        tr.out[static_cast<size_t>(w)] += f;
+        tr.in[static_cast<size_t>(w)] += f;
+      }
+      after[l] = std::max(after[l], t.message_s);
+      rebuild[l] = (p1 - 1) * time_of(t.sfb_rebuild_s, l);
+    } else if (s == Scheme::kAllreduce) {
+      const double b = 4.0 * static_cast<double>(layer.params) * 2.0 * (p1 - 1) / p1;
+      for (int w = 0; w < in.workers; ++w) {
+        tr.out[static_cast<size_t>(w)] += b;
+        tr.in[static_cast<size_t>(w)] += b;
+      }
+      after[l] = 2 * (p1 - 1) * t.message_s;
+    }
+  }
+
+  // The backward pass, last layer first, makes each layer's gradients ready (DWBP), or all of
+  // them at its end; each NIC sends in that order.
+  double backward = 0;
+  std::vector<double> ready(nl, 0.0);
+  for (size_t l = nl; l-- > 0;) {
+    backward += time_of(t.bwd_s, l);
+    ready[l] = backward;
+  }
+  std::vector<double> nic_free(static_cast<size_t>(nm), 0.0), nic_total(nic_free);
+  std::vector<double> done(nl, 0.0);
+  double compute = backward;  // the compute stream: the backward pass, then the rebuilds
+  double rebuild_total = 0;
+  for (size_t l = nl; l-- > 0;) {
+    if (layers[l].params == 0) continue;
+    const double start = t.dwbp ? ready[l] : backward;
+    double end = start;
+    for (int m = 0; m < nm; ++m) {
+      const double busy = traffic[l].Busiest(m) / t.nic_Bps;
+      if (busy <= 0) continue;
+      double& f = nic_free[static_cast<size_t>(m)];
+      f = std::max(f, start) + busy;
+      nic_total[static_cast<size_t>(m)] += busy;
+      end = std::max(end, f);
+    }
+    done[l] = end + after[l];
+    if (rebuild[l] > 0) {
+      // The factors' rebuilds run on the compute stream once they arrived.
+      compute = std::max(compute, done[l]) + rebuild[l];
+      rebuild_total += rebuild[l];
+      done[l] = compute;
+    }
+  }
+  double forward = 0;
+  for (size_t l = 0; l < nl; ++l) forward += time_of(t.fwd_s, l);
+  if (!t.waits_for_fresh) {
+    // Stale values are good enough: the slower of the compute and the busiest NIC sets the pace.
+    const double nic = *std::max_element(nic_total.begin(), nic_total.end());
+    return std::max(forward + backward + rebuild_total, nic);
+  }
+  if (!t.per_layer_gate) {
+    double all = compute;
+    for (size_t l = 0; l < nl; ++l) all = std::max(all, done[l]);
+    return all + forward;
+  }
+  double clock = compute;
+  for (size_t l = 0; l < nl; ++l) {
+    if (layers[l].params > 0) clock = std::max(clock, done[l]);
+    clock += time_of(t.fwd_s, l);
+  }
+  return clock;
+}
+
+std::vector<Scheme> SearchPlan(const Model& model, const SacpInput& in,
+                               const std::vector<Scheme>& start, const std::vector<bool>& free,
+                               const std::vector<Scheme>& allowed) {
+  const auto& layers = model.layers();
+  auto fits = [&](size_t l, Scheme s) { return s != Scheme::kSfb || layers[l].kind == LayerKind::kFc; };
+  // Candidates: the start (the paper's plan) and one allowed scheme for every free layer.
+  std::vector<Scheme> best = start;
+  double best_t = EstimateIteration(model, in, best);
+  for (Scheme s : allowed) {
+    std::vector<Scheme> plan = start;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      if (free[l] && layers[l].params > 0) plan[l] = fits(l, s) ? s : Scheme::kPs;
+    }
+    const double e = EstimateIteration(model, in, plan);
+    if (e < best_t) {
+      best_t = e;
+      best = std::move(plan);
+    }
+  }
+  // Then one layer at a time, while that gains (a few rounds at most: each round that changes
+  // something lowers the estimate, and a change must gain more than rounding noise).
+  for (int round = 0; round < 4; ++round) {
+    bool changed = false;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      if (!free[l] || layers[l].params == 0) continue;
+      for (Scheme s : allowed) {
+        if (s == best[l] || !fits(l, s)) continue;
+        std::vector<Scheme> plan = best;
+        plan[l] = s;
+        const double e = EstimateIteration(model, in, plan);
+        if (e < best_t * (1 - 1e-9)) {
+          best_t = e;
+          best = std::move(plan);
+          changed = true;
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  return best;
+}
+
+}  // namespace poseidon::core

@@ -1,0 +1,42 @@
+#include "sim/sacp_timing.h"
+
+namespace poseidon::sim {
+
+core::SacpTiming SacpTimingFor(const config::ScenarioSpec& s, const core::Model& model,
+                               const ComputeModel& compute) {
+  core::SacpTiming t;
+  t.nic_Bps = s.network.host_bandwidth_Bps * s.network.efficiency;
+  t.message_s =
+      static_cast<double>(s.network.latency_ns + s.network.per_message_overhead_ns) * 1e-9;
+  const size_t n = model.layers().size();
+  t.fwd_s.resize(n);
+  t.bwd_s.resize(n);
+  t.sfb_rebuild_s.assign(n, 0.0);
+  for (size_t l = 0; l < n; ++l) {
+    const int id = static_cast<int>(l);
+    t.fwd_s[l] = static_cast<double>(compute.fwd_ns(id)) * 1e-9;
+    t.bwd_s[l] = static_cast<double>(compute.bwd_ns(id)) * 1e-9;
+    if (model.layers()[l].kind == core::LayerKind::kFc) {
+      t.sfb_rebuild_s[l] = static_cast<double>(compute.SfbRebuildNs(id, s.batch_per_worker)) * 1e-9;
+    }
+  }
+  constexpr int64_t kMiB = 1 << 20;
+  t.update_s_per_byte = static_cast<double>(compute.UpdateNs(kMiB)) * 1e-9 / kMiB;
+  t.chunk_bytes = s.chunk_bytes;
+  core::PlacementPolicyFromName(s.placement_policy, &t.placement_policy);
+  t.dwbp = s.dwbp;
+  t.per_layer_gate = s.gate == "per_layer";
+  t.waits_for_fresh = s.consistency == "bsp" || s.staleness == 0;
+  t.allreduce_allowed = s.consistency == "bsp";
+  t.ps_only = config::EvictsDeadWorkers(s);
+  return t;
+}
+
+core::ProtocolConfig BuildTimedProtocol(const config::ScenarioSpec& s, const core::Model& model,
+                                        int workers, int servers, bool device_copies,
+                                        const ComputeModel& compute) {
+  const core::SacpTiming t = SacpTimingFor(s, model, compute);
+  return config::BuildProtocol(s, model, workers, servers, device_copies, &t);
+}
+
+}  // namespace poseidon::sim
