@@ -533,7 +533,7 @@ TEST(SacpTime, RestrictionsHold) {
   }
 }
 
-TEST(SacpTime, ThePlanIsNeverSlowerThanTheCandidatesItStartsFrom) {
+TEST(SacpTime, ThePlanIsNeverClearlySlowerThanTheCandidatesItStartsFrom) {
   const Model alexnet = LoadModel("alexnet");
   for (double gbit : {1.0, 10.0, 40.0}) {
     for (int p : {2, 4, 8, 16}) {
@@ -543,9 +543,11 @@ TEST(SacpTime, ThePlanIsNeverSlowerThanTheCandidatesItStartsFrom) {
       const double e = EstimateIteration(alexnet, in, plan.scheme_of_layer);
       EXPECT_LE(e, EstimateIteration(alexnet, in, PlanSchemes(alexnet, Input(p, p, true, 256))
                                                       .scheme_of_layer) + 1e-12);
+      // One scheme everywhere replaces the paper's plan only when it is 1% faster: the plan is
+      // never more than that slower than any of them.
       for (Scheme s : {Scheme::kPs, Scheme::kAllreduce}) {
         std::vector<Scheme> all(alexnet.layers().size(), s);
-        EXPECT_LE(e, EstimateIteration(alexnet, in, all) + 1e-12) << gbit << " " << p;
+        EXPECT_LE(e, EstimateIteration(alexnet, in, all) * 1.01) << gbit << " " << p;
       }
     }
   }
