@@ -44,6 +44,8 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
   in.colocated = s.placement == ServerPlacement::kColocated;
   in.batch = s.batch_per_worker;
   core::SchemeRequestFromName(s.scheme, &in.default_request);
+  in.allreduce_allowed = s.consistency == "bsp";
+  in.ps_only = s.fault.enabled && EvictsDeadWorkers(s);
   if (timing) in.timing = *timing;
   for (const auto& [layer, scheme] : s.layer_schemes) {
     core::SchemeRequest r;

@@ -148,17 +148,20 @@ std::string ParamLayerNames(const Model& model) {
   return names.empty() ? "(none)" : names;
 }
 
-// auto: the fewest exact bytes; ties go to the earlier scheme in the preference order.
-Scheme ChooseAuto(const Ctx& c, const LayerLoads& l, std::string* reason) {
+// auto: the fewest exact bytes; ties go to the earlier scheme in the preference order. Only
+// the schemes the job allows compete (SacpInput::allreduce_allowed, ps_only).
+Scheme ChooseAuto(const Ctx& c, const SacpInput& in, const LayerLoads& l, std::string* reason) {
   std::vector<Scheme> order;
+  const bool sfb = l.has_sfb && !in.ps_only;
+  const bool ar = in.allreduce_allowed && !in.ps_only;
   if (c.p1 >= 2) {
-    if (l.has_sfb) order.push_back(Scheme::kSfb);
+    if (sfb) order.push_back(Scheme::kSfb);
     order.push_back(Scheme::kPs);
-    order.push_back(Scheme::kAllreduce);
+    if (ar) order.push_back(Scheme::kAllreduce);
   } else {
     order.push_back(Scheme::kPs);
-    order.push_back(Scheme::kAllreduce);
-    if (l.has_sfb) order.push_back(Scheme::kSfb);
+    if (ar) order.push_back(Scheme::kAllreduce);
+    if (sfb) order.push_back(Scheme::kSfb);
   }
   // Cheapest first; std::stable_sort keeps the preference order among equal costs.
   std::stable_sort(order.begin(), order.end(),
@@ -184,11 +187,10 @@ void ChooseInTime(const Model& model, const SacpInput& in, Plan* plan) {
     if (lp.timed) free[static_cast<size_t>(lp.layer)] = any = true;
   }
   if (!any) return;
-  const SacpTiming& t = *in.timing;
   std::vector<Scheme> allowed = {Scheme::kPs};
-  if (!t.ps_only) {
+  if (!in.ps_only) {
     allowed.push_back(Scheme::kSfb);
-    if (t.allreduce_allowed) allowed.push_back(Scheme::kAllreduce);
+    if (in.allreduce_allowed) allowed.push_back(Scheme::kAllreduce);
   }
   std::vector<Scheme> start = plan->scheme_of_layer;
   for (LayerPlan& lp : plan->layers) {
@@ -342,7 +344,7 @@ Plan PlanSchemes(const Model& model, const SacpInput& in) {
       case SchemeRequest::kPaper:
         // The paper's rule; with timing, `auto` layers are chosen again below (SearchPlan).
         lp.requested_auto = true;
-        lp.scheme = ChooseAuto(c, loads, &lp.reason);
+        lp.scheme = ChooseAuto(c, in, loads, &lp.reason);
         break;
     }
 

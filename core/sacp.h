@@ -102,8 +102,6 @@ struct SacpTiming {
   bool dwbp = true;
   bool per_layer_gate = false;        // forward of a layer waits only for that layer's values
   bool waits_for_fresh = true;        // BSP or staleness 0; false: SSP/ASP run on stale values
-  bool allreduce_allowed = true;      // ring all-reduce needs BSP
-  bool ps_only = false;               // e.g. evicting dead workers needs every layer on PS
 };
 
 struct SacpInput {
@@ -117,6 +115,10 @@ struct SacpInput {
   // Layer name -> request; overrides the default. Must name layers with parameters, and kSfb only
   // FC layers.
   std::map<std::string, SchemeRequest> per_layer;
+  // What the cost models may choose (auto and paper): ring all-reduce needs BSP; evicting dead
+  // workers needs every layer on PS.
+  bool allreduce_allowed = true;
+  bool ps_only = false;
   // What `auto` weighs plans in time with (sacp_time.h); without it `auto` is the paper's rule.
   std::optional<SacpTiming> timing;
 };

@@ -27,8 +27,6 @@ core::SacpTiming SacpTimingFor(const config::ScenarioSpec& s, const core::Model&
   t.dwbp = s.dwbp;
   t.per_layer_gate = s.gate == "per_layer";
   t.waits_for_fresh = s.consistency == "bsp" || s.staleness == 0;
-  t.allreduce_allowed = s.consistency == "bsp";
-  t.ps_only = config::EvictsDeadWorkers(s);
   return t;
 }
 

@@ -2,6 +2,7 @@
 
 #include "apps/poseidon/cli_checks.h"
 #include "apps/poseidon/validate_command.h"
+#include "apps/poseidon/validate_draw.h"
 
 #include <filesystem>
 #include <fstream>
@@ -213,7 +214,13 @@ class Commands final : public LiveCommands {
 
     validate_app_ = app.add_subcommand(
         "validate", "simulated vs live iteration time per configuration of a scenario or sweep");
-    validate_app_->add_option("input", validate_.input, "scenario or sweep YAML")->required();
+    validate_app_->add_option("input", validate_.input,
+                              "scenario or sweep YAML (with --draw: the sweep file to write)")
+        ->required();
+    validate_app_->add_option("--draw", draw_count_,
+                              "write N configurations drawn at random (a held-out set: "
+                              "apps/poseidon/validate_draw.h) to INPUT and run nothing");
+    validate_app_->add_option("--seed", draw_seed_, "the draw's seed")->capture_default_str();
     validate_app_->add_option("--set", validate_.overrides, "override a scenario key: KEY=VALUE");
     validate_app_->add_option("--sim-set", validate_.sim_overrides,
                               "override a key for the simulator only (e.g. to see a wrong network "
@@ -253,6 +260,11 @@ class Commands final : public LiveCommands {
                  "process --tls-dir {}\n",
                  f.cert, f.key, tls_init_dir_, tls_init_dir_);
       return 0;
+    }
+    if (validate_app_->parsed() && draw_count_ != 0) {
+      return WithConfigErrors([&] {
+        return RunDraw(draw_count_, draw_seed_, validate_.input, POSEIDON_DATA_DIR);
+      });
     }
     if (validate_app_->parsed()) {
       validate_.netns_script = std::string(POSEIDON_DATA_DIR) + "/../scripts/netns-run";
@@ -399,6 +411,8 @@ class Commands final : public LiveCommands {
 
   CLI::App* validate_app_ = nullptr;
   ValidateOptions validate_;
+  int draw_count_ = 0;
+  uint64_t draw_seed_ = 1;
   CLI::App* merge_app_ = nullptr;
   std::vector<std::string> merge_inputs_;
   std::string merge_output_;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join (moved here in fmt 11)
 
+#include "config/job_config.h"
 #include "config/yaml_reader.h"
 #include "core/model.h"
 #include "core/sacp.h"
@@ -56,6 +57,8 @@ int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
   in.colocated = s.placement == config::ServerPlacement::kColocated;
   in.batch = s.batch_per_worker;
   in.default_request = Request(s.scheme, s.file, "protocol.scheme");
+  in.allreduce_allowed = s.consistency == "bsp";
+  in.ps_only = s.fault.enabled && config::EvictsDeadWorkers(s);
   for (const auto& [layer, scheme] : s.layer_schemes) {
     in.per_layer[layer] = Request(scheme, s.file, "protocol.layer_schemes." + layer);
   }
@@ -117,7 +120,7 @@ int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
   std::vector<std::string> estimates = {
       fmt::format("plan {:.3f}", core::EstimateIteration(model, in, plan.scheme_of_layer) * 1e3)};
   for (core::Scheme sc : {core::Scheme::kPs, core::Scheme::kSfb, core::Scheme::kAllreduce}) {
-    if (sc == core::Scheme::kAllreduce && !in.timing->allreduce_allowed) continue;
+    if (sc == core::Scheme::kAllreduce && !in.allreduce_allowed) continue;
     std::vector<core::Scheme> all(model.layers().size(), core::Scheme::kPs);
     for (int id : model.param_layers()) {
       const bool fc = model.layers()[id].kind == core::LayerKind::kFc;

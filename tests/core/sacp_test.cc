@@ -522,14 +522,14 @@ TEST(SacpTime, ChunksThatLandWholeOnOneShardMakePsSlowerThanTheBytesSay) {
 
 TEST(SacpTime, RestrictionsHold) {
   const Model alexnet = LoadModel("alexnet");
-  SacpTiming t = AlexNetTimes(alexnet, 1, 256);
-  t.allreduce_allowed = false;  // SSP or ASP
-  for (Scheme s : Timed(alexnet, Input(8, 8, true, 256), t).scheme_of_layer) {
-    EXPECT_NE(s, Scheme::kAllreduce);
-  }
-  t.ps_only = true;  // evicting dead workers
-  for (Scheme s : Timed(alexnet, Input(8, 8, true, 256), t).scheme_of_layer) {
-    EXPECT_EQ(s, Scheme::kPs);
+  const SacpTiming t = AlexNetTimes(alexnet, 1, 256);
+  for (bool timed : {false, true}) {  // both rules, auto and paper
+    SacpInput in = Input(8, 2, true, 256);  // two shards for eight workers: allreduce would win
+    if (timed) in.timing = t;
+    in.allreduce_allowed = false;  // SSP or ASP
+    for (Scheme s : PlanSchemes(alexnet, in).scheme_of_layer) EXPECT_NE(s, Scheme::kAllreduce);
+    in.ps_only = true;  // evicting dead workers
+    for (Scheme s : PlanSchemes(alexnet, in).scheme_of_layer) EXPECT_EQ(s, Scheme::kPs);
   }
 }
 
