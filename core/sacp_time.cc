@@ -152,6 +152,15 @@ double EstimateIteration(const Model& model, const SacpInput& in,
   return clock;
 }
 
+std::vector<Scheme> UniformPlan(const Model& model, Scheme scheme) {
+  std::vector<Scheme> plan(model.layers().size(), Scheme::kPs);
+  for (int id : model.param_layers()) {
+    const bool fc = model.layers()[static_cast<size_t>(id)].kind == LayerKind::kFc;
+    plan[static_cast<size_t>(id)] = scheme == Scheme::kSfb && !fc ? Scheme::kPs : scheme;
+  }
+  return plan;
+}
+
 std::vector<Scheme> SearchPlan(const Model& model, const SacpInput& in,
                                const std::vector<Scheme>& start, const std::vector<bool>& free,
                                const std::vector<Scheme>& allowed) {
@@ -166,9 +175,10 @@ std::vector<Scheme> SearchPlan(const Model& model, const SacpInput& in,
   std::vector<Scheme> best = start;
   double best_t = EstimateIteration(model, in, best);
   for (Scheme s : allowed) {
+    const std::vector<Scheme> uniform = UniformPlan(model, s);
     std::vector<Scheme> plan = start;
     for (size_t l = 0; l < layers.size(); ++l) {
-      if (free[l] && layers[l].params > 0) plan[l] = fits(l, s) ? s : Scheme::kPs;
+      if (free[l]) plan[l] = uniform[l];
     }
     const double e = EstimateIteration(model, in, plan);
     if (e < best_t * (1 - kCandidateGain)) {

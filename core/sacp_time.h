@@ -34,6 +34,10 @@ namespace poseidon::core {
 double EstimateIteration(const Model& model, const SacpInput& in,
                          const std::vector<Scheme>& scheme_of_layer);
 
+// `scheme` for every layer with parameters (sfb: the FC layers; the others ps), as the model-wide
+// `protocol.scheme` gives it.
+std::vector<Scheme> UniformPlan(const Model& model, Scheme scheme);
+
 // The schemes of the layers marked free (indexed by layer id), the others kept as in `start`.
 // `allowed` lists the schemes a free layer may take (SFB only ever goes to FC layers).
 std::vector<Scheme> SearchPlan(const Model& model, const SacpInput& in,

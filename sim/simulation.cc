@@ -37,12 +37,14 @@ SimJobConfig JobConfig(const config::ScenarioSpec& s, const core::Model& model,
 
 SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const ComputeModel& compute,
               int workers, int servers, bool record_trace, core::JobLayout* layout_out,
-              std::function<void(double)> progress = {}, bool record_decisions = false) {
+              core::ProtocolConfig* protocol_out, std::function<void(double)> progress = {},
+              bool record_decisions = false) {
   SimJobConfig cfg = JobConfig(s, model, compute, workers, servers);
   cfg.record_trace = record_trace;
   cfg.record_decisions = record_decisions;
   cfg.progress = std::move(progress);
   if (layout_out) *layout_out = cfg.layout;
+  if (protocol_out) *protocol_out = cfg.protocol;
   SimJob job(std::move(cfg));
   return job.Run();
 }
@@ -72,8 +74,9 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   r.warnings = compute.warnings();
 
   core::JobLayout layout;
+  core::ProtocolConfig proto;  // the plan the job ran (SACP's choices), for the per-layer rows
   SimRun run = RunJob(s, model, compute, s.workers, s.servers, options.record_trace, &layout,
-                      options.progress, options.record_decisions);
+                      &proto, options.progress, options.record_decisions);
   if (options.record_decisions) r.decisions = run.decisions.Text();
   r.events = run.events;
   r.network_messages = run.network_messages;
@@ -127,8 +130,6 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   r.network_gb_per_iteration =
       static_cast<double>(run.network_payload_bytes) / static_cast<double>(s.iterations) / 1e9;
   {
-    const core::ProtocolConfig proto =
-        BuildTimedProtocol(s, model, s.workers, s.servers, false, compute);
     const double per = static_cast<double>(s.workers) *
                        static_cast<double>(s.iterations - s.warmup_iterations);
     for (int l : model.param_layers()) {

@@ -121,11 +121,7 @@ int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
       fmt::format("plan {:.3f}", core::EstimateIteration(model, in, plan.scheme_of_layer) * 1e3)};
   for (core::Scheme sc : {core::Scheme::kPs, core::Scheme::kSfb, core::Scheme::kAllreduce}) {
     if (sc == core::Scheme::kAllreduce && !in.allreduce_allowed) continue;
-    std::vector<core::Scheme> all(model.layers().size(), core::Scheme::kPs);
-    for (int id : model.param_layers()) {
-      const bool fc = model.layers()[id].kind == core::LayerKind::kFc;
-      all[static_cast<size_t>(id)] = sc == core::Scheme::kSfb && !fc ? core::Scheme::kPs : sc;
-    }
+    const std::vector<core::Scheme> all = core::UniformPlan(model, sc);
     estimates.push_back(fmt::format("all {} {:.3f}", core::SchemeName(sc),
                                     core::EstimateIteration(model, in, all) * 1e3));
   }

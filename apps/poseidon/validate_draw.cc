@@ -85,7 +85,9 @@ std::string DrawConfigurations(int count, uint64_t seed, const std::string& prof
     static const char* const kSchemes[] = {"ps", "sfb", "allreduce", "auto", "paper"};
     const int n_schemes = consistency == "bsp" ? 5 : 4;
     std::string scheme = kSchemes[d.Pick(n_schemes)];
-    if (consistency != "bsp" && scheme == "allreduce") scheme = "paper";  // (never drawn)
+    // All-reduce is not valid outside BSP: drawn there it becomes paper, so that the four valid
+    // schemes stay equally likely.
+    if (consistency != "bsp" && scheme == "allreduce") scheme = "paper";
     const bool per_layer = d.OneIn(2);
     const bool dwbp = !d.OneIn(5);
     const int w = d.Pick(4);
