@@ -73,7 +73,9 @@ class Rendezvous {
     std::function<core::TimeNs()> local;        // this process's clock
     std::function<bool(int rank)> alive;        // coordinator: not declared dead
     std::function<bool(int rank)> registered;   // coordinator: registered with its core
-    std::function<bool()> started;              // this process's part of the rendezvous is done
+    // This process's part of the rendezvous is done, or it is failing or ending anyway (the
+    // timeout then has nothing to report).
+    std::function<bool()> started;
     std::function<void(const std::string& why)> fail;  // the process cannot go on
     std::function<void()> progressed;                  // maybe Complete now
   };
