@@ -184,7 +184,10 @@ def googlenet():
 # ---- ResNet (He et al. 2016, bottleneck blocks) -----------------------------------------------
 
 RESNET_BLOCKS = {
+    "resnet18": [2, 2, 2, 2],
+    "resnet34": [3, 4, 6, 3],
     "resnet50": [3, 4, 6, 3],
+    "resnet101": [3, 4, 23, 3],
     "resnet152": [3, 8, 36, 3],
 }
 
@@ -196,7 +199,9 @@ def block_names(n):
     return ["a"] + ["b%d" % i for i in range(1, n)]
 
 
-def resnet(blocks):
+def resnet(blocks, basic=False):
+    """Bottleneck blocks (1x1, 3x3, 1x1; ResNet-50 and deeper), or basic blocks (two 3x3 convs;
+    ResNet-18 and -34) when basic is true. A projection shortcut wherever the shape changes."""
     net = Net()
     net.add("conv1", "conv", num_output=64, kernel=7, stride=2, pad=3, bias=False, note="224 -> 112")
     net.add("bn_conv1", "batchnorm")
@@ -206,15 +211,34 @@ def resnet(blocks):
     in_c = 64
     for stage, n in enumerate(blocks, start=2):
         mid = 64 * 2 ** (stage - 2)
-        out_c = 4 * mid
+        out_c = mid if basic else 4 * mid
         for i, b in enumerate(block_names(n)):
             stride = 2 if (i == 0 and stage > 2) else 1
             strided = {"stride": stride} if stride > 1 else {}
             r = "res%d%s" % (stage, b)
             bn = "bn%d%s" % (stage, b)
-            net.comment("%s: bottleneck %d -> %d -> %d%s" % (r, mid, mid, out_c,
-                                                            ", stride %d" % stride if stride > 1 else ""))
+            if basic:
+                net.comment("%s: basic %d -> %d%s" % (r, mid, out_c,
+                                                      ", stride %d" % stride if stride > 1 else ""))
+            else:
+                net.comment("%s: bottleneck %d -> %d -> %d%s" % (
+                    r, mid, mid, out_c, ", stride %d" % stride if stride > 1 else ""))
             shortcut = top
+            if basic and (stride > 1 or in_c != out_c):
+                net.add(r + "_branch1", "conv", bottom=top, num_output=out_c, kernel=1,
+                        **strided, bias=False)
+                shortcut = net.add(bn + "_branch1", "batchnorm")
+            if basic:
+                net.add(r + "_branch2a", "conv", bottom=top, num_output=mid, kernel=3, **strided,
+                        pad=1, bias=False)
+                net.add(bn + "_branch2a", "batchnorm")
+                net.add(r + "_branch2a_relu", "relu")
+                net.add(r + "_branch2b", "conv", num_output=out_c, kernel=3, pad=1, bias=False)
+                branch = net.add(bn + "_branch2b", "batchnorm")
+                net.add(r, "add", bottom=[shortcut, branch])
+                top = net.add(r + "_relu", "relu")
+                in_c = out_c
+                continue
             if i == 0:
                 # Projection shortcut: the channels (and, after stage 2, the size) change.
                 net.add(r + "_branch1", "conv", bottom=top, num_output=out_c, kernel=1,
@@ -262,12 +286,29 @@ MODELS = [
         ["VGG-19 (configuration E) with fc8 4096 -> 21,841 for the full ImageNet-22K, as in the",
          "Poseidon ATC'17 experiments. 229,052,817 parameters, about 19.72 G MACs per image."],
         (3, 224, 224), 21841, vgg(VGG_STAGES["vgg19"], 21841))),
+    ("resnet18", lambda: render(
+        "resnet18", "ResNet-18 (basic blocks), 224x224x3",
+        ["ResNet-18 (He et al. 2016): basic blocks of two 3x3 convs, 2, 2, 2, 2 per stage,",
+         "projection shortcuts where the shape changes, batch norm after every conv, convs",
+         "without bias (as torchvision and fb.resnet.torch). 11,689,512 parameters, about 1.8 G",
+         "MACs per image."],
+        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet18"], basic=True))),
+    ("resnet34", lambda: render(
+        "resnet34", "ResNet-34 (basic blocks), 224x224x3",
+        ["ResNet-34 (He et al. 2016), built like resnet18.yaml with 3, 4, 6, 3 basic blocks.",
+         "21,797,672 parameters (torchvision's count), about 3.6 G MACs per image."],
+        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet34"], basic=True))),
     ("resnet50", lambda: render(
         "resnet50", "ResNet-50 (bottleneck, v1.5 strides), 224x224x3",
         ["ResNet-50 (He et al. 2016) with projection shortcuts where the shape changes, batch norm",
          "with learnable scale and shift after every conv, convs without bias, stride on the 3x3",
          "conv (v1.5, as torchvision). 25,557,032 parameters, about 4.1 G MACs per image."],
         (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet50"]))),
+    ("resnet101", lambda: render(
+        "resnet101", "ResNet-101 (bottleneck, v1.5 strides), 224x224x3",
+        ["ResNet-101 (He et al. 2016), built like resnet50.yaml with 3, 4, 23, 3 blocks.",
+         "44,549,160 parameters (torchvision's count), about 7.8 G MACs per image."],
+        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"]))),
     ("resnet152", lambda: render(
         "resnet152", "ResNet-152 (bottleneck, v1.5 strides), 224x224x3",
         ["ResNet-152 (He et al. 2016), built like resnet50.yaml with 3, 8, 36, 3 blocks.",

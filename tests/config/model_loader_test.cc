@@ -31,7 +31,7 @@ struct Reference {
   double tolerance;  // half a unit of the published precision
 };
 
-// Section 6 of the reference, plus ResNet-152 (torchvision's count) and the Fashion-MNIST models
+// Section 6 of the reference, plus ResNet-18/34/101/152 (torchvision's counts and GFLOPS) and the Fashion-MNIST models
 // (counted by hand in their files).
 const Reference kReferences[] = {
     {"cifar10_quick", {}, 145'578, 12.35e6, 0.005e6},
@@ -41,7 +41,10 @@ const Reference kReferences[] = {
     {"vgg16", {}, 138'357'544, 15.47e9, 0.005e9},
     {"vgg19", {}, 143'667'240, 19.63e9, 0.005e9},
     {"vgg19_22k", {}, 229'052'817, 19.72e9, 0.005e9},
+    {"resnet18", {}, 11'689'512, 1.81e9, 0.005e9},
+    {"resnet34", {}, 21'797'672, 3.66e9, 0.005e9},
     {"resnet50", {}, 25'557'032, 4.1e9, 0.05e9},
+    {"resnet101", {}, 44'549'160, 7.80e9, 0.005e9},
     {"resnet152", {}, 60'192'808, 11.5e9, 0.05e9},
     {"fmnist_cnn", {}, 115'306, 8'191'104, 0.5},
     {"fmnist_mlp", {}, 1'863'690, 1'861'632, 0.5},
