@@ -87,11 +87,46 @@ void CheckMisspeltKeys(const MapReader& r, const std::vector<std::string>& keys)
   }
 }
 
+// kernel_model: {NAME: value, ...} with NAME one of config::kKernelParamNames.
+std::map<std::string, double> ReadKernelModelOverrides(const YAML::Node& node,
+                                                       const std::string& file) {
+  MapReader r(node, file, "kernel_model");
+  std::map<std::string, double> out;
+  for (int i = 0; i < kNumKernelParams; ++i) {
+    const std::string key = kKernelParamNames[i];
+    if (!r.Has(key)) {
+      r.Ignore(key);
+      continue;
+    }
+    const double v = r.Number(key);
+    const bool fraction = key == "gemm_efficiency" || key == "fft_efficiency" ||
+                          key == "memory_efficiency" || key == "kepler_efficiency";
+    if (fraction && !(v > 0 && v <= 1)) {
+      r.FailKey(key, fmt::format("'{}' must be in (0, 1], got {}", key, v));
+    }
+    if (key == "winograd_gain" && !(v >= 1 && v <= 4)) {
+      r.FailKey(key, fmt::format("'winograd_gain' must be in [1, 4] (F(4x4,3x3) saves at most "
+                                 "4x the multiplies), got {}",
+                                 v));
+    }
+    if (key == "tile_alpha" && !(v >= 0 && v <= 2)) {
+      r.FailKey(key, fmt::format("'tile_alpha' must be in [0, 2], got {}", v));
+    }
+    if (key == "launch_us" && !(v >= 0)) {
+      r.FailKey(key, fmt::format("'launch_us' must not be negative, got {}", v));
+    }
+    out[key] = v;
+  }
+  r.Finish();
+  return out;
+}
+
 DeviceSpec ReadDevice(const YamlFile& f) {
   MapReader r(f.root(), f.path(), "device file");
   CheckMisspeltKeys(
       r, {"schema_version", "name", "description", "peak_tflops", "memory_bandwidth_gbs",
-          "compute_efficiency", "memory_efficiency", "pcie_gbs", "launch_overhead_us", "source"});
+          "compute_efficiency", "memory_efficiency", "pcie_gbs", "launch_overhead_us", "source",
+          "compute_model", "kernel_model", "sm_count", "architecture"});
   CheckSchemaVersion(r, kDeviceSchemaVersion, "device");
   DeviceSpec d;
   d.loc = r.Loc();
@@ -99,11 +134,41 @@ DeviceSpec ReadDevice(const YamlFile& f) {
   d.description = r.String("description");
   d.peak_flops = r.PositiveNumber("peak_tflops") * 1e12;
   d.memory_bandwidth_Bps = r.PositiveNumber("memory_bandwidth_gbs") * 1e9;
-  d.compute_efficiency = RequiredFraction(r, "compute_efficiency");
-  d.memory_efficiency = RequiredFraction(r, "memory_efficiency");
+  // The roofline's flat fractions (compute_model: roofline only); the defaults of DeviceSpec.
+  if (r.Has("compute_efficiency")) d.compute_efficiency = RequiredFraction(r, "compute_efficiency");
+  if (r.Has("memory_efficiency")) d.memory_efficiency = RequiredFraction(r, "memory_efficiency");
   d.pcie_bandwidth_Bps = RequiredNonNegative(r, "pcie_gbs") * 1e9;
   d.kernel_launch_ns = std::llround(RequiredNonNegative(r, "launch_overhead_us") * 1e3);
+  if (!r.Has("source")) {
+    r.Fail("device file has no 'source'; add 'source: \"...\"' naming the datasheet (or "
+           "measurement) its figures come from");
+  }
   d.source = RequiredName(r, "source");
+  d.compute_model = r.Choice("compute_model", {"cudnn", "roofline"}, "cudnn") == "roofline"
+                        ? DeviceComputeModel::kRoofline
+                        : DeviceComputeModel::kCudnn;
+  if (r.Has("sm_count")) d.sm_count = static_cast<int>(r.PositiveInt("sm_count"));
+  static const std::vector<std::string> kArchitectures = {
+      "kepler", "maxwell", "pascal", "volta", "turing", "ampere", "hopper"};
+  if (r.Has("architecture")) {
+    const std::string a = r.Choice("architecture", kArchitectures, "kepler");
+    d.architecture = static_cast<GpuArchitecture>(
+        1 + (std::find(kArchitectures.begin(), kArchitectures.end(), a) - kArchitectures.begin()));
+  }
+  if (d.compute_model == DeviceComputeModel::kCudnn) {
+    if (d.sm_count == 0) {
+      r.Fail("device file has no 'sm_count', which the cudnn compute model needs; add the "
+             "number of streaming multiprocessors from the datasheet, or set "
+             "'compute_model: roofline'");
+    }
+    if (d.architecture == GpuArchitecture::kUnknown) {
+      r.Fail("device file has no 'architecture', which the cudnn compute model needs; add one "
+             "of kepler, maxwell, pascal, volta, turing, ampere, hopper, or set "
+             "'compute_model: roofline'");
+    }
+  }
+  const YAML::Node km = r.OptionalNode("kernel_model");
+  if (!km.IsNull()) d.kernel_model = ReadKernelModelOverrides(km, f.path());
   r.Finish();
   return d;
 }

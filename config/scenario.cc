@@ -170,12 +170,30 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
     s.device_file = FindData("devices", c.String("device"), file, c.Loc("device"));
     s.device = LoadDeviceFile(s.device_file);
   }
+  if (c.Has("compute_model")) {
+    if (!s.device) {
+      c.FailKey("compute_model", "'compute_model' prices a 'device' without a profile; add "
+                                 "'device: NAME' or remove 'compute_model'");
+    }
+    s.device->compute_model =
+        c.Choice("compute_model", {"cudnn", "roofline"}, "cudnn") == "roofline"
+            ? DeviceComputeModel::kRoofline
+            : DeviceComputeModel::kCudnn;
+    if (s.device->compute_model == DeviceComputeModel::kCudnn &&
+        (s.device->sm_count == 0 || s.device->architecture == GpuArchitecture::kUnknown)) {
+      c.FailKey("compute_model",
+                fmt::format("the cudnn compute model needs 'sm_count' and 'architecture' in "
+                            "device file {}; add them from the datasheet, or use "
+                            "'compute_model: roofline'",
+                            s.device_file));
+    }
+  }
   if (c.Has("profile")) {
     s.profile_file = FindData("profiles", c.String("profile"), file, c.Loc("profile"));
     s.profile = LoadProfileFile(s.profile_file);
   }
   if (!s.device && !s.profile) {
-    c.Fail("cluster needs a 'device' (roofline estimate, e.g. device: k20) or a measured "
+    c.Fail("cluster needs a 'device' (datasheet estimate, e.g. device: k20) or a measured "
            "'profile' (e.g. profile: profiles/NAME.yaml)");
   }
   s.server_update_Bps = c.PositiveNumber("server_update_gbs", 10) * 1e9;

@@ -15,7 +15,8 @@
 //     workers: 8
 //     servers: 8                   # default: one shard per worker
 //     placement: colocated         # colocated (shard j on worker machine j) | dedicated
-//     device: k20                  # roofline from scenarios/devices/k20.yaml ...
+//     device: k20                  # datasheet estimate from scenarios/devices/k20.yaml ...
+//     compute_model: cudnn         # optional: cudnn | roofline, overrides the device file's
 //     profile: ../profiles/x.yaml  # ... or measured per-layer times (wins when given)
 //     server_update_gbs: 10        # host memory bandwidth for the shards' SGD update
 //     network:

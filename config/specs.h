@@ -93,7 +93,40 @@ struct NetworkSpec {
 
 // ---- compute -------------------------------------------------------------------------------
 
-// A device described by datasheet figures, for roofline estimates (scenarios/devices/NAME.yaml).
+// The constants of the `cudnn` compute model (sim/gpu_kernel_model.h), the same for every device.
+// Defaults here are placeholders for a value-initialised struct; sim::FittedKernelParams() holds
+// the fitted values that the simulator uses.
+struct KernelModelParams {
+  double gemm_efficiency = 0.8;  // fraction of fp32 peak a large, well-tiled sgemm reaches (0, 1]
+  double tile_alpha = 0.5;       // a tile's efficiency goes as its intensity^alpha     [0, 2]
+  double winograd_gain = 2.5;    // effective reduction of non-fused Winograd F(4x4,3x3) [1, 4]
+  double fft_efficiency = 0.3;   // fraction of peak FFT convolution arithmetic reaches  (0, 1]
+  double memory_efficiency = 0.7;  // fraction of DRAM bandwidth streaming kernels reach (0, 1]
+  double launch_us = 10;         // per kernel: launch plus framework dispatch           (>= 0)
+  double kepler_efficiency = 0.6;  // Kepler's rates relative to Maxwell and later       (0, 1]
+};
+
+// The names of KernelModelParams' fields, as written in YAML, in declaration order.
+inline constexpr const char* kKernelParamNames[] = {
+    "gemm_efficiency",   "tile_alpha", "winograd_gain",    "fft_efficiency",
+    "memory_efficiency", "launch_us",  "kepler_efficiency"};
+inline double* KernelParamField(KernelModelParams& p, int i) {
+  double* fields[] = {&p.gemm_efficiency,   &p.tile_alpha, &p.winograd_gain,
+                      &p.fft_efficiency,    &p.memory_efficiency,
+                      &p.launch_us,         &p.kepler_efficiency};
+  return fields[i];
+}
+inline constexpr int kNumKernelParams = 7;
+
+// GPU generations, as device files name them (`architecture:`).
+enum class GpuArchitecture { kUnknown, kKepler, kMaxwell, kPascal, kVolta, kTuring, kAmpere,
+                             kHopper };
+
+// How a device without a measured profile prices a layer: `cudnn` (sim/gpu_kernel_model.h, the
+// default) or `roofline` (flat fractions of peak and bandwidth, sim/compute_model.h).
+enum class DeviceComputeModel { kCudnn, kRoofline };
+
+// A device described by datasheet figures (scenarios/devices/NAME.yaml).
 struct DeviceSpec {
   std::string name;         // "k20"
   std::string description;  // "NVIDIA Tesla K20 (Kepler GK110), datasheet"
@@ -104,6 +137,14 @@ struct DeviceSpec {
   double pcie_bandwidth_Bps = 0;    // host<->device copies, bytes/s (YAML: pcie_gbs); 0 = CPU device
   int64_t kernel_launch_ns = 0;     // fixed cost per layer pass (YAML: launch_overhead_us)
   std::string source;               // where the datasheet figures come from (YAML: source)
+  DeviceComputeModel compute_model = DeviceComputeModel::kCudnn;  // YAML: compute_model
+  // The cudnn model's datasheet figures (required for it): streaming multiprocessors and
+  // generation (YAML: sm_count, architecture).
+  int sm_count = 0;
+  GpuArchitecture architecture = GpuArchitecture::kUnknown;
+  // YAML: kernel_model, a mapping of KernelModelParams names to values; each one given
+  // replaces the fitted value for this device (sim::KernelParamsFor).
+  std::map<std::string, double> kernel_model;
   core::SourceLoc loc;
 };
 

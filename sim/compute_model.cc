@@ -10,38 +10,11 @@
 
 #include "config/yaml_reader.h"
 #include "core/types.h"
+#include "sim/gpu_kernel_model.h"
+#include "sim/layer_work.h"
 
 namespace poseidon::sim {
-namespace {
 
-// The work of one pass, F (FLOPs) and D (bytes), per the table in the header.
-struct Work {
-  double flops = 0;
-  double bytes = 0;
-  bool none = false;  // no backward pass at all
-};
-
-Work ForwardWork(const core::Layer& l, double b) {
-  return {b * static_cast<double>(l.fwd_flops),
-          b * static_cast<double>(l.in_bytes + l.out_bytes) + 4.0 * static_cast<double>(l.params)};
-}
-
-Work BackwardWork(const core::Layer& l, double b) {
-  const double flops = static_cast<double>(l.fwd_flops);
-  const double in = static_cast<double>(l.in_bytes);
-  const double out = static_cast<double>(l.out_bytes);
-  const double pb = 4.0 * static_cast<double>(l.params);
-  const bool fed_by_input = l.bottoms.empty();
-  if (l.params > 0) {
-    if (fed_by_input) return {b * flops, b * (in + out) + 2 * pb};
-    return {2 * b * flops, b * (2 * in + out) + 2 * pb};
-  }
-  if (fed_by_input) return {0, 0, true};
-  if (l.kind == core::LayerKind::kSoftmaxLoss) return {b * in / 4, 2 * b * in};
-  return {b * flops, 2 * b * (in + out)};
-}
-
-}  // namespace
 
 ComputeModel ComputeModel::FromDevice(const core::Model& model, const config::DeviceSpec& device,
                                       int64_t batch) {
@@ -52,6 +25,9 @@ ComputeModel ComputeModel::FromDevice(const core::Model& model, const config::De
       << "device '" << device.name << "' efficiencies must be > 0";
   POSEIDON_CHECK(device.pcie_bandwidth_Bps >= 0 && device.kernel_launch_ns >= 0);
 
+  if (device.compute_model == config::DeviceComputeModel::kCudnn) {
+    return FromCudnnModel(model, device, batch);
+  }
   ComputeModel c;
   c.kind_ = Kind::kRoofline;
   c.batch_ = batch;
@@ -73,6 +49,28 @@ ComputeModel ComputeModel::FromDevice(const core::Model& model, const config::De
     c.fc_out_.push_back(l.kind == core::LayerKind::kFc ? l.fc_out : 0);
   }
   c.base_source_ = fmt::format("roofline {} (batch {})", device.name, batch);
+  c.ComputeTotals();
+  return c;
+}
+
+ComputeModel ComputeModel::FromCudnnModel(const core::Model& model,
+                                          const config::DeviceSpec& device, int64_t batch) {
+  POSEIDON_CHECK(batch > 0) << "batch " << batch;
+  POSEIDON_CHECK(device.pcie_bandwidth_Bps >= 0);
+  ComputeModel c;
+  c.kind_ = Kind::kCudnn;
+  c.batch_ = batch;
+  c.device_ = device;
+  c.kernel_params_ = KernelParamsFor(device);
+  c.pcie_Bps_ = device.pcie_bandwidth_Bps;
+  for (const core::Layer& l : model.layers()) {
+    const LayerCost cost = CudnnLayerCost(l, batch, device, c.kernel_params_);
+    c.fwd_base_.push_back(cost.fwd.ns);
+    c.bwd_base_.push_back(cost.bwd.ns);
+    c.fc_in_.push_back(l.kind == core::LayerKind::kFc ? l.fc_in : 0);
+    c.fc_out_.push_back(l.kind == core::LayerKind::kFc ? l.fc_out : 0);
+  }
+  c.base_source_ = fmt::format("cudnn model {} (batch {})", device.name, batch);
   c.ComputeTotals();
   return c;
 }
@@ -203,7 +201,11 @@ int64_t ComputeModel::SfbRebuildNs(int layer_id, int64_t K) const {
   const double m = static_cast<double>(fc_in_[i]);
   const double n = static_cast<double>(fc_out_[i]);
   double base = 0;
-  if (kind_ == Kind::kRoofline) {
+  if (kind_ == Kind::kCudnn) {
+    // dW[N,M] += U[N,K] V[K,M]: one sgemm, plus reading and writing the gradient it adds to.
+    base = GemmNs(n, m, k, device_, kernel_params_) +
+           1e9 * 4 * 2 * m * n / (device_.memory_bandwidth_Bps * kernel_params_.memory_efficiency);
+  } else if (kind_ == Kind::kRoofline) {
     const double flops = 2 * k * m * n;
     const double bytes = 4 * (k * (m + n) + 2 * m * n);
     base = static_cast<double>(launch_ns_) +

@@ -1,11 +1,15 @@
 // sim/compute_model.h: how long each layer's forward and backward pass takes on one worker.
 //
-// The simulator replays these times as compute tasks. They come from one of two sources:
+// The simulator replays these times as compute tasks. They come from one of three sources:
 //
 //   * a measured profile (config::ProfileSpec, written by `poseidon calibrate`): per-layer times
 //     replayed as measured, scaled linearly when the scenario's batch differs from the profile's;
-//   * a roofline estimate from a device's datasheet figures (config::DeviceSpec) when nothing
-//     was measured.
+//   * when nothing was measured, a device's datasheet figures (config::DeviceSpec) priced by the
+//     device's compute_model:
+//       - `cudnn` (the default): per kernel, the algorithm cuDNN would pick and a shape-dependent
+//         GEMM efficiency, memory-bound layers by bytes moved, a launch cost per kernel; the
+//         model and its fitted constants are in sim/gpu_kernel_model.h;
+//       - `roofline`: flat fractions of peak and bandwidth, below.
 //
 //   core::Model m = core::Model::Build(config::LoadModelFile("scenarios/models/alexnet.yaml"));
 //   config::DeviceSpec k20 = config::LoadDeviceFile("scenarios/devices/k20.yaml");
@@ -13,7 +17,7 @@
 //   c.fwd_ns(0);                           // conv1 forward, ns, whole batch of 256
 //   sim::ComputeModel slow = c.ScaledBy(1.5);  // a straggler
 //
-// ## Roofline (FromDevice)
+// ## Roofline (FromDevice with compute_model: roofline)
 //
 // Per layer l, with batch B and the per-image counts of core::Layer:
 //   R = peak_flops * compute_efficiency                  (FLOP/s)
@@ -56,8 +60,10 @@
 //                 with host_Bps = kDefaultHostMemoryBps unless set_host_memory_bandwidth is used.
 //   SfbRebuildNs(l, K) = one sufficient-factor gradient rebuild of FC layer l (N x M weight) from
 //                 K factor pairs: K*M*N multiply-adds. Roofline: T(2*K*M*N, 4*(K*(M+N) + 2*M*N))
-//                 (read the factors, read-modify-write the gradient). Profile: the layer's forward
-//                 time * K / B (its forward pass is the same B x M x N GEMM).
+//                 (read the factors, read-modify-write the gradient). cudnn: the sgemm
+//                 GEMM(N, M, K) of sim/gpu_kernel_model.h plus reading and writing the gradient.
+//                 Profile: the layer's forward time * K / B (its forward pass is the same
+//                 B x M x N GEMM).
 //
 // Every result is int64 ns rounded with llround from the double value; totals are sums of the
 // rounded per-layer values. ScaledBy(s) multiplies the device compute (forward, backward, SFB
@@ -82,7 +88,8 @@ class ComputeModel {
   // Host memory bandwidth for the default server update estimate (bytes/s).
   static constexpr double kDefaultHostMemoryBps = 10e9;
 
-  // Roofline estimate. batch > 0; the device as validated by config::LoadDeviceFile.
+  // Datasheet estimate by the device's compute_model (cudnn or roofline). batch > 0; the device
+  // as validated by config::LoadDeviceFile.
   static ComputeModel FromDevice(const core::Model& model, const config::DeviceSpec& device,
                                  int64_t batch);
   // Measured times. Throws config::ConfigError (located at profile.loc, naming profile_file)
@@ -113,7 +120,8 @@ class ComputeModel {
   int num_layers() const { return static_cast<int>(fwd_base_.size()); }
   int64_t batch() const { return batch_; }
   double slowdown() const { return slowdown_; }
-  // "roofline k20 (batch 256)" or "profile FILE" (with the batch scaling and slowdown, if any).
+  // "cudnn model k20 (batch 256)", "roofline k20 (batch 256)" or "profile FILE" (with the batch
+  // scaling and slowdown, if any).
   const std::string& source() const { return source_; }
   const std::vector<std::string>& warnings() const { return warnings_; }
 
@@ -122,7 +130,10 @@ class ComputeModel {
   int64_t Scaled(double base_ns) const;
   void ComputeTotals();
 
-  enum class Kind { kRoofline, kProfile };
+  static ComputeModel FromCudnnModel(const core::Model& model, const config::DeviceSpec& device,
+                                     int64_t batch);
+
+  enum class Kind { kRoofline, kCudnn, kProfile };
   Kind kind_ = Kind::kRoofline;
   int64_t batch_ = 0;
   // Unscaled per-layer times in ns, before rounding.
@@ -134,6 +145,9 @@ class ComputeModel {
   double effective_flops_ = 0;       // peak_flops * compute_efficiency
   double effective_memory_Bps_ = 0;  // memory_bandwidth_Bps * memory_efficiency
   int64_t launch_ns_ = 0;
+  // The cudnn model's device and constants (used by SfbRebuildNs on that path).
+  config::DeviceSpec device_;
+  config::KernelModelParams kernel_params_;
   double pcie_Bps_ = 0;
   double host_memory_Bps_ = kDefaultHostMemoryBps;
   double update_ms_per_mb_ = 0;

@@ -17,6 +17,7 @@
 
 #include "apps/poseidon/cli_checks.h"
 #include "apps/poseidon/calibrate_command.h"
+#include "apps/poseidon/gpu_model_command.h"
 #include "apps/poseidon/live_command.h"
 #include "apps/poseidon/models_command.h"
 #include "apps/poseidon/plan_command.h"
@@ -241,6 +242,7 @@ int main(int argc, char** argv) {
                   "progress and time left on stderr even when it is not a terminal");
 
   auto calibrate_commands = poseidon::app::AddCalibrateCommands(app, &data_dir);
+  auto gpu_model_commands = poseidon::app::AddGpuModelCommands(app, &data_dir);
   std::unique_ptr<poseidon::app::LiveCommands> live;
   try {
     live = poseidon::app::AddLiveCommands(app);
@@ -255,6 +257,9 @@ int main(int argc, char** argv) {
       return rc;
     }
     if (const int rc = live->RunIfParsed(); rc >= 0) return rc;
+    if (const int rc = poseidon::app::RunGpuModelCommands(*gpu_model_commands); rc >= 0) {
+      return rc;
+    }
     const std::string models_dir = data_dir + "/models";
     if (models_list->parsed()) return poseidon::app::RunModelsList(models_dir, std::cout);
     if (models_show->parsed()) {
