@@ -96,7 +96,17 @@ std::vector<GpuCase> LoadGpuCases(const config::PublishedTimings& timings,
     }();
     const std::string device_file =
         config::FindDeviceFile(row.device, (fs::path(data_dir) / "devices").string(), row.loc);
-    cases.push_back({row, std::move(model), config::LoadDeviceFile(device_file)});
+    config::DeviceSpec device = config::LoadDeviceFile(device_file);
+    if (!row.library.empty()) {
+      // The algorithms of the cuDNN the row was measured with.
+      device.cudnn_version = config::ParseCudnnVersion(row.library);
+      if (device.cudnn_version == 0) {
+        config::FailAt(row.loc, fmt::format("cudnn '{}' is not MAJOR.MINOR[.PATCH]; write the "
+                                            "version as published, for example \"5.1.05\"",
+                                            row.library));
+      }
+    }
+    cases.push_back({row, std::move(model), std::move(device)});
   }
   return cases;
 }

@@ -87,6 +87,26 @@ void CheckMisspeltKeys(const MapReader& r, const std::vector<std::string>& keys)
   }
 }
 
+}  // namespace
+
+int ParseCudnnVersion(const std::string& text) {
+  int major = 0, minor = 0;
+  const char* p = text.data();
+  const char* end = p + text.size();
+  auto r = std::from_chars(p, end, major);
+  if (r.ec != std::errc() || major <= 0) return 0;
+  if (r.ptr != end) {
+    if (*r.ptr != '.') return 0;
+    auto r2 = std::from_chars(r.ptr + 1, end, minor);
+    if (r2.ec != std::errc() || minor < 0) return 0;
+    // "5.1.05": the patch level does not change the algorithms.
+    if (r2.ptr != end && *r2.ptr != '.') return 0;
+  }
+  return major * 10 + std::min(minor, 9);
+}
+
+namespace {
+
 // kernel_model: {NAME: value, ...} with NAME one of config::kKernelParamNames.
 std::map<std::string, double> ReadKernelModelOverrides(const YAML::Node& node,
                                                        const std::string& file) {
@@ -126,7 +146,7 @@ DeviceSpec ReadDevice(const YamlFile& f) {
   CheckMisspeltKeys(
       r, {"schema_version", "name", "description", "peak_tflops", "memory_bandwidth_gbs",
           "compute_efficiency", "memory_efficiency", "pcie_gbs", "launch_overhead_us", "source",
-          "compute_model", "kernel_model", "sm_count", "architecture"});
+          "compute_model", "kernel_model", "sm_count", "architecture", "cudnn_version"});
   CheckSchemaVersion(r, kDeviceSchemaVersion, "device");
   DeviceSpec d;
   d.loc = r.Loc();
@@ -154,6 +174,15 @@ DeviceSpec ReadDevice(const YamlFile& f) {
     const std::string a = r.Choice("architecture", kArchitectures, "kepler");
     d.architecture = static_cast<GpuArchitecture>(
         1 + (std::find(kArchitectures.begin(), kArchitectures.end(), a) - kArchitectures.begin()));
+  }
+  if (r.Has("cudnn_version")) {
+    const std::string v = r.String("cudnn_version");
+    d.cudnn_version = ParseCudnnVersion(v);
+    if (d.cudnn_version == 0) {
+      r.FailKey("cudnn_version", fmt::format("cudnn_version '{}' is not MAJOR.MINOR (for example "
+                                             "\"5.1\")",
+                                             v));
+    }
   }
   if (d.compute_model == DeviceComputeModel::kCudnn) {
     if (d.sm_count == 0) {

@@ -68,6 +68,9 @@ DeviceSpec ParseDeviceYaml(const std::string& text, const std::string& name);
 std::string FindDeviceFile(const std::string& name_or_path, const std::string& devices_dir,
                            const core::SourceLoc& where = {});
 
+// "5.1", "5.1.05", "4" -> 51, 51, 40 (major * 10 + minor); 0 for anything else.
+int ParseCudnnVersion(const std::string& text);
+
 ProfileSpec LoadProfileFile(const std::string& path);
 ProfileSpec ParseProfileYaml(const std::string& text, const std::string& name);
 

@@ -142,6 +142,11 @@ struct DeviceSpec {
   // generation (YAML: sm_count, architecture).
   int sm_count = 0;
   GpuArchitecture architecture = GpuArchitecture::kUnknown;
+  // The cuDNN release whose algorithms the cudnn model may pick, as major * 10 + minor (51 =
+  // 5.1); 0 = a current release, every algorithm (YAML: cudnn_version: "5.1"). Before 3: implicit
+  // GEMM only; 3: + FFT; 5.0: + fused Winograd (3x3, forward and backward data); 5.1: + non-fused
+  // Winograd (3x3 and 5x5, all three passes).
+  int cudnn_version = 0;
   // YAML: kernel_model, a mapping of KernelModelParams names to values; each one given
   // replaces the fitted value for this device (sim::KernelParamsFor).
   std::map<std::string, double> kernel_model;

@@ -72,6 +72,7 @@ def render(name, description, header, input_chw, num_classes, net):
 # ---- VGG (Simonyan & Zisserman, configurations D and E) ---------------------------------------
 
 VGG_STAGES = {
+    "vgg11": [1, 1, 2, 2, 2],  # configuration A
     "vgg16": [2, 2, 3, 3, 3],  # configuration D
     "vgg19": [2, 2, 4, 4, 4],  # configuration E
 }
@@ -271,6 +272,11 @@ MODELS = [
          "Main path: 6,998,552 parameters, 1.583 G MACs per image; with both auxiliary heads",
          "(group 'aux', leave out with --without aux): 13,378,280 parameters, 1.591 G MACs."],
         (3, 224, 224), 1000, googlenet())),
+    ("vgg11", lambda: render(
+        "vgg11", "VGG-11 (configuration A), 224x224x3",
+        ["VGG-11, configuration A of Simonyan & Zisserman (2015) ('OxfordNet Model-A' in",
+         "soumith/convnet-benchmarks). 132,863,336 parameters, 7.61 G MACs per image."],
+        (3, 224, 224), 1000, vgg(VGG_STAGES["vgg11"], 1000))),
     ("vgg16", lambda: render(
         "vgg16", "VGG-16 (configuration D), 224x224x3",
         ["VGG-16, configuration D of Simonyan & Zisserman (2015).",

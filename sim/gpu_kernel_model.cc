@@ -14,13 +14,13 @@ namespace {
 // rows marked `set: heldout` were not used. docs/gpu_model.md has the command, the commit and the
 // held-out errors.
 constexpr KernelModelParams kFitted = {
-    .gemm_efficiency = 1,
-    .tile_alpha = 0.90292,
-    .winograd_gain = 1.88848,
-    .fft_efficiency = 6.12551e-11,
-    .memory_efficiency = 0.407857,
-    .launch_us = 12.6588,
-    .kepler_efficiency = 0.242781,
+    .gemm_efficiency = 0.747555,
+    .tile_alpha = 1.25409,
+    .winograd_gain = 4,
+    .fft_efficiency = 0.549404,
+    .memory_efficiency = 0.466996,
+    .launch_us = 8.13282,
+    .kepler_efficiency = 0.335119,
 };
 
 // A kernel of F flops at compute rate `rate` and D bytes at memory rate `bw`, plus the launch.
@@ -52,7 +52,9 @@ GemmPlan PlanGemm(double m, double n, double k, const config::DeviceSpec& d,
   struct Tile {
     double a, b;
   };
-  static constexpr Tile kTiles[] = {{128, 128}, {128, 64}, {64, 128}, {64, 64}, {32, 32}};
+  // Square and rectangular tiles, and the skinny ones kept for a small M or N (a batch of 16).
+  static constexpr Tile kTiles[] = {{128, 128}, {128, 64}, {64, 128}, {64, 64},
+                                    {32, 32},   {128, 32}, {32, 128}, {128, 16}, {16, 128}};
   const double sms = std::max(1, d.sm_count);
   GemmPlan best;
   for (const Tile& t : kTiles) {
@@ -113,21 +115,26 @@ Choice BestConvAlgo(const ConvPass& c, Pass pass, const core::LayerSpec& s, cons
   const double tensors = c.in_bytes + c.out_bytes + c.w_bytes + plan.extra_bytes;
   Choice best{KernelNs(c.flops, rate, tensors, bw, p), ConvAlgo::kImplicitGemm};
 
+  const int version = d.cudnn_version == 0 ? 1000 : d.cudnn_version;  // 0: a current release
   const bool stride1 = s.stride_h == 1 && s.stride_w == 1;
-  if (stride1 && s.kernel_h == 3 && s.kernel_w == 3) {
-    // Non-fused F(4x4,3x3), every pass: transforms written to and read from memory.
+  const bool k3 = s.kernel_h == 3 && s.kernel_w == 3;
+  const bool k5 = s.kernel_h == 5 && s.kernel_w == 5;
+  if (version >= 51 && stride1 && (k3 || k5)) {
+    // Non-fused Winograd, every pass: transforms written to and read from memory. 5x5 uses
+    // F(2x2,5x5), whose multiplies are at most 2.78x fewer.
+    const double gain = k3 ? p.winograd_gain : std::min(p.winograd_gain, 100.0 / 36.0);
     const double transformed = 2 * (2.25 * (c.in_bytes + c.out_bytes) + 4 * c.w_bytes);
-    const double t = KernelNs(c.flops / p.winograd_gain, rate, tensors + transformed, bw, p);
+    const double t = KernelNs(c.flops / gain, rate, tensors + transformed, bw, p);
     if (t < best.ns) best = {t, ConvAlgo::kWinogradNonfused};
+  }
+  if (version >= 50 && stride1 && k3 && pass != Pass::kFilter) {
     // Fused F(2x2,3x3) (forward and backward data only): 2.25x fewer multiplies, the transforms
     // stay on chip.
-    if (pass != Pass::kFilter) {
-      const double tf = KernelNs(c.flops / 2.25, rate, tensors, bw, p);
-      if (tf < best.ns) best = {tf, ConvAlgo::kWinograd};
-    }
+    const double tf = KernelNs(c.flops / 2.25, rate, tensors, bw, p);
+    if (tf < best.ns) best = {tf, ConvAlgo::kWinograd};
   }
   const int64_t padded = std::max(in.h + 2 * s.pad_h, in.w + 2 * s.pad_w);
-  if (stride1 && (s.kernel_h > 1 || s.kernel_w > 1) && padded <= 256) {
+  if (version >= 30 && stride1 && (s.kernel_h > 1 || s.kernel_w > 1) && padded <= 256) {
     const double P = static_cast<double>(NextPow2(padded));
     const double freq = P * (P / 2 + 1);               // complex values per plane
     const double planes = b * ci_g + ci_g * co_g + b * co_g;
