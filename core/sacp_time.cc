@@ -21,7 +21,42 @@ struct Machines {
 struct Traffic {
   std::vector<double> out, in;
   explicit Traffic(int machines) : out(static_cast<size_t>(machines), 0.0), in(out) {}
-  double Busiest(int m) const { return std::max(out[static_cast<size_t>(m)], in[static_cast<size_t>(m)]); }
+  bool empty() const {
+    for (size_t m = 0; m < out.size(); ++m) {
+      if (out[m] > 0 || in[m] > 0) return false;
+    }
+    return true;
+  }
+};
+
+// Every NIC, each direction, sends in the order the layers ask; a phase of traffic ends when its
+// last byte has crossed its busiest NIC.
+struct Nics {
+  std::vector<double> out_free, in_free, out_total, in_total;
+  explicit Nics(int machines)
+      : out_free(static_cast<size_t>(machines), 0.0), in_free(out_free), out_total(out_free),
+        in_total(out_free) {}
+  double Run(const Traffic& tr, double start, double bytes_per_s) {
+    double end = start;
+    for (size_t m = 0; m < out_free.size(); ++m) {
+      if (tr.out[m] > 0) {
+        out_free[m] = std::max(out_free[m], start) + tr.out[m] / bytes_per_s;
+        out_total[m] += tr.out[m] / bytes_per_s;
+        end = std::max(end, out_free[m]);
+      }
+      if (tr.in[m] > 0) {
+        in_free[m] = std::max(in_free[m], start) + tr.in[m] / bytes_per_s;
+        in_total[m] += tr.in[m] / bytes_per_s;
+        end = std::max(end, in_free[m]);
+      }
+    }
+    return end;
+  }
+  double BusiestTotal() const {
+    double b = 0;
+    for (size_t m = 0; m < out_total.size(); ++m) b = std::max({b, out_total[m], in_total[m]});
+    return b;
+  }
 };
 
 }  // namespace
@@ -38,9 +73,10 @@ double EstimateIteration(const Model& model, const SacpInput& in,
   const double p1 = in.workers;
   auto time_of = [&](const std::vector<double>& v, size_t l) { return l < v.size() ? v[l] : 0.0; };
 
-  // Per layer: what it puts on every NIC, what it adds after the NIC (latency, the shard's
-  // update) and the rebuild work it puts on the compute stream.
-  std::vector<Traffic> traffic(nl, Traffic(nm));
+  // Per layer: what it puts on every NIC (PS pushes; then, once a shard has them all and has
+  // updated, PS pulls; SFB factors and ring steps, which need no shard), what it adds after the
+  // NIC (latency) and the rebuild work it puts on the compute stream.
+  std::vector<Traffic> push(nl, Traffic(nm)), pull(nl, Traffic(nm)), traffic(nl, Traffic(nm));
   std::vector<double> after(nl, 0.0), rebuild(nl, 0.0);
   // Per layer and shard: the update the shard runs on its server stream, one layer after another.
   std::vector<std::vector<double>> update(nl);
@@ -59,14 +95,13 @@ double EstimateIteration(const Model& model, const SacpInput& in,
       shard_bytes[static_cast<size_t>(c.shard)] += b;
       for (int w = 0; w < in.workers; ++w) {
         if (w == h) continue;
-        tr.out[static_cast<size_t>(w)] += b;
-        tr.in[static_cast<size_t>(h)] += b;
-        tr.out[static_cast<size_t>(h)] += b;
-        tr.in[static_cast<size_t>(w)] += b;
+        push[l].out[static_cast<size_t>(w)] += b;
+        push[l].in[static_cast<size_t>(h)] += b;
+        pull[l].out[static_cast<size_t>(h)] += b;
+        pull[l].in[static_cast<size_t>(w)] += b;
       }
     }
     if (!placement.chunks_of_layer(id).empty()) {
-      after[l] += 2 * t.message_s;
       update[l].resize(shard_bytes.size());
       for (size_t j = 0; j < shard_bytes.size(); ++j) {
         update[l][j] = shard_bytes[j] * t.update_s_per_byte;
@@ -80,7 +115,7 @@ double EstimateIteration(const Model& model, const SacpInput& in,
         tr.out[static_cast<size_t>(w)] += f;
         tr.in[static_cast<size_t>(w)] += f;
       }
-      after[l] = std::max(after[l], t.message_s);
+      after[l] = t.message_s;
       rebuild[l] = (p1 - 1) * time_of(t.sfb_rebuild_s, l);
     } else if (s == Scheme::kAllreduce) {
       const double b = 4.0 * static_cast<double>(layer.params) * 2.0 * (p1 - 1) / p1;
@@ -100,7 +135,7 @@ double EstimateIteration(const Model& model, const SacpInput& in,
     backward += time_of(t.bwd_s, l);
     ready[l] = backward;
   }
-  std::vector<double> nic_free(static_cast<size_t>(nm), 0.0), nic_total(nic_free);
+  Nics nics(nm);
   std::vector<double> server_free(static_cast<size_t>(in.servers), 0.0);
   std::vector<double> done(nl, 0.0);
   double compute = backward;  // the compute stream: the backward pass, then the rebuilds
@@ -108,23 +143,21 @@ double EstimateIteration(const Model& model, const SacpInput& in,
   for (size_t l = nl; l-- > 0;) {
     if (layers[l].params == 0) continue;
     const double start = t.dwbp ? ready[l] : backward;
-    double end = start;
-    for (int m = 0; m < nm; ++m) {
-      const double busy = traffic[l].Busiest(m) / t.nic_Bps;
-      if (busy <= 0) continue;
-      double& f = nic_free[static_cast<size_t>(m)];
-      f = std::max(f, start) + busy;
-      nic_total[static_cast<size_t>(m)] += busy;
-      end = std::max(end, f);
+    // SFB factors and ring steps.
+    double end = traffic[l].empty() ? start : nics.Run(traffic[l], start, t.nic_Bps) + after[l];
+    if (!update[l].empty()) {
+      // PS: the pushes arrive (one message later), each shard updates its part of the layer
+      // after the layers before, and only then do the pulls leave (one message more).
+      const double pushed = nics.Run(push[l], start, t.nic_Bps) + t.message_s;
+      double updated = pushed;
+      for (size_t j = 0; j < update[l].size(); ++j) {
+        if (update[l][j] <= 0) continue;
+        server_free[j] = std::max(server_free[j], pushed) + update[l][j];
+        updated = std::max(updated, server_free[j]);
+      }
+      end = std::max(end, nics.Run(pull[l], updated, t.nic_Bps) + t.message_s);
     }
-    // Each shard updates its part of the layer once the pushes are in, after the layers before.
-    double updated = end;
-    for (size_t j = 0; j < update[l].size(); ++j) {
-      if (update[l][j] <= 0) continue;
-      server_free[j] = std::max(server_free[j], end) + update[l][j];
-      updated = std::max(updated, server_free[j]);
-    }
-    done[l] = updated + after[l];
+    done[l] = end;
     if (rebuild[l] > 0) {
       // The factors' rebuilds run on the compute stream once they arrived.
       compute = std::max(compute, done[l]) + rebuild[l];
@@ -136,8 +169,7 @@ double EstimateIteration(const Model& model, const SacpInput& in,
   for (size_t l = 0; l < nl; ++l) forward += time_of(t.fwd_s, l);
   if (!t.waits_for_fresh) {
     // Stale values are good enough: the slower of the compute and the busiest NIC sets the pace.
-    const double nic = *std::max_element(nic_total.begin(), nic_total.end());
-    return std::max(forward + backward + rebuild_total, nic);
+    return std::max(forward + backward + rebuild_total, nics.BusiestTotal());
   }
   if (!t.per_layer_gate) {
     double all = compute;

@@ -50,6 +50,8 @@ TEST(DeviceFilesTest, K20HasTheDatasheetFigures) {
   EXPECT_DOUBLE_EQ(d.compute_efficiency, 0.5);
   EXPECT_DOUBLE_EQ(d.memory_efficiency, 0.7);
   EXPECT_EQ(d.kernel_launch_ns, 5000);
+  EXPECT_EQ(d.sm_count, 13);
+  EXPECT_EQ(d.architecture, GpuArchitecture::kKepler);
 }
 
 TEST(FindDeviceFileTest, NameOrPath) {
@@ -67,7 +69,10 @@ TEST(FindDeviceFileTest, UnknownNameListsKnownDevices) {
     std::string msg = e.what();
     EXPECT_EQ(msg.rfind("scenario.yaml:7:11: error: unknown device 'k2'", 0), 0u) << msg;
     EXPECT_NE(msg.find("did you mean 'k20'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("a100, h100, h200, k20, titanx, v100"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("a100, gtx1080, gtx1080ti, h100, h200, k20, k40, p100, titanx, "
+                       "titanx_pascal, v100"),
+              std::string::npos)
+        << msg;
   }
   EXPECT_THROW(FindDeviceFile("missing/dev.yaml", kDevicesDir), ConfigError);
 }
@@ -180,7 +185,9 @@ constexpr const char* kGoodDevice =
     "memory_efficiency: 0.7\n"      // 7
     "pcie_gbs: 6\n"                 // 8
     "launch_overhead_us: 5\n"       // 9
-    "source: test\n";               // 10
+    "source: test\n"                // 10
+    "sm_count: 20\n"                // 11
+    "architecture: pascal\n";       // 12
 
 constexpr const char* kGoodProfile =
     "schema_version: 1\n"                        // 1
@@ -228,6 +235,34 @@ TEST(DeviceYamlTest, GoodTextParses) {
   EXPECT_DOUBLE_EQ(d.peak_flops, 1e12);
   EXPECT_DOUBLE_EQ(d.memory_bandwidth_Bps, 100e9);
   EXPECT_EQ(d.kernel_launch_ns, 5000);
+  EXPECT_EQ(d.sm_count, 20);
+  EXPECT_EQ(d.architecture, GpuArchitecture::kPascal);
+  EXPECT_EQ(d.compute_model, DeviceComputeModel::kCudnn);  // the default
+  EXPECT_EQ(d.cudnn_version, 0);                            // a current release
+}
+
+TEST(DeviceYamlTest, RooflineNeedsNoKernelFiguresAndOverridesAreRead) {
+  const std::string roofline = Edit(Edit(Edit(kGoodDevice, "sm_count: 20\n", ""),
+                                         "architecture: pascal\n", ""),
+                                    "source: test", "source: test\ncompute_model: roofline");
+  DeviceSpec d = ParseDeviceYaml(roofline, "good.yaml");
+  EXPECT_EQ(d.compute_model, DeviceComputeModel::kRoofline);
+  DeviceSpec o = ParseDeviceYaml(
+      Edit(kGoodDevice, "source: test",
+           "source: test\nkernel_model: {launch_us: 3, winograd_gain: 2}\ncudnn_version: \"5.1\""),
+      "good.yaml");
+  EXPECT_EQ(o.kernel_model.size(), 2u);
+  EXPECT_DOUBLE_EQ(o.kernel_model.at("launch_us"), 3);
+  EXPECT_EQ(o.cudnn_version, 51);
+}
+
+TEST(DeviceYamlTest, CudnnVersionsParse) {
+  EXPECT_EQ(ParseCudnnVersion("5.1.05"), 51);
+  EXPECT_EQ(ParseCudnnVersion("4"), 40);
+  EXPECT_EQ(ParseCudnnVersion("8.9"), 89);
+  EXPECT_EQ(ParseCudnnVersion("five"), 0);
+  EXPECT_EQ(ParseCudnnVersion("5.x"), 0);
+  EXPECT_EQ(ParseCudnnVersion(""), 0);
 }
 
 TEST(DeviceYamlTest, BadInputIsLocated) {
@@ -246,7 +281,23 @@ TEST(DeviceYamlTest, BadInputIsLocated) {
       {"zero peak", Edit(g, "peak_tflops: 1", "peak_tflops: 0"), "4:14", "greater than 0"},
       {"efficiency above 1", Edit(g, "compute_efficiency: 0.5", "compute_efficiency: 1.5"), "6:21",
        "(0, 1]"},
-      {"missing key", Edit(g, "source: test\n", ""), "1:1", "missing required key 'source'"},
+      {"missing source", Edit(g, "source: test\n", ""), "1:1", "has no 'source'"},
+      {"missing sm_count", Edit(g, "sm_count: 20\n", ""), "1:1", "has no 'sm_count'"},
+      {"missing architecture", Edit(g, "architecture: pascal\n", ""), "1:1",
+       "has no 'architecture'"},
+      {"unknown architecture", Edit(g, "architecture: pascal", "architecture: pascl"), "12:15",
+       "did you mean 'pascal'"},
+      {"unknown compute model", Edit(g, "source: test", "source: test\ncompute_model: cudn"),
+       "11:16", "unknown compute_model 'cudn'"},
+      {"kernel_model out of range",
+       Edit(g, "source: test", "source: test\nkernel_model: {gemm_efficiency: 1.5}"), "11:33",
+       "(0, 1]"},
+      {"kernel_model unknown key",
+       Edit(g, "source: test", "source: test\nkernel_model: {gemm_eficiency: 0.5}"), "11:16",
+       "unknown key 'gemm_eficiency'"},
+      {"bad cudnn_version", Edit(g, "source: test", "source: test\ncudnn_version: five"), "11:16",
+       "is not MAJOR.MINOR"},
+      {"missing key", Edit(g, "peak_tflops: 1\n", ""), "1:1", "missing required key 'peak_tflops'"},
       {"syntax", Edit(g, "name: dev", "name: [dev"), "", "YAML syntax"},
   };
   for (BadCase c : cases) {

@@ -61,6 +61,7 @@ config::DeviceSpec TestDevice() {
   d.memory_efficiency = 0.5;
   d.kernel_launch_ns = 1000;
   d.pcie_bandwidth_Bps = 6e9;
+  d.compute_model = config::DeviceComputeModel::kRoofline;  // the closed forms below
   return d;
 }
 

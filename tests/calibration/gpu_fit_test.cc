@@ -1,0 +1,108 @@
+// The cudnn compute model against the published measurements it ships with
+// (scenarios/devices/measurements/), and the fit that produced its constants.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "calibration/gpu_fit.h"
+#include "config/measurement_loader.h"
+#include "config/yaml_reader.h"
+#include "sim/gpu_kernel_model.h"
+
+namespace poseidon::calibration {
+namespace {
+
+const std::string kData = std::string(POSEIDON_SOURCE_DIR) + "/scenarios";
+
+std::vector<GpuCase> Cases(const std::string& file) {
+  return LoadGpuCases(config::LoadPublishedTimings(kData + "/devices/measurements/" + file),
+                      kData);
+}
+
+// The shipped constants are what `poseidon gpu-model fit` gives from the fixed start: nobody
+// tuned them by hand after the fit.
+TEST(GpuFit, TheShippedConstantsAreTheFitOfTheFitRows) {
+  const std::vector<GpuCase> cases = Cases("cnn_benchmarks.yaml");
+  const config::KernelModelParams fitted = FitKernelParams(cases, config::KernelModelParams{});
+  const config::KernelModelParams shipped = sim::FittedKernelParams();
+  config::KernelModelParams a = fitted, b = shipped;
+  for (int i = 0; i < config::kNumKernelParams; ++i) {
+    SCOPED_TRACE(config::kKernelParamNames[i]);
+    const double x = *config::KernelParamField(a, i), y = *config::KernelParamField(b, i);
+    EXPECT_NEAR(x, y, 1e-4 * std::max(1.0, std::abs(y)));
+  }
+}
+
+TEST(GpuFit, TheFitReadsOnlyTheFitRows) {
+  std::vector<GpuCase> cases = Cases("cnn_benchmarks.yaml");
+  const double before = FitObjective(cases, sim::FittedKernelParams());
+  for (GpuCase& c : cases) {
+    if (!c.row.fit) c.row.fwd_ms *= 10;  // a held-out row changed beyond recognition
+  }
+  EXPECT_DOUBLE_EQ(FitObjective(cases, sim::FittedKernelParams()), before);
+}
+
+// The goals of docs/gpu_model.md on the held-out rows, fwd + bwd per row.
+TEST(GpuFit, HeldOutErrorsMeetTheGoals) {
+  for (const char* file : {"convnet_benchmarks.yaml", "cnn_benchmarks.yaml"}) {
+    SCOPED_TRACE(file);
+    const std::vector<GpuCase> cases = Cases(file);
+    const auto errors =
+        EvaluateCases(cases, sim::FittedKernelParams(), config::DeviceComputeModel::kCudnn);
+    const ErrorStats s = Stats(errors, /*fit_rows=*/false, /*which=*/0);
+    EXPECT_GT(s.rows, 0);
+    EXPECT_LE(s.median_abs, 0.10);
+    EXPECT_LE(s.max_abs, 0.25);
+  }
+}
+
+// The roofline it replaces, on the same rows, for comparison: far outside those goals.
+TEST(GpuFit, TheRooflineMissesByFarMore) {
+  const std::vector<GpuCase> cases = Cases("convnet_benchmarks.yaml");
+  const auto errors =
+      EvaluateCases(cases, sim::FittedKernelParams(), config::DeviceComputeModel::kRoofline);
+  EXPECT_GT(Stats(errors, false, 0).median_abs, 0.5);
+}
+
+TEST(PublishedTimings, BadRowsAreLocated) {
+  const std::string head = "schema_version: 1\nsource: test\nmeasurements:\n";
+  struct Case {
+    std::string row, says;
+  };
+  const Case cases[] = {
+      {"  - {model: alexnet, device: k40, batch: 16, fwd_ms: 1, bwd_ms: 2}\n", "has no 'set'"},
+      {"  - {model: alexnet, device: k40, batch: 0, fwd_ms: 1, bwd_ms: 2, set: fit}\n",
+       "must be a positive integer"},
+      {"  - {model: alexnet, device: k40, batch: 16, fwd_ms: 1, bwd_ms: 2, set: train}\n",
+       "unknown set 'train'"},
+      {"  - {model: alexnet, device: k40, batch: 16, fwd_ms: 1, bwd_ms: 2, bwd_from_total: 4, "
+       "set: fit}\n",
+       "is not fwd_ms + bwd_ms"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.row);
+    try {
+      config::ParsePublishedTimings(head + c.row, "m.yaml");
+      ADD_FAILURE() << "expected a ConfigError";
+    } catch (const config::ConfigError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind("m.yaml:4:", 0), 0u) << msg;
+      EXPECT_NE(msg.find(c.says), std::string::npos) << msg;
+    }
+  }
+  EXPECT_THROW(config::ParsePublishedTimings("schema_version: 1\nmeasurements: []\n", "m.yaml"),
+               config::ConfigError);  // no source
+  const auto t = config::ParsePublishedTimings(
+      head + "  - {model: nosuchmodel, device: k40, batch: 16, fwd_ms: 1, bwd_ms: 2, set: fit}\n",
+      "m.yaml");
+  try {
+    LoadGpuCases(t, kData);
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("m.yaml:4:", 0), 0u) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace poseidon::calibration
