@@ -10,9 +10,9 @@ namespace poseidon::sim {
 namespace {
 
 // Fitted by `poseidon gpu-model fit scenarios/devices/measurements/cnn_benchmarks.yaml` on the
-// rows marked `set: fit` only (22 of 44 model x device pairs, forward and backward each); the
+// rows marked `set: fit` only (21 of 44 model x device pairs, forward and backward each); the
 // rows marked `set: heldout` were not used. docs/gpu_model.md has the command, the commit and the
-// held-out errors.
+// held-out errors (frozen at commit 41bc92d).
 constexpr KernelModelParams kFitted = {
     .gemm_efficiency = 0.747555,
     .tile_alpha = 1.25409,
