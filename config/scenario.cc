@@ -188,6 +188,19 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
                             s.device_file));
     }
   }
+  if (c.Has("cudnn_version")) {
+    if (!s.device) {
+      c.FailKey("cudnn_version", "'cudnn_version' applies to a 'device'; add 'device: NAME' or "
+                                 "remove 'cudnn_version'");
+    }
+    const std::string v = c.String("cudnn_version");
+    s.device->cudnn_version = ParseCudnnVersion(v);
+    if (s.device->cudnn_version == 0) {
+      c.FailKey("cudnn_version", fmt::format("cudnn_version '{}' is not MAJOR.MINOR (for example "
+                                             "\"2.0\" for the 2015 paper's cuDNN R2)",
+                                             v));
+    }
+  }
   if (c.Has("profile")) {
     s.profile_file = FindData("profiles", c.String("profile"), file, c.Loc("profile"));
     s.profile = LoadProfileFile(s.profile_file);

@@ -17,6 +17,7 @@
 //     placement: colocated         # colocated (shard j on worker machine j) | dedicated
 //     device: k20                  # datasheet estimate from scenarios/devices/k20.yaml ...
 //     compute_model: cudnn         # optional: cudnn | roofline, overrides the device file's
+//     cudnn_version: "2.0"         # optional: the cuDNN release whose algorithms cudnn may use
 //     profile: ../profiles/x.yaml  # ... or measured per-layer times (wins when given)
 //     server_update_gbs: 10        # host memory bandwidth for the shards' SGD update
 //     network:

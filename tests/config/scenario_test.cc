@@ -179,6 +179,23 @@ TEST_F(ScenarioFile, MissingDeviceAndProfile) {
   EXPECT_NE(Error(text).find("cluster needs a 'device'"), std::string::npos);
 }
 
+TEST_F(ScenarioFile, ComputeModelAndCudnnVersionOverrideTheDevice) {
+  auto with = [](const std::string& lines) {
+    std::string text = kGood;
+    text.insert(text.find("  network:"), lines);
+    return text;
+  };
+  ScenarioSpec s = LoadScenarioFile(Write(with("  compute_model: roofline\n  cudnn_version: \"2.0\"\n")));
+  EXPECT_EQ(s.device->compute_model, DeviceComputeModel::kRoofline);
+  EXPECT_EQ(s.device->cudnn_version, 20);
+  EXPECT_EQ(LoadScenarioFile(Write(kGood)).device->compute_model, DeviceComputeModel::kCudnn);
+  std::string e = Error(with("  cudnn_version: R2\n"));
+  EXPECT_NE(e.find("s.yaml:7:18: error: cudnn_version 'R2' is not MAJOR.MINOR"), std::string::npos)
+      << e;
+  e = Error(with("  compute_model: exact\n"));
+  EXPECT_NE(e.find("s.yaml:7:18: error: unknown compute_model 'exact'"), std::string::npos) << e;
+}
+
 TEST_F(ScenarioFile, UnreadableFile) {
   try {
     LoadScenarioFile((dir_ / "missing.yaml").string());
