@@ -1,20 +1,25 @@
-// config/compute_loader.h: device files (roofline figures) and measured per-layer profiles.
+// config/compute_loader.h: device files (datasheet figures) and measured per-layer profiles.
 //
 // Two YAML formats feed sim::ComputeModel:
 //
-// Device file (scenarios/devices/NAME.yaml): datasheet figures of one accelerator, every key
-// required, units in the key names.
+// Device file (scenarios/devices/NAME.yaml): datasheet figures of one accelerator, units in the
+// key names.
 //
 //   schema_version: 1
 //   name: k20                         # should equal the file's stem; scenarios say `device: k20`
 //   description: "NVIDIA Tesla K20 (Kepler GK110), datasheet figures"
 //   peak_tflops: 3.52                 # fp32 peak, 1e12 FLOP/s          (> 0)
 //   memory_bandwidth_gbs: 208         # device memory, 1e9 bytes/s      (> 0)
-//   compute_efficiency: 0.5           # fraction of peak conv/fc reach  (0 < x <= 1)
-//   memory_efficiency: 0.7            # fraction of bandwidth reached   (0 < x <= 1)
+//   sm_count: 13                      # streaming multiprocessors (> 0; the cudnn model needs it)
+//   architecture: kepler              # kepler maxwell pascal volta turing ampere hopper (cudnn)
 //   pcie_gbs: 6                       # effective host<->device, 1e9 bytes/s; 0 = CPU device
-//   launch_overhead_us: 5             # fixed cost per layer pass       (>= 0)
-//   source: "NVIDIA Tesla K20 board specification"
+//   launch_overhead_us: 5             # roofline: fixed cost per layer pass (>= 0)
+//   source: "NVIDIA Tesla K20 board specification"   # required: where the figures come from
+//   compute_model: cudnn              # optional: cudnn (default) | roofline
+//   compute_efficiency: 0.5           # optional, roofline: fraction of peak conv/fc reach (0, 1]
+//   memory_efficiency: 0.7            # optional, roofline: fraction of bandwidth reached  (0, 1]
+//   cudnn_version: "5.1"              # optional: the algorithms of that cuDNN; default current
+//   kernel_model: {launch_us: 5}      # optional: replaces fitted cudnn-model constants
 //
 // Profile file (scenarios/profiles/*.yaml, written by `poseidon calibrate`): per-layer times
 // of one model at one batch size. `layers` is a list (file order = forward order) of one flow

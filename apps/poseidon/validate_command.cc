@@ -108,26 +108,27 @@ std::string CsvField(const std::string& s) {
 Pace IterationPaceFromTraces(const std::vector<std::string>& traces, int num_workers,
                              int64_t warmup, int64_t iterations) {
   Pace p;
-  // T[w][v]: earliest time every synced layer of worker w reached version v (v = clock + 1);
-  // begin[w]: worker w's first iteration begin.
+  // T[w][v]: when worker w ended iteration v-1 (core/worker.cc: at the first forward task of
+  // iteration v, or, for the last, once it holds every layer's final values); T[w][0]: its first
+  // iteration's begin. Under BSP a worker ends an iteration when it holds every update of it;
+  // under SSP and ASP it ends them at its own pace, which is the job's throughput.
   static const std::regex kEvent(
-      "\"name\":\"(synced [^\"]+|iteration 0)\",\"cat\":\"protocol\",\"pid\":[0-9]+,\"tid\":([0-9]+),"
-      "\"ts\":([0-9.]+),\"args\":\\{\"clock\":([0-9]+)");
+      "\"name\":\"iteration (end )?([0-9]+)\",\"cat\":\"protocol\",\"pid\":[0-9]+,\"tid\":([0-9]+),"
+      "\"ts\":([0-9.]+)");
   std::map<int, double> begin;
-  std::map<int, std::map<std::string, std::map<int64_t, double>>> synced;  // w -> layer -> clock
+  std::map<int, std::map<int64_t, double>> ended;  // worker actor -> clock -> time
   for (const std::string& t : traces) {
     for (auto it = std::sregex_iterator(t.begin(), t.end(), kEvent); it != std::sregex_iterator();
          ++it) {
-      const std::string name = (*it)[1];
-      const int actor = std::stoi((*it)[2]) / 8;
-      const double ts_ms = std::stod((*it)[3]) / 1e3;
-      const int64_t clock = std::stoll((*it)[4]);
-      if (name == "iteration 0") {
-        if (!begin.count(actor)) begin[actor] = ts_ms;
+      const bool end = (*it)[1].matched;
+      const int64_t clock = std::stoll((*it)[2]);
+      const int actor = std::stoi((*it)[3]) / 8;
+      const double ts_ms = std::stod((*it)[4]) / 1e3;
+      if (!end) {
+        if (clock == 0 && !begin.count(actor)) begin[actor] = ts_ms;
         continue;
       }
-      auto& m = synced[actor][name];
-      if (!m.count(clock)) m[clock] = ts_ms;
+      ended[actor].emplace(clock, ts_ms);
     }
   }
   if (static_cast<int>(begin.size()) != num_workers) {
@@ -140,15 +141,9 @@ Pace IterationPaceFromTraces(const std::vector<std::string>& traces, int num_wor
       *out = begin[w];
       return true;
     }
-    double t = 0;
-    if (synced[w].empty()) return false;
-    for (const auto& [layer, clocks] : synced[w]) {
-      // The first event at or past clock v-1 (a version may jump over a clock).
-      auto it = clocks.lower_bound(v - 1);
-      if (it == clocks.end()) return false;
-      t = std::max(t, it->second);
-    }
-    *out = t;
+    auto it = ended[w].find(v - 1);
+    if (it == ended[w].end()) return false;
+    *out = it->second;
     return true;
   };
   double span_begin = -1e300, span_end = -1e300;
@@ -156,7 +151,7 @@ Pace IterationPaceFromTraces(const std::vector<std::string>& traces, int num_wor
   for (const auto& [w, b] : begin) {
     double t0 = 0, t1 = 0;
     if (!T(w, warmup, &t0) || !T(w, iterations, &t1)) {
-      p.why = fmt::format("worker actor {} has no sync events up to clock {}", w, iterations - 1);
+      p.why = fmt::format("worker actor {} has no end of iteration {}", w, iterations - 1);
       return p;
     }
     span_begin = std::max(span_begin, t0);

@@ -41,7 +41,9 @@ int RunValidate(const ValidateOptions& o);
 
 // The job's iteration time from traces (Chrome JSON as core/trace.h writes it; any number of
 // files, each event attributed to its actor by its lane): mean = (max_w T(w, iterations) -
-// max_w T(w, warmup)) / (iterations - warmup), std over the per-worker iterations. ok is false
+// max_w T(w, warmup)) / (iterations - warmup), with T(w, v) the end of worker w's iteration v-1
+// (T(w, 0) its first begin), std over the per-worker iterations. Under BSP a worker ends an
+// iteration once it holds every update of it; under SSP and ASP at its own pace. ok is false
 // (and why says why) when some worker lacks an event the definition needs.
 struct Pace {
   bool ok = false;

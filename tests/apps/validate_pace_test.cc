@@ -1,0 +1,56 @@
+// The job's iteration time as `poseidon validate` measures it, live and simulated alike
+// (apps/poseidon/validate_command.h: the workers' own iteration ends).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "apps/poseidon/validate_command.h"
+
+namespace poseidon::app {
+namespace {
+
+// One instant event as core/trace.h writes it, for worker actor `actor` (lane actor * 8 + 4).
+std::string Instant(const std::string& name, int actor, double ts_ms, int64_t clock) {
+  return fmt::format("{{\"ph\":\"i\",\"s\":\"t\",\"name\":\"{}\",\"cat\":\"protocol\",\"pid\":0,"
+                     "\"tid\":{},\"ts\":{:.3f},\"args\":{{\"clock\":{}}}}},\n",
+                     name, actor * 8 + 4, ts_ms * 1e3, clock);
+}
+
+// Two workers run iterations of 10 and 12 ms; their values arrive (synced) late and irregularly,
+// as under ASP, which must not change the pace.
+std::string AspLikeTrace() {
+  std::string t;
+  for (int w = 0; w < 2; ++w) {
+    const double step = w == 0 ? 10 : 12;
+    t += Instant("iteration 0", w + 1, 1, 0);
+    for (int c = 0; c < 6; ++c) {
+      t += Instant(fmt::format("iteration end {}", c), w + 1, 1 + step * (c + 1), c);
+      t += Instant("synced fc1", w + 1, 1 + step * (c + 1) + 7 * (c % 3), c);
+    }
+  }
+  return t;
+}
+
+TEST(ValidatePace, TheSlowestWorkersOwnIterationsSetThePace) {
+  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 6);
+  ASSERT_TRUE(p.ok) << p.why;
+  // (max end of iteration 5 - max end of iteration 1) / 4 = (73 - 25) / 4.
+  EXPECT_DOUBLE_EQ(p.mean_ms, 12.0);
+  // Per-worker iterations: four of 10 ms, four of 12 ms.
+  EXPECT_NEAR(p.std_ms, 1.0, 1e-9);
+}
+
+TEST(ValidatePace, AMissingIterationIsNamed) {
+  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 8);
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.why.find("no end of iteration 7"), std::string::npos) << p.why;
+  const Pace q = IterationPaceFromTraces({AspLikeTrace()}, 3, 2, 6);
+  EXPECT_FALSE(q.ok);
+  EXPECT_NE(q.why.find("2 of 3 workers"), std::string::npos) << q.why;
+}
+
+}  // namespace
+}  // namespace poseidon::app
