@@ -85,11 +85,17 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   r.deadlock_report = run.deadlock_report;
   if (run.deadlocked) return r;
 
-  // T(w, v): when worker w first held every update of clocks 0..v-1 in every layer; T(w, 0) is
-  // its first iteration's begin. A model without parameters falls back to iteration ends.
+  // T(w, v) for v >= 1, and T(w, 0), its first iteration's begin:
+  //  - BSP: when worker w first held every update of clocks 0..v-1 in every layer;
+  //  - SSP and ASP: when it ended iteration v-1 (core/worker.cc: at the first forward task of
+  //    iteration v, or, for the last, once it holds every layer's final values). Workers run at
+  //    their own pace there, which is the job's throughput; the moment every update of a clock
+  //    is held is when the slowest push happens to land.
+  // A model without parameters uses iteration ends.
+  const bool own_pace = s.consistency != "bsp" || model.param_layers().empty();
   auto T = [&](const WorkerRun& w, int64_t v) -> TimeNs {
     if (v == 0) return w.iteration_begin.front();
-    const auto& t = model.param_layers().empty() ? w.iteration_end : w.synced;
+    const auto& t = own_pace ? w.iteration_end : w.synced;
     return t[static_cast<size_t>(v - 1)];
   };
   std::vector<double> samples;
@@ -110,12 +116,11 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   sample_mean /= n;
   double var = 0;
   for (double v : samples) var += (v - sample_mean) * (v - sample_mean);
-  // The job's iteration time: from the moment the last worker is synced to the first measured
-  // clock until it is synced past the last clock, over the measured clocks -- the pace of the
-  // job's slowest member. Under BSP with the all-layers gate it is the mean of the per-worker
-  // iterations; with SSP/ASP fast workers run ahead, and with per-layer gating the next
-  // iteration starts before the sync ends, and counting their head start would overstate the
-  // time per iteration.
+  // The job's iteration time: from max_w T(w, warmup) to max_w T(w, iterations), over the
+  // measured clocks -- the pace of the job's slowest member. Under BSP with the all-layers gate
+  // it is the mean of the per-worker iterations; with per-layer gating the next iteration starts
+  // before the sync ends, and counting that head start would overstate the time per iteration,
+  // hence the sync points under BSP.
   r.measured_iterations = s.iterations - s.warmup_iterations;
   const double mean =
       static_cast<double>(span_end - span_begin) / static_cast<double>(r.measured_iterations);

@@ -106,29 +106,31 @@ std::string CsvField(const std::string& s) {
 }  // namespace
 
 Pace IterationPaceFromTraces(const std::vector<std::string>& traces, int num_workers,
-                             int64_t warmup, int64_t iterations) {
+                             int64_t warmup, int64_t iterations, bool own_pace) {
   Pace p;
-  // T[w][v]: when worker w ended iteration v-1 (core/worker.cc: at the first forward task of
-  // iteration v, or, for the last, once it holds every layer's final values); T[w][0]: its first
-  // iteration's begin. Under BSP a worker ends an iteration when it holds every update of it;
-  // under SSP and ASP it ends them at its own pace, which is the job's throughput.
+  // begin[w]: worker w's first iteration begin; ended[w][c]: when it ended iteration c
+  // (core/worker.cc: at the first forward task of iteration c+1, or, for the last, once it holds
+  // every layer's final values); synced[w][layer][c]: when that layer of w first held clock c.
   static const std::regex kEvent(
-      "\"name\":\"iteration (end )?([0-9]+)\",\"cat\":\"protocol\",\"pid\":[0-9]+,\"tid\":([0-9]+),"
-      "\"ts\":([0-9.]+)");
+      "\"name\":\"(iteration end ([0-9]+)|iteration 0|synced [^\"]+)\",\"cat\":\"protocol\","
+      "\"pid\":[0-9]+,\"tid\":([0-9]+),\"ts\":([0-9.]+),\"args\":\\{\"clock\":([0-9]+)");
   std::map<int, double> begin;
-  std::map<int, std::map<int64_t, double>> ended;  // worker actor -> clock -> time
+  std::map<int, std::map<int64_t, double>> ended;
+  std::map<int, std::map<std::string, std::map<int64_t, double>>> synced;
   for (const std::string& t : traces) {
     for (auto it = std::sregex_iterator(t.begin(), t.end(), kEvent); it != std::sregex_iterator();
          ++it) {
-      const bool end = (*it)[1].matched;
-      const int64_t clock = std::stoll((*it)[2]);
+      const std::string name = (*it)[1];
       const int actor = std::stoi((*it)[3]) / 8;
       const double ts_ms = std::stod((*it)[4]) / 1e3;
-      if (!end) {
-        if (clock == 0 && !begin.count(actor)) begin[actor] = ts_ms;
-        continue;
+      const int64_t clock = std::stoll((*it)[5]);
+      if (name == "iteration 0") {
+        if (!begin.count(actor)) begin[actor] = ts_ms;
+      } else if ((*it)[2].matched) {
+        ended[actor].emplace(std::stoll((*it)[2]), ts_ms);
+      } else {
+        synced[actor][name].emplace(clock, ts_ms);
       }
-      ended[actor].emplace(clock, ts_ms);
     }
   }
   if (static_cast<int>(begin.size()) != num_workers) {
@@ -141,9 +143,20 @@ Pace IterationPaceFromTraces(const std::vector<std::string>& traces, int num_wor
       *out = begin[w];
       return true;
     }
-    auto it = ended[w].find(v - 1);
-    if (it == ended[w].end()) return false;
-    *out = it->second;
+    if (own_pace || synced[w].empty()) {
+      auto it = ended[w].find(v - 1);
+      if (it == ended[w].end()) return false;
+      *out = it->second;
+      return true;
+    }
+    double t = 0;
+    for (const auto& [layer, clocks] : synced[w]) {
+      // The first event at or past clock v-1 (a version may jump over a clock).
+      auto it = clocks.lower_bound(v - 1);
+      if (it == clocks.end()) return false;
+      t = std::max(t, it->second);
+    }
+    *out = t;
     return true;
   };
   double span_begin = -1e300, span_end = -1e300;
@@ -151,7 +164,8 @@ Pace IterationPaceFromTraces(const std::vector<std::string>& traces, int num_wor
   for (const auto& [w, b] : begin) {
     double t0 = 0, t1 = 0;
     if (!T(w, warmup, &t0) || !T(w, iterations, &t1)) {
-      p.why = fmt::format("worker actor {} has no end of iteration {}", w, iterations - 1);
+      p.why = fmt::format("worker actor {} has no {} of iteration {}", w,
+                          own_pace ? "end" : "sync", iterations - 1);
       return p;
     }
     span_begin = std::max(span_begin, t0);
@@ -292,7 +306,7 @@ int RunValidate(const ValidateOptions& o) {
     try {
       const sim::ScenarioResult r = sim::SimulateScenario(configs[i].sim_scenario, so);
       predicted[i] = IterationPaceFromTraces({r.chrome_trace}, s.workers, s.warmup_iterations,
-                                             s.iterations);
+                                             s.iterations, s.consistency != "bsp");
       const std::string dir = fmt::format("{}/config-{}", o.work_dir, i);
       fs::create_directories(dir, ec);
       std::ofstream(dir + "/sim.json", std::ios::binary) << r.chrome_trace;
@@ -380,7 +394,8 @@ int RunValidate(const ValidateOptions& o) {
         std::ofstream(dir + "/live.json", std::ios::binary) << merged;
       }
       const Pace meas =
-          rc == 0 ? IterationPaceFromTraces(traces, s.workers, s.warmup_iterations, s.iterations)
+          rc == 0 ? IterationPaceFromTraces(traces, s.workers, s.warmup_iterations, s.iterations,
+                                            s.consistency != "bsp")
                   : Pace{false, !pred.ok            ? pred.why
                                 : !reuse_why.empty() ? reuse_why
                                                      : fmt::format("the live run failed (exit code {}); see {}", rc, dir)};

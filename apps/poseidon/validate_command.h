@@ -40,17 +40,18 @@ struct ValidateOptions {
 int RunValidate(const ValidateOptions& o);
 
 // The job's iteration time from traces (Chrome JSON as core/trace.h writes it; any number of
-// files, each event attributed to its actor by its lane): mean = (max_w T(w, iterations) -
-// max_w T(w, warmup)) / (iterations - warmup), with T(w, v) the end of worker w's iteration v-1
-// (T(w, 0) its first begin), std over the per-worker iterations. Under BSP a worker ends an
-// iteration once it holds every update of it; under SSP and ASP at its own pace. ok is false
-// (and why says why) when some worker lacks an event the definition needs.
+// files, each event attributed to its actor by its lane), as sim/simulation.cc computes it:
+// mean = (max_w T(w, iterations) - max_w T(w, warmup)) / (iterations - warmup), std over the
+// per-worker iterations. T(w, 0) is worker w's first begin; T(w, v) is when it first held every
+// update of clocks 0..v-1 in every layer, or, with own_pace (SSP and ASP, where workers run at
+// their own pace), when it ended iteration v-1. ok is false (and why says why) when some worker
+// lacks an event the definition needs.
 struct Pace {
   bool ok = false;
   std::string why;
   double mean_ms = 0, std_ms = 0;
 };
 Pace IterationPaceFromTraces(const std::vector<std::string>& traces, int num_workers,
-                             int64_t warmup, int64_t iterations);
+                             int64_t warmup, int64_t iterations, bool own_pace);
 
 }  // namespace poseidon::app

@@ -34,8 +34,8 @@ std::string AspLikeTrace() {
   return t;
 }
 
-TEST(ValidatePace, TheSlowestWorkersOwnIterationsSetThePace) {
-  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 6);
+TEST(ValidatePace, UnderAspTheSlowestWorkersOwnIterationsSetThePace) {
+  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 6, /*own_pace=*/true);
   ASSERT_TRUE(p.ok) << p.why;
   // (max end of iteration 5 - max end of iteration 1) / 4 = (73 - 25) / 4.
   EXPECT_DOUBLE_EQ(p.mean_ms, 12.0);
@@ -43,11 +43,19 @@ TEST(ValidatePace, TheSlowestWorkersOwnIterationsSetThePace) {
   EXPECT_NEAR(p.std_ms, 1.0, 1e-9);
 }
 
+TEST(ValidatePace, UnderBspTheSyncPointsSetThePace) {
+  // The same trace read as BSP: T(w, v) is when fc1 first held clock v-1, 7 ms late every third
+  // clock: (max at clock 5 - max at clock 1) / 4, worker 1: (1 + 72 + 14) - (1 + 24 + 7).
+  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 6, /*own_pace=*/false);
+  ASSERT_TRUE(p.ok) << p.why;
+  EXPECT_DOUBLE_EQ(p.mean_ms, (87.0 - 32.0) / 4);
+}
+
 TEST(ValidatePace, AMissingIterationIsNamed) {
-  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 8);
+  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 8, true);
   EXPECT_FALSE(p.ok);
   EXPECT_NE(p.why.find("no end of iteration 7"), std::string::npos) << p.why;
-  const Pace q = IterationPaceFromTraces({AspLikeTrace()}, 3, 2, 6);
+  const Pace q = IterationPaceFromTraces({AspLikeTrace()}, 3, 2, 6, true);
   EXPECT_FALSE(q.ok);
   EXPECT_NE(q.why.find("2 of 3 workers"), std::string::npos) << q.why;
 }
