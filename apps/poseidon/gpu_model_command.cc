@@ -22,6 +22,8 @@ struct GpuModelCommands {
   CLI::App* check = nullptr;
   CLI::App* fit = nullptr;
   CLI::App* show = nullptr;
+  CLI::App* compare = nullptr;
+  std::string profile;
   std::string file;
   std::string compute_model = "cudnn";
   bool csv = false;
@@ -152,6 +154,41 @@ int Show(const GpuModelCommands& c) {
   return 0;
 }
 
+// A measured profile (poseidon calibrate --backend cuda) against the cudnn model for a device.
+int Compare(const GpuModelCommands& c) {
+  const config::ProfileSpec prof = config::LoadProfileFile(c.profile);
+  const std::string path = config::FindModelFile(prof.model, *c.data_dir + "/models");
+  const core::Model m = core::Model::Build(config::LoadModelFile(path));
+  const config::DeviceSpec d =
+      config::LoadDeviceFile(config::FindDeviceFile(c.device, *c.data_dir + "/devices"));
+  const config::KernelModelParams p = sim::KernelParamsFor(d);
+  std::ostream& out = std::cout;
+  out << fmt::format("{} (batch {}, measured on {}) against the cudnn model for {}\n", prof.model,
+                     prof.batch, prof.device, d.name);
+  out << fmt::format("{:<28} {:<14} {:>10} {:>10} {:<14} {:>10} {:>10}\n", "layer", "fwd algo",
+                     "fwd_ms", "model", "bwd algo", "bwd_ms", "model");
+  double mf = 0, mb = 0, pf = 0, pb = 0;
+  for (const core::Layer& l : m.layers()) {
+    auto it = prof.layers.find(l.name);
+    if (it == prof.layers.end()) {
+      config::FailAt(prof.loc, fmt::format("profile {} has no times for layer '{}' of model '{}'; "
+                                           "re-run `poseidon calibrate` for this model",
+                                           c.profile, l.name, prof.model));
+    }
+    const sim::LayerCost cost = sim::CudnnLayerCost(l, prof.batch, d, p);
+    mf += it->second.fwd_ms, mb += it->second.bwd_ms;
+    pf += cost.fwd.ns / 1e6, pb += cost.bwd.ns / 1e6;
+    out << fmt::format("{:<28} {:<14} {:>10.3f} {:>10.3f} {:<14} {:>10.3f} {:>10.3f}\n", l.name,
+                       sim::ConvAlgoName(cost.fwd.algo), it->second.fwd_ms, cost.fwd.ns / 1e6,
+                       sim::ConvAlgoName(cost.bwd.algo), it->second.bwd_ms, cost.bwd.ns / 1e6);
+  }
+  out << fmt::format("total: forward {:.3f} ms measured, {:.3f} model ({}); backward {:.3f} "
+                     "measured, {:.3f} model ({}); fwd+bwd {}\n",
+                     mf, pf, Pct(pf / mf - 1), mb, pb, Pct(pb / mb - 1),
+                     Pct((pf + pb) / (mf + mb) - 1));
+  return 0;
+}
+
 }  // namespace
 
 std::shared_ptr<GpuModelCommands> AddGpuModelCommands(CLI::App& app, const std::string* data_dir) {
@@ -186,6 +223,10 @@ std::shared_ptr<GpuModelCommands> AddGpuModelCommands(CLI::App& app, const std::
       ->required()
       ->check(CLI::PositiveNumber);
   c->show->add_option("--without", c->without, "groups of the model to leave out");
+  c->compare = g->add_subcommand("compare", "a measured profile (calibrate --backend cuda) "
+                                            "against the cudnn model, per layer");
+  c->compare->add_option("profile", c->profile, "profile file")->required();
+  c->compare->add_option("--device", c->device, "device name or file")->required();
   return c;
 }
 
@@ -193,6 +234,7 @@ int RunGpuModelCommands(const GpuModelCommands& c) {
   if (c.check->parsed()) return Check(c);
   if (c.fit->parsed()) return Fit(c);
   if (c.show->parsed()) return Show(c);
+  if (c.compare->parsed()) return Compare(c);
   return -1;
 }
 

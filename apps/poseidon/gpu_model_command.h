@@ -5,6 +5,7 @@
 //   poseidon gpu-model check --compute-model roofline --csv
 //   poseidon gpu-model fit -o fitted.yaml          # fit the constants to the `set: fit` rows
 //   poseidon gpu-model show resnet50 --device v100 --batch 64   # per-layer algorithm and times
+//   poseidon gpu-model compare profile.yaml --device h200      # a measured profile, per layer
 //
 // FILE defaults to DATA_DIR/devices/measurements/cnn_benchmarks.yaml. main.cc calls
 // AddGpuModelCommands before parsing and RunGpuModelCommands after; the latter returns -1 when

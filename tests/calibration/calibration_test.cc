@@ -501,3 +501,37 @@ TEST(NetnsRun, CalibratedLinkPredictsTransfers) {
 
 }  // namespace
 }  // namespace poseidon::calibration
+
+namespace poseidon::calibration {
+namespace {
+
+// `gpu-model compare` reads a measured profile and prices every layer with the cudnn model;
+// `gpu-model show` and `check` print their tables; a profile missing a layer gets one line.
+TEST(GpuModelCommand, CompareShowAndCheckRun) {
+  const std::string bin = POSEIDON_BIN;
+  if (!fs::exists(bin)) GTEST_SKIP() << "poseidon binary not built at " << bin;
+  int st = 0;
+  std::string out = RunCapture(bin + " gpu-model compare " + Root() +
+                                   "/scenarios/profiles/fmnist_cnn_cpu_b64.yaml --device v100 2>&1",
+                               &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("against the cudnn model for v100"), std::string::npos) << out;
+  EXPECT_NE(out.find("total: forward"), std::string::npos) << out;
+  out = RunCapture(bin + " gpu-model show resnet50 --device h100 --batch 32 2>&1", &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("winograd"), std::string::npos) << out;
+  out = RunCapture(bin + " gpu-model check --set heldout 2>&1", &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("heldout  rows 23  fwd+bwd"), std::string::npos) << out;
+  fs::path dir = TempDir("gpucmp");
+  const std::string bad = (dir / "p.yaml").string();
+  std::ofstream(bad) << "schema_version: 1\nmodel: fmnist_cnn\nbatch: 64\ndevice: x\n"
+                        "backend: synthetic\nprovenance: {note: test}\n"
+                        "layers:\n  - {name: conv1, fwd_ms: 1, bwd_ms: 1}\n";
+  out = RunCapture(bin + " gpu-model compare " + bad + " --device v100 2>&1", &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("has no times for layer"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace poseidon::calibration
