@@ -20,6 +20,8 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include "real_runtime/frame.h"
 #include "real_runtime/frame_mac.h"
 #include "real_runtime/handshake.h"
@@ -131,55 +133,105 @@ void BM_RawSocketStream(benchmark::State& state) {
 BENCHMARK(BM_RawSocketStream)->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // 1 GiB of 4 MiB pushes through Transport; arg 0 = plain TCP, 1 = TLS.
-void BM_TransportPush(benchmark::State& state) {
-  const bool tls = state.range(0) != 0;
-  Loop sender_loop, receiver_loop;
-  Latch up, received;
-  std::unique_ptr<Transport> sender, receiver;
-  core::Message m;
-  m.type = core::MsgType::kPushGrad;
-  m.from = 1;
-  m.to = 0;
-  m.data = std::make_shared<std::vector<float>>(kMessageFloats, 1.0f);
-  m.payload_bytes = static_cast<int64_t>(kMessageFloats * sizeof(float));
-  int remaining = 0;
-  auto pump = [&] {
-    while (remaining > 0 && sender->Send(m)) --remaining;
-  };
-  TransportCallbacks rcb;
-  rcb.on_peer_up = [&](int) { up.Add(); };
-  rcb.on_message = [&](core::Message msg) {
-    benchmark::DoNotOptimize(msg.data->data());
-    received.Add();
-  };
-  TransportCallbacks scb;
-  scb.on_peer_up = [&](int) { up.Add(); };
-  scb.on_sent = [&](const core::Message&) { pump(); };
-  uint16_t port = 0;
-  receiver_loop.Run([&] {
-    receiver = std::make_unique<Transport>(receiver_loop.io, 0, Options(tls), rcb);
-    port = receiver->Listen("127.0.0.1", 0);
-  });
-  sender_loop.Run([&] {
-    sender = std::make_unique<Transport>(sender_loop.io, 1, Options(tls), scb);
-    sender->Connect(0, "127.0.0.1", port);
-  });
-  up.WaitFor(2);
-  int64_t target = 0;
-  for (auto _ : state) {
-    target += kMessages;
-    sender_loop.Run([&] {
-      remaining = kMessages;
-      pump();
+// A sender and a receiver Transport connected over loopback, each on its own loop; Push(n)
+// sends n copies of one message and returns when all arrived.
+class PushPair {
+ public:
+  PushPair(bool tls, size_t floats) {
+    m_.type = core::MsgType::kPushGrad;
+    m_.from = 1;
+    m_.to = 0;
+    m_.data = std::make_shared<std::vector<float>>(floats, 1.0f);
+    m_.payload_bytes = static_cast<int64_t>(floats * sizeof(float));
+    TransportCallbacks rcb;
+    rcb.on_peer_up = [this](int) { up_.Add(); };
+    rcb.on_message = [this](core::Message msg) {
+      benchmark::DoNotOptimize(msg.data->data());
+      received_.Add();
+    };
+    TransportCallbacks scb;
+    scb.on_peer_up = [this](int) { up_.Add(); };
+    scb.on_sent = [this](const core::Message&) { Pump(); };
+    uint16_t port = 0;
+    receiver_loop_.Run([&] {
+      receiver_ = std::make_unique<Transport>(receiver_loop_.io, 0, Options(tls), rcb);
+      port = receiver_->Listen("127.0.0.1", 0);
     });
-    received.WaitFor(target);
+    sender_loop_.Run([&] {
+      sender_ = std::make_unique<Transport>(sender_loop_.io, 1, Options(tls), scb);
+      sender_->Connect(0, "127.0.0.1", port);
+    });
+    up_.WaitFor(2);
   }
+  ~PushPair() {
+    sender_loop_.Run([&] { sender_.reset(); });
+    receiver_loop_.Run([&] { receiver_.reset(); });
+  }
+  void Push(int n) {
+    target_ += n;
+    sender_loop_.Run([&] {
+      remaining_ = n;
+      Pump();
+    });
+    received_.WaitFor(target_);
+  }
+
+ private:
+  void Pump() {
+    while (remaining_ > 0 && sender_->Send(m_)) --remaining_;
+  }
+  Loop sender_loop_, receiver_loop_;
+  Latch up_, received_;
+  std::unique_ptr<Transport> sender_, receiver_;
+  core::Message m_;
+  int remaining_ = 0;
+  int64_t target_ = 0;
+};
+
+void BM_TransportPush(benchmark::State& state) {
+  PushPair pair(state.range(0) != 0, kMessageFloats);
+  for (auto _ : state) pair.Push(kMessages);
   state.SetBytesProcessed(state.iterations() * kMessages * kMessageFloats * sizeof(float));
-  sender_loop.Run([&] { sender.reset(); });
-  receiver_loop.Run([&] { receiver.reset(); });
 }
 BENCHMARK(BM_TransportPush)->Arg(0)->Arg(1)->Iterations(3)->UseRealTime()->Unit(
     benchmark::kMillisecond);
+
+// Host CPU per message: the process's CPU time (both endpoints' threads, user and system: the
+// loopback TCP stack included) per message of the given payload size, plain TCP. What an emulated
+// cluster's processes spend per message on the cores they share (scenarios/networks/emulated_*:
+// host_message_us and host_ns_per_byte are fitted to these counters, docs/performance.md).
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+void BM_TransportMessageCpu(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  PushPair pair(false, std::max<size_t>(1, bytes / sizeof(float)));
+  // About 64 MiB or 4,000 messages per iteration, whichever is more messages.
+  const int n = static_cast<int>(std::max<size_t>(4000, (64u << 20) / std::max<size_t>(bytes, 1)));
+  pair.Push(n);  // warm: connection, buffers, pools
+  double cpu = 0;
+  int64_t messages = 0;
+  for (auto _ : state) {
+    const double c0 = ProcessCpuSeconds();
+    pair.Push(n);
+    cpu += ProcessCpuSeconds() - c0;
+    messages += n;
+  }
+  state.counters["cpu_us_per_message"] = 1e6 * cpu / static_cast<double>(messages);
+  state.counters["payload_bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_TransportMessageCpu)
+    ->Arg(256)
+    ->Arg(4096)
+    ->Arg(65536)
+    ->Arg(1 << 20)
+    ->Iterations(3)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // One connection's setup: TCP connect + (TLS handshake +) HELLO/AUTH both ways, until both sides
 // report the peer up. Arg 0 = plain TCP + HMAC, 1 = TLS + HMAC.

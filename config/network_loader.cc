@@ -56,6 +56,14 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
       r.NonNegativeNumber("sender_queue_bytes", static_cast<double>(n->sender_queue_bytes)));
   n->queue_limit_bytes = std::llround(
       r.NonNegativeNumber("queue_limit_bytes", static_cast<double>(n->queue_limit_bytes)));
+  n->host_cores = static_cast<int>(r.NonNegativeNumber("host_cores", n->host_cores));
+  n->host_message_ns = r.NonNegativeNumber("host_message_us", n->host_message_ns / 1e3) * 1e3;
+  n->host_ns_per_byte = r.NonNegativeNumber("host_ns_per_byte", n->host_ns_per_byte);
+  if (n->host_cores == 0 && (n->host_message_ns > 0 || n->host_ns_per_byte > 0)) {
+    r.FailKey(r.Has("host_message_us") ? "host_message_us" : "host_ns_per_byte",
+              "a host CPU cost needs 'host_cores' (the cores every process shares); add it or "
+              "remove the cost");
+  }
 }
 
 namespace {
@@ -124,6 +132,11 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
   if (n.burst_bytes > 0) out << "burst_bytes: " << n.burst_bytes << "\n";
   if (n.sender_queue_bytes > 0) out << "sender_queue_bytes: " << n.sender_queue_bytes << "\n";
   if (n.queue_limit_bytes > 0) out << "queue_limit_bytes: " << n.queue_limit_bytes << "\n";
+  if (n.host_cores > 0) {
+    out << "host_cores: " << n.host_cores << "\n";
+    out << "host_message_us: " << YamlScalarNumber(n.host_message_ns / 1e3) << "\n";
+    out << "host_ns_per_byte: " << YamlScalarNumber(n.host_ns_per_byte) << "\n";
+  }
   out << "provenance:" << (spec.provenance.empty() ? " {}" : "") << "\n";
   for (const auto& [k, v] : spec.provenance) {
     out << "  " << YamlScalarString(k) << ": " << YamlScalarString(v) << "\n";

@@ -83,6 +83,15 @@ struct NetworkSpec {
   // `limit`); a full queue takes no more than its rate, shared max-min by the flows it holds back,
   // and their senders give the rest of their NICs to their other flows. 0 = no limit.
   int64_t queue_limit_bytes = 0;
+  // The host CPU messages cost when every process of the cluster shares a few cores, as in an
+  // emulated cluster on one machine (YAML: host_cores, host_message_us, host_ns_per_byte). A
+  // message that has arrived is processed, sender's and receiver's work together, for
+  // host_message_us + host_ns_per_byte x payload bytes, on its receiving process (one message at
+  // a time) and on one of host_cores cores that all processes share; messages between processes
+  // of one machine pay it too. 0 cores = not modelled (real machines: each has its own cores).
+  int host_cores = 0;
+  double host_message_ns = 0;
+  double host_ns_per_byte = 0;
   // Leaf-spine only.
   int hosts_per_leaf = 16;
   int spines = 2;

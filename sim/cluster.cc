@@ -119,8 +119,9 @@ uint32_t SimJob::Send(ActorId from, Message msg) {
   slots_[slot].msg = std::move(msg);
   slots_[slot].sent = now_;
   if (src == dst) {
-    // Actors on one machine talk through memory; the copy is not modelled.
-    queue_.Push(now_, kDeliver, static_cast<uint32_t>(to), slot);
+    // Actors on one machine talk through memory; the copy is not modelled (but the host CPU of
+    // the message is, when it is: NetworkSpec::host_cores).
+    Arrive(now_, slot);
     return slot;
   }
   ++run_.network_messages;
@@ -171,6 +172,34 @@ SimJob::Connection& SimJob::ConnectionOf(int src, int dst, ActorId from, ActorId
                       static_cast<uint64_t>(dst)];
 }
 
+void SimJob::Arrive(TimeNs at, uint32_t slot) {
+  const ActorId to = slots_[slot].msg.to;
+  if (config_.network.host_cores <= 0) {
+    queue_.Push(at, kDeliver, static_cast<uint32_t>(to), slot);
+    return;
+  }
+  queue_.Push(at, kArrive, static_cast<uint32_t>(to), slot);
+}
+
+void SimJob::ProcessArrival(uint32_t slot) {
+  // Arrivals are processed in the order they arrive (events in time order): on the receiving
+  // process, one message at a time, and on the earliest free of the shared cores.
+  const config::NetworkSpec& n = config_.network;
+  if (core_free_.empty()) {
+    core_free_.assign(static_cast<size_t>(n.host_cores), 0);
+    process_free_.assign(static_cast<size_t>(config_.layout.num_actors()), 0);
+  }
+  const ActorId to = slots_[slot].msg.to;
+  auto core = std::min_element(core_free_.begin(), core_free_.end());
+  TimeNs& process = process_free_[static_cast<size_t>(to)];
+  const TimeNs start = std::max({now_, *core, process});
+  const TimeNs cost = static_cast<TimeNs>(std::llround(
+      n.host_message_ns +
+      n.host_ns_per_byte * static_cast<double>(slots_[slot].msg.payload_bytes)));
+  *core = process = start + cost;
+  queue_.Push(start + cost, kDeliver, static_cast<uint32_t>(to), slot);
+}
+
 void SimJob::FreeSlot(uint32_t slot) {
   slots_[slot].msg = Message();
   slots_[slot].next = free_slot_;
@@ -211,7 +240,7 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
         s.msg.wire_bytes() >= config_.network.sender_queue_bytes) {
       --sending_[static_cast<size_t>(src)];
     }
-    queue_.Push(d.delivered_at, kDeliver, static_cast<uint32_t>(s.msg.to), d.tag);
+    Arrive(d.delivered_at, d.tag);
     const ActorId from = s.msg.from;
     Connection& c = ConnectionOf(src, dst, from, s.msg.to);
     if (c.head >= 0) {
@@ -399,6 +428,9 @@ std::vector<TimeNs> SimJob::ReplayMessages(const std::vector<ReplayMessage>& mes
       case kStartFlow:
         StartQueuedFlow(ev);
         break;
+      case kArrive:
+        ProcessArrival(static_cast<uint32_t>(ev.arg));
+        break;
       default:
         POSEIDON_CHECK(false) << "event " << ev.kind << " while replaying messages";
     }
@@ -474,6 +506,9 @@ SimRun SimJob::Run() {
         break;
       case kStartFlow:
         StartQueuedFlow(ev);
+        break;
+      case kArrive:
+        ProcessArrival(static_cast<uint32_t>(ev.arg));
         break;
     }
   }

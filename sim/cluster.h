@@ -139,7 +139,7 @@ class SimJob {
     bool busy = false;  // a message of this connection is on the network
   };
   enum EventKind : uint32_t {
-    kStartActor, kDeliver, kTaskDone, kNetwork, kTimer, kStartFlow, kReplaySend
+    kStartActor, kDeliver, kTaskDone, kNetwork, kTimer, kStartFlow, kReplaySend, kArrive
   };
 
   // Returns the message's slot (kNoSlot if SimJobConfig::drop_message dropped it).
@@ -163,6 +163,10 @@ class SimJob {
   void StartQueuedFlow(const Event& ev);
   // Returns a delivered message's slot to the free list.
   void FreeSlot(uint32_t slot);
+  // `slot` has arrived at its receiving process at `at`: delivered then, or, with the host CPU
+  // modelled (NetworkSpec::host_cores), once that process and one shared core have processed it.
+  void Arrive(TimeNs at, uint32_t slot);
+  void ProcessArrival(uint32_t slot);
   Connection& ConnectionOf(int src, int dst, core::ActorId from, core::ActorId to);
   std::string DeadlockReport() const;
 
@@ -183,6 +187,9 @@ class SimJob {
   uint64_t net_generation_ = 0;
   TimeNs net_pending_at_ = kNever;
   std::vector<FlowDone> done_scratch_;
+  // Host CPU (NetworkSpec::host_cores): when each shared core and each actor's process is free.
+  std::vector<TimeNs> core_free_;
+  std::vector<TimeNs> process_free_;
   // NIC activity per machine: flows in flight touching it, and busy-time accounting.
   std::vector<int> nic_active_;
   // Per machine: messages of >= sender_queue_bytes it is sending or has queued to send.

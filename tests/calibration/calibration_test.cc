@@ -154,6 +154,9 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   f.network.sender_queue_bytes = 16384;
   f.network.model = config::NetworkModelKind::kQueue;
   f.network.queue_limit_bytes = 1250000;
+  f.network.host_cores = 2;
+  f.network.host_message_ns = 7400;
+  f.network.host_ns_per_byte = 1.037;
   f.provenance = {{"date", "2026-11-29T10:00:00Z"}, {"command", "poseidon calibrate-net x"}};
   f.measurements = {{"rtt_us", "median 63"}};
   std::ostringstream text;
@@ -170,6 +173,9 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_EQ(back.network.sender_queue_bytes, 16384);
   EXPECT_EQ(back.network.model, config::NetworkModelKind::kQueue);
   EXPECT_EQ(back.network.queue_limit_bytes, 1250000);
+  EXPECT_EQ(back.network.host_cores, 2);
+  EXPECT_DOUBLE_EQ(back.network.host_message_ns, 7400);
+  EXPECT_DOUBLE_EQ(back.network.host_ns_per_byte, 1.037);
   EXPECT_EQ(back.provenance, f.provenance);
   EXPECT_EQ(back.measurements, f.measurements);
 
@@ -227,6 +233,10 @@ TEST(NetworkFile, BadInputIsLocated) {
        "queue_limit_bytes"},
       {"model: fifo\nefficiency: 1\nprovenance: {a: b}\n", "model.yaml", "model.yaml:4:",
        "queue"},
+      {"efficiency: 1\nhost_message_us: 7\nprovenance: {a: b}\n", "host.yaml", "host.yaml:5:",
+       "needs 'host_cores'"},
+      {"efficiency: 1\nhost_cores: 2\nhost_ns_per_byte: -1\nprovenance: {a: b}\n", "hb.yaml",
+       "hb.yaml:6:", "host_ns_per_byte"},
   };
   for (const auto& c : cases) {
     const std::string err = NetworkFileError(head + c.body, c.name);

@@ -237,6 +237,38 @@ TEST(SimJob, ReplayedMessagesShareConnectionsAndLinks) {
   EXPECT_NEAR(static_cast<double>(d[3]), 2 * one + 5000, 2.0);
 }
 
+// The host CPU (NetworkSpec::host_cores): every message, local ones too, is processed on its
+// receiving process, one at a time, and on one of the shared cores.
+TEST(SimJob, HostCpuProcessesEveryMessageOnSharedCores) {
+  const int64_t m = 1000, n = 250;  // 1 MB of weights in one chunk, 1 kB of bias in another
+  core::Model model = core::Model::Build(testing::SingleFcSpec(m, n));
+  config::NetworkSpec net = Star(1e6, 0);  // the links take no time
+  net.host_message_ns = 10000;
+  net.host_ns_per_byte = 1;
+  const double weights = 10000 + 4.0 * m * n, bias = 10000 + 4.0 * n;
+  auto iteration = [&](core::JobLayout layout, int cores) {
+    config::NetworkSpec c = net;
+    c.host_cores = cores;
+    SimRun run = RunZeroCompute(model, std::move(layout), c, 1 << 30, 3);
+    EXPECT_FALSE(run.deadlocked) << run.deadlock_report;
+    const WorkerRun& w = run.workers.back();
+    return static_cast<double>(w.iteration_end[2] - w.iteration_end[1]);
+  };
+  // One machine: the worker's push is processed by the shard, then its pull by the worker.
+  const double local = iteration(core::JobLayout::Colocated(1, 1), 1);
+  EXPECT_GE(local, 2 * weights - 1);
+  EXPECT_LE(local, 2 * weights + 2 * bias + 1);
+  // Four workers, one dedicated shard: its process takes the four pushes one after another;
+  // the four pulls go to four processes, in parallel on four cores, one after another on one.
+  const double one = iteration(core::JobLayout::Dedicated(4, 1), 1);
+  const double four = iteration(core::JobLayout::Dedicated(4, 1), 4);
+  EXPECT_GE(four, 5 * weights - 1);
+  EXPECT_LE(four, 5 * weights + 8 * bias + 1);
+  EXPECT_GE(one, 8 * weights - 1);
+  // Without cores the host CPU is not modelled: a local iteration costs nothing.
+  EXPECT_EQ(iteration(core::JobLayout::Colocated(1, 1), 0), 0);
+}
+
 // Co-located shards: a single worker's traffic never leaves its machine.
 TEST(SimJob, OneColocatedNodeSendsNothingOverTheNetwork) {
   core::Model model = core::Model::Build(testing::SmallNetSpec());
