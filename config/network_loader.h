@@ -13,6 +13,9 @@
 //   burst_bytes: 32768                # optional (default 0)                     (>= 0)
 //   sender_queue_bytes: 32768         # optional (default 0)                     (>= 0)
 //   queue_limit_bytes: 1250000        # optional (default 0), queue model only   (>= 0)
+//   host_cores: 2                     # optional (default 0 = not modelled): cores all processes
+//   host_message_us: 7.4              #   share, and the CPU each message costs there (both
+//   host_ns_per_byte: 1.037           #   ends), per message and per payload byte (>= 0)
 //   provenance:                       # free-form strings; calibrate-net writes host, kernel,
 //     date: "2026-11-29T10:00:00Z"    # date, command, commit, link
 //   measurements: {...}               # optional, free-form: the raw figures (not read)
