@@ -352,7 +352,18 @@ int RunLaunch(const LaunchOptions& o) {
     };
     // When the coordinator exited cleanly (the job is over); empty while it runs.
     std::optional<std::chrono::steady_clock::time_point> over_since;
+    // When a process left only because it lost a peer: its cause (the coordinator's watchdog, a
+    // disk error, ...) is usually exiting at the same moment, and its code is the job's. The
+    // others are stopped once it is in, or after a grace period.
+    std::optional<std::chrono::steady_clock::time_point> peer_lost_since;
     while (!children.empty()) {
+      if (peer_lost_since && !stopping &&
+          std::chrono::steady_clock::now() - *peer_lost_since > std::chrono::seconds(5)) {
+        fmt::print(stderr, "launch: no other process says why within 5 s; stopping the others\n");
+        result = kExitPeerLost;
+        stopping = true;
+        stop_all(SIGTERM);
+      }
       if (over_since) {
         // The job ended; a process that does not follow within a grace period (a stopped one,
         // evicted long ago) is killed.
@@ -426,6 +437,13 @@ int RunLaunch(const LaunchOptions& o) {
         fmt::print(stderr, "launch: {} (rank {}) {}; the job goes on without it (evicted once "
                            "the coordinator declares it dead); see {}\n",
                    c.name, c.rank, Describe(status), c.log);
+        continue;
+      }
+      if (!ok && !stopping && WIFEXITED(status) && WEXITSTATUS(status) == kExitPeerLost) {
+        fmt::print(stderr, "launch: {} (rank {}) {} (it lost a peer); waiting up to 5 s for the "
+                           "cause; see {}\n",
+                   c.name, c.rank, Describe(status), c.log);
+        if (!peer_lost_since) peer_lost_since = std::chrono::steady_clock::now();
         continue;
       }
       if (!ok && !stopping) {
