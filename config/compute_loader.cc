@@ -105,6 +105,23 @@ int ParseCudnnVersion(const std::string& text) {
   return major * 10 + std::min(minor, 9);
 }
 
+DeviceComputeModel ReadComputeModel(MapReader& r) {
+  return r.Choice("compute_model", {"cudnn", "roofline"}, "cudnn") == "roofline"
+             ? DeviceComputeModel::kRoofline
+             : DeviceComputeModel::kCudnn;
+}
+
+int ReadCudnnVersion(MapReader& r) {
+  const std::string v = r.String("cudnn_version");
+  const int version = ParseCudnnVersion(v);
+  if (version == 0) {
+    r.FailKey("cudnn_version", fmt::format("cudnn_version '{}' is not MAJOR.MINOR (for example "
+                                           "\"5.1\", or \"2.0\" for cuDNN R2)",
+                                           v));
+  }
+  return version;
+}
+
 namespace {
 
 // kernel_model: {NAME: value, ...} with NAME one of config::kKernelParamNames.
@@ -164,9 +181,7 @@ DeviceSpec ReadDevice(const YamlFile& f) {
            "measurement) its figures come from");
   }
   d.source = RequiredName(r, "source");
-  d.compute_model = r.Choice("compute_model", {"cudnn", "roofline"}, "cudnn") == "roofline"
-                        ? DeviceComputeModel::kRoofline
-                        : DeviceComputeModel::kCudnn;
+  if (r.Has("compute_model")) d.compute_model = ReadComputeModel(r);
   if (r.Has("sm_count")) d.sm_count = static_cast<int>(r.PositiveInt("sm_count"));
   static const std::vector<std::string> kArchitectures = {
       "kepler", "maxwell", "pascal", "volta", "turing", "ampere", "hopper"};
@@ -175,15 +190,7 @@ DeviceSpec ReadDevice(const YamlFile& f) {
     d.architecture = static_cast<GpuArchitecture>(
         1 + (std::find(kArchitectures.begin(), kArchitectures.end(), a) - kArchitectures.begin()));
   }
-  if (r.Has("cudnn_version")) {
-    const std::string v = r.String("cudnn_version");
-    d.cudnn_version = ParseCudnnVersion(v);
-    if (d.cudnn_version == 0) {
-      r.FailKey("cudnn_version", fmt::format("cudnn_version '{}' is not MAJOR.MINOR (for example "
-                                             "\"5.1\")",
-                                             v));
-    }
-  }
+  if (r.Has("cudnn_version")) d.cudnn_version = ReadCudnnVersion(r);
   if (d.compute_model == DeviceComputeModel::kCudnn) {
     if (d.sm_count == 0) {
       r.Fail("device file has no 'sm_count', which the cudnn compute model needs; add the "

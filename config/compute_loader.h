@@ -76,6 +76,17 @@ std::string FindDeviceFile(const std::string& name_or_path, const std::string& d
 // "5.1", "5.1.05", "4" -> 51, 51, 40 (major * 10 + minor); 0 for anything else.
 int ParseCudnnVersion(const std::string& text);
 
+// The keys a device file and a scenario's cluster share (both readers call these): `compute_model`
+// (cudnn | roofline, default cudnn) and `cudnn_version` (ParseCudnnVersion; a value it refuses is
+// a located ConfigError). The caller checks r.Has(key) first.
+class MapReader;
+DeviceComputeModel ReadComputeModel(MapReader& r);
+int ReadCudnnVersion(MapReader& r);
+// Whether the device file has what the cudnn compute model needs (sm_count, architecture).
+inline bool HasCudnnFigures(const DeviceSpec& d) {
+  return d.sm_count > 0 && d.architecture != GpuArchitecture::kUnknown;
+}
+
 ProfileSpec LoadProfileFile(const std::string& path);
 ProfileSpec ParseProfileYaml(const std::string& text, const std::string& name);
 

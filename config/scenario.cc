@@ -175,12 +175,8 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
       c.FailKey("compute_model", "'compute_model' prices a 'device' without a profile; add "
                                  "'device: NAME' or remove 'compute_model'");
     }
-    s.device->compute_model =
-        c.Choice("compute_model", {"cudnn", "roofline"}, "cudnn") == "roofline"
-            ? DeviceComputeModel::kRoofline
-            : DeviceComputeModel::kCudnn;
-    if (s.device->compute_model == DeviceComputeModel::kCudnn &&
-        (s.device->sm_count == 0 || s.device->architecture == GpuArchitecture::kUnknown)) {
+    s.device->compute_model = ReadComputeModel(c);
+    if (s.device->compute_model == DeviceComputeModel::kCudnn && !HasCudnnFigures(*s.device)) {
       c.FailKey("compute_model",
                 fmt::format("the cudnn compute model needs 'sm_count' and 'architecture' in "
                             "device file {}; add them from the datasheet, or use "
@@ -193,13 +189,7 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
       c.FailKey("cudnn_version", "'cudnn_version' applies to a 'device'; add 'device: NAME' or "
                                  "remove 'cudnn_version'");
     }
-    const std::string v = c.String("cudnn_version");
-    s.device->cudnn_version = ParseCudnnVersion(v);
-    if (s.device->cudnn_version == 0) {
-      c.FailKey("cudnn_version", fmt::format("cudnn_version '{}' is not MAJOR.MINOR (for example "
-                                             "\"2.0\" for the 2015 paper's cuDNN R2)",
-                                             v));
-    }
+    s.device->cudnn_version = ReadCudnnVersion(c);
   }
   if (c.Has("profile")) {
     s.profile_file = FindData("profiles", c.String("profile"), file, c.Loc("profile"));

@@ -417,6 +417,8 @@ int RunLaunch(const LaunchOptions& o) {
         result = WEXITSTATUS(status);
       }
       if (c.rank == 0 && ok && !stopping) {
+        // A process that left having lost a peer still failed, though the job ended.
+        if (peer_lost_since) result = kExitPeerLost;
         over_since = std::chrono::steady_clock::now();
         continue;
       }
