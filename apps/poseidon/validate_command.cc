@@ -195,6 +195,16 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+}  // namespace
+
+double LiveSpreadPct(const std::vector<double>& measured_ms) {
+  if (measured_ms.size() < 2) return NAN;
+  const auto [lo, hi] = std::minmax_element(measured_ms.begin(), measured_ms.end());
+  return 100.0 * (*hi - *lo) / Median(measured_ms);
+}
+
+namespace {
+
 // The network messages of a merged live trace between actors on different machines: when each
 // was sent and delivered (ns, from the first send), by whom, to whom, its payload and clock.
 struct LiveMessage {
@@ -323,6 +333,7 @@ int RunValidate(const ValidateOptions& o) {
   // errors[i]: the signed errors of configuration i, one per run that succeeded.
   std::vector<std::vector<double>> errors(configs.size());
   std::vector<std::vector<double>> net_errors(configs.size());  // network model, live traffic
+  std::vector<std::vector<double>> measured(configs.size());    // live iteration times, per run
   std::vector<std::vector<double>> run_abs(static_cast<size_t>(o.repeat));
   int failures = 0;
   bool first_row = true;
@@ -403,6 +414,7 @@ int RunValidate(const ValidateOptions& o) {
       if (meas.ok && pred.ok) {
         const double err = 100.0 * (pred.mean_ms - meas.mean_ms) / meas.mean_ms;
         errors[i].push_back(err);
+        measured[i].push_back(meas.mean_ms);
         run_abs[static_cast<size_t>(run - 1)].push_back(std::fabs(err));
         err_text = fmt::format("{:.2f}", err);
         const double net = NetworkReplayError(c.sim_scenario, ReadText(dir + "/live.json"), dir);
@@ -460,15 +472,29 @@ int RunValidate(const ValidateOptions& o) {
                               : std::string(),
                          ErrorSummary(abs_errors),
                          failures ? fmt::format(", {} failed", failures) : std::string());
+  // The live system's own repeatability: configurations whose runs differ by more than the goal.
+  if (runs) {
+    std::vector<std::pair<double, size_t>> spread;
+    for (size_t i = 0; i < measured.size(); ++i) {
+      const double s = LiveSpreadPct(measured[i]);
+      if (std::isfinite(s) && s > 8) spread.emplace_back(s, i);
+    }
+    summary += fmt::format("validate: live runs that differ among themselves by more than 8% "
+                           "((max - min) / median): {} of {} configurations{}\n",
+                           spread.size(), configs.size(),
+                           spread.empty() ? std::string() : "; no single prediction is within 8% of all their runs");
+  }
   // Where to look first: the configurations outside the goal, worst first.
   // With the network model's error on the same runs' own traffic: near zero, the simulated
   // schedule is what differs; far from zero, the network model.
   for (const auto& [err, i] : outside) {
-    summary += fmt::format("validate: outside 8%: {:+.2f}% {} (config-{}){}\n", err, configs[i].name, i,
+    const double s = LiveSpreadPct(measured[i]);
+    summary += fmt::format("validate: outside 8%: {:+.2f}% {} (config-{}){}{}\n", err, configs[i].name, i,
                            net_errors[i].empty()
                                ? std::string()
                                : fmt::format("; network model on its live traffic {:+.2f}%",
-                                             Median(net_errors[i])));
+                                             Median(net_errors[i])),
+                           std::isfinite(s) ? fmt::format("; its live runs spread {:.1f}%", s) : std::string());
   }
   if (o.csv.empty()) {
     std::cout << csv;

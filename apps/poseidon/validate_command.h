@@ -54,4 +54,9 @@ struct Pace {
 Pace IterationPaceFromTraces(const std::vector<std::string>& traces, int num_workers,
                              int64_t warmup, int64_t iterations, bool own_pace);
 
+// How far the live runs of one configuration differ among themselves: (max - min) / median of
+// their measured iteration times, in percent; NaN with fewer than two runs. A configuration whose
+// live runs spread by more than the error goal cannot meet it in every run, whatever the model.
+double LiveSpreadPct(const std::vector<double>& measured_ms);
+
 }  // namespace poseidon::app

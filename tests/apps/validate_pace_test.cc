@@ -2,6 +2,7 @@
 // (apps/poseidon/validate_command.h: the workers' own iteration ends).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,16 @@ TEST(ValidatePace, AMissingIterationIsNamed) {
   const Pace q = IterationPaceFromTraces({AspLikeTrace()}, 3, 2, 6, true);
   EXPECT_FALSE(q.ok);
   EXPECT_NE(q.why.find("2 of 3 workers"), std::string::npos) << q.why;
+}
+
+// d08 of held-out set 3: one run in the fair-share mode, two where one worker's connection kept
+// the larger share of the shard's link.
+TEST(ValidateSpread, IsTheRangeOfTheLiveRunsOverTheirMedian) {
+  EXPECT_NEAR(LiveSpreadPct({1346.186, 1510.572, 1505.700}), 100.0 * (1510.572 - 1346.186) / 1505.700,
+              1e-9);
+  EXPECT_NEAR(LiveSpreadPct({10, 10}), 0, 1e-12);
+  EXPECT_TRUE(std::isnan(LiveSpreadPct({72.5})));
+  EXPECT_TRUE(std::isnan(LiveSpreadPct({})));
 }
 
 }  // namespace
