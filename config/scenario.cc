@@ -438,7 +438,23 @@ SweepSpec LoadSweepFile(const std::string& path) {
   }
   r.Finish();
 
-  YamlFile base_doc = YamlFile::Load(sw.base_file);
+  YamlFile base_doc = [&] {
+    try {
+      return YamlFile::Load(sw.base_file);
+    } catch (const ConfigError& e) {
+      // "BASE: error: WHY" -> "base 'B' (BASE): WHY", at the sweep's 'base' line.
+      std::string why = e.what();
+      const std::string prefix = sw.base_file + ": error: ";
+      if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+      FailAt(f.root()["base"], path, fmt::format("base '{}' ({}): {}", base, sw.base_file, why));
+    }
+  }();
+  // The values the sweep sets keep its line and column; errors in them name the sweep file.
+  std::vector<YAML::Node> own;
+  for (const SweepAxis& a : sw.axes) {
+    for (const YAML::Node& v : a.values) own.push_back(v);
+  }
+  const NodeFileScope own_file(std::move(own), path);
   size_t total = 1;
   for (const auto& a : sw.axes) total *= a.values.size();
   if (total > 100000) r.Fail(fmt::format("sweep has {} points; at most 100000", total));

@@ -27,9 +27,49 @@ std::string TypeName(const YAML::Node& n) {
 
 }  // namespace
 
+namespace {
+
+thread_local NodeFileScope* innermost_scope = nullptr;
+
+// Whether `node` is `root` or lies under it (same node, not an equal copy).
+bool Holds(const YAML::Node& root, const YAML::Node& node) {
+  if (!root.IsDefined()) return false;
+  if (root.is(node)) return true;
+  if (root.IsMap()) {
+    for (YAML::const_iterator it = root.begin(); it != root.end(); ++it) {
+      if (Holds(it->first, node) || Holds(it->second, node)) return true;
+    }
+  } else if (root.IsSequence()) {
+    for (size_t i = 0; i < root.size(); ++i) {
+      if (Holds(root[i], node)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+NodeFileScope::NodeFileScope(std::vector<YAML::Node> roots, std::string file)
+    : roots_(std::move(roots)), file_(std::move(file)), outer_(innermost_scope) {
+  innermost_scope = this;
+}
+
+NodeFileScope::~NodeFileScope() { innermost_scope = outer_; }
+
+const std::string* NodeFileScope::FileOf(const YAML::Node& node) {
+  if (!node.IsDefined()) return nullptr;
+  for (const NodeFileScope* s = innermost_scope; s != nullptr; s = s->outer_) {
+    for (const YAML::Node& r : s->roots_) {
+      if (Holds(r, node)) return &s->file_;
+    }
+  }
+  return nullptr;
+}
+
 core::SourceLoc LocOf(const YAML::Node& node, const std::string& file) {
   core::SourceLoc loc;
-  loc.file = file;
+  const std::string* scoped = NodeFileScope::FileOf(node);
+  loc.file = scoped != nullptr ? *scoped : file;
   if (node.IsDefined()) {
     YAML::Mark m = node.Mark();
     if (m.line >= 0) {

@@ -33,7 +33,27 @@ class ConfigError : public std::runtime_error {
   explicit ConfigError(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// Where `node` is: `file` with the node's line and column, or, while a NodeFileScope naming a
+// tree that holds the node is alive on this thread, that scope's file.
 core::SourceLoc LocOf(const YAML::Node& node, const std::string& file);
+
+// A sweep sets nodes of its own file into a copy of its base scenario; those keep the sweep
+// file's line and column, and while this scope lives, LocOf names the sweep file for them (and
+// for anything under them) instead of the base's. Scopes nest; the innermost holder wins.
+class NodeFileScope {
+ public:
+  NodeFileScope(std::vector<YAML::Node> roots, std::string file);
+  ~NodeFileScope();
+  NodeFileScope(const NodeFileScope&) = delete;
+  NodeFileScope& operator=(const NodeFileScope&) = delete;
+  // The file of the innermost scope whose roots hold `node`, or nullptr.
+  static const std::string* FileOf(const YAML::Node& node);
+
+ private:
+  std::vector<YAML::Node> roots_;
+  std::string file_;
+  NodeFileScope* outer_;
+};
 [[noreturn]] void FailAt(const YAML::Node& node, const std::string& file, const std::string& msg);
 [[noreturn]] void FailAt(const core::SourceLoc& loc, const std::string& msg);
 

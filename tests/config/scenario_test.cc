@@ -240,6 +240,41 @@ TEST(Sweep, BadPointNamesThePoint) {
   std::filesystem::remove_all(dir);
 }
 
+// A bad value in an axis or a variant is the sweep's own text: its file, line and column; a base
+// that cannot be read is named at the sweep's 'base' line.
+TEST(Sweep, ErrorsInTheSweepsOwnValuesNameTheSweepFile) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("poseidon_sweep_file_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string sw = (dir / "sw.yaml").string();
+  auto error = [&](const std::string& text) {
+    std::ofstream(sw) << text;
+    try {
+      LoadSweepFile(sw);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string head = "schema_version: 1\nbase: " + kSrc + "/tests/golden/small.yaml\nvary:\n";
+  std::string m = error(head + "  cluster.workers: [2, banana]\n");
+  EXPECT_NE(m.find(sw + ":4:24: error: workers: expected an integer, got 'banana'"), std::string::npos) << m;
+  EXPECT_NE(m.find("point 1: cluster.workers=banana"), std::string::npos) << m;
+  m = error(head + "  variant:\n    - {name: A, set: {protocol.scheme: ps}}\n"
+                   "    - {name: B, set: {protocol.scheme: bogus}}\n");
+  EXPECT_NE(m.find(sw + ":6:40: error: unknown scheme 'bogus'"), std::string::npos) << m;
+  // An error in the base itself still names the base.
+  m = error(head + "  cluster.workerz: [1]\n");
+  EXPECT_NE(m.find("small.yaml:"), std::string::npos) << m;
+  EXPECT_EQ(m.find(sw + ":"), std::string::npos) << m;
+  m = error("schema_version: 1\nname: t\nbase: nowhere.yaml\nvary:\n  cluster.workers: [1]\n");
+  EXPECT_NE(m.find(sw + ":3:7: error: base 'nowhere.yaml' (" + (dir / "nowhere.yaml").string() +
+                   "): cannot read file"),
+            std::string::npos)
+      << m;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace poseidon::config
 
