@@ -46,7 +46,7 @@ core::SchemeRequest Request(const std::string& name, const std::string& file,
 
 }  // namespace
 
-int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
+PlanReport MakePlanReport(const config::ScenarioSpec& s) {
   core::BuildOptions options;
   options.without_groups = s.model_without;
   const core::Model model = core::Model::Build(s.model, options);
@@ -73,60 +73,90 @@ int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
     throw config::ConfigError(fmt::format("{}: error: protocol: {}", s.file, e.what()));
   }
 
-  std::vector<std::string> thresholds;
+  PlanReport r;
+  r.scenario = s.name;
+  r.model = model.name();
+  r.workers = in.workers;
+  r.servers = in.servers;
+  r.colocated = in.colocated;
+  r.batch_per_worker = in.batch;
+  r.scheme = s.scheme;
+  r.layer_overrides = !s.layer_schemes.empty();
   for (int id : model.param_layers()) {
     const core::Layer& l = model.layers()[id];
     if (l.kind == core::LayerKind::kFc) {
-      thresholds.push_back(fmt::format("{} {:.2f}", l.name, core::SfbThreshold(l, in.batch)));
+      r.sfb_thresholds.emplace_back(l.name, core::SfbThreshold(l, in.batch));
     }
+  }
+  for (const auto& lp : plan.layers) {
+    const core::Layer& l = model.layers()[lp.layer];
+    r.layers.push_back({l.name, std::string(core::LayerKindName(l.kind)), ParamShape(l), l.params,
+                        lp.cost.ps, lp.cost.sfb, lp.cost.allreduce,
+                        std::string(core::SchemeName(lp.scheme)), lp.reason});
+  }
+  for (core::Scheme sc : {core::Scheme::kPs, core::Scheme::kSfb, core::Scheme::kAllreduce}) {
+    const int n = plan.layers_by_scheme[static_cast<int>(sc)];
+    if (n > 0) r.layers_by_scheme.emplace_back(std::string(core::SchemeName(sc)), n);
+  }
+  r.total_bytes = plan.total_bytes;
+  r.all_ps_bytes = plan.all_ps_bytes;
+  r.ratio_to_all_ps = plan.all_ps_bytes > 0 ? static_cast<double>(plan.total_bytes) /
+                                                  static_cast<double>(plan.all_ps_bytes)
+                                            : 1.0;
+  r.compute_source = compute.source();
+  // What the time model (core/sacp_time.h) expects of this plan and of one scheme everywhere.
+  r.estimated_iteration_ms.emplace_back(
+      "plan", core::EstimateIteration(model, in, plan.scheme_of_layer) * 1e3);
+  for (core::Scheme sc : {core::Scheme::kPs, core::Scheme::kSfb, core::Scheme::kAllreduce}) {
+    if (sc == core::Scheme::kAllreduce && !in.allreduce_allowed) continue;
+    const std::vector<core::Scheme> all = core::UniformPlan(model, sc);
+    r.estimated_iteration_ms.emplace_back(fmt::format("all {}", core::SchemeName(sc)),
+                                          core::EstimateIteration(model, in, all) * 1e3);
+  }
+  return r;
+}
+
+int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
+  const PlanReport r = MakePlanReport(s);
+  std::vector<std::string> thresholds;
+  for (const auto& [name, threshold] : r.sfb_thresholds) {
+    thresholds.push_back(fmt::format("{} {:.2f}", name, threshold));
   }
   out << fmt::format(
       "plan {} (model {}): P1={} workers, P2={} servers, {}, K={} per worker, scheme {}{}; sfb "
       "threshold 2MN/(K(M+N)): {}\n",
-      s.name, model.name(), in.workers, in.servers, in.colocated ? "colocated" : "dedicated",
-      in.batch, s.scheme, s.layer_schemes.empty() ? "" : " (+ per-layer overrides)",
+      r.scenario, r.model, r.workers, r.servers, r.colocated ? "colocated" : "dedicated",
+      r.batch_per_worker, r.scheme, r.layer_overrides ? " (+ per-layer overrides)" : "",
       thresholds.empty() ? "no fc layers" : fmt::format("{}", fmt::join(thresholds, ", ")));
   out << "MB per iteration (1e6 bytes, sent + received) through the busiest machine's NIC\n";
 
   size_t nw = 4, sw = 5;
-  for (const auto& lp : plan.layers) {
-    const core::Layer& l = model.layers()[lp.layer];
+  for (const PlanLayerRow& l : r.layers) {
     nw = std::max(nw, l.name.size());
-    sw = std::max(sw, ParamShape(l).size());
+    sw = std::max(sw, l.shape.size());
   }
   const std::string row = "{:<{}}  {:<9}  {:<{}}  {:>12}  {:>10}  {:>10}  {:>12}  {:<9}  {}\n";
   out << fmt::format(fmt::runtime(row), "name", nw, "type", "shape", sw, "params", "ps MB",
                      "sfb MB", "allreduce MB", "choice", "reason");
-  for (const auto& lp : plan.layers) {
-    const core::Layer& l = model.layers()[lp.layer];
-    out << fmt::format(fmt::runtime(row), l.name, nw, core::LayerKindName(l.kind), ParamShape(l),
-                       sw, Thousands(l.params), Mb(lp.cost.ps), Mb(lp.cost.sfb),
-                       Mb(lp.cost.allreduce), core::SchemeName(lp.scheme), lp.reason);
+  for (const PlanLayerRow& l : r.layers) {
+    out << fmt::format(fmt::runtime(row), l.name, nw, l.type, l.shape, sw, Thousands(l.params),
+                       Mb(l.ps_bytes), Mb(l.sfb_bytes), Mb(l.allreduce_bytes), l.choice, l.reason);
   }
 
   std::vector<std::string> counts;
-  for (core::Scheme sc : {core::Scheme::kPs, core::Scheme::kSfb, core::Scheme::kAllreduce}) {
-    const int n = plan.layers_by_scheme[static_cast<int>(sc)];
-    if (n > 0) counts.push_back(fmt::format("{} {}", core::SchemeName(sc), n));
+  for (const auto& [scheme, n] : r.layers_by_scheme) {
+    counts.push_back(fmt::format("{} {}", scheme, n));
   }
-  const double ratio = plan.all_ps_bytes > 0 ? static_cast<double>(plan.total_bytes) /
-                                                   static_cast<double>(plan.all_ps_bytes)
-                                             : 1.0;
   out << fmt::format(
       "total per iteration through the busiest NIC: plan {} MB vs all-ps {} MB ({:.3f}x); layers: "
       "{}\n",
-      Mb(plan.total_bytes), Mb(plan.all_ps_bytes), ratio, fmt::join(counts, ", "));
-  // What the time model (core/sacp_time.h) expects of this plan and of one scheme everywhere.
-  std::vector<std::string> estimates = {
-      fmt::format("plan {:.3f}", core::EstimateIteration(model, in, plan.scheme_of_layer) * 1e3)};
-  for (core::Scheme sc : {core::Scheme::kPs, core::Scheme::kSfb, core::Scheme::kAllreduce}) {
-    if (sc == core::Scheme::kAllreduce && !in.allreduce_allowed) continue;
-    const std::vector<core::Scheme> all = core::UniformPlan(model, sc);
-    estimates.push_back(fmt::format("all {} {:.3f}", core::SchemeName(sc),
-                                    core::EstimateIteration(model, in, all) * 1e3));
+      Mb(r.total_bytes), Mb(r.all_ps_bytes), r.ratio_to_all_ps, fmt::join(counts, ", "));
+  std::vector<std::string> estimates;
+  for (const auto& [what, ms] : r.estimated_iteration_ms) {
+    estimates.push_back(fmt::format("{} {:.3f}", what, ms));
   }
-  out << fmt::format("estimated iteration (SACP time model, {}): {} ms\n",
-                     compute.source(), fmt::join(estimates, ", "));
+  out << fmt::format("estimated iteration (SACP time model, {}): {} ms\n", r.compute_source,
+                     fmt::join(estimates, ", "));
   return 0;
 }
 

@@ -12,12 +12,51 @@
 // unknown layer name).
 #pragma once
 
+#include <cstdint>
 #include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "config/scenario.h"
 
 namespace poseidon::app {
 
 int RunPlan(const config::ScenarioSpec& s, std::ostream& out);
+
+// What RunPlan prints, as data (the Python module's poseidon.plan() returns it; RunPlan formats
+// it). Bytes are per iteration through the busiest machine's NIC, sent + received; -1 where a
+// scheme does not apply to the layer.
+struct PlanLayerRow {
+  std::string name;
+  std::string type;
+  std::string shape;  // FC "MxN", conv "out x in/g x kh x kw", else the first blob's dims or "-"
+  int64_t params = 0;
+  int64_t ps_bytes = -1, sfb_bytes = -1, allreduce_bytes = -1;
+  std::string choice;  // ps | sfb | allreduce
+  std::string reason;
+};
+
+struct PlanReport {
+  std::string scenario;  // the scenario's name
+  std::string model;
+  int workers = 0, servers = 0;
+  bool colocated = true;
+  int64_t batch_per_worker = 0;
+  std::string scheme;            // protocol.scheme as requested
+  bool layer_overrides = false;  // protocol.layer_schemes was given
+  std::vector<std::pair<std::string, double>> sfb_thresholds;  // per FC layer: 2MN/(K(M+N))
+  std::vector<PlanLayerRow> layers;
+  int64_t total_bytes = 0, all_ps_bytes = 0;
+  double ratio_to_all_ps = 1;
+  // The schemes the plan uses and how many layers each, in the order ps, sfb, allreduce.
+  std::vector<std::pair<std::string, int>> layers_by_scheme;
+  std::string compute_source;
+  // The SACP time model's iteration estimate: ("plan", ms), ("all ps", ms), ("all sfb", ms), ...
+  std::vector<std::pair<std::string, double>> estimated_iteration_ms;
+};
+
+// Throws as RunPlan does.
+PlanReport MakePlanReport(const config::ScenarioSpec& s);
 
 }  // namespace poseidon::app
