@@ -1,0 +1,215 @@
+"""The Python module against the command-line program: same scenario, same results.
+
+    PYTHONPATH=build/python POSEIDON_CLI=build/apps/poseidon/poseidon \
+        /usr/bin/python3 -m pytest -q python/tests        # from the repository root
+
+(ctest runs it as `python_module`, with both variables pointing into its build folder.) Each
+test runs the CLI as a user would and compares its output with the module's result: the JSON
+of `simulate --format json` field for field, the CSV of `sweep` as pandas reads it, the text of
+`plan` and `models`, and the error message of a bad scenario (file:line:column).
+"""
+
+import io
+import json
+import os
+import subprocess
+
+import pandas
+import pytest
+
+import poseidon
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLI = os.environ.get("POSEIDON_CLI") or os.path.join(ROOT, "build", "apps", "poseidon", "poseidon")
+DEMO = "scenarios/demo.yaml"
+SWEEP = "scenarios/sweeps/demo_sweep.yaml"  # 12 points of CIFAR-10 quick, under a second
+PLAN = "scenarios/experiments/paper2015_alexnet.yaml"
+
+needs_cli = pytest.mark.skipif(not os.access(CLI, os.X_OK),
+                               reason="no poseidon binary at %s (set POSEIDON_CLI)" % CLI)
+
+
+@pytest.fixture(autouse=True)
+def repo_root(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the scenarios' documented paths are relative to the root
+
+
+def cli(*args, check=True):
+    p = subprocess.run([CLI, *args], capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise AssertionError("poseidon %s: exit %d\n%s" % (" ".join(args), p.returncode, p.stderr))
+    return p
+
+
+def bad_scenario(tmp_path):
+    """A copy of the demo scenario with an unknown key on line 3 (column 1) and the model found
+    in the built-in library."""
+    text = open(DEMO, encoding="utf-8").read().replace(
+        "schema_version: 1\n", "schema_version: 1\nbatch_per_wroker: 50\n", 1)
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    line = text.splitlines().index("batch_per_wroker: 50") + 1
+    return str(path), line
+
+
+# --- simulate ---------------------------------------------------------------------------------
+
+@needs_cli
+@pytest.mark.parametrize("overrides", [[], ["cluster.workers=4", "protocol.scheme=auto"]])
+def test_simulate_equals_cli_json(overrides):
+    args = ["simulate", DEMO, "--format", "json"]
+    for o in overrides:
+        args += ["--set", o]
+    expected = json.loads(cli(*args).stdout)
+    got = poseidon.simulate(DEMO, set=overrides)
+    assert got == expected
+    assert got["iteration_ms"] > 0
+
+
+def test_set_mapping_is_the_cli_set():
+    by_dict = poseidon.simulate(DEMO, set={"cluster.workers": 4, "protocol.dwbp": False})
+    by_list = poseidon.simulate(DEMO, set=["cluster.workers=4", "protocol.dwbp=false"])
+    assert by_dict == by_list
+    assert by_dict["workers"] == 4
+
+
+@needs_cli
+def test_simulate_defaults_and_no_baseline():
+    assert poseidon.simulate() == json.loads(cli("simulate", "--format", "json").stdout)
+    got = poseidon.simulate(DEMO, baseline=False)
+    assert got == json.loads(cli("simulate", DEMO, "--format", "json", "--no-baseline").stdout)
+
+
+def test_simulate_writes_the_trace(tmp_path):
+    out = tmp_path / "trace.json"
+    poseidon.simulate(DEMO, set={"iterations": 3}, trace=out)
+    assert "traceEvents" in json.loads(out.read_text())
+
+
+def test_simulate_progress_fractions():
+    seen = []
+    poseidon.simulate(DEMO, progress=seen.append)
+    assert all(0 <= f <= 1 for f in seen)
+    assert seen == sorted(seen)
+
+
+# --- sweep ------------------------------------------------------------------------------------
+
+@needs_cli
+def test_sweep_equals_cli_csv(tmp_path):
+    out = tmp_path / "sweep.csv"
+    cli("sweep", SWEEP, "-j", "2", "-o", str(out))
+    expected = pandas.read_csv(out)
+    got = poseidon.sweep(SWEEP, jobs=2)
+    pandas.testing.assert_frame_equal(got, expected)
+    assert list(got.columns[:2]) == ["cluster.workers", "cluster.network.bandwidth_gbps"]
+    assert poseidon.sweep_csv(SWEEP, jobs=1) == out.read_text()
+
+
+def test_sweep_progress_is_called_once_per_point():
+    calls = []
+    df = poseidon.sweep(SWEEP, jobs=2, progress=lambda done, total: calls.append((done, total)))
+    total = len(df)  # the demo sweep's 12 points are all distinct
+    assert calls == [(i, total) for i in range(1, total + 1)]
+
+
+def test_sweep_progress_exception_is_raised_after_the_sweep():
+    calls = []
+
+    def progress(done, total):
+        calls.append(done)
+        raise KeyError("stop")
+
+    with pytest.raises(KeyError, match="stop"):
+        poseidon.sweep(SWEEP, jobs=2, progress=progress)
+    assert calls == [1]  # not called again once it failed
+
+
+@needs_cli
+def test_sweep_shard_equals_cli_shard():
+    expected = cli("sweep", SWEEP, "-j", "1", "--shard", "1/3").stdout
+    assert poseidon.sweep_csv(SWEEP, jobs=1, shard="1/3") == expected
+    df = poseidon.sweep(SWEEP, jobs=1, shard="1/3")
+    pandas.testing.assert_frame_equal(df, pandas.read_csv(io.StringIO(expected), skiprows=1))
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+@needs_cli
+def test_config_error_has_the_cli_message(tmp_path):
+    path, line = bad_scenario(tmp_path)
+    p = cli("simulate", path, check=False)
+    assert p.returncode == 2
+    with pytest.raises(poseidon.ConfigError) as e:
+        poseidon.simulate(path)
+    assert isinstance(e.value, ValueError)
+    message = str(e.value)
+    assert message.startswith("%s:%d:1: error: " % (path, line))
+    assert p.stderr == "poseidon: %s\n" % message
+
+
+@needs_cli
+def test_bad_override_and_bad_sweep_raise_config_error(tmp_path):
+    with pytest.raises(poseidon.ConfigError) as e:
+        poseidon.simulate(DEMO, set={"cluster.workers": "many"})
+    p = cli("simulate", DEMO, "--set", "cluster.workers=many", check=False)
+    assert p.returncode == 2 and p.stderr == "poseidon: %s\n" % e.value
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("schema_version: 1\nname: s\nbase: %s\nvary:\n  cluster.wrokers: [1, 2]\n"
+                     % os.path.abspath(DEMO))
+    with pytest.raises(poseidon.ConfigError) as e:
+        poseidon.sweep(sweep)
+    assert "unknown key 'wrokers'" in str(e.value)
+    p = cli("sweep", str(sweep), check=False)
+    assert p.returncode == 2 and p.stderr == "poseidon: %s\n" % e.value
+    with pytest.raises(poseidon.ConfigError):
+        poseidon.sweep(SWEEP, shard="3/3")
+
+
+def test_model_error_is_a_config_error(tmp_path):
+    model = tmp_path / "m.yaml"
+    model.write_text("schema_version: 1\nname: m\ninput: {c: 1, h: 4, w: 4}\nnum_classes: 2\n"
+                     "layers:\n  - {name: fc, type: fc, outputs: 2, input: nowhere}\n")
+    with pytest.raises(poseidon.ConfigError):
+        poseidon.models.show(str(model))
+
+
+# --- plan and models --------------------------------------------------------------------------
+
+@needs_cli
+def test_plan_equals_cli():
+    overrides = ["cluster.network.bandwidth_gbps=1"]
+    text = cli("plan", PLAN, "--set", overrides[0]).stdout
+    assert poseidon.plan_text(PLAN, set=overrides) == text
+    plan = poseidon.plan(PLAN, set=overrides)
+    layers = plan["layers"]
+    rows = [line.split() for line in text.splitlines()[3:3 + len(layers)]]
+    assert list(layers["name"]) == [r[0] for r in rows]
+    assert list(layers["choice"]) == [r[7] for r in rows]
+    assert "plan %.3f MB vs all-ps %.3f MB" % (plan["total_bytes"] / 1e6,
+                                               plan["all_ps_bytes"] / 1e6) in text
+    assert plan["total_bytes"] == sum(
+        row[row["choice"] + "_bytes"] for _, row in layers.iterrows())
+    assert "plan %.3f" % plan["estimated_iteration_ms"]["plan"] in text.splitlines()[-1]
+
+
+@needs_cli
+def test_models_equal_cli():
+    assert poseidon.models.list_text() == cli("models", "list").stdout
+    assert poseidon.models.show_text("googlenet", without=["aux"]) == \
+        cli("models", "show", "googlenet", "--without", "aux").stdout
+    listed = poseidon.models.list()
+    assert "alexnet" in set(listed["name"])
+    alexnet = poseidon.models.show("alexnet")
+    row = listed[listed["name"] == "alexnet"].iloc[0]
+    assert alexnet["totals"]["parameters"] == row["parameters"] == alexnet["layers"]["params"].sum()
+    assert alexnet["totals"]["layers"] == row["layers"] == len(alexnet["layers"])
+    text = cli("models", "show", "alexnet").stdout
+    for _, layer in alexnet["layers"].iterrows():
+        assert " %s " % layer["output"] in text
+
+
+def test_unknown_model_lists_the_known_ones():
+    with pytest.raises(poseidon.ConfigError) as e:
+        poseidon.models.show("alexnte")
+    assert "alexnet" in str(e.value)
