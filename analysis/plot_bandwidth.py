@@ -4,7 +4,8 @@
     /usr/bin/python3 analysis/plot_bandwidth.py sweep.csv -o out/bandwidth
         [--x cluster.network.bandwidth_gbps] [--title TITLE] [--no-ideal]
 
-Input: the CSV of `poseidon sweep`. Series are the rows sharing every axis value except --x
+Input: the CSV of `poseidon sweep` (from Python: plot(df, "out/bandwidth") with the DataFrame of
+poseidon.sweep(), docs/python.md). Series are the rows sharing every axis value except --x
 (typically one per cluster size). Where a series has one worker count, a dotted line in its
 colour marks its ideal speedup (= workers). Writes OUT.png and OUT.svg.
 """
@@ -81,6 +82,14 @@ def draw(sweep, x, title=None, ideal=True):
     return fig
 
 
+def plot(sweep, out, x="cluster.network.bandwidth_gbps", title=None, ideal=True):
+    """Draws a sweep -- a CSV path, or a DataFrame such as poseidon.sweep() returns in a notebook
+    -- into OUT.png and OUT.svg (what the command line does); returns the two paths."""
+    poseidon_plot.setup()
+    fig = draw(poseidon_csv.read(sweep), x, title, ideal)
+    return poseidon_plot.save(fig, out)
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", help="CSV written by `poseidon sweep SWEEP.yaml -o CSV`")
@@ -94,10 +103,7 @@ def main(argv):
                         help="leave out the dotted ideal-speedup lines")
     args = parser.parse_args(argv)
 
-    poseidon_plot.setup()
-    sweep = poseidon_csv.read_sweep(args.csv)
-    fig = draw(sweep, args.x, args.title, not args.no_ideal)
-    for path in poseidon_plot.save(fig, args.output):
+    for path in plot(args.csv, args.output, args.x, args.title, not args.no_ideal):
         print("wrote %s" % path)
 
 

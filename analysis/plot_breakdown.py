@@ -14,6 +14,9 @@ Layers mode (input: the JSON of `poseidon simulate --format json`, which must ho
 of {name, fwd_ms, bwd_ms, sync_ms} and optionally scheme): a pair of horizontal bars per layer,
 first layer on top, labelled "name (scheme)": compute (forward then backward, stacked) and sync
 (from the layer's backward end until its parameters are fresh again). Writes OUT.png and OUT.svg.
+
+From Python (docs/python.md): plot(df, OUT) draws the DataFrame of poseidon.sweep(), and
+plot_layers(run, OUT) the dict of poseidon.simulate().
 """
 
 import argparse
@@ -106,6 +109,12 @@ def read_layers(path):
                          "`poseidon simulate --format json`" % (path, e.lineno, e.colno, e.msg)) from None
     except UnicodeDecodeError as e:
         raise ValueError("%s is not a text file: %s" % (path, e)) from None
+    return run, layers_of(run, path)
+
+
+def layers_of(run, path):
+    """The [Layer] of a run, the JSON of `poseidon simulate --format json` already parsed (or
+    the dict poseidon.simulate() returns); `path` names it in messages."""
     if not isinstance(run, dict) or "layers" not in run:
         raise ValueError("%s has no \"layers\" array; write it with `poseidon simulate "
                          "--format json` from a build that reports per-layer times" % path)
@@ -128,7 +137,7 @@ def read_layers(path):
         scheme = entry.get("scheme")  # ps or sfb (SACP's choice), where the run reports it
         layers.append(Layer(str(entry["name"]), float(entry["fwd_ms"]), float(entry["bwd_ms"]),
                             float(entry["sync_ms"]), scheme if isinstance(scheme, str) else None))
-    return run, layers
+    return layers
 
 
 def draw_layers(run, layers, title=None):
@@ -160,6 +169,24 @@ def draw_layers(run, layers, title=None):
     return fig
 
 
+def plot(sweep, out, x="cluster.workers", title=None):
+    """Sweep mode: draws a sweep -- a CSV path, or a DataFrame such as poseidon.sweep() returns
+    -- into OUT.png and OUT.svg; returns the two paths."""
+    poseidon_plot.setup()
+    return poseidon_plot.save(draw_sweep(poseidon_csv.read(sweep), x, title), out)
+
+
+def plot_layers(run, out, title=None):
+    """Layers mode: draws one run -- a JSON path, or the dict poseidon.simulate() returns --
+    into OUT.png and OUT.svg; returns the two paths."""
+    poseidon_plot.setup()
+    if isinstance(run, dict):
+        layers = layers_of(run, "the run")
+    else:
+        run, layers = read_layers(run)
+    return poseidon_plot.save(draw_layers(run, layers, title), out)
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", nargs="?", help="CSV written by `poseidon sweep SWEEP.yaml -o CSV`")
@@ -174,13 +201,11 @@ def main(argv):
     if (args.csv is None) == (args.layers is None):
         parser.error("give either a sweep CSV or --layers JSON, not both or neither")
 
-    poseidon_plot.setup()
     if args.layers is not None:
-        run, layers = read_layers(args.layers)
-        fig = draw_layers(run, layers, args.title)
+        paths = plot_layers(args.layers, args.output, args.title)
     else:
-        fig = draw_sweep(poseidon_csv.read_sweep(args.csv), args.x, args.title)
-    for path in poseidon_plot.save(fig, args.output):
+        paths = plot(args.csv, args.output, args.x, args.title)
+    for path in paths:
         print("wrote %s" % path)
 
 

@@ -5,6 +5,7 @@ The CSV's first columns are the sweep's axes, named by their dotted scenario pat
 the result columns, starting with `name`; last comes `error`, non-empty where a point failed.
 
     sweep = poseidon_csv.read_sweep("out.csv")        # skips failed points, warns on stderr
+    sweep = poseidon_csv.read(df)                     # or a DataFrame (poseidon.sweep(), python/)
     sweep.require("speedup")                          # ValueError naming the file and columns
     for s in poseidon_csv.group_series(sweep, "cluster.workers"):
         print(s.label, s.numbers("cluster.workers"), s.numbers("speedup"))
@@ -15,6 +16,7 @@ Standard library only: no matplotlib here, so the grouping is testable without d
 """
 
 import csv
+import io
 import os
 import re
 import sys
@@ -88,32 +90,62 @@ class Sweep:
 def read_sweep(path, warn=None):
     """Reads a `poseidon sweep` CSV. Rows with a non-empty `error` are skipped and reported
     through warn(message) (default: one "PROG: warning: ..." line each on stderr)."""
-    if warn is None:
-        warn = lambda message: print("%s: warning: %s" % (prog_name(), message), file=sys.stderr)
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            if header is None:
-                raise ValueError("%s is empty; expected the CSV that `poseidon sweep` writes" % path)
-            header = [h.strip() for h in header]
-            if FIRST_RESULT_COLUMN not in header:
-                raise ValueError("column '%s' not in %s, so it is not a `poseidon sweep` CSV; "
-                                 "columns are: %s" % (FIRST_RESULT_COLUMN, path, ", ".join(header)))
-            records = []
-            start = reader.line_num + 1  # a quoted field may span lines: report the first
-            for record in reader:
-                if record and record != [""]:  # else a blank line
-                    if len(record) != len(header):
-                        raise ValueError("%s:%d: %d fields where the header has %d"
-                                         % (path, start, len(record), len(header)))
-                    records.append((start, record))
-                start = reader.line_num + 1
+            header, records = _parse(f, path)
     except OSError as e:
         raise ValueError("cannot read %s: %s" % (path, e.strerror or e)) from None
-    except (UnicodeDecodeError, csv.Error) as e:
+    except UnicodeDecodeError as e:
         raise ValueError("%s is not a readable CSV file: %s" % (path, e)) from None
+    return _sweep_of(path, header, records, warn)
 
+
+def read_frame(frame, warn=None, name="<DataFrame>"):
+    """Reads a sweep held in a pandas DataFrame with the CSV's columns (what poseidon.sweep()
+    of the Python module returns, or pandas.read_csv of the CSV), as read_sweep() reads the
+    file; `name` stands for the file in messages, line N for the frame's row N - 2."""
+    # The frame written back as CSV and read as the file is: empty cells (NaN) become empty
+    # fields, numbers become the same ints and floats.
+    return _sweep_of(name, *_parse(io.StringIO(frame.to_csv(index=False)), name), warn)
+
+
+def read(source, warn=None):
+    """A sweep from a CSV path, a DataFrame (read_frame) or an already read Sweep."""
+    if isinstance(source, Sweep):
+        return source
+    if hasattr(source, "to_csv") and hasattr(source, "columns"):  # a DataFrame; pandas optional
+        return read_frame(source, warn)
+    return read_sweep(source, warn)
+
+
+def _parse(f, path):
+    """Returns (header, [(line, record)]) of a `poseidon sweep` CSV open as f."""
+    try:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None:
+            raise ValueError("%s is empty; expected the CSV that `poseidon sweep` writes" % path)
+        header = [h.strip() for h in header]
+        if FIRST_RESULT_COLUMN not in header:
+            raise ValueError("column '%s' not in %s, so it is not a `poseidon sweep` CSV; "
+                             "columns are: %s" % (FIRST_RESULT_COLUMN, path, ", ".join(header)))
+        records = []
+        start = reader.line_num + 1  # a quoted field may span lines: report the first
+        for record in reader:
+            if record and record != [""]:  # else a blank line
+                if len(record) != len(header):
+                    raise ValueError("%s:%d: %d fields where the header has %d"
+                                     % (path, start, len(record), len(header)))
+                records.append((start, record))
+            start = reader.line_num + 1
+    except csv.Error as e:
+        raise ValueError("%s is not a readable CSV file: %s" % (path, e)) from None
+    return header, records
+
+
+def _sweep_of(path, header, records, warn):
+    if warn is None:
+        warn = lambda message: print("%s: warning: %s" % (prog_name(), message), file=sys.stderr)
     sweep = Sweep(path, header, [], 0)
     for line, record in records:
         row = Row({c: (v if c == ERROR_COLUMN else convert(v)) for c, v in zip(header, record)},
