@@ -53,6 +53,10 @@ class Sgd {
   // Updates all num_params values of w with grad at iteration iter; returns the rate used.
   double Step(float* w, const float* grad, int64_t iter);
   const SgdOptions& options() const { return options_; }
+  // The momentum buffer v (num_params values), for checkpoints: read it to save, write it to
+  // resume.
+  std::vector<float>& history() { return history_; }
+  const std::vector<float>& history() const { return history_; }
 
  private:
   SgdOptions options_;

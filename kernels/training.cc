@@ -1,6 +1,9 @@
+// kernels/training.cc: the example stream of a training run and the test-set pass.
 #include "kernels/training.h"
 
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -111,6 +114,10 @@ int MainLossLayer(const core::Model& model) {
 }
 
 double TestAccuracy(Net& net, const IdxDataset& test) {
+  return TestLossAndAccuracy(net, test).accuracy;
+}
+
+TestResult TestLossAndAccuracy(Net& net, const IdxDataset& test) {
   const int loss_layer = MainLossLayer(net.model());
   if (loss_layer < 0) {
     throw KernelError("model '" + net.model().name() + "' has no softmax_loss layer to test");
@@ -120,6 +127,7 @@ double TestAccuracy(Net& net, const IdxDataset& test) {
   std::vector<float> images(static_cast<size_t>(batch * pixels));
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   int64_t right = 0;
+  double loss = 0;
   for (int64_t start = 0; start < test.count; start += batch) {
     const int64_t valid = std::min(batch, test.count - start);
     for (int64_t k = 0; k < batch; ++k) {
@@ -133,10 +141,18 @@ double TestAccuracy(Net& net, const IdxDataset& test) {
     for (int64_t k = 0; k < valid; ++k) {
       const int64_t best =
           std::max_element(p + k * classes, p + (k + 1) * classes) - (p + k * classes);
-      if (best == labels[static_cast<size_t>(k)]) ++right;
+      const int32_t label = labels[static_cast<size_t>(k)];
+      if (best == label) ++right;
+      loss -= std::log(std::max(static_cast<double>(p[k * classes + label]),
+                                static_cast<double>(FLT_MIN)));
     }
   }
-  return test.count > 0 ? static_cast<double>(right) / static_cast<double>(test.count) : 0;
+  TestResult r;
+  if (test.count > 0) {
+    r.accuracy = static_cast<double>(right) / static_cast<double>(test.count);
+    r.loss = loss / static_cast<double>(test.count);
+  }
+  return r;
 }
 
 }  // namespace poseidon::kernels

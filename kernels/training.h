@@ -5,6 +5,7 @@
 //   BatchSource src(train, /*global_batch=*/64, /*rank=*/1, /*size=*/4, /*seed=*/1);
 //   src.Next(images, labels);        // worker 1's 16 examples of global batch 0, then 1, ...
 //   double acc = TestAccuracy(net, test);
+//   TestResult r = TestLossAndAccuracy(net, test);   // r.loss, r.accuracy
 //
 // Example order: a permutation of the training set drawn by std::mt19937_64(seed) with
 // std::shuffle, drawn again from the same generator each time it is used up (an epoch). Global
@@ -57,5 +58,13 @@ int MainLossLayer(const core::Model& model);
 // batch is padded by wrapping around; only its real examples count). Runs forward passes in test
 // mode, so it overwrites the net's activations. Throws KernelError without a softmax_loss layer.
 double TestAccuracy(Net& net, const IdxDataset& test);
+
+// The same pass with the test loss too: the mean over test's examples of the main head's
+// cross-entropy -log(max(p[label], FLT_MIN)), as the softmax_loss kernels compute it.
+struct TestResult {
+  double accuracy = 0;
+  double loss = 0;
+};
+TestResult TestLossAndAccuracy(Net& net, const IdxDataset& test);
 
 }  // namespace poseidon::kernels

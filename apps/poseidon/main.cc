@@ -17,6 +17,7 @@
 
 #include "apps/poseidon/cli_checks.h"
 #include "apps/poseidon/calibrate_command.h"
+#include "apps/poseidon/evaluate_command.h"
 #include "apps/poseidon/gpu_model_command.h"
 #include "apps/poseidon/live_command.h"
 #include "apps/poseidon/models_command.h"
@@ -223,6 +224,29 @@ int main(int argc, char** argv) {
   train->add_option("--test-interval", topt.test_interval, "0 = test at the end only")
       ->capture_default_str();
   train->add_option("--csv", topt.csv, "write the learning curve here");
+  train->add_option("--save", topt.save_dir,
+                    "write a checkpoint (.npy per blob + index.json) to DIR at the end");
+  train->add_option("--save-interval", topt.save_interval,
+                    "also every N iterations (the folder keeps the latest)")
+      ->check(poseidon::app::AtLeast(1));
+  train->add_option("--resume", topt.resume_dir,
+                    "continue the run whose checkpoint DIR holds (same flags: bit-identical)");
+  train->add_option("--stop-after", topt.stop_after, "tests only: stop after iteration N")
+      ->group("");
+
+  CLI::App* evaluate =
+      app.add_subcommand("evaluate", "test loss and accuracy of a checkpoint on Fashion-MNIST");
+  poseidon::app::EvaluateOptions eopt;
+  evaluate->add_option("--params", eopt.params, "the checkpoint folder (train/launch --save)")
+      ->required();
+  evaluate->add_option("--model", eopt.model, "model name or .yaml path (default: the "
+                                              "checkpoint's)");
+  evaluate->add_option("--data-dir", eopt.data_dir, "folder with the IDX files")
+      ->capture_default_str();
+  evaluate->add_option("--backend", eopt.backend, "reference | cpu | cuda (default: the "
+                                                  "checkpoint's)");
+  evaluate->add_option("--batch", eopt.batch, "default: the checkpoint's")
+      ->check(poseidon::app::AtLeast(1));
 
   CLI::App* sweep = app.add_subcommand("sweep", "simulate every point of a sweep, one CSV row each");
   std::string sweep_file, sweep_out;
@@ -287,6 +311,10 @@ int main(int argc, char** argv) {
     if (train->parsed()) {
       topt.models_dir = models_dir;
       return poseidon::app::RunTrain(topt, std::cout);
+    }
+    if (evaluate->parsed()) {
+      eopt.models_dir = models_dir;
+      return poseidon::app::RunEvaluate(eopt, std::cout);
     }
     if (plan->parsed()) {
       return poseidon::app::RunPlan(

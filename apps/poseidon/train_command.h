@@ -4,10 +4,13 @@
 //   TrainOptions o;
 //   o.model = "fmnist_mlp";  o.models_dir = "scenarios/models";  o.iterations = 2000;
 //   RunTrain(o, std::cout);
+//   o.save_dir = "ckpt";  o.save_interval = 500;     // a checkpoint every 500 iterations
+//   o.resume_dir = "ckpt";                            // ... and continue from the latest
 //
 // Returns the process exit status (0). Bad flags throw config::ConfigError; a model that does not
 // build throws core::ModelError; missing or malformed data throws kernels::DataError; a backend
-// that is not built in throws kernels::KernelError. main() prints the message.
+// that is not built in throws kernels::KernelError; a checkpoint that cannot be read or written,
+// or one of another model, throws config::ConfigError naming its file. main() prints the message.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,13 @@ struct TrainOptions {
   int64_t print_interval = 100;     // iterations between progress lines (and CSV rows)
   int64_t test_interval = 500;      // iterations between test-set evaluations; 0: only at the end
   std::string csv;                  // learning-curve CSV path; empty: none
+  // Checkpoints (kernels/checkpoint.h, docs/checkpoints.md): written to save_dir every
+  // save_interval iterations (0: only at the end) and at the end; resume_dir continues the run a
+  // checkpoint holds, bit-identically to one that was never interrupted (same flags).
+  std::string save_dir;
+  int64_t save_interval = 0;
+  std::string resume_dir;
+  int64_t stop_after = 0;  // tests: end after this iteration as if killed (0: never)
 };
 
 int RunTrain(const TrainOptions& options, std::ostream& out);
