@@ -51,6 +51,9 @@ struct LiveTraining {
   std::string save_params;           // workers: write the final parameters here (raw
                                      // little-endian float32, blob after blob in model order);
                                      // "{rank}" in the path is replaced by the rank
+  std::string save_dir;              // workers: the final parameters as a checkpoint folder
+                                     // (kernels/checkpoint.h, for `poseidon evaluate`);
+                                     // "{rank}" = the rank, else worker 1 (rank 1) alone writes
 };
 
 struct NodeOptions {

@@ -83,24 +83,40 @@ void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin,
   AfterActorCall();
 }
 
+// --save-params (raw float32) and --save (a checkpoint folder, kernels/checkpoint.h).
 void NodeHost::SaveParams() {
-  std::string path = o_.training.save_params;
-  const size_t at = path.find("{rank}");
-  if (at != std::string::npos) path.replace(at, 6, std::to_string(o_.rank));
+  auto with_rank = [&](std::string path) {
+    const size_t at = path.find("{rank}");
+    if (at != std::string::npos) path.replace(at, 6, std::to_string(o_.rank));
+    return path;
+  };
+  const std::string& dir = o_.training.save_dir;
   try {
-    worker_compute_->SaveParams(path);  // no layer computes any more: the worker finished
+    // No layer computes any more: the worker finished.
+    if (!o_.training.save_params.empty()) {
+      const std::string path = with_rank(o_.training.save_params);
+      worker_compute_->SaveParams(path);
+      spdlog::info("{}: final parameters written to {}", Who(o_.rank), path);
+    }
+    // One folder for the whole job is worker 1's (the one whose test accuracy the job prints).
+    if (!dir.empty() && (dir.find("{rank}") != std::string::npos || o_.rank == 1)) {
+      worker_compute_->SaveCheckpoint(with_rank(dir));
+      spdlog::info("{}: final parameters written as a checkpoint to {}", Who(o_.rank),
+                   with_rank(dir));
+    }
   } catch (const std::runtime_error& e) {
     Fail(kExitConfig, e.what());
     return;
   }
-  spdlog::info("{}: final parameters written to {}", Who(o_.rank), path);
 }
 
 // A finished worker saves its parameters and worker 1 measures test accuracy (on its compute
 // stream, after everything queued there).
 void NodeHost::Evaluate() {
   evaluated_ = true;
-  if (!o_.training.save_params.empty() && worker_compute_) SaveParams();
+  if ((!o_.training.save_params.empty() || !o_.training.save_dir.empty()) && worker_compute_) {
+    SaveParams();
+  }
   if (!worker_compute_ || !worker_compute_->tests()) return;
   std::unique_ptr<Executor>& ex = streams_[static_cast<int>(core::Stream::kCompute)];
   if (!ex) ex = std::make_unique<Executor>();

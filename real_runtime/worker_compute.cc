@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/yaml_reader.h"
+#include "kernels/checkpoint.h"
 #include "kernels/memory_estimate.h"
 #include "real_runtime/atomic_file.h"
 #include "real_runtime/worker_checkpoint.h"
@@ -89,6 +90,21 @@ void WorkerCompute::SaveParams(const std::string& path) const {
   f.write(reinterpret_cast<const char*>(net_->params()),
           static_cast<std::streamsize>(net_->num_params() * sizeof(float)));
   if (!f) throw std::runtime_error(path + ": error: cannot write the parameters; check the folder");
+}
+
+void WorkerCompute::SaveCheckpoint(const std::string& dir) const {
+  kernels::Checkpoint c;
+  c.model = model_.name();
+  c.iteration = next_batch_;
+  c.training.written_by = "poseidon launch";
+  c.training.backend = kernels::BackendName(o_.backend);
+  c.training.batch = o_.batch;
+  c.training.workers = o_.workers;
+  c.training.seed = o_.seed;
+  c.training.iterations = o_.sgd.max_iter;
+  c.training.sgd = o_.sgd;
+  c.params.assign(net_->params(), net_->params() + net_->num_params());
+  kernels::WriteCheckpoint(dir, model_, c);
 }
 
 // The clock of the next batch and the data stream's position (worker_checkpoint.h).

@@ -63,6 +63,10 @@ class WorkerCompute {
   // The parameters, raw little-endian float32, blob after blob in model order. No layer may be
   // computing. Throws std::runtime_error naming the path when the file cannot be written.
   void SaveParams(const std::string& path) const;
+  // The parameters as a checkpoint folder (kernels/checkpoint.h; no momentum: the servers keep
+  // it) at the iteration of the last batch read. No layer may be computing. Throws
+  // kernels::CheckpointError naming the file when it cannot be written.
+  void SaveCheckpoint(const std::string& dir) const;
 
  private:
   void WriteCheckpoint();

@@ -30,7 +30,7 @@ using config::ConfigError;
 
 // The training flags `node` takes and `launch` passes on to every node.
 struct TrainingFlags {
-  std::string backend = "cpu", data_dir, lr_policy = "fixed", csv, save_params;
+  std::string backend = "cpu", data_dir, lr_policy = "fixed", csv, save_params, save_dir;
   std::string compute = "real", decisions_dir;
   std::string tls_dir;
   double lr = 0.01, momentum = 0.9, weight_decay = 0.0005, gamma = 0.1, power = 1;
@@ -63,6 +63,9 @@ struct TrainingFlags {
                   "every process writes its protocol decisions to DIR/rank-R.txt");
     c->add_option("--save-params", save_params,
                   "workers: write the final parameters (raw float32) here; {rank} = the rank");
+    c->add_option("--save", save_dir,
+                  "write worker 1's final parameters as a checkpoint folder (.npy + index.json, "
+                  "for 'poseidon evaluate'); {rank} = every worker its own");
     c->add_option("--tls-dir", tls_dir,
                   "encrypt every connection with TLS, the job's identity from DIR (cert.pem, "
                   "key.pem, optional ca.pem; make them with 'poseidon tls-init DIR')");
@@ -79,6 +82,7 @@ struct TrainingFlags {
     if (!csv.empty()) a.insert(a.end(), {"--csv", csv});
     if (no_test) a.push_back("--no-test");
     if (!save_params.empty()) a.insert(a.end(), {"--save-params", save_params});
+    if (!save_dir.empty()) a.insert(a.end(), {"--save", save_dir});
     a.insert(a.end(), {"--compute", compute});
     if (!decisions_dir.empty()) a.insert(a.end(), {"--decisions-dir", decisions_dir});
     if (!tls_dir.empty()) a.insert(a.end(), {"--tls-dir", tls_dir});
@@ -107,6 +111,7 @@ struct TrainingFlags {
     t.csv = csv;
     t.test = !no_test;
     t.save_params = save_params;
+    t.save_dir = save_dir;
     return t;
   }
 };
