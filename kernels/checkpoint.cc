@@ -597,14 +597,8 @@ void WriteCheckpoint(const std::string& dir, const core::Model& model, const Che
         "{}: error: {} parameters and {} momentum values to save, but model '{}' has {}", dir,
         c.params.size(), c.momentum.size(), model.name(), n));
   }
+  PrepareCheckpointDir(dir);
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) {
-    throw CheckpointError(fmt::format(
-        "{}: error: cannot create the checkpoint folder: {}; give --save a folder this process "
-        "can write",
-        dir, ec ? ec.message() : "a file of that name is in the way"));
-  }
   // A fresh folder for this checkpoint: iter-N, or iter-N-K when iter-N is the committed one.
   std::string committed;
   if (fs::exists(fs::path(dir) / "index.json")) {
@@ -683,6 +677,27 @@ void WriteCheckpoint(const std::string& dir, const core::Model& model, const Che
     const std::string f = e.path().filename().string();
     if (f != name && IsIterFolder(f)) fs::remove_all(e.path(), ec);
   }
+}
+
+void PrepareCheckpointDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    throw CheckpointError(fmt::format(
+        "{}: error: cannot create the checkpoint folder: {}; give --save a folder this process "
+        "can write",
+        dir, ec ? ec.message() : "a file of that name is in the way"));
+  }
+  const std::string probe = (fs::path(dir) / ".poseidon-write-probe").string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int e = errno;
+    throw CheckpointError(fmt::format("{}: error: cannot create a file in the checkpoint folder: "
+                                      "{}; {}",
+                                      dir, std::strerror(e), WriteAdvice(e, dir)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 Checkpoint ReadCheckpointIndex(const std::string& dir) { return ParseIndex(dir).c; }

@@ -77,6 +77,10 @@ struct CheckpointWriteOptions {
 void WriteCheckpoint(const std::string& dir, const core::Model& model, const Checkpoint& c,
                      const CheckpointWriteOptions& options = {});
 
+// Creates `dir` if missing and checks that a file can be created in it, so that a run fails at
+// its start rather than at its first checkpoint. Throws CheckpointError naming the folder.
+void PrepareCheckpointDir(const std::string& dir);
+
 // Reads the latest checkpoint in `dir` for `model`: throws CheckpointError when the index is
 // missing or malformed, was written for another model or other blob shapes, or a file is
 // missing, truncated, not a '<f4' C-order .npy of the recorded shape, or fails its CRC-32.

@@ -188,6 +188,13 @@ int RunTrain(const TrainOptions& o, std::ostream& out) {
                                             ", so the run no longer continues the "
                                             "interrupted one exactly");
   }
+  if (!o.save_dir.empty()) {
+    try {
+      kernels::PrepareCheckpointDir(o.save_dir);  // fail now, not after the first interval
+    } catch (const kernels::CheckpointError& e) {
+      throw ConfigError(e.what());
+    }
+  }
   int64_t saved = -1;  // the iteration of the last checkpoint written
   auto save = [&](int64_t it) {
     if (o.save_dir.empty() || saved == it) return;
