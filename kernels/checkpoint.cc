@@ -517,8 +517,8 @@ std::string EncodeNpy(const std::vector<int64_t>& shape, const float* values) {
 std::vector<float> DecodeNpy(const std::string& b, const std::string& path,
                              std::vector<int64_t>* shape) {
   auto fail = [&](size_t offset, const std::string& what) -> CheckpointError {
-    return CheckpointError(fmt::format("{}: error: at byte {}: {} (not a float32 .npy file; write "
-                                       "it again with numpy.save of a float32 array)",
+    return CheckpointError(fmt::format("{}: error: at byte {}: {} (not a whole little-endian "
+                                       "float32 .npy file; write the checkpoint again)",
                                        path, offset, what));
   };
   if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0) throw fail(0, "no .npy magic");
