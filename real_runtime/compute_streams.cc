@@ -1,5 +1,7 @@
 #include "real_runtime/compute_streams.h"
 
+#include "real_runtime/compute_threads.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -25,6 +27,7 @@ void Executor::Post(std::function<void()> job) {
 }
 
 void Executor::Loop() {
+  ApplyComputeThreadsHere();  // this thread's OpenMP team, as the node chose (compute_threads.h)
   for (;;) {
     std::function<void()> job;
     {

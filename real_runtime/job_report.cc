@@ -26,6 +26,12 @@ JobReport::JobReport(int workers, int64_t iterations, int64_t batch_per_worker,
   csv_ << "iteration,loss,test_accuracy,seconds\n";
 }
 
+void JobReport::OnJobStarted() {
+  if (job_started_) return;
+  job_started_ = true;
+  if (next_row_ == 0) window_start_ = Clock::now();
+}
+
 // A row is complete when every worker that still counts reported its loss of that clock.
 bool JobReport::RowComplete(const std::map<int, double>& row, const Counts& counts) const {
   for (int w = 1; w <= workers_; ++w) {

@@ -28,6 +28,9 @@ class JobReport {
   using Counts = std::function<bool(int worker_rank)>;
   // A worker's loss of `clock`; the first report counts (a rejoined worker reports again).
   void OnLoss(int worker_rank, int64_t clock, double loss, const Counts& counts);
+  // The job started (every process registered): the first progress window counts from here,
+  // so its images/s leave start-up out. Later calls change nothing.
+  void OnJobStarted();
   // Reports the rows that are complete now (after an eviction, say).
   void Flush(const Counts& counts);
   bool all_losses() const { return next_row_ == iterations_; }
@@ -50,7 +53,8 @@ class JobReport {
   int64_t next_row_ = 0;                              // first clock not yet reported
   double window_loss_ = 0;
   int64_t window_n_ = 0;
-  Clock::time_point window_start_;
+  Clock::time_point window_start_;  // the job's start once OnJobStarted ran
+  bool job_started_ = false;
   std::optional<double> accuracy_;
 };
 

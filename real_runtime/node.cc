@@ -17,6 +17,7 @@
 #include "config/yaml_reader.h"
 #include "core/message_rules.h"
 #include "core/trace.h"
+#include "real_runtime/compute_threads.h"
 #include "real_runtime/control.h"
 
 namespace poseidon::rt {
@@ -325,6 +326,9 @@ void NodeHost::Trace(const core::TraceEvent& event) {
 void NodeHost::AfterActorCall() {
   if (failed_) return;
   if (o_.rank == 0) {
+    // The first progress window counts from the job's start, not the process's: start-up
+    // (processes, data, rendezvous) is not training throughput.
+    if (report_ && coordinator_actor_->started()) report_->OnJobStarted();
     // An eviction may complete rows.
     if (report_) report_->Flush([this](int w) { return Counts(w); });
     MaybeFinishJob();
@@ -375,6 +379,15 @@ int RunNode(const NodeOptions& options) {
   auto logger = spdlog::stderr_logger_mt(fmt::format("rank-{}", options.rank));
   logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v");
   spdlog::set_default_logger(logger);
+  // The kernels' share of this machine's cores (compute_threads.h), said once.
+  const ThreadChoice threads = ChooseComputeThreads(std::getenv, UsableCores());
+  SetComputeThreads(threads.threads);
+  ApplyComputeThreadsHere();
+  spdlog::info("kernels use {}: {}",
+               threads.threads > 0 ? fmt::format("{} OpenMP thread{}", threads.threads,
+                                                 threads.threads == 1 ? "" : "s")
+                                   : std::string("OpenMP's team size"),
+               threads.why);
   NodeHost host(options);
   return host.Run();
 }

@@ -44,21 +44,31 @@ void Rendezvous::ArmTimeout() {
   timer_ = std::make_unique<asio::steady_timer>(io_, o_.timeout);
   timer_->async_wait([this](const std::error_code& ec) {
     if (ec || cb_.started()) return;
-    std::vector<std::string> missing;
+    // Missing: never connected to this process. On the coordinator, a process that connected
+    // but has not registered is waiting for peers of its own (named apart: it is not the cause).
+    std::vector<std::string> missing, waiting;
     if (o_.rank != 0 && !transport_.is_up(0)) missing.push_back("the coordinator (rank 0)");
     for (int r = 1; r < o_.num_actors; ++r) {
       if (r == o_.rank) continue;
-      const bool in = o_.rank == 0 ? cb_.registered(r) : transport_.is_up(r);
-      if (!in) missing.push_back(fmt::format("{} (rank {})", cb_.name(r), r));
+      const std::string who = fmt::format("{} (rank {})", cb_.name(r), r);
+      if (!transport_.is_up(r)) {
+        missing.push_back(who);
+      } else if (o_.rank == 0 && !cb_.registered(r)) {
+        waiting.push_back(who);
+      }
     }
     const int want = o_.num_actors - 1;
+    const int in = want - static_cast<int>(missing.size() + waiting.size());
     cb_.fail(fmt::format(
-        "rendezvous not done after {} s: {} of {} {} {}; missing: {}. Were they started, with "
+        "rendezvous not done after {} s: {} of {} {} {}; missing: {}{}. Were they started, with "
         "--coordinator pointing here, the same scenario and secret? (their logs say why not; "
         "--rendezvous-timeout SECONDS waits longer)",
-        o_.timeout.count(), want - static_cast<int>(missing.size()), want,
-        o_.rank == 0 ? "processes" : "peers", o_.rank == 0 ? "registered" : "connected",
-        fmt::join(missing, ", ")));
+        o_.timeout.count(), in, want, o_.rank == 0 ? "processes" : "peers",
+        o_.rank == 0 ? "registered" : "connected",
+        missing.empty() ? std::string("none") : fmt::format("{}", fmt::join(missing, ", ")),
+        waiting.empty() ? std::string()
+                        : fmt::format(" (connected, waiting for the missing: {})",
+                                      fmt::join(waiting, ", "))));
   });
 }
 

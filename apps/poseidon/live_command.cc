@@ -16,6 +16,7 @@
 #include "config/scenario.h"
 #include "core/trace.h"
 #include "config/yaml_reader.h"
+#include "kernels/checkpoint.h"
 #include "kernels/sgd.h"
 #include "real_runtime/launch.h"
 #include "real_runtime/node.h"
@@ -112,6 +113,13 @@ struct TrainingFlags {
     t.test = !no_test;
     t.save_params = save_params;
     t.save_dir = save_dir;
+    if (!save_dir.empty() && save_dir.find("{rank}") == std::string::npos) {
+      try {  // a folder that cannot be written fails the job now, not at its end
+        kernels::PrepareCheckpointDir(save_dir);
+      } catch (const kernels::CheckpointError& e) {
+        throw ConfigError(e.what());
+      }
+    }
     return t;
   }
 };

@@ -264,6 +264,10 @@ int main(int argc, char** argv) {
       ->expected(1, -1);
   sweep->add_flag("--progress", sweep_progress,
                   "progress and time left on stderr even when it is not a terminal");
+  bool sweep_check = false;
+  sweep->add_flag("--check", sweep_check,
+                  "load every point (files, keys, values) and simulate nothing: what a job "
+                  "script checks before it submits");
 
   auto calibrate_commands = poseidon::app::AddCalibrateCommands(app, &data_dir);
   auto gpu_model_commands = poseidon::app::AddGpuModelCommands(app, &data_dir);
@@ -305,6 +309,13 @@ int main(int argc, char** argv) {
       }
       if (sweep_file.empty()) {
         throw ConfigError("sweep: error: give a sweep YAML file (or --merge with shard CSVs)");
+      }
+      if (sweep_check) {
+        int index = 0, count = 1;
+        if (!shard.empty()) poseidon::sim::ParseShard(shard, &index, &count);
+        const poseidon::config::SweepSpec sw = poseidon::config::LoadSweepFile(sweep_file);
+        std::cout << fmt::format("sweep {}: {} points, every one loads\n", sweep_file, sw.points.size());
+        return 0;
       }
       return Sweep(sweep_file, sweep_out, jobs, shard, sweep_progress);
     }
