@@ -159,7 +159,9 @@ class Commands final : public LiveCommands {
     node_->add_option("--set", node_overrides_, "override a scenario key: KEY=VALUE");
     node_->add_option("--rank", rank_,
                       "0 coordinator, 1..P workers, P+1.. shards (default: from mpirun or Slurm)");
-    node_->add_option("--coordinator", coordinator_, "HOST:PORT of rank 0 (ranks > 0)");
+    node_->add_option("--coordinator", coordinator_,
+                      "HOST:PORT where rank 0 listens; give the same to every rank (srun, mpirun): "
+                      "rank 0 listens there, the others dial it (rank 0 alone may use --port)");
     node_->add_option("--port", port_, "rank 0: port to listen on (0 = any)");
     node_->add_option("--listen", listen_, "address to listen on")->capture_default_str();
     node_->add_option("--advertise", advertise_, "address peers dial (default: --listen)");
