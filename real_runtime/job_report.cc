@@ -41,6 +41,7 @@ bool JobReport::RowComplete(const std::map<int, double>& row, const Counts& coun
 }
 
 void JobReport::OnLoss(int worker_rank, int64_t clock, double loss, const Counts& counts) {
+  if (resume_ && next_row_ == 0 && losses_.empty()) next_row_ = clock;  // the resumed clock
   if (clock < next_row_) return;  // reported again by a rejoined worker
   losses_[clock].emplace(worker_rank, loss);
   Flush(counts);

@@ -28,6 +28,8 @@ class JobReport {
   using Counts = std::function<bool(int worker_rank)>;
   // A worker's loss of `clock`; the first report counts (a rejoined worker reports again).
   void OnLoss(int worker_rank, int64_t clock, double loss, const Counts& counts);
+  // A resumed job (node --resume): the first row is the first clock a worker reports, not 0.
+  void ResumeAtFirstLoss() { resume_ = true; }
   // The job started (every process registered): the first progress window counts from here,
   // so its images/s leave start-up out. Later calls change nothing.
   void OnJobStarted();
@@ -55,6 +57,7 @@ class JobReport {
   int64_t window_n_ = 0;
   Clock::time_point window_start_;  // the job's start once OnJobStarted ran
   bool job_started_ = false;
+  bool resume_ = false;
   std::optional<double> accuracy_;
 };
 

@@ -151,7 +151,25 @@ int RunLaunch(const LaunchOptions& o) {
     }
   }
   std::string checkpoint_dir;
-  if (s.fault.enabled) {
+  if (o.resume && (!s.fault.enabled || s.fault.checkpoint_every <= 0)) {
+    throw ConfigError(fmt::format(
+        "{}: error: --resume continues from the shards' checkpoints: the scenario needs "
+        "protocol.fault_tolerance with checkpoint_every > 0, as the stopped job had",
+        o.scenario_file));
+  }
+  if (o.resume) {
+    checkpoint_dir = o.log_dir + "/checkpoints";
+    for (int j = 0; j < s.servers; ++j) {
+      const std::string f = fmt::format("{}/shard-{}.ckpt", checkpoint_dir, j);
+      if (!std::filesystem::exists(f)) {
+        throw ConfigError(fmt::format(
+            "{}: error: no checkpoint of shard {} to resume from: give the --log-dir of the "
+            "stopped job (and its --workers, --servers and --set), whose shards checkpointed "
+            "there",
+            f, j));
+      }
+    }
+  } else if (s.fault.enabled) {
     checkpoint_dir = o.log_dir + "/checkpoints";
     std::filesystem::create_directories(checkpoint_dir, ec);
     if (ec) {
@@ -196,6 +214,7 @@ int RunLaunch(const LaunchOptions& o) {
     }
     a.insert(a.end(), o.node_args.begin(), o.node_args.end());
     if (!checkpoint_dir.empty()) a.insert(a.end(), {"--checkpoint-dir", checkpoint_dir});
+    if (o.resume) a.push_back("--resume");
     if (o.emulate) {
       a.insert(a.end(), {"--listen", addr_of(rank)});
       const std::string ns = fmt::format("{}-{}", netns_prefix, layout.machine_of[static_cast<size_t>(rank)]);

@@ -36,6 +36,9 @@ struct LaunchOptions {
   // (`node --incarnation K`, which rejoins the running job), up to this many restarts in all.
   // Shards checkpoint into LOG_DIR/checkpoints. A failed coordinator still ends the job.
   int restart_on_failure = 0;
+  // Continue the job that stopped with this log_dir from LOG_DIR/checkpoints (`node --resume`),
+  // instead of wiping them and starting from the initial values.
+  bool resume = false;
   // Tests only: a fault spec (fault_injection.h) for the first incarnation of its rank.
   std::string inject_fault;
 };

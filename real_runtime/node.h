@@ -86,6 +86,12 @@ struct NodeOptions {
   std::string checkpoint_dir;         // shards write shard-J.ckpt here (checkpoint_every > 0)
   bool rejoin = false;                // a restarted process: rejoin the running job
                                       // (transport.epoch is its incarnation, > 0)
+  // A new job that continues an earlier one (`node --resume`, `launch --resume`): every shard
+  // starts from its checkpoint in checkpoint_dir and every worker from the shards' values at
+  // that clock (as a rejoining one does), reading its data stream from there; the transport is
+  // a fresh job's. Bit-identical to the run that was not stopped under BSP when every shard's
+  // checkpoint holds the same clocks (docs/checkpoints.md).
+  bool resume = false;
   // Tests only (fault_injection.h, `node --inject-fault`): the fault this process injects into
   // itself, if the spec names its rank and it is a first incarnation.
   std::optional<FaultSpec> inject;

@@ -62,12 +62,19 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
   if (o_.rejoin && !ft_) {
     throw ConfigError(fmt::format("error: --rejoin needs protocol.fault_tolerance in {}", s.file));
   }
-  if (o_.rejoin && layout_.IsWorker(o_.rank)) {
+  if (o_.resume && (!ft_ || protocol_.fault.checkpoint_every <= 0)) {
+    throw ConfigError(fmt::format(
+        "error: --resume continues from the shards' checkpoints: {} needs a "
+        "protocol.fault_tolerance section with checkpoint_every > 0 (the run being resumed "
+        "must have had it too)",
+        s.file));
+  }
+  if ((o_.rejoin || o_.resume) && layout_.IsWorker(o_.rank)) {
     if (const int l = core::FirstLayerOffPs(model_, protocol_); l >= 0) {
       throw ConfigError(fmt::format(
-          "error: a restarted worker cannot rejoin: {}; rejoining needs every layer on the "
+          "error: a {} worker cannot rejoin: {}; rejoining needs every layer on the "
           "parameter server (protocol.scheme: ps)",
-          core::OffPsReason(model_, protocol_, l)));
+          o_.resume ? "resumed" : "restarted", core::OffPsReason(model_, protocol_, l)));
     }
   }
   placement_ =
@@ -134,10 +141,11 @@ void NodeHost::BuildActor(kernels::Backend backend) {
     actor_ = std::make_unique<core::Worker>(o_.rank, model_, *placement_, layout_, protocol_, this,
                                             replay_worker_store_.get());
   } else if (replay_ && is_server_) {
-    if (o_.rejoin) {
-      throw ConfigError(
-          "error: --rejoin of a shard needs --compute real (replayed shards hold no "
-          "values to checkpoint)");
+    if (o_.rejoin || o_.resume) {
+      throw ConfigError(fmt::format(
+          "error: {} of a shard needs --compute real (replayed shards hold no values to "
+          "checkpoint)",
+          o_.resume ? "--resume" : "--rejoin"));
     }
     replay_shard_store_ = std::make_unique<ReplayShardStore>();
     auto shard = std::make_unique<core::ServerShard>(o_.rank, *placement_, layout_, protocol_, this,
@@ -156,7 +164,7 @@ void NodeHost::BuildActor(kernels::Backend backend) {
     w.test = o_.training.test && w.worker_index == 0;
     w.checkpoint_file = fmt::format("{}/worker-{}.ckpt", o_.checkpoint_dir, w.worker_index);
     w.checkpoint_every = protocol_.fault.checkpoint_every;
-    w.rejoin = o_.rejoin;
+    w.rejoin = o_.rejoin || o_.resume;
     w.who = Who(o_.rank);
     worker_compute_ = std::make_unique<WorkerCompute>(model_, *placement_, o_.rank, w);
     actor_ = std::make_unique<core::Worker>(o_.rank, model_, *placement_, layout_, protocol_, this,
@@ -170,13 +178,14 @@ void NodeHost::BuildActor(kernels::Backend backend) {
     try {
       report_.emplace(layout_.num_workers, protocol_.iterations, s.batch_per_worker,
                       o_.training.print_interval, o_.training.csv, start_);
+      if (o_.resume) report_->ResumeAtFirstLoss();
     } catch (const std::runtime_error& e) {
       throw ConfigError(e.what());
     }
   }
   if (is_worker_) {
     worker_actor_ = static_cast<core::Worker*>(actor_.get());
-    if (o_.rejoin) worker_actor_->Rejoin();
+    if (o_.rejoin || o_.resume) worker_actor_->Rejoin();
   }
 }
 
@@ -198,7 +207,13 @@ void NodeHost::BuildShard() {
     const std::string file =
         fmt::format("{}/shard-{}.ckpt", o_.checkpoint_dir, layout_.ServerIndex(o_.rank));
     shard_store_->SetCheckpointFile(file);
-    if (o_.rejoin && std::filesystem::exists(file)) {
+    if (o_.resume && !std::filesystem::exists(file)) {
+      throw ConfigError(fmt::format(
+          "{}: error: no checkpoint of this shard to resume from; --resume needs the folder "
+          "the stopped job checkpointed into (launch: its --log-dir, which holds checkpoints/)",
+          file));
+    }
+    if ((o_.rejoin || o_.resume) && std::filesystem::exists(file)) {
       const core::ShardCheckpoint state = shard_store_->LoadCheckpoint();
       shard->Restore(state);
       spdlog::info("{}: restored from {}: every push of clocks below {} applied", Who(o_.rank),

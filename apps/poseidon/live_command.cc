@@ -186,6 +186,9 @@ class Commands final : public LiveCommands {
                       "a restarted process: how many times this rank was started before (> 0 "
                       "rejoins the running job)")
         ->check(CLI::Range(0, 1 << 30));
+    node_->add_flag("--resume", resume_,
+                    "continue a stopped job from the shards' checkpoints in --checkpoint-dir "
+                    "(every rank; docs/checkpoints.md)");
     node_flags_.Add(node_);
 
     launch_app_ = app.add_subcommand("launch", "run a whole live job on this machine, one process "
@@ -207,6 +210,9 @@ class Commands final : public LiveCommands {
                             "tests only: RANK:PHASE:CLOCK:ACTION, given to that rank's first "
                             "incarnation (real_runtime/fault_injection.h)")
         ->group("");
+    launch_app_->add_flag("--resume", launch_.resume,
+                          "continue the job that stopped with this --log-dir from its checkpoints "
+                          "(LOG_DIR/checkpoints; needs protocol.fault_tolerance.checkpoint_every)");
     launch_app_->add_option("--restart-on-failure", launch_.restart_on_failure,
                             "restart a worker or shard that fails, up to N restarts in all "
                             "(needs protocol.fault_tolerance)")
@@ -397,6 +403,7 @@ class Commands final : public LiveCommands {
     o.checkpoint_dir = checkpoint_dir_;
     o.transport.epoch = static_cast<uint32_t>(incarnation_);
     o.rejoin = incarnation_ > 0;
+    o.resume = resume_;
     if (!inject_fault_.empty()) {
       try {
         o.inject = rt::ParseFaultSpec(inject_fault_);
@@ -422,6 +429,7 @@ class Commands final : public LiveCommands {
   std::string inject_fault_;
   std::string trace_, trace_dir_node_, checkpoint_dir_;
   int incarnation_ = 0;
+  bool resume_ = false;
   TrainingFlags node_flags_;
 
   CLI::App* validate_app_ = nullptr;

@@ -256,5 +256,49 @@ TEST_F(FaultTest, CoordinatorKilledEndsTheJobWithACleanError) {
   EXPECT_EQ(r.out.find("restarting"), std::string::npos) << r.out;
 }
 
+// `launch --resume`: a job stopped by a failure (a worker killed at its push of clock 15, no
+// restarts: the job ends) is started again with the same --log-dir and continues from the
+// shards' checkpoints of clock 10: the learning curve from there and both workers' final
+// parameters are those of the run that never stopped, bit for bit.
+TEST_F(FaultTest, AStoppedJobResumedFromItsCheckpointsEndsBitIdentical) {
+  Result stopped = Launch("resume", "2:push:15:kill", "");
+  ASSERT_NE(stopped.rc, 0) << stopped.out;
+  Result resumed = Launch("resume", "", "--resume");
+  ASSERT_EQ(resumed.rc, 0) << resumed.out;
+  for (int rank : {3, 4}) {
+    const std::string log = ReadFile(Dir() + "/resume/rank-" + std::to_string(rank) + "-shard.log");
+    EXPECT_NE(log.find("every push of clocks below 10 applied"), std::string::npos) << log;
+  }
+  // The resumed curve starts at the row after the checkpoint and equals the clean run's rows.
+  const std::string got = LossColumns(Dir() + "/resume.csv");
+  const std::string clean = LossColumns(Dir() + "/clean.csv");
+  EXPECT_EQ(got.substr(0, got.find('\n')), "iteration,loss");
+  const std::string rows = got.substr(got.find('\n') + 1);
+  ASSERT_FALSE(rows.empty()) << got;
+  EXPECT_EQ(rows.rfind("20,", 0), 0u) << got;
+  EXPECT_NE(clean.find(rows), std::string::npos) << "resumed:\n" << got << "clean:\n" << clean;
+  for (int rank : {1, 2}) {
+    const std::string want = ReadFile(fmt(Dir() + "/clean-", rank));
+    ASSERT_FALSE(want.empty());
+    EXPECT_TRUE(ReadFile(fmt(Dir() + "/resume-", rank)) == want)
+        << "worker rank " << rank << "'s final parameters differ from the run that never stopped";
+  }
+}
+
+TEST_F(FaultTest, ResumeWithoutCheckpointsSaysWhereItLooked) {
+  Result r = Launch("never-ran", "", "--resume");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("never-ran/checkpoints/shard-0.ckpt: error: no checkpoint of shard 0 to "
+                       "resume from"),
+            std::string::npos)
+      << r.out;
+  Result plain = Shell(kBin + " launch " + kRoot + "/scenarios/live/fmnist_mlp.yaml --resume --log-dir " +
+                       Dir() + "/plain");
+  EXPECT_EQ(plain.rc, 2) << plain.out;
+  EXPECT_NE(plain.out.find("needs protocol.fault_tolerance with checkpoint_every > 0"),
+            std::string::npos)
+      << plain.out;
+}
+
 }  // namespace
 }  // namespace poseidon::rt
