@@ -1,7 +1,9 @@
 #include "config/model_loader.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
+#include <map>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -94,7 +96,7 @@ std::vector<std::string> LayerKeys(core::LayerKind kind) {
       add({"groups", "bias"});
       break;
     case core::LayerKind::kPool:
-      add({"method", "global"});
+      add({"method", "global", "round"});
       add(kWindow);
       break;
     case core::LayerKind::kLrn: add({"local_size", "alpha", "beta", "k"}); break;
@@ -122,8 +124,8 @@ void CheckKeys(const YAML::Node& node, const std::string& file, const std::strin
   }
 }
 
-core::LayerSpec ReadLayer(const YAML::Node& node, const std::string& file, size_t index) {
-  const std::string pos = fmt::format("layer #{}", index + 1);
+// `pos` names the layer by its place ("layer #3") until its name is known.
+core::LayerSpec ReadLayer(const YAML::Node& node, const std::string& file, const std::string& pos) {
   if (!node.IsMap()) {
     FailAt(node, file, fmt::format("expected a mapping for {} (name, type, ...), got {}", pos,
                                    node.IsSequence() ? "a list" : "'" + node.Scalar() + "'"));
@@ -174,12 +176,16 @@ core::LayerSpec ReadLayer(const YAML::Node& node, const std::string& file, size_
       l.pool = r.Choice("method", {"max", "avg"}, "max") == "max" ? core::PoolMethod::kMax
                                                                  : core::PoolMethod::kAvg;
       l.global_pool = r.Bool("global", false);
+      l.round_given = r.Has("round");
+      l.pool_round = r.Choice("round", {"ceil", "floor"}, "ceil") == "floor"
+                         ? core::PoolRound::kFloor
+                         : core::PoolRound::kCeil;
       bool has_kernel = ReadHW(r, "kernel", true, &l.kernel_h, &l.kernel_w);
       ReadHW(r, "stride", true, &l.stride_h, &l.stride_w);
       ReadHW(r, "pad", false, &l.pad_h, &l.pad_w);
       if (l.global_pool) {
         for (const char* k : {"kernel", "kernel_h", "kernel_w", "stride", "stride_h", "stride_w",
-                              "pad", "pad_h", "pad_w"}) {
+                              "pad", "pad_h", "pad_w", "round"}) {
           if (r.Has(k)) {
             r.FailKey(k, fmt::format("a global pool covers the whole input plane; remove '{}' or "
                                      "set 'global: false'",
@@ -229,6 +235,219 @@ core::LayerSpec ReadLayer(const YAML::Node& node, const std::string& file, size_
   return l;
 }
 
+// ---- repeat blocks ---------------------------------------------------------------------------
+//
+//   - repeat: 3          # copies (a positive integer)
+//     start: 1           # first value of {i} (default 0)
+//     layers:            # the block, one layer mapping per entry, as in the top-level list
+//       - {name: "res{i}_conv", type: conv, num_output: 64, kernel: 3, pad: 1}
+//       - {name: "res{i}", type: add, bottom: ["{prev}", "res{i}_conv"]}
+//
+// In `name`, `bottom` and `group`: {i} is the copy's index (start .. start + N - 1), {i+K} and
+// {i-K} that index plus or minus K, {i:a} the index as a letter (0 = a, 1 = b, ..., 25 = z; for
+// Caffe's res2a, res2b, ...), {prev} the last layer of the previous copy (for the first
+// copy, the layer before the block, or `data` when the block comes first); {{ and }} are literal
+// braces. A block's first layer without `bottom` reads the previous layer in the file, as
+// everywhere: the previous copy's last layer. Outside repeat blocks braces are plain characters.
+
+// Bounds that keep a typo (`repeat: 10000000000`) from exhausting memory, and index arithmetic
+// from overflowing; far beyond any real network.
+constexpr int64_t kMaxLayers = 1'000'000;
+constexpr int64_t kMaxIndex = 1'000'000'000;
+
+// Where an expanded layer came from, for collision messages.
+struct Origin {
+  core::SourceLoc name_loc;  // the `name` value (of the template, for a repeated layer)
+  std::string what;          // "copy {i}=2 of the repeat block at F:L:C", or empty
+};
+
+// `{i}` etc. of one copy.
+struct Copy {
+  int64_t index = 0;
+  std::string prev;
+};
+
+// Replaces the placeholders of `text` (read from `at`, for error locations).
+std::string Substitute(const std::string& text, const YAML::Node& at, const std::string& file,
+                       const Copy& copy) {
+  const std::string known = "{i} (the copy's index), {i+K} or {i-K} (that index plus or minus K), "
+                            "{i:a} (the index as a letter, 0 = a) and {prev} (the last layer of "
+                            "the previous copy)";
+  std::string out;
+  for (size_t k = 0; k < text.size(); ++k) {
+    const char ch = text[k];
+    if (ch == '}') {
+      if (k + 1 < text.size() && text[k + 1] == '}') {
+        out += '}';
+        ++k;
+        continue;
+      }
+      FailAt(at, file, fmt::format("unmatched '}}' in '{}'; a repeat block's placeholders are {}; "
+                                   "write '}}}}' for a literal '}}'",
+                                   text, known));
+    }
+    if (ch != '{') {
+      out += ch;
+      continue;
+    }
+    if (k + 1 < text.size() && text[k + 1] == '{') {
+      out += '{';
+      ++k;
+      continue;
+    }
+    const size_t close = text.find('}', k);
+    if (close == std::string::npos) {
+      FailAt(at, file, fmt::format("unclosed '{{' in '{}'; a repeat block's placeholders are {}; "
+                                   "write '{{{{' for a literal '{{'",
+                                   text, known));
+    }
+    const std::string ph = text.substr(k + 1, close - k - 1);
+    k = close;
+    if (ph == "prev") {
+      out += copy.prev;
+      continue;
+    }
+    if (ph == "i") {
+      out += std::to_string(copy.index);
+      continue;
+    }
+    if (ph == "i:a") {
+      if (copy.index > 25) {
+        FailAt(at, file, fmt::format("'{{i:a}}' in '{}' writes the index as a letter (0 = a ... "
+                                     "25 = z), but this copy's index is {}; use {{i}} for more "
+                                     "than 26 copies",
+                                     text, copy.index));
+      }
+      out += static_cast<char>('a' + copy.index);
+      continue;
+    }
+    if (ph.size() > 2 && ph[0] == 'i' && (ph[1] == '+' || ph[1] == '-')) {
+      int64_t offset = 0;
+      const char* begin = ph.data() + 2;
+      const char* end = ph.data() + ph.size();
+      auto [p, ec] = std::from_chars(begin, end, offset);
+      if (ec == std::errc() && p == end && offset >= 0 && offset <= kMaxIndex) {
+        out += std::to_string(ph[1] == '+' ? copy.index + offset : copy.index - offset);
+        continue;
+      }
+    }
+    const std::string hint = ClosestName(ph, {"i", "prev"});
+    FailAt(at, file, fmt::format("unknown placeholder '{{{}}}' in '{}'{}; a repeat block knows {}; "
+                                 "write '{{{{' and '}}}}' for literal braces",
+                                 ph, text, hint.empty() ? "" : " (did you mean '{" + hint + "}'?)",
+                                 known));
+  }
+  return out;
+}
+
+// The `repeat:` value: a positive integer.
+int64_t RepeatCount(const YAML::Node& n, const std::string& file) {
+  const std::string got = n.IsScalar() ? "'" + n.Scalar() + "'" : "a list or mapping";
+  int64_t v = 0;
+  bool ok = false;
+  if (n.IsScalar()) {
+    const std::string& s = n.Scalar();
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    ok = ec == std::errc() && p == s.data() + s.size() && v > 0;
+  }
+  if (!ok) {
+    FailAt(n, file, fmt::format("'repeat' is the number of copies of the block and must be a "
+                                "positive integer, got {}; write e.g. 'repeat: 3'",
+                                got));
+  }
+  return v;
+}
+
+// Appends the N copies of a repeat block to `out` (and their origins to `origins`).
+void ExpandRepeat(const YAML::Node& block, const std::string& file, size_t index,
+                  std::vector<core::LayerSpec>* out, std::vector<Origin>* origins) {
+  const std::string block_loc = LocOf(block, file).ToString();
+  CheckKeys(block, file, "the repeat block", {"repeat", "start", "layers"});
+  MapReader r(block, file, "the repeat block");
+  const int64_t count = RepeatCount(block["repeat"], file);
+  r.Ignore("repeat");
+  const int64_t start = NonNegativeInt(r, "start", 0);
+  if (start > kMaxIndex) {
+    r.FailKey("start", fmt::format("'start' is the first copy's {{i}} and must be at most {}, "
+                                   "got {}",
+                                   kMaxIndex, start));
+  }
+  YAML::Node layers = r.Node("layers");
+  if (!layers.IsSequence() || layers.size() == 0) {
+    FailAt(layers, file,
+           fmt::format("layers of the repeat block (entry #{} of the model's layers): expected a "
+                       "non-empty list of layers ('- {{name: \"blk{{i}}_conv\", type: conv, "
+                       "...}}')",
+                       index + 1));
+  }
+  std::vector<YAML::Node> nodes;
+  std::vector<core::LayerSpec> templates;
+  for (const auto& node : layers) {
+    if (node.IsMap() && node["repeat"].IsDefined()) {
+      FailAt(node["repeat"], file, fmt::format("repeat blocks do not nest (this one is inside the "
+                                               "repeat block at {}); write the inner layers out, "
+                                               "or repeat the outer block's layers in one block",
+                                               block_loc));
+    }
+    const std::string pos =
+        fmt::format("layer #{} of the repeat block at {}", nodes.size() + 1, block_loc);
+    templates.push_back(ReadLayer(node, file, pos));
+    nodes.push_back(node);
+  }
+  r.Finish();
+  const int64_t block_layers = static_cast<int64_t>(templates.size());
+  if (count > kMaxLayers || static_cast<int64_t>(out->size()) + count * block_layers > kMaxLayers) {
+    FailAt(block["repeat"], file, fmt::format("'repeat: {}' of a {}-layer block makes the model "
+                                              "longer than {} layers; is the count a typo?",
+                                              count, templates.size(), kMaxLayers));
+  }
+  Copy copy;
+  copy.prev = out->empty() ? std::string("data") : out->back().name;
+  for (int64_t c = 0; c < count; ++c) {
+    copy.index = start + c;
+    const std::string what = fmt::format("copy {{i}}={} of the repeat block at {}", copy.index,
+                                         block_loc);
+    for (size_t t = 0; t < templates.size(); ++t) {
+      const YAML::Node& node = nodes[t];
+      core::LayerSpec l = templates[t];
+      l.name = Substitute(templates[t].name, node["name"], file, copy);
+      if (l.name.empty()) {
+        FailAt(node["name"], file, "layer name is empty after expanding the repeat block; give "
+                                   "every layer a unique name");
+      }
+      const YAML::Node b = node["bottom"];
+      for (size_t k = 0; k < l.bottoms.size(); ++k) {
+        l.bottoms[k] = Substitute(templates[t].bottoms[k], b.IsSequence() ? b[k] : b, file, copy);
+      }
+      if (!l.group.empty()) l.group = Substitute(templates[t].group, node["group"], file, copy);
+      origins->push_back({LocOf(node["name"], file), what});
+      out->push_back(std::move(l));
+    }
+    copy.prev = out->back().name;
+  }
+}
+
+// A layer name given twice where a repeat block is involved; Model::Build reports the others.
+void CheckRepeatCollisions(const std::vector<core::LayerSpec>& layers,
+                           const std::vector<Origin>& origins) {
+  std::map<std::string, size_t> first;
+  auto where = [&origins](size_t i) {
+    return origins[i].what.empty() ? origins[i].name_loc.ToString()
+                                   : fmt::format("{}, {}", origins[i].name_loc.ToString(),
+                                                 origins[i].what);
+  };
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto [it, inserted] = first.emplace(layers[i].name, i);
+    if (inserted) continue;
+    const size_t j = it->second;
+    if (origins[i].what.empty() && origins[j].what.empty()) continue;
+    FailAt(origins[i].name_loc,
+           fmt::format("layer name '{}' is given twice after expanding repeat blocks: by {} and "
+                       "before by {}; make the names differ (put {{i}} in a repeated name)",
+                       layers[i].name, where(i), where(j)));
+  }
+}
+
 core::ModelSpec ReadModel(const YamlFile& f) {
   const std::string& file = f.path();
   MapReader r(f.root(), file, "model file");
@@ -264,8 +483,18 @@ core::ModelSpec ReadModel(const YamlFile& f) {
     FailAt(layers, file, "layers: expected a list of layers ('- {name: conv1, type: conv, ...}')");
   }
   if (layers.size() == 0) FailAt(layers, file, "layers: the list is empty; add at least one layer");
+  std::vector<Origin> origins;
   size_t i = 0;
-  for (const auto& node : layers) spec.layers.push_back(ReadLayer(node, file, i++));
+  for (const auto& node : layers) {
+    if (node.IsMap() && node["repeat"].IsDefined()) {
+      ExpandRepeat(node, file, i, &spec.layers, &origins);
+    } else {
+      spec.layers.push_back(ReadLayer(node, file, fmt::format("layer #{}", i + 1)));
+      origins.push_back({LocOf(node["name"].IsDefined() ? node["name"] : node, file), ""});
+    }
+    ++i;
+  }
+  CheckRepeatCollisions(spec.layers, origins);
   r.Finish();
   return spec;
 }

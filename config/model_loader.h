@@ -8,7 +8,11 @@
 //   core::Model m = core::Model::Build(spec);      // ModelError on inconsistent shapes
 //
 // Loading only reads and checks the file's form (keys, types, value ranges); shapes and the
-// graph are checked by Model::Build.
+// graph are checked by Model::Build. Loading also expands `repeat` blocks (N copies of a list of
+// layers, with {i} and {prev} in names and bottoms; see scenarios/models/README.md): the
+// ModelSpec holds the expanded layers, each with the location of its template in the file.
+// Model::Build's warnings() name legal but doubtful choices (a pool without `round` whose shape
+// depends on the rounding).
 #pragma once
 
 #include <string>
@@ -23,8 +27,9 @@ namespace poseidon::config {
 inline constexpr int64_t kModelSchemaVersion = 1;
 
 // Reads a model file. Throws ConfigError ("FILE:LINE:COL: error: ...") on unreadable files, YAML
-// syntax errors, missing or wrong schema_version, unknown keys, unknown layer kinds and values of
-// the wrong type or range.
+// syntax errors, missing or wrong schema_version, unknown keys, unknown layer kinds, values of
+// the wrong type or range, bad repeat blocks (a count that is not a positive integer, an unknown
+// placeholder, a layer name given twice once the blocks are expanded).
 core::ModelSpec LoadModelFile(const std::string& path);
 // Same, from text; `name` stands for the file name in messages (for tests and generated models).
 core::ModelSpec LoadModelText(const std::string& yaml, const std::string& name);

@@ -3,7 +3,8 @@
 // Shape rules are Caffe's, so that the shipped models reproduce the published sizes:
 //   conv     out = floor((H + 2p - k) / s) + 1
 //   pooling  out = ceil((H + 2p - k) / s) + 1, minus one when pad > 0 and the last window would
-//            start inside the padding ((out - 1) * s >= H + p); global pooling gives 1x1
+//            start inside the padding ((out - 1) * s >= H + p); global pooling gives 1x1.
+//            With `round: floor` (PyTorch's default): out = floor((H + 2p - k) / s) + 1.
 //   fc       flattens its input: M = c * h * w
 #include "core/model.h"
 
@@ -93,8 +94,8 @@ void CheckWindow(const LayerSpec& l, const Shape& in, int64_t kh, int64_t kw) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Fills out, blobs, macs and flops of one layer from its input shapes.
-void InferLayer(Layer& layer) {
+// Fills out, blobs, macs and flops of one layer from its input shapes; appends to `warnings`.
+void InferLayer(Layer& layer, std::vector<std::string>* warnings) {
   const LayerSpec& l = layer.spec;
   const std::vector<Shape>& in = layer.in_shapes;
   switch (l.kind) {
@@ -138,12 +139,22 @@ void InferLayer(Layer& layer) {
           FailLayer(l, "pad " + HxW(l.pad_h, l.pad_w) + " must be smaller than the kernel " +
                            HxW(kh, kw) + "; reduce 'pad'");
         }
-        int64_t oh = CeilDiv(x.h + 2 * l.pad_h - kh, l.stride_h) + 1;
-        int64_t ow = CeilDiv(x.w + 2 * l.pad_w - kw, l.stride_w) + 1;
-        // Caffe: the last window must start inside the image, not in the padding.
-        if (l.pad_h > 0 && (oh - 1) * l.stride_h >= x.h + l.pad_h) --oh;
-        if (l.pad_w > 0 && (ow - 1) * l.stride_w >= x.w + l.pad_w) --ow;
+        auto out_hw = [&](PoolRound round) {
+          return std::pair{PoolOutSize(x.h, kh, l.stride_h, l.pad_h, round),
+                           PoolOutSize(x.w, kw, l.stride_w, l.pad_w, round)};
+        };
+        const auto [oh, ow] = out_hw(l.pool_round);
         layer.out = {x.c, oh, ow};
+        if (!l.round_given) {
+          const auto [fh, fw] = out_hw(PoolRound::kFloor);
+          if (fh != oh || fw != ow) {
+            warnings->push_back(l.loc.ToString() + ": warning: layer '" + l.name +
+                                "' (pool): 'round' not given: ceil (the default, Caffe's) gives " +
+                                HxW(oh, ow) + ", floor (PyTorch's default) would give " +
+                                HxW(fh, fw) + "; write 'round: ceil' or 'round: floor' to say "
+                                              "which");
+          }
+        }
       }
       // One compare or add per window element.
       layer.fwd_flops = layer.out.count() * kh * kw;
@@ -242,6 +253,14 @@ void InferLayer(Layer& layer) {
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS>;
 
 }  // namespace
+
+int64_t PoolOutSize(int64_t in, int64_t k, int64_t s, int64_t p, PoolRound round) {
+  if (round == PoolRound::kFloor) return (in + 2 * p - k) / s + 1;
+  int64_t out = CeilDiv(in + 2 * p - k, s) + 1;
+  // Caffe: the last window must start inside the image, not in the padding.
+  if (p > 0 && (out - 1) * s >= in + p) --out;
+  return out;
+}
 
 std::string SourceLoc::ToString() const {
   std::string s = file.empty() ? "<model>" : file;
@@ -439,7 +458,7 @@ Model Model::Build(const ModelSpec& spec, const BuildOptions& options) {
       layer.spec.bottoms.push_back(layer.bottoms.empty() ? kInputName
                                                          : m.layers_[layer.bottoms[0]].name);
     }
-    InferLayer(layer);
+    InferLayer(layer, &m.warnings_);
     id_of_vertex[v] = layer.id;
     m.total_params_ += layer.params;
     m.forward_macs_ += layer.fwd_macs;

@@ -62,6 +62,14 @@ std::string KnownLayerKinds();
 
 enum class PoolMethod { kMax, kAvg };
 
+// How a pooling layer rounds its output size (`round:` in the model file).
+//   kCeil   Caffe's: out = ceil((H + 2p - k) / s) + 1, minus one when pad > 0 and the last window
+//           would start in the padding; the last window may run past the padded input and is
+//           clipped (for avg, its divisor is the clipped size).
+//   kFloor  PyTorch's and oneDNN's default: out = floor((H + 2p - k) / s) + 1; every window lies
+//           inside the padded input.
+enum class PoolRound { kCeil, kFloor };
+
 // One layer as written in the model file. Fields that do not apply to a kind are left at their
 // defaults; config/ rejects keys that do not belong to the kind.
 struct LayerSpec {
@@ -84,6 +92,10 @@ struct LayerSpec {
   // pool: method, kernel/stride/pad above, or global pooling over the whole plane.
   PoolMethod pool = PoolMethod::kMax;
   bool global_pool = false;
+  // pool: output rounding; `round_given` is false when the file left it to the default (ceil), in
+  // which case Build warns if floor would give another shape.
+  PoolRound pool_round = PoolRound::kCeil;
+  bool round_given = false;
   // lrn (Caffe ACROSS_CHANNELS): local_size, alpha, beta, k.
   int64_t local_size = 5;
   double alpha = 1e-4, beta = 0.75, k = 1.0;
@@ -106,6 +118,10 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;
   SourceLoc loc;  // where the model file starts
 };
+
+// Output size of a pooling window along one axis (input `in`, kernel `k`, stride `s`, pad `p`),
+// under `round`. Assumes k <= in + 2p, s > 0, 0 <= p < k (Build checks these first).
+int64_t PoolOutSize(int64_t in, int64_t k, int64_t s, int64_t p, PoolRound round);
 
 // Per-image shape of a layer's output (NCHW without N). FC outputs are {num_output, 1, 1}.
 struct Shape {
@@ -164,12 +180,18 @@ class Model {
   int64_t activation_bytes() const { return activation_bytes_; }  // sum of out_bytes
   // Ids of layers that have parameters, in forward order.
   const std::vector<int>& param_layers() const { return param_layers_; }
+  // Things in the description that are legal but probably not what was meant, one line each:
+  // "FILE:LINE:COL: warning: layer 'NAME' (KIND): ...; what to write to say which". Today: a
+  // pooling layer without `round` whose output shape would differ under floor rounding. Hosts
+  // print them (poseidon models show to stderr, simulate with its other warnings).
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   std::string name_;
   Shape input_;
   std::vector<Layer> layers_;
   std::vector<int> param_layers_;
+  std::vector<std::string> warnings_;
   int64_t total_params_ = 0, forward_macs_ = 0, forward_flops_ = 0, activation_bytes_ = 0;
 };
 

@@ -156,21 +156,23 @@ def googlenet():
     net = Net()
     net.add("conv1/7x7_s2", "conv", num_output=64, kernel=7, stride=2, pad=3, note="224 -> 112")
     net.add("conv1/relu_7x7", "relu")
-    net.add("pool1/3x3_s2", "pool", method="max", kernel=3, stride=2, note="112 -> 56")
+    net.add("pool1/3x3_s2", "pool", method="max", kernel=3, stride=2, round="ceil",
+            note="112 -> 56")
     net.add("pool1/norm1", "lrn", local_size=5, alpha=0.0001, beta=0.75)
     net.add("conv2/3x3_reduce", "conv", num_output=64, kernel=1)
     net.add("conv2/relu_3x3_reduce", "relu")
     net.add("conv2/3x3", "conv", num_output=192, kernel=3, pad=1)
     net.add("conv2/relu_3x3", "relu")
     net.add("conv2/norm2", "lrn", local_size=5, alpha=0.0001, beta=0.75)
-    top = net.add("pool2/3x3_s2", "pool", method="max", kernel=3, stride=2, note="56 -> 28")
+    top = net.add("pool2/3x3_s2", "pool", method="max", kernel=3, stride=2, round="ceil",
+                  note="56 -> 28")
     for name, cfg in INCEPTION:
         if name == "pool3":
             top = net.add("pool3/3x3_s2", "pool", bottom=top, method="max", kernel=3, stride=2,
-                          note="28 -> 14")
+                          round="ceil", note="28 -> 14")
         elif name == "pool4":
             top = net.add("pool4/3x3_s2", "pool", bottom=top, method="max", kernel=3, stride=2,
-                          note="14 -> 7")
+                          round="ceil", note="14 -> 7")
         elif name.startswith("aux"):
             aux_head(net, int(name[3:]), top)
         else:
@@ -207,8 +209,10 @@ def resnet(blocks, basic=False):
     net.add("conv1", "conv", num_output=64, kernel=7, stride=2, pad=3, bias=False, note="224 -> 112")
     net.add("bn_conv1", "batchnorm")
     net.add("conv1_relu", "relu")
-    # Caffe's ceil rounding gives 56 without padding (torchvision: pad 1 with floor rounding).
-    top = net.add("pool1", "pool", method="max", kernel=3, stride=2, note="112 -> 56")
+    # torchvision's stem pool: pad 1 with floor rounding (Caffe's ceil rounding gives the same 56
+    # without the padding, but windows one pixel off).
+    top = net.add("pool1", "pool", method="max", kernel=3, stride=2, pad=1, round="floor",
+                  note="112 -> 56")
     in_c = 64
     for stage, n in enumerate(blocks, start=2):
         mid = 64 * 2 ** (stage - 2)
@@ -315,11 +319,16 @@ MODELS = [
         ["ResNet-101 (He et al. 2016), built like resnet50.yaml with 3, 4, 23, 3 blocks.",
          "44,549,160 parameters (torchvision's count), about 7.8 G MACs per image."],
         (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"]))),
+    # scenarios/models/resnet152.yaml is written by hand with `repeat` blocks; this expanded
+    # version is the oracle tests/config/model_loader_test.cc compares it with, layer by layer.
     ("resnet152", lambda: render(
         "resnet152", "ResNet-152 (bottleneck, v1.5 strides), 224x224x3",
         ["ResNet-152 (He et al. 2016), built like resnet50.yaml with 3, 8, 36, 3 blocks.",
-         "60,192,808 parameters (torchvision's count), about 11.5 G MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet152"]))),
+         "60,192,808 parameters (torchvision's count), about 11.5 G MACs per image.",
+         "The expanded form of scenarios/models/resnet152.yaml (which uses repeat blocks), kept",
+         "as the oracle of the repeat expansion (tests/config/model_loader_test.cc)."],
+        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet152"])),
+     os.path.join(ROOT, "tests", "data", "models", "resnet152_generated.yaml")),
 ]
 
 
@@ -329,9 +338,11 @@ def main():
     ap.add_argument("--out", default=MODELS_DIR, help="output folder (default: %(default)s)")
     args = ap.parse_args()
     stale = []
-    for name, make in MODELS:
+    for entry in MODELS:
+        name, make = entry[0], entry[1]
         text = make()
-        path = os.path.join(args.out, name + ".yaml")
+        # An entry may name its own path (outside the models folder); --out moves only the others.
+        path = entry[2] if len(entry) > 2 else os.path.join(args.out, name + ".yaml")
         if args.check:
             try:
                 with open(path, encoding="utf-8") as f:

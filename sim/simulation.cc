@@ -71,7 +71,8 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   r.servers = s.servers;
   r.batch_per_worker = s.batch_per_worker;
   r.compute_source = compute.source();
-  r.warnings = compute.warnings();
+  r.warnings = model.warnings();  // a model file's doubtful choices (a pool without `round`)
+  r.warnings.insert(r.warnings.end(), compute.warnings().begin(), compute.warnings().end());
 
   core::JobLayout layout;
   core::ProtocolConfig proto;  // the plan the job ran (SACP's choices), for the per-layer rows

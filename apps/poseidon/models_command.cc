@@ -1,6 +1,7 @@
 #include "apps/poseidon/models_command.h"
 
 #include <algorithm>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,8 @@ int RunModelsShow(const std::string& name_or_path, const std::string& models_dir
   core::BuildOptions options;
   options.without_groups = without_groups;
   core::Model m = core::Model::Build(spec, options);
+  // Warnings go to stderr, so that the table on stdout stays what scripts read.
+  for (const std::string& w : m.warnings()) std::cerr << w << "\n";
 
   size_t nw = 4;
   for (const auto& l : m.layers()) nw = std::max(nw, l.name.size());

@@ -185,8 +185,12 @@ class PoolKernel final : public DnnlKernel {
     const int64_t sh = global ? 1 : s.stride_h, sw = global ? 1 : s.stride_w;
     const int64_t ph = global ? 0 : s.pad_h, pw = global ? 0 : s.pad_w;
     // Caffe's ceil rounding: extra padding on the right/bottom makes oneDNN's floor-rounded
-    // output size equal core::Layer's.
-    const int64_t prh = (y.h - 1) * sh + kh - x.h - ph, prw = (y.w - 1) * sw + kw - x.w - pw;
+    // output size equal core::Layer's. Floor rounding (`round: floor`) is oneDNN's own: the
+    // right/bottom padding is the left/top one, and no window runs past the padded input (a
+    // last row or column that no window reaches is simply not read, as in PyTorch).
+    const bool floor_round = !global && s.pool_round == core::PoolRound::kFloor;
+    const int64_t prh = floor_round ? ph : (y.h - 1) * sh + kh - x.h - ph;
+    const int64_t prw = floor_round ? pw : (y.w - 1) * sw + kw - x.w - pw;
     if (prh < 0 || prw < 0) {
       throw KernelError("layer '" + layer.name + "': pooling windows that skip input (kernel " +
                         "smaller than stride) are not supported by the oneDNN backend");

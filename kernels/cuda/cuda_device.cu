@@ -20,7 +20,8 @@ inline unsigned Blocks(int64_t n) {
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 // The window of output (oh, ow), first clipped to the padded input (its size is avg's divisor),
-// then to the image.
+// then to the image. The output size is core::Model's (ceil or floor rounding); under floor no
+// window runs past the padded input, so the first clip changes nothing.
 struct Window {
   int64_t h0, h1, w0, w1, size;
 };

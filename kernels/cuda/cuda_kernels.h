@@ -7,7 +7,7 @@
 // caller may read the outputs at once. TF32 is off (FMA math) so results are fp32-accurate.
 //   conv       cuDNN, groups via cudnnSetConvolutionGroupCount, algorithms by the _v7 heuristics
 //   pool       hand-written (Caffe ceil rounding and avg divisor, which cuDNN's symmetric padding
-//              cannot express)
+//              cannot express; floor rounding, `round: floor`, runs through the same code)
 //   relu, lrn  cuDNN (LRN: odd local_size <= 16; cuDNN's alpha/n convention is Caffe's)
 //   fc         cuBLAS sgemm, W is N x M row-major
 //   softmax    cudnnSoftmaxForward + hand-written loss and gradient

@@ -131,6 +131,9 @@ class PoolKernel : public LayerKernel {
       for (int64_t oh = 0; oh < y.h; ++oh) {
         for (int64_t ow = 0; ow < y.w; ++ow) {
           const int64_t oi = (nc * y.h + oh) * y.w + ow;
+          // Windows follow the output size core::Model chose (ceil or floor rounding): under
+          // ceil the last one may run past the padded input and is clipped there; under floor
+          // none does, and the clip changes nothing.
           int64_t h0 = oh * sh_ - ph_, w0 = ow * sw_ - pw_;
           int64_t h1 = std::min(h0 + kh_, x.h + ph_), w1 = std::min(w0 + kw_, x.w + pw_);
           const int64_t window = (h1 - h0) * (w1 - w0);  // clipped to the padded input

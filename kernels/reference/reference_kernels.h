@@ -6,7 +6,8 @@
 // (Caffe's unless said otherwise):
 //   conv         groups, stride, pad; weight {out, in/groups, kh, kw}, optional bias
 //   pool         max or avg over windows clipped to the image; avg divides by the window clipped
-//                to the padded input (Caffe); output sizes come from core::Layer (ceil rounding)
+//                to the padded input (Caffe); output sizes come from core::Layer (ceil rounding, or
+//                floor with `round: floor`, where no window runs past the padded input)
 //   lrn          ACROSS_CHANNELS: scale = k + alpha/n * sum of squares over local_size channels,
 //                y = x * scale^-beta
 //   fc           y = x W^T + b, W is N x M (input flattened to M = c*h*w)

@@ -395,5 +395,315 @@ TEST(ModelLoaderErrorTest, UnreadableFile) {
   }
 }
 
+// ---- pooling rounding ----------------------------------------------------------------------
+
+TEST(ModelLoaderRoundTest, RoundKeyIsReadAndDefaultsToCeil) {
+  const std::string text = kHead +
+                           "  - {name: a, type: pool, kernel: 3, stride: 2, round: floor}\n"
+                           "  - {name: b, type: pool, bottom: data, kernel: 3, stride: 2, round: "
+                           "ceil}\n"
+                           "  - {name: c, type: pool, bottom: data, kernel: 3, stride: 2}\n";
+  core::ModelSpec spec = LoadModelText(text, "r.yaml");
+  ASSERT_EQ(spec.layers.size(), 3u);
+  EXPECT_EQ(spec.layers[0].pool_round, core::PoolRound::kFloor);
+  EXPECT_TRUE(spec.layers[0].round_given);
+  EXPECT_EQ(spec.layers[1].pool_round, core::PoolRound::kCeil);
+  EXPECT_TRUE(spec.layers[1].round_given);
+  EXPECT_EQ(spec.layers[2].pool_round, core::PoolRound::kCeil);
+  EXPECT_FALSE(spec.layers[2].round_given);
+  core::Model m = core::Model::Build(spec);
+  EXPECT_EQ(m.layers()[0].out, (core::Shape{3, 15, 15}));
+  EXPECT_EQ(m.layers()[1].out, (core::Shape{3, 16, 16}));
+  EXPECT_EQ(m.layers()[2].out, (core::Shape{3, 16, 16}));
+  // The warning names the layer without `round`, at its place in the file.
+  ASSERT_EQ(m.warnings().size(), 1u);
+  EXPECT_EQ(m.warnings()[0],
+            "r.yaml:" + PosOf(text, "{name: c") +
+                ": warning: layer 'c' (pool): 'round' not given: ceil (the default, Caffe's) "
+                "gives 16x16, floor (PyTorch's default) would give 15x15; write 'round: ceil' or "
+                "'round: floor' to say which");
+}
+
+TEST(ModelLoaderRoundTest, BadRoundValues) {
+  const std::string text = kHead + "  - {name: p, type: pool, kernel: 3, round: down}\n";
+  std::string msg = ErrorOf<ConfigError>(text);
+  EXPECT_CONTAINS(msg, "bad.yaml:" + PosOf(text, "down") + ": error: unknown round 'down'");
+  EXPECT_CONTAINS(msg, "known: ceil, floor");
+  const std::string text2 = kHead + "  - {name: p, type: pool, global: true, round: floor}\n";
+  std::string msg2 = ErrorOf<ConfigError>(text2);
+  EXPECT_CONTAINS(msg2, "bad.yaml:" + PosOf(text2, "floor") + ": error: a global pool covers the "
+                                                              "whole input plane; remove 'round'");
+  const std::string text3 = kHead + "  - {name: c, type: conv, num_output: 2, kernel: 3, round: "
+                                    "floor}\n";
+  EXPECT_CONTAINS(ErrorOf<ConfigError>(text3),
+                  "bad.yaml:" + PosOf(text3, "round") + ": error: unknown key 'round'");
+}
+
+TEST(ShippedModelsTest, EveryFileLoadsWithoutWarnings) {
+  for (const auto& n : ListModelNames(kModelsDir)) {
+    SCOPED_TRACE(n);
+    core::Model m = BuildFile(n);
+    for (const auto& w : m.warnings()) ADD_FAILURE() << w;
+  }
+}
+
+// The shipped files' shapes and totals as they were before `round` and `repeat` existed (the
+// ResNet stems then read pad 0 with ceil rounding; they now read torchvision's pad 1 with floor
+// rounding, which gives the same 56x56).
+TEST(ShippedModelsTest, TotalsAndShapesOfTheFilesWithExplicitRound) {
+  struct Totals {
+    std::string name;
+    int64_t params, macs, flops, activation_bytes;
+    size_t layers;
+  };
+  const Totals kTotals[] = {
+      {"cifar10_quick", 145'578, 12'354'176, 24'875'368, 307'536, 12},
+      {"fmnist_cnn", 115'306, 8'191'104, 16'508'232, 234'704, 12},
+  };
+  for (const Totals& t : kTotals) {
+    SCOPED_TRACE(t.name);
+    core::Model m = BuildFile(t.name);
+    EXPECT_EQ(m.total_params(), t.params);
+    EXPECT_EQ(m.forward_macs(), t.macs);
+    EXPECT_EQ(m.forward_flops(), t.flops);
+    EXPECT_EQ(m.activation_bytes(), t.activation_bytes);
+    EXPECT_EQ(m.layers().size(), t.layers);
+  }
+  for (const char* n : {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"}) {
+    SCOPED_TRACE(n);
+    const core::Layer* pool1 = BuildFile(n).FindLayer("pool1");
+    ASSERT_NE(pool1, nullptr);
+    EXPECT_EQ(pool1->out, (core::Shape{64, 56, 56}));
+    EXPECT_EQ(pool1->spec.pool_round, core::PoolRound::kFloor);
+    EXPECT_EQ(pool1->spec.pad_h, 1);
+  }
+  const core::Layer* g = BuildFile("googlenet").FindLayer("pool1/3x3_s2");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->out, (core::Shape{64, 56, 56}));
+  EXPECT_EQ(g->spec.pool_round, core::PoolRound::kCeil);
+}
+
+// ---- repeat blocks ---------------------------------------------------------------------------
+
+std::vector<std::string> Names(const core::ModelSpec& spec) {
+  std::vector<std::string> v;
+  for (const auto& l : spec.layers) v.push_back(l.name);
+  return v;
+}
+
+TEST(ModelLoaderRepeatTest, ExpandsCopiesWithIndexedNamesAndPrev) {
+  const std::string text = kHead +
+                           "  - {name: stem, type: conv, num_output: 4, kernel: 3, pad: 1}\n"
+                           "  - repeat: 3\n"
+                           "    layers:\n"
+                           "      - {name: \"blk{i}_conv\", type: conv, num_output: 4, kernel: 3, "
+                           "pad: 1}\n"
+                           "      - {name: \"blk{i}\", type: add, bottom: [\"{prev}\", "
+                           "\"blk{i}_conv\"], group: \"g{i}\"}\n"
+                           "  - {name: head, type: fc, num_output: 10}\n";
+  core::ModelSpec spec = LoadModelText(text, "r.yaml");
+  EXPECT_EQ(Names(spec), (std::vector<std::string>{"stem", "blk0_conv", "blk0", "blk1_conv",
+                                                   "blk1", "blk2_conv", "blk2", "head"}));
+  // {prev}: the layer before the block for the first copy, then the previous copy's last layer.
+  EXPECT_EQ(spec.layers[2].bottoms, (std::vector<std::string>{"stem", "blk0_conv"}));
+  EXPECT_EQ(spec.layers[4].bottoms, (std::vector<std::string>{"blk0", "blk1_conv"}));
+  EXPECT_EQ(spec.layers[6].bottoms, (std::vector<std::string>{"blk1", "blk2_conv"}));
+  EXPECT_EQ(spec.layers[6].group, "g2");
+  // A copy's first layer without `bottom` reads the previous layer in the file.
+  EXPECT_TRUE(spec.layers[3].bottoms.empty());
+  // Every copy carries the location of its template.
+  EXPECT_EQ(spec.layers[1].loc.ToString(), "r.yaml:" + PosOf(text, "{name: \"blk{i}_conv\""));
+  EXPECT_EQ(spec.layers[5].loc.ToString(), spec.layers[1].loc.ToString());
+  core::Model m = core::Model::Build(spec);
+  EXPECT_EQ(m.layers().size(), 8u);
+  EXPECT_EQ(m.FindLayer("blk2")->bottoms,
+            (std::vector<int>{m.FindLayer("blk1")->id, m.FindLayer("blk2_conv")->id}));
+  EXPECT_EQ(m.FindLayer("blk1_conv")->bottoms, (std::vector<int>{m.FindLayer("blk0")->id}));
+}
+
+TEST(ModelLoaderRepeatTest, StartOffsetsLettersAndBraces) {
+  const std::string text = kHead +
+                           "  - repeat: 2\n"
+                           "    start: 1\n"
+                           "    layers:\n"
+                           "      - {name: \"r{i:a}\", type: relu}\n"
+                           "      - {name: \"s{i}_{{x}}\", type: relu, bottom: \"{prev}\"}\n"
+                           "  - repeat: 2\n"
+                           "    layers:\n"
+                           "      - {name: \"t{i+1}\", type: relu, bottom: \"r{i:a}\"}\n"
+                           "      - {name: \"u{i}\", type: relu, bottom: \"t{i-0}\"}\n";
+  core::ModelSpec spec = LoadModelText(text, "r.yaml");
+  EXPECT_EQ(Names(spec),
+            (std::vector<std::string>{"rb", "s1_{x}", "rc", "s2_{x}", "t1", "u0", "t2", "u1"}));
+  // A first block's {prev} is the model input.
+  EXPECT_EQ(spec.layers[1].bottoms, (std::vector<std::string>{"data"}));
+  EXPECT_EQ(spec.layers[3].bottoms, (std::vector<std::string>{"s1_{x}"}));
+  EXPECT_EQ(spec.layers[4].bottoms, (std::vector<std::string>{"ra"}));
+  EXPECT_EQ(spec.layers[5].bottoms, (std::vector<std::string>{"t0"}));
+  // Outside a repeat block braces are plain characters (as they were before repeat existed).
+  core::ModelSpec plain = LoadModelText(kHead + "  - {name: \"x{i}\", type: relu}\n", "p.yaml");
+  EXPECT_EQ(plain.layers[0].name, "x{i}");
+}
+
+// ResNet-152 in repeat form equals the generated, written-out file, layer by layer.
+TEST(ModelLoaderRepeatTest, ResNet152InRepeatFormEqualsTheGeneratedFile) {
+  const std::string generated =
+      std::string(POSEIDON_SOURCE_DIR) + "/tests/data/models/resnet152_generated.yaml";
+  const core::Model want = core::Model::Build(LoadModelFile(generated));
+  const core::Model got = BuildFile("resnet152");
+  EXPECT_EQ(want.total_params(), 60'192'808);  // torchvision's count
+  EXPECT_EQ(got.total_params(), want.total_params());
+  EXPECT_EQ(got.forward_macs(), want.forward_macs());
+  EXPECT_EQ(got.forward_flops(), want.forward_flops());
+  EXPECT_EQ(got.activation_bytes(), want.activation_bytes());
+  EXPECT_EQ(got.name(), want.name());
+  EXPECT_EQ(got.param_layers(), want.param_layers());
+  ASSERT_EQ(got.layers().size(), want.layers().size());
+  for (size_t i = 0; i < want.layers().size(); ++i) {
+    const core::Layer& a = got.layers()[i];
+    const core::Layer& b = want.layers()[i];
+    SCOPED_TRACE(b.name);
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.kind, b.kind);
+    EXPECT_EQ(a.bottoms, b.bottoms);
+    EXPECT_EQ(a.spec.bottoms, b.spec.bottoms);
+    EXPECT_EQ(a.in_shapes, b.in_shapes);
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_EQ(a.params, b.params);
+    EXPECT_EQ(a.fwd_macs, b.fwd_macs);
+    EXPECT_EQ(a.fwd_flops, b.fwd_flops);
+    EXPECT_EQ(a.in_bytes, b.in_bytes);
+    EXPECT_EQ(a.out_bytes, b.out_bytes);
+    ASSERT_EQ(a.blobs.size(), b.blobs.size());
+    for (size_t k = 0; k < a.blobs.size(); ++k) {
+      EXPECT_EQ(a.blobs[k].name, b.blobs[k].name);
+      EXPECT_EQ(a.blobs[k].dims, b.blobs[k].dims);
+    }
+    EXPECT_EQ(a.spec.num_output, b.spec.num_output);
+    EXPECT_EQ(a.spec.kernel_h, b.spec.kernel_h);
+    EXPECT_EQ(a.spec.stride_h, b.spec.stride_h);
+    EXPECT_EQ(a.spec.pad_h, b.spec.pad_h);
+    EXPECT_EQ(a.spec.bias, b.spec.bias);
+    EXPECT_EQ(a.spec.pool_round, b.spec.pool_round);
+  }
+}
+
+TEST(ModelLoaderRepeatErrorTest, CountMustBeAPositiveInteger) {
+  for (const std::string v : {"0", "-2", "two", "2.5", "[3]"}) {
+    SCOPED_TRACE(v);
+    const std::string text = kHead + "  - repeat: " + v + "\n    layers:\n      - {name: "
+                                                          "\"r{i}\", type: relu}\n";
+    std::string msg = ErrorOf<ConfigError>(text);
+    EXPECT_CONTAINS(msg, "bad.yaml:5:13: error: 'repeat' is the number of copies of the block "
+                         "and must be a positive integer, got ");
+    EXPECT_CONTAINS(msg, "write e.g. 'repeat: 3'");
+  }
+}
+
+TEST(ModelLoaderRepeatErrorTest, UnknownPlaceholderIsLocatedAtItsValue) {
+  const std::string text = kHead +
+                           "  - repeat: 2\n"
+                           "    layers:\n"
+                           "      - {name: \"r{j}\", type: relu}\n";
+  std::string msg = ErrorOf<ConfigError>(text);
+  EXPECT_CONTAINS(msg, "bad.yaml:" + PosOf(text, "\"r{j}\"") +
+                           ": error: unknown placeholder '{j}' in 'r{j}' (did you mean '{i}'?); "
+                           "a repeat block knows {i}");
+  EXPECT_CONTAINS(msg, "{prev}");
+  // In a bottom list, the item itself.
+  const std::string text2 = kHead +
+                            "  - {name: a, type: relu}\n"
+                            "  - repeat: 2\n"
+                            "    layers:\n"
+                            "      - {name: \"r{i}\", type: add, bottom: [a, \"{prevv}\"]}\n";
+  std::string msg2 = ErrorOf<ConfigError>(text2);
+  EXPECT_CONTAINS(msg2, "bad.yaml:" + PosOf(text2, "\"{prevv}\"") +
+                            ": error: unknown placeholder '{prevv}' in '{prevv}' (did you "
+                            "mean '{prev}'?)");
+  const std::string text3 = kHead + "  - repeat: 2\n    layers:\n      - {name: \"r{i\", type: "
+                                    "relu}\n";
+  EXPECT_CONTAINS(ErrorOf<ConfigError>(text3),
+                  "bad.yaml:" + PosOf(text3, "\"r{i\"") + ": error: unclosed '{' in 'r{i'");
+  const std::string text4 = kHead + "  - repeat: 27\n    layers:\n      - {name: \"r{i:a}\", "
+                                    "type: relu}\n";
+  EXPECT_CONTAINS(ErrorOf<ConfigError>(text4),
+                  "bad.yaml:" + PosOf(text4, "\"r{i:a}\"") + ": error: '{i:a}' in 'r{i:a}' "
+                                                             "writes the index as a letter");
+}
+
+TEST(ModelLoaderRepeatErrorTest, NameCollisionAfterExpansionNamesBothOrigins) {
+  // Two copies of a name without {i}.
+  const std::string text = kHead +
+                           "  - repeat: 2\n"
+                           "    layers:\n"
+                           "      - {name: \"r{i}\", type: relu}\n"
+                           "      - {name: same, type: relu}\n";
+  std::string msg = ErrorOf<ConfigError>(text);
+  const std::string at = "bad.yaml:" + PosOf(text, "same");
+  const std::string block = "bad.yaml:" + PosOf(text, "repeat");
+  EXPECT_CONTAINS(msg, at + ": error: layer name 'same' is given twice after expanding repeat "
+                            "blocks: by " +
+                           at + ", copy {i}=1 of the repeat block at " + block + " and before by " +
+                           at + ", copy {i}=0 of the repeat block at " + block +
+                           "; make the names differ (put {i} in a repeated name)");
+  // A copy that takes the name of a layer outside the block.
+  const std::string text2 = kHead +
+                            "  - {name: r1, type: relu}\n"
+                            "  - repeat: 3\n"
+                            "    layers:\n"
+                            "      - {name: \"r{i}\", type: relu}\n";
+  std::string msg2 = ErrorOf<ConfigError>(text2);
+  const std::string at2 = "bad.yaml:" + PosOf(text2, "\"r{i}\"");
+  EXPECT_CONTAINS(msg2, at2 + ": error: layer name 'r1' is given twice after expanding repeat "
+                              "blocks: by " +
+                            at2 + ", copy {i}=1 of the repeat block at bad.yaml:" +
+                            PosOf(text2, "repeat") + " and before by bad.yaml:" +
+                            PosOf(text2, "r1") + ";");
+  // Duplicates without any repeat block are still Model::Build's to report.
+  EXPECT_CONTAINS(ErrorOf<core::ModelError>(kHead + "  - {name: a, type: relu}\n  - {name: a, "
+                                                    "type: relu}\n",
+                                            true),
+                  "duplicate layer name");
+}
+
+TEST(ModelLoaderRepeatErrorTest, BlockShape) {
+  const std::string nested = kHead +
+                             "  - repeat: 2\n"
+                             "    layers:\n"
+                             "      - repeat: 2\n"
+                             "        layers: [{name: \"r{i}\", type: relu}]\n";
+  std::string msg = ErrorOf<ConfigError>(nested);
+  EXPECT_CONTAINS(msg, "bad.yaml:7:17: error: repeat blocks do not nest (this one is inside the "
+                       "repeat block at bad.yaml:5:5)");
+  const std::string unknown = kHead + "  - repeat: 2\n    layer: [{name: \"r{i}\", type: relu}]\n";
+  std::string msg2 = ErrorOf<ConfigError>(unknown);
+  EXPECT_CONTAINS(msg2, "bad.yaml:6:5: error: unknown key 'layer' in the repeat block; did you "
+                        "mean 'layers'?");
+  std::string msg3 = ErrorOf<ConfigError>(kHead + "  - repeat: 2\n    layers: []\n");
+  EXPECT_CONTAINS(msg3, "bad.yaml:6:13: error: layers of the repeat block (entry #1 of the "
+                        "model's layers): expected a non-empty list of layers");
+  std::string msg4 = ErrorOf<ConfigError>(kHead + "  - repeat: 2\n    start: -1\n    layers: "
+                                                  "[{name: \"r{i}\", type: relu}]\n");
+  EXPECT_CONTAINS(msg4, "bad.yaml:6:12: error: 'start' must not be negative, got -1");
+  // A count that would make an absurdly long model (a typo) is refused before expanding.
+  std::string msg7 = ErrorOf<ConfigError>(kHead + "  - repeat: 2000000\n    layers:\n      - "
+                                                  "{name: \"r{i}\", type: relu}\n");
+  EXPECT_CONTAINS(msg7, "bad.yaml:5:13: error: 'repeat: 2000000' of a 1-layer block makes the "
+                        "model longer than 1000000 layers");
+  // A bad template layer names its place in the block.
+  std::string msg5 = ErrorOf<ConfigError>(kHead + "  - repeat: 2\n    layers:\n      - {type: "
+                                                  "relu}\n");
+  EXPECT_CONTAINS(msg5, "bad.yaml:7:9: error:");
+  EXPECT_CONTAINS(msg5, "missing required key 'name'");
+  // Shape errors in a copy name the expanded layer at its template's place.
+  std::string msg6 = ErrorOf<core::ModelError>(
+      kHead + "  - repeat: 5\n    layers:\n      - {name: \"p{i}\", type: pool, kernel: 3, "
+              "stride: 2, round: floor}\n",
+      true);
+  // 32 -> 15 -> 7 -> 3 -> 1, and copy 4 cannot fit its 3x3 window.
+  EXPECT_CONTAINS(msg6, "bad.yaml:7:9: error: layer 'p4' (pool): kernel 3x3 is larger than the "
+                        "padded input 1x1");
+}
+
 }  // namespace
 }  // namespace poseidon::config

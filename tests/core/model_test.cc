@@ -153,6 +153,76 @@ TEST(ModelBuildTest, GlobalPooling) {
   EXPECT_EQ(m.layers()[1].fc_in, 2048);
 }
 
+TEST(ModelBuildTest, PoolingFloorRoundingAsPyTorch) {
+  // (in, k, s, p): ceil (Caffe's, with its last-window clip) and floor (PyTorch's default).
+  struct Case {
+    int64_t in, k, s, p, ceil, floor;
+  } cases[] = {
+      {55, 3, 2, 0, 27, 27},    // AlexNet: exact fit, they agree
+      {13, 3, 2, 0, 6, 6},      // exact fit
+      {28, 3, 1, 1, 28, 28},    // stride 1: always agree
+      {224, 2, 2, 0, 112, 112}, // VGG
+      {14, 5, 3, 0, 4, 4},      // GoogLeNet aux head
+      {4, 2, 2, 1, 3, 3},       // ceil 3 and floor 3
+      {5, 2, 2, 1, 3, 3},       // ceil 4 clipped to 3 (last window in the padding); floor 3
+      {32, 3, 2, 0, 16, 15},    // CIFAR-10 quick pool1
+      {112, 3, 2, 0, 56, 55},   // GoogLeNet / Caffe ResNet stem
+      {112, 3, 2, 1, 57, 56},   // torchvision ResNet stem: pad 1, floor
+      {14, 3, 2, 0, 7, 6},
+      {7, 2, 2, 0, 4, 3},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.in << " k" << c.k << " s" << c.s << " p" << c.p);
+    EXPECT_EQ(PoolOutSize(c.in, c.k, c.s, c.p, PoolRound::kCeil), c.ceil);
+    EXPECT_EQ(PoolOutSize(c.in, c.k, c.s, c.p, PoolRound::kFloor), c.floor);
+    LayerSpec p = Pool("p", c.k, c.s, c.p);
+    p.pool_round = PoolRound::kFloor;
+    p.round_given = true;
+    Model m = Model::Build(Spec(2, c.in, c.in, {p}));
+    EXPECT_EQ(m.layers()[0].out, (Shape{2, c.floor, c.floor}));
+    EXPECT_EQ(m.layers()[0].fwd_flops, 2 * c.floor * c.floor * c.k * c.k);
+    EXPECT_TRUE(m.warnings().empty());
+    // Under floor no window runs past the padded input.
+    EXPECT_LE((c.floor - 1) * c.s + c.k, c.in + 2 * c.p);
+    p.pool_round = PoolRound::kCeil;
+    EXPECT_EQ(Model::Build(Spec(2, c.in, c.in, {p})).layers()[0].out,
+              (Shape{2, c.ceil, c.ceil}));
+  }
+}
+
+TEST(ModelBuildTest, PoolWithoutRoundWarnsWhenTheConventionsDisagree) {
+  LayerSpec p = Pool("pool1", 3, 2);
+  Model m = Model::Build(Spec(3, 32, 32, {p}));
+  EXPECT_EQ(m.layers()[0].out, (Shape{3, 16, 16}));  // the default stays ceil
+  ASSERT_EQ(m.warnings().size(), 1u);
+  EXPECT_EQ(m.warnings()[0],
+            p.loc.ToString() +
+                ": warning: layer 'pool1' (pool): 'round' not given: ceil (the default, Caffe's) "
+                "gives 16x16, floor (PyTorch's default) would give 15x15; write 'round: ceil' or "
+                "'round: floor' to say which");
+  // One axis is enough: 13 agrees (6), 32 does not.
+  Model m2 = Model::Build(Spec(3, 13, 32, {p}));
+  ASSERT_EQ(m2.warnings().size(), 1u);
+  EXPECT_NE(m2.warnings()[0].find("ceil (the default, Caffe's) gives 6x16, floor (PyTorch's "
+                                  "default) would give 6x15"),
+            std::string::npos)
+      << m2.warnings()[0];
+  // No warning where they agree, where `round` is given (either way), or for global pooling.
+  EXPECT_TRUE(Model::Build(Spec(3, 13, 13, {p})).warnings().empty());
+  p.round_given = true;
+  EXPECT_TRUE(Model::Build(Spec(3, 32, 32, {p})).warnings().empty());
+  LayerSpec g = L("gap", LayerKind::kPool);
+  g.global_pool = true;
+  EXPECT_TRUE(Model::Build(Spec(3, 7, 9, {g})).warnings().empty());
+  // Every pool is looked at, in forward order.
+  Model m3 = Model::Build(Spec(3, 32, 32, {Pool("a", 3, 2), Pool("b", 3, 2)}));
+  ASSERT_EQ(m3.warnings().size(), 2u);
+  EXPECT_NE(m3.warnings()[1].find("layer 'b' (pool): 'round' not given: ceil (the default, "
+                                  "Caffe's) gives 8x8, floor (PyTorch's default) would give 7x7"),
+            std::string::npos)
+      << m3.warnings()[1];
+}
+
 TEST(ModelBuildTest, GroupedConvParams) {
   LayerSpec c = Conv("conv2", 256, 5, 1, 2);
   c.groups = 2;

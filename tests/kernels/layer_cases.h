@@ -92,6 +92,14 @@ inline LayerSpec Pool(core::PoolMethod method, int64_t k, int64_t stride, int64_
   return s;
 }
 
+// The same with PyTorch's floor rounding (`round: floor`).
+inline LayerSpec PoolFloor(core::PoolMethod method, int64_t k, int64_t stride, int64_t pad) {
+  LayerSpec s = Pool(method, k, stride, pad);
+  s.pool_round = core::PoolRound::kFloor;
+  s.round_given = true;
+  return s;
+}
+
 inline LayerSpec Kind(LayerKind kind) {
   LayerSpec s;
   s.kind = kind;
@@ -113,6 +121,11 @@ inline void PoolMaxCases(const CompareFn& Compare) {
   Compare(Single(Pool(core::PoolMethod::kMax, 3, 2, 0), 3, 13, 13), 2);  // exact fit
   Compare(Single(Pool(core::PoolMethod::kMax, 3, 2, 0), 4, 16, 16), 3);  // ceil rounding
   Compare(Single(Pool(core::PoolMethod::kMax, 2, 2, 1), 2, 7, 6), 2);    // pad and ceil
+  // Floor rounding: 16 -> 7 (ceil: 8), the last row and column are not read; with pad 1,
+  // 8 -> 4 (ceil: 5), torchvision's ResNet stem on 112 -> 56.
+  Compare(Single(PoolFloor(core::PoolMethod::kMax, 3, 2, 0), 4, 16, 16), 3);
+  Compare(Single(PoolFloor(core::PoolMethod::kMax, 3, 2, 1), 3, 8, 8), 2);
+  Compare(Single(PoolFloor(core::PoolMethod::kMax, 3, 2, 1), 2, 112, 112), 1);
 }
 
 inline void PoolAvgCases(const CompareFn& Compare) {
@@ -120,6 +133,11 @@ inline void PoolAvgCases(const CompareFn& Compare) {
   Compare(Single(Pool(core::PoolMethod::kAvg, 3, 2, 1), 2, 8, 8), 2);    // right padding > pad
   Compare(Single(Pool(core::PoolMethod::kAvg, 3, 1, 1), 2, 6, 5), 2);    // symmetric padding
   Compare(Single(Pool(core::PoolMethod::kAvg, 0, 1, 0, /*global=*/true), 5, 5, 7), 3);
+  // Floor rounding: every window inside the padded input (divisor kh*kw, padding counted as
+  // zeros); 7x6 with 2/2 -> 3x3, the last row not read (no window reaches it).
+  Compare(Single(PoolFloor(core::PoolMethod::kAvg, 3, 2, 0), 3, 16, 16), 2);
+  Compare(Single(PoolFloor(core::PoolMethod::kAvg, 3, 2, 1), 2, 8, 8), 2);
+  Compare(Single(PoolFloor(core::PoolMethod::kAvg, 2, 2, 0), 2, 7, 6), 2);
 }
 
 inline void ReluCases(const CompareFn& Compare) {

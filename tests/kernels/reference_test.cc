@@ -202,6 +202,40 @@ TEST(ReferenceGrad, PoolAvgCeilRounding) {
   CheckGradients({.layer = &m2.layers()[0], .batch = 2, .seed = 15});
 }
 
+TEST(ReferenceGrad, PoolMaxFloorRounding) {
+  LayerSpec s = Spec("pool", LayerKind::kPool);
+  s.pool = core::PoolMethod::kMax, s.kernel_h = s.kernel_w = 3, s.stride_h = s.stride_w = 2;
+  s.pool_round = core::PoolRound::kFloor, s.round_given = true;
+  core::Model m = Build(3, 8, 7, {s});  // 3x3 (ceil: 4x3): the last row is never read
+  ASSERT_EQ(m.layers()[0].out, (core::Shape{3, 3, 3}));
+  CheckGradients({.layer = &m.layers()[0],
+                  .batch = 2,
+                  .seed = 31,
+                  .input = InputKind::kDistinct,
+                  .eps = 1e-3});
+  s.pad_h = s.pad_w = 1;
+  core::Model m2 = Build(2, 8, 8, {s});  // 4x4 (ceil: 5x5)
+  ASSERT_EQ(m2.layers()[0].out, (core::Shape{2, 4, 4}));
+  CheckGradients({.layer = &m2.layers()[0],
+                  .batch = 2,
+                  .seed = 32,
+                  .input = InputKind::kDistinct,
+                  .eps = 1e-3});
+}
+
+TEST(ReferenceGrad, PoolAvgFloorRounding) {
+  LayerSpec s = Spec("pool", LayerKind::kPool);
+  s.pool = core::PoolMethod::kAvg, s.kernel_h = s.kernel_w = 3, s.stride_h = s.stride_w = 2;
+  s.pool_round = core::PoolRound::kFloor, s.round_given = true;
+  core::Model m = Build(2, 6, 6, {s});  // 2x2 (ceil: 3x3)
+  ASSERT_EQ(m.layers()[0].out, (core::Shape{2, 2, 2}));
+  CheckGradients({.layer = &m.layers()[0], .batch = 2, .seed = 33});
+  s.pad_h = s.pad_w = 1;
+  core::Model m2 = Build(2, 7, 6, {s});  // 4x3 (ceil: 4x4): they agree on the height only
+  ASSERT_EQ(m2.layers()[0].out, (core::Shape{2, 4, 3}));
+  CheckGradients({.layer = &m2.layers()[0], .batch = 2, .seed = 34});
+}
+
 TEST(ReferenceGrad, PoolGlobalAvg) {
   LayerSpec s = Spec("gap", LayerKind::kPool);
   s.pool = core::PoolMethod::kAvg, s.global_pool = true;
@@ -306,6 +340,19 @@ TEST(ReferenceForward, AvgPoolDividesByWindowClippedToPaddedInput) {
   EXPECT_FLOAT_EQ(top[0], (1 + 2 + 4 + 5) / 4.f);
   EXPECT_FLOAT_EQ(top[1], (3 + 6) / 2.f);
   EXPECT_FLOAT_EQ(top[3], 9.f);
+  // Floor rounding (PyTorch's): only the window that fits, 1x1, divisor 4.
+  s.pool_round = core::PoolRound::kFloor, s.round_given = true;
+  core::Model m3 = Build(1, 3, 3, {s});
+  ASSERT_EQ(m3.layers()[0].out, (core::Shape{1, 1, 1}));
+  top = RunForward(m3.layers()[0], 1, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  EXPECT_FLOAT_EQ(top[0], (1 + 2 + 4 + 5) / 4.f);
+  // With pad 1, floor: (3 + 2 - 2) / 2 + 1 = 2, the windows of the first case.
+  s.pad_h = s.pad_w = 1;
+  core::Model m4 = Build(1, 3, 3, {s});
+  ASSERT_EQ(m4.layers()[0].out, (core::Shape{1, 2, 2}));
+  top = RunForward(m4.layers()[0], 1, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  EXPECT_FLOAT_EQ(top[0], 1.f / 4);
+  EXPECT_FLOAT_EQ(top[3], (5 + 6 + 8 + 9) / 4.f);
 }
 
 TEST(ReferenceForward, FcConvLrnSoftmaxDropout) {
