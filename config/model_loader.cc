@@ -103,10 +103,21 @@ std::vector<std::string> LayerKeys(core::LayerKind kind) {
     case core::LayerKind::kFc: add({"num_output", "bias"}); break;
     case core::LayerKind::kDropout: add({"ratio"}); break;
     case core::LayerKind::kBatchNorm: add({"affine"}); break;
+    case core::LayerKind::kEmbedding: add({"vocab", "num_output"}); break;
+    case core::LayerKind::kPosEmbedding: add({"max_len"}); break;
+    case core::LayerKind::kLinear: add({"num_output", "bias", "tie"}); break;
+    case core::LayerKind::kAttention: add({"heads", "causal", "bias"}); break;
+    case core::LayerKind::kPatchEmbed: add({"num_output", "patch", "bias"}); break;
+    case core::LayerKind::kTokenPool: add({"method"}); break;
     case core::LayerKind::kConcat:
     case core::LayerKind::kAdd:
     case core::LayerKind::kRelu:
-    case core::LayerKind::kSoftmaxLoss: break;
+    case core::LayerKind::kSoftmaxLoss:
+    case core::LayerKind::kLayerNorm:
+    case core::LayerKind::kGelu:
+    case core::LayerKind::kTanh:
+    case core::LayerKind::kSoftmax:
+    case core::LayerKind::kClsToken: break;
   }
   return keys;
 }
@@ -147,7 +158,7 @@ core::LayerSpec ReadLayer(const YAML::Node& node, const std::string& file, const
   type = r.String("type");
   if (!core::LayerKindFromName(type, &l.kind)) {
     std::vector<std::string> known;
-    for (int k = 0; k <= static_cast<int>(core::LayerKind::kAdd); ++k) {
+    for (int k = 0; k <= static_cast<int>(core::kLastLayerKind); ++k) {
       known.push_back(core::LayerKindName(static_cast<core::LayerKind>(k)));
     }
     std::string hint = ClosestName(type, known);
@@ -227,8 +238,38 @@ core::LayerSpec ReadLayer(const YAML::Node& node, const std::string& file, const
                            r.what(), l.kind == core::LayerKind::kAdd ? "add" : "concatenate"));
       }
       break;
+    case core::LayerKind::kEmbedding:
+      l.vocab = r.PositiveInt("vocab");
+      l.num_output = r.PositiveInt("num_output");
+      break;
+    case core::LayerKind::kPosEmbedding:
+      l.max_len = r.PositiveInt("max_len", 0);
+      break;
+    case core::LayerKind::kLinear:
+      l.num_output = r.PositiveInt("num_output");
+      l.bias = r.Bool("bias", true);
+      l.tie = r.String("tie", "");
+      break;
+    case core::LayerKind::kAttention:
+      l.heads = r.PositiveInt("heads");
+      l.causal = r.Bool("causal", false);
+      l.bias = r.Bool("bias", true);
+      break;
+    case core::LayerKind::kPatchEmbed:
+      l.num_output = r.PositiveInt("num_output");
+      l.patch = r.PositiveInt("patch");
+      l.bias = r.Bool("bias", true);
+      break;
+    case core::LayerKind::kTokenPool:
+      l.pool_first = r.Choice("method", {"mean", "first"}, "mean") == "first";
+      break;
     case core::LayerKind::kRelu:
     case core::LayerKind::kSoftmaxLoss:
+    case core::LayerKind::kLayerNorm:
+    case core::LayerKind::kGelu:
+    case core::LayerKind::kTanh:
+    case core::LayerKind::kSoftmax:
+    case core::LayerKind::kClsToken:
       break;
   }
   r.Finish();
@@ -471,10 +512,41 @@ core::ModelSpec ReadModel(const YamlFile& f) {
   spec.name = r.String("name", Stem(file));
   spec.description = r.String("description", "");
   {
+    // An image {channels, height, width}, a sequence {shape: [S, D]}, or token ids {tokens: S}.
     MapReader in(r.Node("input"), file, "input");
-    spec.input_c = in.PositiveInt("channels");
-    spec.input_h = in.PositiveInt("height");
-    spec.input_w = in.PositiveInt("width");
+    if (in.Has("tokens")) {
+      CheckKeys(r.Node("input"), file, "input (token ids)", {"tokens"});
+      spec.input_c = spec.input_h = 1;
+      spec.input_w = in.PositiveInt("tokens");
+      spec.input_rank = 1;
+    } else if (in.Has("shape")) {
+      CheckKeys(r.Node("input"), file, "input (a sequence)", {"shape"});
+      YAML::Node sh = in.Node("shape");
+      std::vector<int64_t> dims;
+      if (sh.IsSequence()) {
+        for (const auto& d : sh) {
+          int64_t v = 0;
+          const std::string t = d.IsScalar() ? d.Scalar() : "";
+          auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+          if (ec != std::errc() || p != t.data() + t.size() || v <= 0) {
+            FailAt(d, file, "input: shape: expected a positive integer, got '" + t + "'");
+          }
+          dims.push_back(v);
+        }
+      }
+      if (dims.size() != 2) {
+        FailAt(sh, file, "input: shape: expected [S, D] (tokens, width); for an image write "
+                         "{channels: C, height: H, width: W}, for token ids {tokens: S}");
+      }
+      spec.input_c = 1;
+      spec.input_h = dims[0];
+      spec.input_w = dims[1];
+      spec.input_rank = 2;
+    } else {
+      spec.input_c = in.PositiveInt("channels");
+      spec.input_h = in.PositiveInt("height");
+      spec.input_w = in.PositiveInt("width");
+    }
     in.Finish();
   }
   spec.num_classes = NonNegativeInt(r, "num_classes", 0);

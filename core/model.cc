@@ -6,6 +6,9 @@
 //            start inside the padding ((out - 1) * s >= H + p); global pooling gives 1x1.
 //            With `round: floor` (PyTorch's default): out = floor((H + 2p - k) / s) + 1.
 //   fc       flattens its input: M = c * h * w
+// Transformer layers (rank-2 sequences [S, D]; see Shape in model.h and
+// scenarios/models/README.md): linear is a GEMM over the last dimension, attention its four
+// projections plus the score and context matmuls, the others element-wise or table lookups.
 #include "core/model.h"
 
 #include "core/names.h"
@@ -38,6 +41,17 @@ constexpr KindName kKinds[] = {
     {LayerKind::kSoftmaxLoss, "softmax_loss"},
     {LayerKind::kBatchNorm, "batchnorm"},
     {LayerKind::kAdd, "add"},
+    {LayerKind::kEmbedding, "embedding"},
+    {LayerKind::kPosEmbedding, "pos_embedding"},
+    {LayerKind::kLayerNorm, "layernorm"},
+    {LayerKind::kLinear, "linear"},
+    {LayerKind::kAttention, "attention"},
+    {LayerKind::kGelu, "gelu"},
+    {LayerKind::kTanh, "tanh"},
+    {LayerKind::kSoftmax, "softmax"},
+    {LayerKind::kPatchEmbed, "patch_embed"},
+    {LayerKind::kClsToken, "cls_token"},
+    {LayerKind::kTokenPool, "token_pool"},
 };
 
 constexpr int64_t kBytesPerValue = 4;  // fp32
@@ -45,7 +59,9 @@ const char* const kInputName = "data";
 
 std::string Str(int64_t v) { return std::to_string(v); }
 std::string HxW(int64_t h, int64_t w) { return Str(h) + "x" + Str(w); }
-std::string ShapeStr(const Shape& s) { return Str(s.c) + "x" + Str(s.h) + "x" + Str(s.w); }
+std::string ShapeStr(const Shape& s) { return s.ToString(); }
+Shape Seq(int64_t s, int64_t d) { return {1, s, d, 2}; }
+Shape Vec(int64_t d) { return {1, 1, d, 1}; }
 
 [[noreturn]] void FailLayer(const LayerSpec& l, const std::string& msg) {
   throw ModelError(l.loc.ToString() + ": error: layer '" + l.name + "' (" + LayerKindName(l.kind) +
@@ -94,13 +110,31 @@ void CheckWindow(const LayerSpec& l, const Shape& in, int64_t kh, int64_t kw) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Fills out, blobs, macs and flops of one layer from its input shapes; appends to `warnings`.
-void InferLayer(Layer& layer, std::vector<std::string>* warnings) {
+// "'conv1' gives 64x56x56" (or "the model input 'data' is ...") for shape messages.
+std::string Gives(const LayerSpec& l, size_t i, const Shape& s) {
+  const std::string& b = l.bottoms.at(i);
+  return (b == kInputName ? std::string("the model input 'data' is ") : "'" + b + "' gives ") +
+         ShapeStr(s);
+}
+
+// Layers that take one input of a given rank: 3 (an image [C, H, W]) or 2 (a sequence [S, D]).
+void RequireRank(const LayerSpec& l, const Shape& x, int rank) {
+  if (x.rank == rank) return;
+  const char* want = rank == 3 ? "an image [C, H, W]" : rank == 2 ? "a token sequence [S, D]"
+                                                                   : "a vector [D]";
+  FailLayer(l, std::string("expects ") + want + ", but its input " + Gives(l, 0, x) +
+                   "; check the layer before it (or the model's 'input')");
+}
+
+// Fills out, blobs, macs and flops of one layer from its input shapes; appends to `warnings`;
+// `built` are the layers before it (for `tie`).
+void InferLayer(Layer& layer, const std::vector<Layer>& built, std::vector<std::string>* warnings) {
   const LayerSpec& l = layer.spec;
   const std::vector<Shape>& in = layer.in_shapes;
   switch (l.kind) {
     case LayerKind::kConv: {
       RequireBottoms(l, in.size(), 1, 1);
+      RequireRank(l, in[0], 3);
       const Shape& x = in[0];
       if (l.num_output <= 0) {
         FailLayer(l, "num_output must be positive, got " + Str(l.num_output) + "; set 'num_output'");
@@ -127,6 +161,7 @@ void InferLayer(Layer& layer, std::vector<std::string>* warnings) {
     }
     case LayerKind::kPool: {
       RequireBottoms(l, in.size(), 1, 1);
+      RequireRank(l, in[0], 3);
       const Shape& x = in[0];
       int64_t kh = l.kernel_h, kw = l.kernel_w;
       if (l.global_pool) {
@@ -167,6 +202,7 @@ void InferLayer(Layer& layer, std::vector<std::string>* warnings) {
       break;
     case LayerKind::kLrn:
       RequireBottoms(l, in.size(), 1, 1);
+      RequireRank(l, in[0], 3);
       if (l.local_size <= 0 || l.local_size % 2 == 0) {
         FailLayer(l, "local_size must be a positive odd number, got " + Str(l.local_size) +
                          "; set 'local_size' (Caffe's default is 5)");
@@ -201,6 +237,7 @@ void InferLayer(Layer& layer, std::vector<std::string>* warnings) {
       break;
     case LayerKind::kConcat: {
       RequireBottoms(l, in.size(), 1, SIZE_MAX);
+      for (const Shape& x : in) RequireRank(l, x, 3);
       Shape out = in[0];
       for (size_t i = 1; i < in.size(); ++i) {
         if (in[i].h != out.h || in[i].w != out.w) {
@@ -221,6 +258,7 @@ void InferLayer(Layer& layer, std::vector<std::string>* warnings) {
       break;
     case LayerKind::kBatchNorm:
       RequireBottoms(l, in.size(), 1, 1);
+      RequireRank(l, in[0], 3);
       layer.out = in[0];
       if (l.bn_affine) {
         layer.blobs.push_back(MakeBlob(l.name + ".scale", {in[0].c}));
@@ -241,12 +279,178 @@ void InferLayer(Layer& layer, std::vector<std::string>* warnings) {
       layer.out = in[0];
       layer.fwd_flops = layer.out.count() * static_cast<int64_t>(in.size() - 1);
       break;
+    case LayerKind::kEmbedding: {
+      // On token ids [S]: a lookup giving [S, num_output]. On a sequence [S, num_output]: a
+      // lookup by side ids of the same length (BERT's token types) added to it.
+      RequireBottoms(l, in.size(), 1, 1);
+      const Shape& x = in[0];
+      if (l.vocab <= 0 || l.num_output <= 0) {
+        FailLayer(l, "vocab and num_output must be positive, got " + Str(l.vocab) + " and " +
+                         Str(l.num_output) + "; set 'vocab' and 'num_output'");
+      }
+      if (x.rank == 1) {
+        layer.out = Seq(x.w, l.num_output);
+      } else if (x.rank == 2 && x.w == l.num_output) {
+        layer.out = x;
+        layer.fwd_flops = x.count();  // the add
+      } else {
+        FailLayer(l, "expects token ids [S] (a lookup) or a sequence [S, " + Str(l.num_output) +
+                         "] (a lookup added to it), but its input " + Gives(l, 0, x) +
+                         "; check 'num_output' or the layer before it");
+      }
+      layer.blobs.push_back(MakeBlob(l.name + ".weight", {l.vocab, l.num_output}));
+      break;  // a gather: no arithmetic
+    }
+    case LayerKind::kPosEmbedding: {
+      RequireBottoms(l, in.size(), 1, 1);
+      RequireRank(l, in[0], 2);
+      const Shape& x = in[0];
+      const int64_t rows = l.max_len == 0 ? x.h : l.max_len;
+      if (rows < x.h) {
+        FailLayer(l, "max_len " + Str(rows) + " is shorter than the sequence: its input " +
+                         Gives(l, 0, x) + "; raise 'max_len' or shorten the input");
+      }
+      layer.out = x;
+      layer.blobs.push_back(MakeBlob(l.name + ".weight", {rows, x.w}));
+      layer.fwd_flops = x.count();  // the add
+      break;
+    }
+    case LayerKind::kLayerNorm: {
+      RequireBottoms(l, in.size(), 1, 1);
+      RequireRank(l, in[0], 2);
+      layer.out = in[0];
+      layer.blobs.push_back(MakeBlob(l.name + ".gamma", {in[0].w}));
+      layer.blobs.push_back(MakeBlob(l.name + ".beta", {in[0].w}));
+      // Per value: mean (add), subtract, square and add (variance), normalize, scale, shift.
+      layer.fwd_flops = 7 * in[0].count();
+      break;
+    }
+    case LayerKind::kLinear: {
+      // Over the last dimension of an input of any rank: a GEMM of (rows x D) by (D x N).
+      RequireBottoms(l, in.size(), 1, 1);
+      const Shape& x = in[0];
+      if (l.num_output <= 0) {
+        FailLayer(l, "num_output must be positive, got " + Str(l.num_output) + "; set 'num_output'");
+      }
+      layer.out = x;
+      layer.out.w = l.num_output;
+      const int64_t rows = x.count() / x.w;
+      layer.fc_in = x.w;
+      layer.fc_out = l.num_output;
+      layer.fc_rows = rows;
+      if (!l.tie.empty()) {
+        const Layer* t = nullptr;
+        for (const Layer& b : built) {
+          if (b.name == l.tie) t = &b;
+        }
+        if (t == nullptr || t->kind != LayerKind::kEmbedding) {
+          FailLayer(l, "tie '" + l.tie + "' must name an embedding layer that comes before it " +
+                           (t == nullptr ? std::string("(there is none of that name before it)")
+                                         : "('" + l.tie + "' is " + LayerKindName(t->kind) + ")") +
+                           "; name the token embedding, or remove 'tie'");
+        }
+        const std::vector<int64_t>& d = t->blobs.at(0).dims;
+        if (d[0] != l.num_output || d[1] != x.w) {
+          FailLayer(l, "tie '" + l.tie + "': its table is " + Str(d[0]) + "x" + Str(d[1]) +
+                           " (vocab x D), but this layer's weight would be " + Str(l.num_output) +
+                           "x" + Str(x.w) + " (num_output x input " + Gives(l, 0, x) +
+                           "); set num_output to the vocabulary");
+        }
+        layer.tied_to = t->id;
+      } else {
+        layer.blobs.push_back(MakeBlob(l.name + ".weight", {l.num_output, x.w}));
+      }
+      if (l.bias) layer.blobs.push_back(MakeBlob(l.name + ".bias", {l.num_output}));
+      layer.fwd_macs = rows * x.w * l.num_output;
+      layer.fwd_flops = 2 * layer.fwd_macs + (l.bias ? rows * l.num_output : 0);
+      break;
+    }
+    case LayerKind::kAttention: {
+      // Q, K, V = x Wq, x Wk, x Wv (S x D each); per head h of dh = D / heads: scores
+      // Q_h K_h^T / sqrt(dh) (S x S), softmax, context P_h V_h (S x dh); output = context Wo.
+      // A causal mask sets the upper triangle to -inf before the softmax; dense kernels still
+      // compute the full score and context matmuls, so it changes no count here.
+      RequireBottoms(l, in.size(), 1, 1);
+      RequireRank(l, in[0], 2);
+      const Shape& x = in[0];
+      const int64_t s = x.h, d = x.w;
+      if (l.heads <= 0 || d % l.heads != 0) {
+        FailLayer(l, "heads must be positive and divide the model width D, but heads is " +
+                         Str(l.heads) + " and its input " + Gives(l, 0, x) +
+                         "; set 'heads' to a divisor of " + Str(d));
+      }
+      layer.out = x;
+      for (const char* p : {"q", "k", "v", "o"}) {
+        layer.blobs.push_back(MakeBlob(l.name + "." + p + ".weight", {d, d}));
+        if (l.bias) layer.blobs.push_back(MakeBlob(l.name + "." + p + ".bias", {d}));
+      }
+      layer.fwd_macs = 4 * s * d * d + 2 * s * s * d;  // projections; scores and context
+      // Softmax over heads x S x S scores: scale, max-subtract and exp, sum, divide.
+      layer.fwd_flops = 2 * layer.fwd_macs + (l.bias ? 4 * s * d : 0) + 4 * l.heads * s * s;
+      break;
+    }
+    case LayerKind::kGelu:
+    case LayerKind::kTanh:
+      RequireBottoms(l, in.size(), 1, 1);
+      layer.out = in[0];
+      // GELU's tanh form: x^3, 2 multiply-adds, tanh, add, 2 multiplies; tanh counted as 4.
+      layer.fwd_flops = (l.kind == LayerKind::kGelu ? 8 : 4) * layer.out.count();
+      break;
+    case LayerKind::kSoftmax:
+      RequireBottoms(l, in.size(), 1, 1);
+      layer.out = in[0];
+      layer.fwd_flops = 3 * layer.out.count();  // over the last dimension, as softmax_loss
+      break;
+    case LayerKind::kPatchEmbed: {
+      // A conv with kernel = stride = patch: [C, H, W] -> [(H/P)(W/P), D], a GEMM of
+      // (patches x C P P) by (C P P x D).
+      RequireBottoms(l, in.size(), 1, 1);
+      RequireRank(l, in[0], 3);
+      const Shape& x = in[0];
+      if (l.num_output <= 0) {
+        FailLayer(l, "num_output must be positive, got " + Str(l.num_output) + "; set 'num_output'");
+      }
+      if (l.patch <= 0 || x.h % l.patch != 0 || x.w % l.patch != 0) {
+        FailLayer(l, "patch " + Str(l.patch) + " must be positive and divide the image, but its "
+                         "input " + Gives(l, 0, x) + "; set 'patch' to a divisor of " +
+                         HxW(x.h, x.w));
+      }
+      const int64_t n = (x.h / l.patch) * (x.w / l.patch), k = x.c * l.patch * l.patch;
+      layer.out = Seq(n, l.num_output);
+      layer.blobs.push_back(
+          MakeBlob(l.name + ".weight", {l.num_output, x.c, l.patch, l.patch}));
+      if (l.bias) layer.blobs.push_back(MakeBlob(l.name + ".bias", {l.num_output}));
+      layer.fc_in = k;
+      layer.fc_out = l.num_output;
+      layer.fc_rows = n;
+      layer.fwd_macs = n * k * l.num_output;
+      layer.fwd_flops = 2 * layer.fwd_macs + (l.bias ? n * l.num_output : 0);
+      break;
+    }
+    case LayerKind::kClsToken:
+      RequireBottoms(l, in.size(), 1, 1);
+      RequireRank(l, in[0], 2);
+      layer.out = Seq(in[0].h + 1, in[0].w);
+      layer.blobs.push_back(MakeBlob(l.name + ".token", {1, in[0].w}));
+      break;  // a copy
+    case LayerKind::kTokenPool:
+      RequireBottoms(l, in.size(), 1, 1);
+      RequireRank(l, in[0], 2);
+      layer.out = Vec(in[0].w);
+      layer.fwd_flops = l.pool_first ? 0 : in[0].count();
+      break;
   }
   if (layer.out.c <= 0 || layer.out.h <= 0 || layer.out.w <= 0) {
     FailLayer(l, "output shape " + ShapeStr(layer.out) + " is empty; check kernel, stride and pad");
   }
   for (const ParamBlob& b : layer.blobs) layer.params += b.count;
   layer.out_bytes = layer.out.count() * kBytesPerValue;
+  if (l.kind == LayerKind::kAttention) {
+    // What the forward pass writes and the backward pass reads: Q, K, V, the scores and the
+    // probabilities (heads x S x S each), the context, and the output.
+    const int64_t s = layer.out.h, d = layer.out.w;
+    layer.out_bytes = (5 * s * d + 2 * l.heads * s * s) * kBytesPerValue;
+  }
   for (const Shape& s : in) layer.in_bytes += s.count() * kBytesPerValue;
 }
 
@@ -260,6 +464,12 @@ int64_t PoolOutSize(int64_t in, int64_t k, int64_t s, int64_t p, PoolRound round
   // Caffe: the last window must start inside the image, not in the padding.
   if (p > 0 && (out - 1) * s >= in + p) --out;
   return out;
+}
+
+std::string Shape::ToString() const {
+  if (rank == 1) return Str(w);
+  if (rank == 2) return Str(h) + "x" + Str(w);
+  return Str(c) + "x" + Str(h) + "x" + Str(w);
 }
 
 std::string SourceLoc::ToString() const {
@@ -307,8 +517,11 @@ const Layer* Model::FindLayer(const std::string& name) const {
 Model Model::Build(const ModelSpec& spec, const BuildOptions& options) {
   const std::vector<LayerSpec>& all = spec.layers;
   if (all.empty()) FailModel(spec, "has no layers; add a 'layers' list");
-  if (spec.input_c <= 0 || spec.input_h <= 0 || spec.input_w <= 0) {
-    FailModel(spec, "input shape " + ShapeStr({spec.input_c, spec.input_h, spec.input_w}) +
+  const Shape input{spec.input_c, spec.input_h, spec.input_w, spec.input_rank};
+  if (spec.input_c <= 0 || spec.input_h <= 0 || spec.input_w <= 0 || spec.input_rank < 1 ||
+      spec.input_rank > 3 || (spec.input_rank < 3 && spec.input_c != 1) ||
+      (spec.input_rank < 2 && spec.input_h != 1)) {
+    FailModel(spec, "input shape " + ShapeStr(input) +
                         " must be positive; set input channels, height and width");
   }
 
@@ -434,7 +647,7 @@ Model Model::Build(const ModelSpec& spec, const BuildOptions& options) {
   // 4. Shapes, parameters and costs in forward order.
   Model m;
   m.name_ = spec.name;
-  m.input_ = {spec.input_c, spec.input_h, spec.input_w};
+  m.input_ = input;
   std::vector<int> id_of_vertex(n, -1);
   m.layers_.reserve(n);
   for (size_t v : order) {
@@ -458,7 +671,7 @@ Model Model::Build(const ModelSpec& spec, const BuildOptions& options) {
       layer.spec.bottoms.push_back(layer.bottoms.empty() ? kInputName
                                                          : m.layers_[layer.bottoms[0]].name);
     }
-    InferLayer(layer, &m.warnings_);
+    InferLayer(layer, m.layers_, &m.warnings_);
     id_of_vertex[v] = layer.id;
     m.total_params_ += layer.params;
     m.forward_macs_ += layer.fwd_macs;

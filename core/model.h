@@ -51,10 +51,26 @@ enum class LayerKind {
   kSoftmaxLoss,
   kBatchNorm,
   kAdd,
+  // Transformer layers: they read and write token sequences [S, D] (rank 2; see Shape).
+  kEmbedding,
+  kPosEmbedding,
+  kLayerNorm,
+  kLinear,
+  kAttention,
+  kGelu,
+  kTanh,
+  kSoftmax,
+  kPatchEmbed,
+  kClsToken,
+  kTokenPool,
 };
+// The last kind, for loops over the registry.
+constexpr LayerKind kLastLayerKind = LayerKind::kTokenPool;
 
 // Registry of layer kinds by name ("conv", "pool", "relu", "lrn", "fc", "dropout", "concat",
-// "softmax_loss", "batchnorm", "add"). Returns false for an unknown name.
+// "softmax_loss", "batchnorm", "add", "embedding", "pos_embedding", "layernorm", "linear",
+// "attention", "gelu", "tanh", "softmax", "patch_embed", "cls_token", "token_pool"). Returns false
+// for an unknown name.
 bool LayerKindFromName(const std::string& name, LayerKind* kind);
 const char* LayerKindName(LayerKind kind);
 // "conv, pool, relu, ..." for error messages that list the known kinds.
@@ -105,6 +121,20 @@ struct LayerSpec {
   // parameters.
   bool bn_affine = true;
   // concat: along channels (axis 1), the only axis supported.
+  // embedding: a {vocab, num_output} table. pos_embedding: a {max_len, D} table added to its
+  // input (max_len 0: the sequence length).
+  int64_t vocab = 0;
+  int64_t max_len = 0;
+  // attention: heads (dividing D); causal masks the scores but changes no count (see model.cc).
+  int64_t heads = 0;
+  bool causal = false;
+  // patch_embed: the patch size in pixels (kernel = stride = patch).
+  int64_t patch = 0;
+  // token_pool: mean over the tokens, or the first token (BERT's pooler, ViT's class token).
+  bool pool_first = false;
+  // linear: the name of an embedding layer whose table is this layer's weight (GPT-2's LM head);
+  // the weight is then that layer's blob, counted and synced once, there.
+  std::string tie;
 
   SourceLoc loc;
 };
@@ -113,7 +143,10 @@ struct ModelSpec {
   std::string name;
   std::string description;
   // Per-image input shape (channels, height, width) and number of classes (informational).
+  // input_rank 2 is a sequence [S, D] (input_h = S, input_w = D, input_c = 1), rank 1 a sequence
+  // of S token ids (input_w = S, input_c = input_h = 1): see Shape.
   int64_t input_c = 0, input_h = 0, input_w = 0;
+  int input_rank = 3;
   int64_t num_classes = 0;
   std::vector<LayerSpec> layers;
   SourceLoc loc;  // where the model file starts
@@ -124,9 +157,15 @@ struct ModelSpec {
 int64_t PoolOutSize(int64_t in, int64_t k, int64_t s, int64_t p, PoolRound round);
 
 // Per-image shape of a layer's output (NCHW without N). FC outputs are {num_output, 1, 1}.
+// Shapes of lower rank are right-aligned in (c, h, w), the dimensions in front being 1: an image
+// is rank 3 [C, H, W]; a token sequence rank 2 [S, D] = {1, S, D}; token ids or a pooled vector
+// rank 1 [D] = {1, 1, D}. The last dimension is always `w`. Shapes of different rank differ.
 struct Shape {
   int64_t c = 0, h = 0, w = 0;
+  int rank = 3;
   int64_t count() const { return c * h * w; }
+  // "CxHxW", "SxD" or "D".
+  std::string ToString() const;
   bool operator==(const Shape&) const = default;
 };
 
@@ -148,16 +187,29 @@ struct Layer {
   Shape out;
   std::vector<ParamBlob> blobs;
   int64_t params = 0;        // sum of blob counts
-  int64_t fwd_macs = 0;      // multiply-accumulates of the forward pass (conv and fc; 0 otherwise)
+  int64_t fwd_macs = 0;      // multiply-accumulates of the forward pass (conv, fc, linear,
+                             // attention, patch_embed; 0 otherwise)
   int64_t fwd_flops = 0;     // all floating-point ops of the forward pass (2*macs + elementwise)
-  int64_t out_bytes = 0;     // activation bytes written by the forward pass
+  int64_t out_bytes = 0;     // activation bytes written by the forward pass (for attention its
+                             // intermediates too: Q, K, V, scores, probabilities, context)
   int64_t in_bytes = 0;      // activation bytes read by the forward pass
-  // For kFc: M (inputs) and N (outputs) of the N x M weight, for sufficient factors.
-  int64_t fc_in = 0, fc_out = 0;
+  // For kFc and kLinear (and kPatchEmbed, whose weight is a GEMM over non-overlapping patches): M
+  // (inputs) and N (outputs) of the N x M weight, for sufficient factors and GEMM costs, and the
+  // rows the weight is applied to per image (1 for fc; the tokens for linear, the patches for
+  // patch_embed): a GEMM of (batch x fc_rows) x M by M x N.
+  int64_t fc_in = 0, fc_out = 0, fc_rows = 1;
+  // For a linear layer with `tie`: the id of the embedding layer whose blob is its weight.
+  int tied_to = -1;
   // The layer as written, except that `bottoms` always names its inputs: an implicit bottom is
   // filled in with the previous layer's name, or "data" for the model input.
   LayerSpec spec;
 };
+
+// Whether SACP may send a layer's gradient as sufficient factors (an fc layer, or a linear layer
+// with its own weight; K per worker is then batch x fc_rows).
+inline bool HasSufficientFactors(const Layer& l) {
+  return (l.kind == LayerKind::kFc || l.kind == LayerKind::kLinear) && l.tied_to < 0;
+}
 
 struct BuildOptions {
   // Groups of layers to leave out (for example {"aux"}).

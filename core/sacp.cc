@@ -101,7 +101,7 @@ Load AllreduceLoad(const Ctx& c, int64_t s) {
 // Sufficient factors of an M x N FC weight: K(M+N) floats to and from each of P1-1 peers.
 Load SfbWeightLoad(const Ctx& c, const Layer& layer) {
   Load l;
-  l.worker = Mul(Mul(8, c.k, c.p1 - 1), layer.fc_in + layer.fc_out, c.unit);
+  l.worker = Mul(Mul(8, Mul(c.k, layer.fc_rows), c.p1 - 1), layer.fc_in + layer.fc_out, c.unit);
   return l;
 }
 
@@ -118,7 +118,7 @@ LayerLoads ComputeLoads(const Ctx& c, const Layer& layer) {
   const int64_t bytes = Mul(layer.params, 4);
   out.ps = PsLoad(c, bytes);
   out.allreduce = AllreduceLoad(c, bytes);
-  if (layer.kind == LayerKind::kFc) {
+  if (HasSufficientFactors(layer)) {
     out.has_sfb = true;
     const int64_t weight_bytes = Mul(layer.fc_in, layer.fc_out, 4);
     out.sfb = SfbWeightLoad(c, layer);
@@ -204,7 +204,7 @@ void ChooseInTime(const Model& model, const SacpInput& in, Plan* plan) {
     lp.scheme = plan->scheme_of_layer[static_cast<size_t>(lp.layer)];
     std::string text = "auto: iteration " + Ms(best) + " ms with " + SchemeName(lp.scheme);
     for (Scheme other : allowed) {
-      if (other == lp.scheme || (other == Scheme::kSfb && model.layers()[lp.layer].kind != LayerKind::kFc)) {
+      if (other == lp.scheme || (other == Scheme::kSfb && !HasSufficientFactors(model.layers()[lp.layer]))) {
         continue;
       }
       std::vector<Scheme> alt = plan->scheme_of_layer;
@@ -269,10 +269,10 @@ bool SchemeRequestFromName(const std::string& name, SchemeRequest* request) {
 std::string KnownSchemeRequests() { return "ps, sfb, allreduce, auto, paper"; }
 
 double SfbThreshold(const Layer& layer, int64_t batch) {
-  if (layer.kind != LayerKind::kFc || batch < 1) return 0.0;
+  if (!HasSufficientFactors(layer) || batch < 1) return 0.0;
   const double m = static_cast<double>(layer.fc_in);
   const double n = static_cast<double>(layer.fc_out);
-  return 2.0 * m * n / (static_cast<double>(batch) * (m + n));
+  return 2.0 * m * n / (static_cast<double>(batch * layer.fc_rows) * (m + n));
 }
 
 SchemeCost LayerCost(const Layer& layer, const SacpInput& in) {
@@ -298,9 +298,9 @@ Plan PlanSchemes(const Model& model, const SacpInput& in) {
                                   ": the layer has no parameters; layers with parameters: " +
                                   ParamLayerNames(model));
     }
-    if (request == SchemeRequest::kSfb && layer->kind != LayerKind::kFc) {
+    if (request == SchemeRequest::kSfb && !HasSufficientFactors(*layer)) {
       throw std::invalid_argument("per-layer scheme for " + LayerLabel(*layer) +
-                                  ": sfb needs a fully connected (fc) layer; use ps, allreduce " +
+                                  ": sfb needs a fully connected (fc) or linear layer with its own weight; use ps, allreduce " +
                                   "or auto");
     }
   }

@@ -109,7 +109,7 @@ double EstimateIteration(const Model& model, const SacpInput& in,
     }
     if (in.workers < 2) continue;
     if (s == Scheme::kSfb) {
-      const double f = 4.0 * static_cast<double>(in.batch) *
+      const double f = 4.0 * static_cast<double>(in.batch * layer.fc_rows) *
                        static_cast<double>(layer.fc_in + layer.fc_out) * (p1 - 1);
       for (int w = 0; w < in.workers; ++w) {
         tr.out[static_cast<size_t>(w)] += f;
@@ -187,7 +187,7 @@ double EstimateIteration(const Model& model, const SacpInput& in,
 std::vector<Scheme> UniformPlan(const Model& model, Scheme scheme) {
   std::vector<Scheme> plan(model.layers().size(), Scheme::kPs);
   for (int id : model.param_layers()) {
-    const bool fc = model.layers()[static_cast<size_t>(id)].kind == LayerKind::kFc;
+    const bool fc = HasSufficientFactors(model.layers()[static_cast<size_t>(id)]);
     plan[static_cast<size_t>(id)] = scheme == Scheme::kSfb && !fc ? Scheme::kPs : scheme;
   }
   return plan;
@@ -197,7 +197,7 @@ std::vector<Scheme> SearchPlan(const Model& model, const SacpInput& in,
                                const std::vector<Scheme>& start, const std::vector<bool>& free,
                                const std::vector<Scheme>& allowed) {
   const auto& layers = model.layers();
-  auto fits = [&](size_t l, Scheme s) { return s != Scheme::kSfb || layers[l].kind == LayerKind::kFc; };
+  auto fits = [&](size_t l, Scheme s) { return s != Scheme::kSfb || HasSufficientFactors(layers[l]); };
   // Candidates: the start (the paper's plan) and one allowed scheme for every free layer. The
   // estimate is a model, not a measurement: another plan replaces the paper's only when it is
   // clearly faster (kCandidateGain), and a one-layer move only when it gains kMoveGain, so that

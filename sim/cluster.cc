@@ -306,7 +306,8 @@ TimeNs SimJob::TaskDuration(ActorId actor, const ComputeTask& task) {
     case TaskKind::kSfbRebuild: {
       const int w = layout.WorkerIndex(actor);
       return Jittered(w, config_.worker_compute[static_cast<size_t>(w)].SfbRebuildNs(
-                             task.layer, config_.protocol.batch));
+                             task.layer, config_.protocol.batch *
+                                             config_.model->layers()[static_cast<size_t>(task.layer)].fc_rows));
     }
     case TaskKind::kCopyToHost:
     case TaskKind::kCopyToDevice:

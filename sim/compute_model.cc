@@ -45,8 +45,8 @@ ComputeModel ComputeModel::FromDevice(const core::Model& model, const config::De
   for (const core::Layer& l : model.layers()) {
     c.fwd_base_.push_back(roofline(ForwardWork(l, b)));
     c.bwd_base_.push_back(roofline(BackwardWork(l, b)));
-    c.fc_in_.push_back(l.kind == core::LayerKind::kFc ? l.fc_in : 0);
-    c.fc_out_.push_back(l.kind == core::LayerKind::kFc ? l.fc_out : 0);
+    c.fc_in_.push_back(core::HasSufficientFactors(l) ? l.fc_in : 0);
+    c.fc_out_.push_back(core::HasSufficientFactors(l) ? l.fc_out : 0);
   }
   c.base_source_ = fmt::format("roofline {} (batch {})", device.name, batch);
   c.ComputeTotals();
@@ -67,8 +67,8 @@ ComputeModel ComputeModel::FromCudnnModel(const core::Model& model,
     const LayerCost cost = CudnnLayerCost(l, batch, device, c.kernel_params_);
     c.fwd_base_.push_back(cost.fwd.ns);
     c.bwd_base_.push_back(cost.bwd.ns);
-    c.fc_in_.push_back(l.kind == core::LayerKind::kFc ? l.fc_in : 0);
-    c.fc_out_.push_back(l.kind == core::LayerKind::kFc ? l.fc_out : 0);
+    c.fc_in_.push_back(core::HasSufficientFactors(l) ? l.fc_in : 0);
+    c.fc_out_.push_back(core::HasSufficientFactors(l) ? l.fc_out : 0);
   }
   c.base_source_ = fmt::format("cudnn model {} (batch {})", device.name, batch);
   c.ComputeTotals();
@@ -108,8 +108,8 @@ ComputeModel ComputeModel::FromProfile(const core::Model& model, const config::P
     const config::LayerTiming& t = profile.layers.at(l.name);
     c.fwd_base_.push_back(t.fwd_ms * 1e6 * ratio);
     c.bwd_base_.push_back(t.bwd_ms * 1e6 * ratio);
-    c.fc_in_.push_back(l.kind == core::LayerKind::kFc ? l.fc_in : 0);
-    c.fc_out_.push_back(l.kind == core::LayerKind::kFc ? l.fc_out : 0);
+    c.fc_in_.push_back(core::HasSufficientFactors(l) ? l.fc_in : 0);
+    c.fc_out_.push_back(core::HasSufficientFactors(l) ? l.fc_out : 0);
   }
 
   c.base_source_ = fmt::format("profile {}", profile_file);

@@ -191,8 +191,11 @@ LayerCost ConvCost(const core::Layer& l, double b, const config::DeviceSpec& d,
   return cost;
 }
 
-LayerCost FcCost(const core::Layer& l, double b, const config::DeviceSpec& d,
+// fc, and linear and patch_embed (one GEMM over batch x fc_rows rows; fc_rows is 1 for fc). A
+// tied linear layer computes its weight gradient too (added to the embedding's).
+LayerCost FcCost(const core::Layer& l, double batch, const config::DeviceSpec& d,
                  const KernelModelParams& p) {
+  const double b = batch * static_cast<double>(l.fc_rows);
   const double m_in = static_cast<double>(l.fc_in);
   const double n_out = static_cast<double>(l.fc_out);
   LayerCost cost;
@@ -207,6 +210,33 @@ LayerCost FcCost(const core::Layer& l, double b, const config::DeviceSpec& d,
     cost.bwd.ns += StreamNs(0, 4 * b * n_out, d, p);
     cost.fwd.kernels += 1;
     cost.bwd.kernels += 1;
+  }
+  return cost;
+}
+
+// Self-attention: the Q, K, V and output projections (GEMMs of batch x S rows), and per head the
+// score (S x dh by dh x S) and context (S x S by S x dh) matmuls, batched over batch x heads; the
+// softmax over the scores streams them. Backward: two GEMMs per forward GEMM (data and weight
+// gradients; the first layer's data gradient is skipped as for fc), the softmax gradient streamed.
+LayerCost AttentionCost(const core::Layer& l, double batch, const config::DeviceSpec& d,
+                        const KernelModelParams& p) {
+  const double s = static_cast<double>(l.out.h), dm = static_cast<double>(l.out.w);
+  const double heads = static_cast<double>(l.spec.heads), dh = dm / heads;
+  const double rows = batch * s;
+  const double scores_bytes = 4 * batch * heads * s * s;
+  LayerCost cost;
+  const double proj = GemmNs(rows, dm, dm, d, p);
+  const double score = batch * heads * GemmNs(s, s, dh, d, p);
+  const double context = batch * heads * GemmNs(s, dh, s, d, p);
+  cost.fwd = {4 * proj + score + context + StreamNs(5 * scores_bytes / 4, 2 * scores_bytes, d, p),
+              7, ConvAlgo::kNone};
+  const double proj_bwd = GemmNs(dm, dm, rows, d, p) + (l.bottoms.empty() ? 0.0 : proj);
+  cost.bwd = {4 * proj_bwd + 2 * score + 2 * context +
+                  StreamNs(3 * scores_bytes / 4, 3 * scores_bytes, d, p),
+              13, ConvAlgo::kNone};
+  if (l.spec.bias) {
+    cost.fwd.ns += 4 * StreamNs(0, 2 * 4 * rows * dm, d, p);
+    cost.bwd.ns += 4 * StreamNs(0, 4 * rows * dm, d, p);
   }
   return cost;
 }
@@ -268,7 +298,10 @@ LayerCost CudnnLayerCost(const core::Layer& l, int64_t batch, const config::Devi
   const double b = static_cast<double>(batch);
   switch (l.kind) {
     case core::LayerKind::kConv: return ConvCost(l, b, d, p);
-    case core::LayerKind::kFc: return FcCost(l, b, d, p);
+    case core::LayerKind::kFc:
+    case core::LayerKind::kLinear:
+    case core::LayerKind::kPatchEmbed: return FcCost(l, b, d, p);
+    case core::LayerKind::kAttention: return AttentionCost(l, b, d, p);
     default: return StreamCost(l, b, d, p);
   }
 }

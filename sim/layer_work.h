@@ -24,7 +24,8 @@ inline Work BackwardWork(const core::Layer& l, double b) {
   const double out = static_cast<double>(l.out_bytes);
   const double pb = 4.0 * static_cast<double>(l.params);
   const bool fed_by_input = l.bottoms.empty();
-  if (l.params > 0) {
+  // A tied linear layer has no blob of its own but computes its weight's gradient.
+  if (l.params > 0 || l.tied_to >= 0) {
     if (fed_by_input) return {b * flops, b * (in + out) + 2 * pb};
     return {2 * b * flops, b * (2 * in + out) + 2 * pb};
   }

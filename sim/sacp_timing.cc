@@ -16,7 +16,7 @@ core::SacpTiming SacpTimingFor(const config::ScenarioSpec& s, const core::Model&
     const int id = static_cast<int>(l);
     t.fwd_s[l] = static_cast<double>(compute.fwd_ns(id)) * 1e-9;
     t.bwd_s[l] = static_cast<double>(compute.bwd_ns(id)) * 1e-9;
-    if (model.layers()[l].kind == core::LayerKind::kFc) {
+    if (core::HasSufficientFactors(model.layers()[l])) {
       t.sfb_rebuild_s[l] = static_cast<double>(compute.SfbRebuildNs(id, s.batch_per_worker)) * 1e-9;
     }
   }

@@ -34,7 +34,7 @@ std::string Bytes(int64_t v) {
   return fmt::format("{} B", v);
 }
 
-std::string ShapeStr(const core::Shape& s) { return fmt::format("{}x{}x{}", s.c, s.h, s.w); }
+std::string ShapeStr(const core::Shape& s) { return s.ToString(); }
 
 }  // namespace
 
@@ -73,7 +73,9 @@ int RunModelsShow(const std::string& name_or_path, const std::string& models_dir
   for (const auto& l : m.layers()) nw = std::max(nw, l.name.size());
   const core::Shape in = m.input_shape();
   out << fmt::format("model {} ({}): {}\n", m.name(), path, spec.description);
-  out << fmt::format("input {}x{}x{}, {} classes{}\n", in.c, in.h, in.w, spec.num_classes,
+  // An image CxHxW, a sequence SxD, or "S tokens".
+  const std::string in_str = in.rank == 1 ? fmt::format("{} tokens", in.w) : ShapeStr(in);
+  out << fmt::format("input {}, {} classes{}\n", in_str, spec.num_classes,
                      without_groups.empty()
                          ? ""
                          : fmt::format(", without groups: {}", fmt::join(without_groups, ", ")));

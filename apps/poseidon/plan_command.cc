@@ -84,7 +84,7 @@ PlanReport MakePlanReport(const config::ScenarioSpec& s) {
   r.layer_overrides = !s.layer_schemes.empty();
   for (int id : model.param_layers()) {
     const core::Layer& l = model.layers()[id];
-    if (l.kind == core::LayerKind::kFc) {
+    if (core::HasSufficientFactors(l)) {
       r.sfb_thresholds.emplace_back(l.name, core::SfbThreshold(l, in.batch));
     }
   }

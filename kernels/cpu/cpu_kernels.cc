@@ -643,12 +643,17 @@ std::unique_ptr<LayerKernel> MakeCpuKernel(const core::Layer& layer, int64_t bat
         return std::make_unique<SoftmaxLossKernel>(layer, batch);
       case core::LayerKind::kBatchNorm:
         return std::make_unique<BatchNormKernel>(layer, batch);
+      default:
+        break;  // no kernel: refused below
     }
   } catch (const dnnl::error& e) {
     throw KernelError("layer '" + layer.name + "' (" + core::LayerKindName(layer.kind) +
                       "): oneDNN cannot create its primitives: " + e.what());
   }
-  throw KernelError("layer '" + layer.name + "': unknown layer kind for the cpu backend");
+  throw KernelError("layer '" + layer.name + "' (" + core::LayerKindName(layer.kind) +
+                    "): the cpu backend has no kernel for layer type '" +
+                    core::LayerKindName(layer.kind) +
+                    "' (the simulator models it; training it is not implemented yet)");
 }
 
 }  // namespace poseidon::kernels

@@ -596,8 +596,13 @@ std::unique_ptr<LayerKernel> MakeCudaKernel(const core::Layer& layer, int64_t ba
       return std::make_unique<BatchNormKernel>(layer, batch);
     case LayerKind::kAdd:
       return std::make_unique<AddKernel>(layer, batch);
+    default:
+      break;  // no kernel: refused below
   }
-  throw KernelError("layer '" + layer.name + "': unknown layer kind");
+  throw KernelError("layer '" + layer.name + "' (" + core::LayerKindName(layer.kind) +
+                    "): the cuda backend has no kernel for layer type '" +
+                    core::LayerKindName(layer.kind) +
+                    "' (the simulator models it; training it is not implemented yet)");
 }
 
 }  // namespace poseidon::kernels

@@ -595,8 +595,13 @@ std::unique_ptr<LayerKernel> MakeReferenceKernel(const core::Layer& layer, int64
       return std::make_unique<BatchNormKernel>(layer, batch);
     case LayerKind::kAdd:
       return std::make_unique<AddKernel>(layer, batch);
+    default:
+      break;  // no kernel: refused below
   }
-  throw KernelError("layer '" + layer.name + "': unknown layer kind");
+  throw KernelError("layer '" + layer.name + "' (" + core::LayerKindName(layer.kind) +
+                    "): the reference backend has no kernel for layer type '" +
+                    core::LayerKindName(layer.kind) +
+                    "' (the simulator models it; training it is not implemented yet)");
 }
 
 }  // namespace poseidon::kernels

@@ -1,0 +1,52 @@
+#!/usr/bin/python3
+"""`poseidon models show NAME` of every model in tests/golden/models_show/ prints exactly the
+reviewed file (the output of the build before token-sequence shapes and transformer layers were
+added: the image models must not change by a byte). The model file's path in the first line is
+written relative to the repository root. Regenerate (and review the diff) with --update.
+
+  models_show_golden.py --poseidon build/apps/poseidon/poseidon [--update]
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOLDEN = os.path.join(ROOT, "tests", "golden", "models_show")
+
+
+def show(poseidon, name):
+    out = subprocess.run([poseidon, "models", "show", name], cwd=ROOT, check=True,
+                         capture_output=True, text=True)
+    if out.stderr:
+        raise SystemExit("%s: unexpected stderr: %s" % (name, out.stderr))
+    return out.stdout.replace("(" + os.path.join(ROOT, "scenarios", "models") + "/",
+                              "(scenarios/models/")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--poseidon", required=True)
+    ap.add_argument("--update", action="store_true")
+    a = ap.parse_args()
+    bad = 0
+    names = sorted(f[:-4] for f in os.listdir(GOLDEN) if f.endswith(".txt"))
+    for name in names:
+        path = os.path.join(GOLDEN, name + ".txt")
+        got = show(a.poseidon, name)
+        if a.update:
+            with open(path, "w") as f:
+                f.write(got)
+            continue
+        with open(path) as f:
+            want = f.read()
+        if got != want:
+            bad += 1
+            print("%s: `poseidon models show %s` differs from %s" % (name, name, path))
+    if not a.update:
+        print("%d of %d models print their golden output" % (len(names) - bad, len(names)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+// tests/sim/transformer_sim_test.cc: the simulator runs the transformer models. A BERT-base
+// scenario simulates, and gives the same output twice; GPT-2's tied LM head moves no bytes of
+// its own; the cudnn compute model prices a linear layer as one GEMM over batch x tokens rows and
+// attention as its projections plus batched score and context GEMMs.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "config/model_loader.h"
+#include "config/scenario.h"
+#include "config/specs.h"
+#include "core/model.h"
+#include "sim/gpu_kernel_model.h"
+#include "sim/simulation.h"
+
+namespace poseidon::sim {
+namespace {
+
+const std::string kRoot = POSEIDON_SOURCE_DIR;
+
+config::ScenarioSpec Bert() {
+  return config::LoadScenarioFile(kRoot + "/scenarios/experiments/bert_base_4w.yaml");
+}
+
+TEST(TransformerSimTest, BertBaseSimulatesDeterministically) {
+  const config::ScenarioSpec s = Bert();
+  ASSERT_EQ(s.model.name, "bert_base");
+  const std::string a = FormatResult(SimulateScenario(s, SimOptions{}), OutputFormat::kJson);
+  const std::string b = FormatResult(SimulateScenario(s, SimOptions{}), OutputFormat::kJson);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a.find("bert_base"), std::string::npos);
+  const std::string t = FormatResult(SimulateScenario(s, SimOptions{}), OutputFormat::kTable);
+  EXPECT_EQ(t, FormatResult(SimulateScenario(s, SimOptions{}), OutputFormat::kTable));
+}
+
+TEST(TransformerSimTest, Gpt2AndVitSimulate) {
+  for (const char* name : {"gpt2_small", "fmnist_vit", "vit_b16"}) {
+    SCOPED_TRACE(name);
+    config::ScenarioSpec s = Bert();
+    s.model_file = kRoot + "/scenarios/models/" + name + ".yaml";
+    s.model = config::LoadModelFile(s.model_file);
+    const std::string a = FormatResult(SimulateScenario(s, SimOptions{}), OutputFormat::kJson);
+    EXPECT_EQ(a, FormatResult(SimulateScenario(s, SimOptions{}), OutputFormat::kJson));
+    EXPECT_NE(a.find(name), std::string::npos);
+  }
+}
+
+config::DeviceSpec Device() {
+  config::DeviceSpec d;
+  d.name = "p";
+  d.peak_flops = 10e12;
+  d.memory_bandwidth_Bps = 500e9;
+  d.sm_count = 28;
+  d.architecture = config::GpuArchitecture::kPascal;
+  return d;
+}
+
+TEST(TransformerSimTest, ALinearLayerIsOneGemmOverBatchTimesTokens) {
+  const core::Model m = core::Model::Build(
+      config::LoadModelFile(kRoot + "/scenarios/models/bert_base.yaml"));
+  const core::Layer& fc1 = *m.FindLayer("l0_fc1");  // 768 -> 3072 on 128 tokens
+  const config::DeviceSpec d = Device();
+  const KernelModelParams p = FittedKernelParams();
+  const LayerCost c = CudnnLayerCost(fc1, 4, d, p);
+  // Forward: (4 x 128) x 768 by 768 x 3072, plus the bias; backward: weight and data gradients.
+  EXPECT_GE(c.fwd.ns, GemmNs(4 * 128, 3072, 768, d, p));
+  EXPECT_LT(c.fwd.ns, 1.2 * GemmNs(4 * 128, 3072, 768, d, p));
+  EXPECT_GE(c.bwd.ns, GemmNs(3072, 768, 4 * 128, d, p) + GemmNs(4 * 128, 768, 3072, d, p));
+  // Attention costs more than its four projections (the score and context matmuls).
+  const core::Layer& attn = *m.FindLayer("l0_attn");
+  const LayerCost ca = CudnnLayerCost(attn, 4, d, p);
+  EXPECT_GT(ca.fwd.ns, 4 * GemmNs(4 * 128, 768, 768, d, p));
+  EXPECT_GT(ca.bwd.ns, ca.fwd.ns);
+}
+
+}  // namespace
+}  // namespace poseidon::sim
