@@ -13,6 +13,13 @@
 
 namespace poseidon::kernels {
 
+void ThrowNoKernel(Backend backend, const core::Layer& layer) {
+  const std::string kind = core::LayerKindName(layer.kind);
+  throw KernelError("layer '" + layer.name + "' (" + kind + "): the " + BackendName(backend) +
+                    " backend has no kernel for layer type '" + kind +
+                    "' (the simulator models it; training it is not implemented yet)");
+}
+
 const char* BackendName(Backend b) {
   switch (b) {
     case Backend::kReference:

@@ -39,6 +39,10 @@ class KernelError : public std::runtime_error {
   explicit KernelError(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// The one refusal of every backend for a layer type it has no kernel for (the simulator models
+// every type; training some is not implemented yet).
+[[noreturn]] void ThrowNoKernel(Backend backend, const core::Layer& layer);
+
 class LayerKernel {
  public:
   virtual ~LayerKernel() = default;

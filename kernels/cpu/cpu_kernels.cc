@@ -650,10 +650,7 @@ std::unique_ptr<LayerKernel> MakeCpuKernel(const core::Layer& layer, int64_t bat
     throw KernelError("layer '" + layer.name + "' (" + core::LayerKindName(layer.kind) +
                       "): oneDNN cannot create its primitives: " + e.what());
   }
-  throw KernelError("layer '" + layer.name + "' (" + core::LayerKindName(layer.kind) +
-                    "): the cpu backend has no kernel for layer type '" +
-                    core::LayerKindName(layer.kind) +
-                    "' (the simulator models it; training it is not implemented yet)");
+  ThrowNoKernel(Backend::kCpu, layer);
 }
 
 }  // namespace poseidon::kernels

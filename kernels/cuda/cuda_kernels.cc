@@ -599,10 +599,7 @@ std::unique_ptr<LayerKernel> MakeCudaKernel(const core::Layer& layer, int64_t ba
     default:
       break;  // no kernel: refused below
   }
-  throw KernelError("layer '" + layer.name + "' (" + core::LayerKindName(layer.kind) +
-                    "): the cuda backend has no kernel for layer type '" +
-                    core::LayerKindName(layer.kind) +
-                    "' (the simulator models it; training it is not implemented yet)");
+  ThrowNoKernel(Backend::kCuda, layer);
 }
 
 }  // namespace poseidon::kernels

@@ -598,10 +598,7 @@ std::unique_ptr<LayerKernel> MakeReferenceKernel(const core::Layer& layer, int64
     default:
       break;  // no kernel: refused below
   }
-  throw KernelError("layer '" + layer.name + "' (" + core::LayerKindName(layer.kind) +
-                    "): the reference backend has no kernel for layer type '" +
-                    core::LayerKindName(layer.kind) +
-                    "' (the simulator models it; training it is not implemented yet)");
+  ThrowNoKernel(Backend::kReference, layer);
 }
 
 }  // namespace poseidon::kernels
