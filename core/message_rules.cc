@@ -132,7 +132,7 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       }
       const Layer& layer = job.model->layers()[static_cast<size_t>(m.layer)];
       if (ProtocolError e = ClockInRange(m, *job.config)) return e;
-      const int64_t floats = job.config->batch * layer.fc_rows * (layer.fc_in + layer.fc_out);
+      const int64_t floats = SfbFactorFloats(layer, job.config->batch);
       return Sized(m, floats, floats * 4, "factors of layer " + layer.name);
     }
     case MsgType::kRing: {

@@ -210,6 +210,12 @@ struct Layer {
 inline bool HasSufficientFactors(const Layer& l) {
   return (l.kind == LayerKind::kFc || l.kind == LayerKind::kLinear) && l.tied_to < 0;
 }
+// K, the rows of a worker's sufficient factors for `batch` images: batch x fc_rows.
+inline int64_t SfbFactorRows(const Layer& l, int64_t batch) { return batch * l.fc_rows; }
+// The floats of one worker's factors of the layer: K x (M + N).
+inline int64_t SfbFactorFloats(const Layer& l, int64_t batch) {
+  return SfbFactorRows(l, batch) * (l.fc_in + l.fc_out);
+}
 
 struct BuildOptions {
   // Groups of layers to leave out (for example {"aux"}).

@@ -272,7 +272,7 @@ double SfbThreshold(const Layer& layer, int64_t batch) {
   if (!HasSufficientFactors(layer) || batch < 1) return 0.0;
   const double m = static_cast<double>(layer.fc_in);
   const double n = static_cast<double>(layer.fc_out);
-  return 2.0 * m * n / (static_cast<double>(batch * layer.fc_rows) * (m + n));
+  return 2.0 * m * n / (static_cast<double>(SfbFactorRows(layer, batch)) * (m + n));
 }
 
 SchemeCost LayerCost(const Layer& layer, const SacpInput& in) {

@@ -109,8 +109,7 @@ double EstimateIteration(const Model& model, const SacpInput& in,
     }
     if (in.workers < 2) continue;
     if (s == Scheme::kSfb) {
-      const double f = 4.0 * static_cast<double>(in.batch * layer.fc_rows) *
-                       static_cast<double>(layer.fc_in + layer.fc_out) * (p1 - 1);
+      const double f = 4.0 * static_cast<double>(SfbFactorFloats(layer, in.batch)) * (p1 - 1);
       for (int w = 0; w < in.workers; ++w) {
         tr.out[static_cast<size_t>(w)] += f;
         tr.in[static_cast<size_t>(w)] += f;

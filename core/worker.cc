@@ -309,7 +309,7 @@ void Worker::StartSync(TimeNs now, int layer) {
       m.to = layout_.worker(w);
       m.clock = clock;
       m.layer = layer;
-      m.payload_bytes = config_.batch * L.fc_rows * (L.fc_in + L.fc_out) * 4;
+      m.payload_bytes = SfbFactorFloats(L, config_.batch) * 4;
       m.data = factors;
       Send(std::move(m), layer);
     }

@@ -306,8 +306,9 @@ TimeNs SimJob::TaskDuration(ActorId actor, const ComputeTask& task) {
     case TaskKind::kSfbRebuild: {
       const int w = layout.WorkerIndex(actor);
       return Jittered(w, config_.worker_compute[static_cast<size_t>(w)].SfbRebuildNs(
-                             task.layer, config_.protocol.batch *
-                                             config_.model->layers()[static_cast<size_t>(task.layer)].fc_rows));
+                             task.layer,
+                             core::SfbFactorRows(config_.model->layers()[static_cast<size_t>(task.layer)],
+                                                 config_.protocol.batch)));
     }
     case TaskKind::kCopyToHost:
     case TaskKind::kCopyToDevice:
