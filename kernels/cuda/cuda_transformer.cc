@@ -1,0 +1,2 @@
+// kernels/cuda/cuda_transformer.cc: the CUDA backend's transformer layers, host side
+// (being written; see kernels/README.md).
