@@ -1,0 +1,1 @@
+// tests/kernels/gpu_transformer_test.cc: transformer layers (being written).

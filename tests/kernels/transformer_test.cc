@@ -1,0 +1,1 @@
+// tests/kernels/transformer_test.cc: transformer layers (being written).
