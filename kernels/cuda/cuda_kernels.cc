@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_transformer.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -596,8 +597,9 @@ std::unique_ptr<LayerKernel> MakeCudaKernel(const core::Layer& layer, int64_t ba
       return std::make_unique<BatchNormKernel>(layer, batch);
     case LayerKind::kAdd:
       return std::make_unique<AddKernel>(layer, batch);
-    default:
-      break;  // no kernel: refused below
+    default:  // the transformer kinds (cuda_transformer.h), or no kernel: refused below
+      if (auto k = MakeCudaTransformerKernel(layer, batch)) return k;
+      break;
   }
   ThrowNoKernel(Backend::kCuda, layer);
 }
