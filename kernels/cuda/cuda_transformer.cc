@@ -92,42 +92,45 @@ class TransformerKernel : public LayerKernel {
   cublasHandle_t cublas_ = nullptr;
 };
 
-// On token ids [S] (float values, as the Net feeds its input): a lookup giving [S, D]; no
-// gradient into the ids. On a sequence [S, D]: BERT's token types without a side input, i.e.
-// every token of type 0: y = x + table[0] (dx = dy, dtable[0] = the sum of dy over the tokens).
-// The ids are checked on the host (one copy of batch x S floats) so that an id outside the
-// vocabulary is a KernelError naming the layer, the id and the vocabulary, never a wild read.
+// Token ids [S] (float values, as the Net feeds its input, rounded to the nearest integer) ->
+// rows of the {vocab, D} table; no gradient into the ids (their gradient is zeroed). The ids are
+// checked on the host (one copy of batch x S floats) so that an id outside the vocabulary is a
+// KernelError naming the layer, the id and the vocabulary, never a wild read. The form on a
+// sequence [S, D] (a lookup by side ids added to it) needs a second input of ids the model does
+// not have: refused, as the reference refuses it.
 class EmbeddingKernel : public TransformerKernel {
  public:
   EmbeddingKernel(const Layer& l, int64_t batch)
       : name_(l.name),
-        lookup_(l.in_shapes[0].rank == 1),
         vocab_(l.spec.vocab),
         d_(l.out.w),
-        rows_(batch * l.out.count() / l.out.w),
+        s_(l.in_shapes[0].w),
+        rows_(batch * l.in_shapes[0].w),
         host_ids_(Z(rows_)),
-        ids_(lookup_ ? DeviceBuffer::Bytes(Z(rows_) * sizeof(int32_t)) : DeviceBuffer()) {}
+        ids_(DeviceBuffer::Bytes(Z(rows_) * sizeof(int32_t))) {
+    if (l.in_shapes[0].rank != 1) {
+      throw KernelError(
+          "layer '" + l.name + "' (embedding): the form on a sequence [S, D] adds a lookup by "
+          "side ids (BERT's token types), which needs a second input of ids that the model does "
+          "not have; no backend trains it yet. Give the embedding token ids [S] as its input");
+    }
+  }
 
   void Forward(const std::vector<const float*>& bottoms, float* top,
                const std::vector<const float*>& params, bool) override {
-    if (!lookup_) {
-      POSEIDON_CUDA_CHECK(
-          cuda::LaunchAddPeriodic(top, bottoms[0], params[0], rows_ * d_, d_, stream()));
-      Sync();
-      return;
-    }
     std::vector<float> values(Z(rows_));
     cuda::CopyToHost(values.data(), bottoms[0], values.size(), stream());
     Sync();
-    for (int64_t r = 0; r < rows_; ++r) {
-      const float v = values[Z(r)];
-      if (!(v >= 0.f && v < static_cast<float>(vocab_))) {
-        throw KernelError("layer '" + name_ + "' (embedding): token id " + FloatStr(v) +
-                          " at position " + std::to_string(r) + " is outside the vocabulary [0, " +
-                          std::to_string(vocab_) + ") (vocab " + std::to_string(vocab_) +
-                          "); check the input or the layer's 'vocab'");
+    for (int64_t i = 0; i < rows_; ++i) {
+      const float v = values[Z(i)];
+      const double r = std::nearbyint(static_cast<double>(v));
+      if (!(r >= 0 && r < static_cast<double>(vocab_))) {
+        throw KernelError("layer '" + name_ + "' (embedding): token id " + std::to_string(v) +
+                          " (position " + std::to_string(i % s_) + " of image " +
+                          std::to_string(i / s_) + ") is outside the vocabulary [0, " +
+                          std::to_string(vocab_) + "); check the input data or 'vocab'");
       }
-      host_ids_[Z(r)] = static_cast<int32_t>(v);
+      host_ids_[Z(i)] = static_cast<int32_t>(r);
     }
     cuda::CopyToDeviceBytes(ids_.raw(), host_ids_.data(), host_ids_.size() * sizeof(int32_t),
                             stream());
@@ -139,30 +142,19 @@ class EmbeddingKernel : public TransformerKernel {
                 const std::vector<float*>& bottom_grads, const std::vector<const float*>&,
                 const std::vector<float*>& param_grads) override {
     Zero(param_grads[0], vocab_ * d_);
-    if (lookup_) {
-      POSEIDON_CUDA_CHECK(
-          cuda::LaunchEmbeddingScatterAdd(Ids(), dy, rows_, d_, param_grads[0], stream()));
-    } else {
-      POSEIDON_CUDA_CHECK(cuda::LaunchColumnSum(dy, rows_, d_, d_, param_grads[0], stream()));
-      if (Wanted(bottom_grads, 0)) CopyD2D(bottom_grads[0], dy, rows_ * d_);
-    }
+    POSEIDON_CUDA_CHECK(
+        cuda::LaunchEmbeddingScatterAdd(Ids(), dy, rows_, d_, param_grads[0], stream()));
+    if (Wanted(bottom_grads, 0)) Zero(bottom_grads[0], rows_);  // ids have no gradient
     Sync();
   }
 
  private:
   const int32_t* Ids() const { return static_cast<const int32_t*>(ids_.raw()); }
-  static std::string FloatStr(float v) {
-    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15f) {
-      return std::to_string(static_cast<int64_t>(v));
-    }
-    return std::to_string(v);
-  }
 
   std::string name_;
-  bool lookup_;
-  int64_t vocab_, d_, rows_;
+  int64_t vocab_, d_, s_, rows_;
   std::vector<int32_t> host_ids_;
-  DeviceBuffer ids_;  // int32 per token (lookup only), kept for the backward pass
+  DeviceBuffer ids_;  // int32 per token, of the last Forward (for Backward)
 };
 
 // y = x + table[0:S]; the table's rows S..max_len-1 get a zero gradient.
