@@ -41,7 +41,8 @@ class TransformerKernel : public LayerKernel {
  public:
   TransformerKernel() {
     std::string why;
-    if (!cuda::CudaDeviceAvailable(&why)) throw KernelError("the cuda backend needs a device: " + why);
+    if (!cuda::CudaDeviceAvailable(&why))
+      throw KernelError("the cuda backend needs a device: " + why);
     POSEIDON_CUBLAS_CHECK(cublasCreate(&cublas_));
     POSEIDON_CUBLAS_CHECK(cublasSetStream(cublas_, stream_.get()));
     POSEIDON_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));  // no TF32
@@ -56,8 +57,8 @@ class TransformerKernel : public LayerKernel {
   cudaStream_t stream() const { return stream_.get(); }
   void Sync() const { stream_.Synchronize(); }
   void CopyD2D(float* dst, const float* src, int64_t count) const {
-    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dst, src, Z(count) * sizeof(float),
-                                        cudaMemcpyDeviceToDevice, stream()));
+    POSEIDON_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, Z(count) * sizeof(float), cudaMemcpyDeviceToDevice, stream()));
   }
   void Zero(float* dst, int64_t count) const {
     POSEIDON_CUDA_CHECK(cudaMemsetAsync(dst, 0, Z(count) * sizeof(float), stream()));
@@ -110,7 +111,8 @@ class EmbeddingKernel : public TransformerKernel {
         ids_(DeviceBuffer::Bytes(Z(rows_) * sizeof(int32_t))) {
     if (l.in_shapes[0].rank != 1) {
       throw KernelError(
-          "layer '" + l.name + "' (embedding): the form on a sequence [S, D] adds a lookup by "
+          "layer '" + l.name +
+          "' (embedding): the form on a sequence [S, D] adds a lookup by "
           "side ids (BERT's token types), which needs a second input of ids that the model does "
           "not have; no backend trains it yet. Give the embedding token ids [S] as its input");
     }
@@ -184,24 +186,21 @@ class PosEmbeddingKernel : public TransformerKernel {
 class LayerNormKernel : public TransformerKernel {
  public:
   LayerNormKernel(const Layer& l, int64_t batch)
-      : d_(l.out.w),
-        rows_(batch * l.out.count() / l.out.w),
-        mean_(Z(rows_)),
-        rstd_(Z(rows_)) {}
+      : d_(l.out.w), rows_(batch * l.out.count() / l.out.w), mean_(Z(rows_)), rstd_(Z(rows_)) {}
   void Forward(const std::vector<const float*>& bottoms, float* top,
                const std::vector<const float*>& params, bool) override {
     POSEIDON_CUDA_CHECK(cuda::LaunchLayerNormForward(bottoms[0], params[0], params[1], rows_, d_,
-                                                     kLayerNormEps, top, mean_.data(),
-                                                     rstd_.data(), stream()));
+                                                     kLayerNormEps, top, mean_.data(), rstd_.data(),
+                                                     stream()));
     Sync();
   }
   void Backward(const std::vector<const float*>& bottoms, const float*, const float* dy,
                 const std::vector<float*>& bottom_grads, const std::vector<const float*>& params,
                 const std::vector<float*>& param_grads) override {
-    POSEIDON_CUDA_CHECK(cuda::LaunchLayerNormBackward(
-        bottoms[0], dy, params[0], mean_.data(), rstd_.data(), rows_, d_,
-        Wanted(bottom_grads, 0) ? bottom_grads[0] : nullptr, param_grads[0], param_grads[1],
-        stream()));
+    POSEIDON_CUDA_CHECK(
+        cuda::LaunchLayerNormBackward(bottoms[0], dy, params[0], mean_.data(), rstd_.data(), rows_,
+                                      d_, Wanted(bottom_grads, 0) ? bottom_grads[0] : nullptr,
+                                      param_grads[0], param_grads[1], stream()));
     Sync();
   }
 
@@ -216,11 +215,7 @@ class LayerNormKernel : public TransformerKernel {
 class LinearKernel : public TransformerKernel {
  public:
   LinearKernel(const Layer& l, int64_t batch)
-      : name_(l.name),
-        rows_(batch * l.fc_rows),
-        in_(l.fc_in),
-        out_(l.fc_out),
-        bias_(l.spec.bias) {}
+      : name_(l.name), rows_(batch * l.fc_rows), in_(l.fc_in), out_(l.fc_out), bias_(l.spec.bias) {}
   void Forward(const std::vector<const float*>& bottoms, float* top,
                const std::vector<const float*>& params, bool) override {
     CheckParams(params.size());
@@ -290,17 +285,17 @@ class AttentionKernel : public TransformerKernel {
     for (int64_t b = 0; b < n_; ++b) {
       POSEIDON_CUBLAS_CHECK(cublasSgemmStridedBatched(
           cublas_, CUBLAS_OP_T, CUBLAS_OP_N, I(s_), I(s_), I(dh_), &scale_, k_.data() + Off(b),
-          I(d_), dh_, q_.data() + Off(b), I(d_), dh_, &kZero, p_.data() + POff(b), I(s_),
-          s_ * s_, I(heads_)));
+          I(d_), dh_, q_.data() + Off(b), I(d_), dh_, &kZero, p_.data() + POff(b), I(s_), s_ * s_,
+          I(heads_)));
     }
-    POSEIDON_CUDA_CHECK(cuda::LaunchSoftmaxForward(p_.data(), p_.data(), n_ * heads_ * s_, s_,
-                                                   causal_, stream()));
+    POSEIDON_CUDA_CHECK(
+        cuda::LaunchSoftmaxForward(p_.data(), p_.data(), n_ * heads_ * s_, s_, causal_, stream()));
     // ctx_h (S x dh, row stride D) = P V_h: column-major ctx_h^T = V_h^T P^T.
     for (int64_t b = 0; b < n_; ++b) {
-      POSEIDON_CUBLAS_CHECK(cublasSgemmStridedBatched(
-          cublas_, CUBLAS_OP_N, CUBLAS_OP_N, I(dh_), I(s_), I(s_), &kOne, v_.data() + Off(b),
-          I(d_), dh_, p_.data() + POff(b), I(s_), s_ * s_, &kZero, ctx_.data() + Off(b), I(d_),
-          dh_, I(heads_)));
+      POSEIDON_CUBLAS_CHECK(
+          cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, I(dh_), I(s_), I(s_), &kOne,
+                                    v_.data() + Off(b), I(d_), dh_, p_.data() + POff(b), I(s_),
+                                    s_ * s_, &kZero, ctx_.data() + Off(b), I(d_), dh_, I(heads_)));
     }
     LinearForward(ctx_.data(), W(params, 3), B(params, 3), rows, d_, d_, top);
     Sync();
@@ -315,15 +310,15 @@ class AttentionKernel : public TransformerKernel {
                    BG(param_grads, 3), dctx_.data());
     for (int64_t b = 0; b < n_; ++b) {
       // dP = dctx_h V_h^T: column-major dP^T = V_h dctx_h^T.
-      POSEIDON_CUBLAS_CHECK(cublasSgemmStridedBatched(
-          cublas_, CUBLAS_OP_T, CUBLAS_OP_N, I(s_), I(s_), I(dh_), &kOne, v_.data() + Off(b),
-          I(d_), dh_, dctx_.data() + Off(b), I(d_), dh_, &kZero, dp_.data() + POff(b), I(s_),
-          s_ * s_, I(heads_)));
+      POSEIDON_CUBLAS_CHECK(
+          cublasSgemmStridedBatched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, I(s_), I(s_), I(dh_), &kOne,
+                                    v_.data() + Off(b), I(d_), dh_, dctx_.data() + Off(b), I(d_),
+                                    dh_, &kZero, dp_.data() + POff(b), I(s_), s_ * s_, I(heads_)));
       // dV_h = P^T dctx_h: column-major dV_h^T = dctx_h^T P.
-      POSEIDON_CUBLAS_CHECK(cublasSgemmStridedBatched(
-          cublas_, CUBLAS_OP_N, CUBLAS_OP_T, I(dh_), I(s_), I(s_), &kOne, dctx_.data() + Off(b),
-          I(d_), dh_, p_.data() + POff(b), I(s_), s_ * s_, &kZero, dv_.data() + Off(b), I(d_),
-          dh_, I(heads_)));
+      POSEIDON_CUBLAS_CHECK(
+          cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, I(dh_), I(s_), I(s_), &kOne,
+                                    dctx_.data() + Off(b), I(d_), dh_, p_.data() + POff(b), I(s_),
+                                    s_ * s_, &kZero, dv_.data() + Off(b), I(d_), dh_, I(heads_)));
     }
     // Through the softmax (masked probabilities are 0, so masked scores get 0), in place.
     POSEIDON_CUDA_CHECK(cuda::LaunchSoftmaxBackward(p_.data(), dp_.data(), dp_.data(),
@@ -332,13 +327,13 @@ class AttentionKernel : public TransformerKernel {
       // dQ_h = dS K_h * scale: column-major dQ_h^T = K_h^T dS^T.
       POSEIDON_CUBLAS_CHECK(cublasSgemmStridedBatched(
           cublas_, CUBLAS_OP_N, CUBLAS_OP_N, I(dh_), I(s_), I(s_), &scale_, k_.data() + Off(b),
-          I(d_), dh_, dp_.data() + POff(b), I(s_), s_ * s_, &kZero, dq_.data() + Off(b), I(d_),
-          dh_, I(heads_)));
+          I(d_), dh_, dp_.data() + POff(b), I(s_), s_ * s_, &kZero, dq_.data() + Off(b), I(d_), dh_,
+          I(heads_)));
       // dK_h = dS^T Q_h * scale: column-major dK_h^T = Q_h^T dS.
       POSEIDON_CUBLAS_CHECK(cublasSgemmStridedBatched(
           cublas_, CUBLAS_OP_N, CUBLAS_OP_T, I(dh_), I(s_), I(s_), &scale_, q_.data() + Off(b),
-          I(d_), dh_, dp_.data() + POff(b), I(s_), s_ * s_, &kZero, dk_.data() + Off(b), I(d_),
-          dh_, I(heads_)));
+          I(d_), dh_, dp_.data() + POff(b), I(s_), s_ * s_, &kZero, dk_.data() + Off(b), I(d_), dh_,
+          I(heads_)));
     }
     float* dx = Wanted(bottom_grads, 0) ? bottom_grads[0] : nullptr;
     LinearBackward(x, W(params, 0), dq_.data(), rows, d_, d_, WG(param_grads, 0),
@@ -361,14 +356,14 @@ class AttentionKernel : public TransformerKernel {
   float* BG(const std::vector<float*>& g, int which) const {
     return bias_ ? g[Index(which) + 1] : nullptr;
   }
-  int64_t Off(int64_t b) const { return b * s_ * d_; }             // image b in [n, S, D]
+  int64_t Off(int64_t b) const { return b * s_ * d_; }            // image b in [n, S, D]
   int64_t POff(int64_t b) const { return b * heads_ * s_ * s_; }  // image b in [n, H, S, S]
 
   int64_t n_, s_, d_, heads_, dh_;
   bool bias_, causal_;
   float scale_;
-  DeviceBuffer q_, k_, v_, ctx_, p_;          // from the last Forward
-  DeviceBuffer dq_, dk_, dv_, dctx_, dp_;     // Backward's scratch
+  DeviceBuffer q_, k_, v_, ctx_, p_;       // from the last Forward
+  DeviceBuffer dq_, dk_, dv_, dctx_, dp_;  // Backward's scratch
 };
 
 // gelu, tanh: elementwise.
@@ -470,8 +465,7 @@ class ClsTokenKernel : public TransformerKernel {
   void Backward(const std::vector<const float*>&, const float*, const float* dy,
                 const std::vector<float*>& bottom_grads, const std::vector<const float*>&,
                 const std::vector<float*>& param_grads) override {
-    POSEIDON_CUDA_CHECK(
-        cuda::LaunchColumnSum(dy, n_, d_, (s_ + 1) * d_, param_grads[0], stream()));
+    POSEIDON_CUDA_CHECK(cuda::LaunchColumnSum(dy, n_, d_, (s_ + 1) * d_, param_grads[0], stream()));
     if (Wanted(bottom_grads, 0)) {
       POSEIDON_CUDA_CHECK(cuda::LaunchClsSplitGrad(dy, n_, s_, d_, bottom_grads[0], stream()));
     }

@@ -24,8 +24,13 @@ inline unsigned RowBlocks(int64_t rows) {
   return static_cast<unsigned>(rows < kMaxBlocks ? (rows > 0 ? rows : 1) : kMaxBlocks);
 }
 
-#define POSEIDON_GRID_LOOP(i, n)                                                              \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n);       \
+// One block per 32 columns of a column kernel (blockDim 32 x 8).
+inline unsigned ColumnBlocks(int64_t cols) {
+  return static_cast<unsigned>(cols > 0 ? (cols + 31) / 32 : 1);
+}
+
+#define POSEIDON_GRID_LOOP(i, n)                                                         \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 // Every block of a row kernel visits the same rows, so __syncthreads inside the loop is safe.
@@ -127,8 +132,8 @@ __global__ void LayerNormBackwardKernel(const float* x, const float* dy, const f
 
 // dgamma = sum over rows of dy * xhat, dbeta = sum of dy; blockDim (32, 8) as ColumnSumKernel.
 __global__ void LayerNormParamGradKernel(const float* x, const float* dy, const float* mean,
-                                         const float* rstd, int64_t rows, int64_t d,
-                                         float* dgamma, float* dbeta) {
+                                         const float* rstd, int64_t rows, int64_t d, float* dgamma,
+                                         float* dbeta) {
   __shared__ float pg[8][33], pb[8][33];
   const int64_t c = blockIdx.x * 32 + threadIdx.x;
   float sg = 0.f, sb = 0.f;
@@ -205,7 +210,8 @@ __global__ void SoftmaxBackwardKernel(const float* y, const float* dy, float* dx
     const float* dyr = dy + r * cols;
     float s = 0.f;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += yr[j] * dyr[j];
-    const float dot = BlockSum(s, shared);  // every read of dy precedes a write of dx (dx may be dy)
+    // Every read of dy precedes a write of dx (dx may be dy).
+    const float dot = BlockSum(s, shared);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
       dx[r * cols + j] = yr[j] * (dyr[j] - dot);
     }
@@ -246,8 +252,8 @@ __global__ void PatchCol2ImKernel(PatchGeometry g, const float* dcols, float* dx
   POSEIDON_GRID_LOOP(i, g.n * g.c * g.h * g.w) { dx[PatchPixel(g, i)] = dcols[i]; }
 }
 
-__global__ void ClsConcatKernel(const float* x, const float* token, int64_t n, int64_t s,
-                                int64_t d, float* y) {
+__global__ void ClsConcatKernel(const float* x, const float* token, int64_t n, int64_t s, int64_t d,
+                                float* y) {
   POSEIDON_GRID_LOOP(i, n * (s + 1) * d) {
     const int64_t j = i % d, t = (i / d) % (s + 1), b = i / (d * (s + 1));
     y[i] = t == 0 ? token[j] : x[(b * s + t - 1) * d + j];
@@ -261,8 +267,8 @@ __global__ void ClsSplitGradKernel(const float* dy, int64_t n, int64_t s, int64_
   }
 }
 
-__global__ void TokenPoolForwardKernel(const float* x, int64_t n, int64_t s, int64_t d,
-                                       bool first, float* y) {
+__global__ void TokenPoolForwardKernel(const float* x, int64_t n, int64_t s, int64_t d, bool first,
+                                       float* y) {
   POSEIDON_GRID_LOOP(i, n * d) {
     const int64_t b = i / d, j = i % d;
     const float* xb = x + b * s * d + j;
@@ -296,16 +302,15 @@ cudaError_t LaunchAddPeriodic(float* y, const float* x, const float* v, int64_t 
 
 cudaError_t LaunchColumnSum(const float* x, int64_t rows, int64_t cols, int64_t pitch, float* y,
                             cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((cols + 31) / 32);
-  ColumnSumKernel<<<blocks > 0 ? blocks : 1, dim3(32, 8), 0, stream>>>(x, rows, cols, pitch, y);
+  ColumnSumKernel<<<ColumnBlocks(cols), dim3(32, 8), 0, stream>>>(x, rows, cols, pitch, y);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchLayerNormForward(const float* x, const float* gamma, const float* beta,
                                    int64_t rows, int64_t d, float eps, float* y, float* mean,
                                    float* rstd, cudaStream_t stream) {
-  LayerNormForwardKernel<<<RowBlocks(rows), kRowThreads, 0, stream>>>(x, gamma, beta, rows, d,
-                                                                      eps, y, mean, rstd);
+  LayerNormForwardKernel<<<RowBlocks(rows), kRowThreads, 0, stream>>>(x, gamma, beta, rows, d, eps,
+                                                                      y, mean, rstd);
   return cudaGetLastError();
 }
 
@@ -318,9 +323,8 @@ cudaError_t LaunchLayerNormBackward(const float* x, const float* dy, const float
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }
-  const unsigned blocks = static_cast<unsigned>((d + 31) / 32);
-  LayerNormParamGradKernel<<<blocks > 0 ? blocks : 1, dim3(32, 8), 0, stream>>>(
-      x, dy, mean, rstd, rows, d, dgamma, dbeta);
+  LayerNormParamGradKernel<<<ColumnBlocks(d), dim3(32, 8), 0, stream>>>(x, dy, mean, rstd, rows, d,
+                                                                        dgamma, dbeta);
   return cudaGetLastError();
 }
 

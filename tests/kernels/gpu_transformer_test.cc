@@ -51,10 +51,10 @@ std::string NoDevice() {
 #endif
 }
 
-#define SKIP_WITHOUT_DEVICE()                                \
-  do {                                                       \
-    const std::string no_device_ = NoDevice();               \
-    if (!no_device_.empty()) GTEST_SKIP() << no_device_;     \
+#define SKIP_WITHOUT_DEVICE()                            \
+  do {                                                   \
+    const std::string no_device_ = NoDevice();           \
+    if (!no_device_.empty()) GTEST_SKIP() << no_device_; \
   } while (false)
 
 // One layer named "l" fed by a model input of the given rank: a sequence [S, D] (rank 2), token
@@ -254,9 +254,7 @@ TEST(CudaTransformer, Gelu) {
   Compare(Single(Kind(LayerKind::kGelu), 2, 3, 4), 2);
 }
 
-TEST(CudaTransformer, Tanh) {
-  Compare(OnSequence(Kind(LayerKind::kTanh), 5, 9), 3);
-}
+TEST(CudaTransformer, Tanh) { Compare(OnSequence(Kind(LayerKind::kTanh), 5, 9), 3); }
 
 TEST(CudaTransformer, Softmax) {
   Compare(OnSequence(Kind(LayerKind::kSoftmax), 4, 10), 2);
