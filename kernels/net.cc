@@ -12,6 +12,12 @@ struct Net::LayerState {
   SpaceBuffer scratch;            // bottom-gradient buffer for producers with several consumers
   std::vector<int> consumers;     // ids of the layers reading this one's output
   std::vector<int64_t> blob_ids;  // indices into blobs_
+  // A linear layer with `tie`: the embedding table's blob (passed to the kernel as its first
+  // parameter) and the kernel's gradient of it, added to the table's gradient after the
+  // embedding's backward. An embedding layer: the layers tied to it.
+  int64_t tied_blob = -1;
+  SpaceBuffer tied_grad;
+  std::vector<int> tied_from;
   // Host copies of top / top_grad, filled on demand when the space is not host memory.
   mutable std::vector<float> host_top, host_top_grad;
 };
@@ -25,6 +31,27 @@ uint64_t SplitMix(uint64_t& s) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+// Weights initialised Xavier-uniform: conv and fc weights, linear and patch_embed weights and
+// attention's four projection weights (every blob but the biases).
+bool IsWeight(const core::Layer& l, size_t i) {
+  switch (l.kind) {
+    case core::LayerKind::kConv:
+    case core::LayerKind::kFc:
+    case core::LayerKind::kLinear:
+    case core::LayerKind::kPatchEmbed:
+      return i == 0 && l.tied_to < 0;
+    case core::LayerKind::kAttention:
+      return l.spec.bias ? i % 2 == 0 : true;
+    default:
+      return false;
+  }
+}
+
+bool IsTable(core::LayerKind k) {
+  return k == core::LayerKind::kEmbedding || k == core::LayerKind::kPosEmbedding ||
+         k == core::LayerKind::kClsToken;
 }
 
 }  // namespace
@@ -71,23 +98,38 @@ Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed
     for (size_t i = 0; i < l.blobs.size(); ++i) {
       const core::ParamBlob& pb = l.blobs[i];
       float* v = params_.data() + offset;
-      const bool weight =
-          (l.kind == core::LayerKind::kConv || l.kind == core::LayerKind::kFc) && i == 0;
-      if (weight) {
+      if (IsWeight(l, i)) {
         const int64_t fan_in = pb.count / std::max<int64_t>(1, pb.dims.at(0));
         const double scale = std::sqrt(3.0 / static_cast<double>(std::max<int64_t>(1, fan_in)));
         for (int64_t j = 0; j < pb.count; ++j) {
           const double u = static_cast<double>(SplitMix(init) >> 11) * 0x1p-53;  // [0, 1)
           v[j] = static_cast<float>((2 * u - 1) * scale);
         }
-      } else if (l.kind == core::LayerKind::kBatchNorm && i == 0) {
+      } else if ((l.kind == core::LayerKind::kBatchNorm || l.kind == core::LayerKind::kLayerNorm) &&
+                 i == 0) {
         std::fill(v, v + pb.count, 1.f);
+      } else if (IsTable(l.kind)) {
+        // Embedding tables, position embeddings and the class token: uniform with standard
+        // deviation 0.02 (ViT's and GPT-2's init scale).
+        const double scale = 0.02 * std::sqrt(3.0);
+        for (int64_t j = 0; j < pb.count; ++j) {
+          const double u = static_cast<double>(SplitMix(init) >> 11) * 0x1p-53;  // [0, 1)
+          v[j] = static_cast<float>((2 * u - 1) * scale);
+        }
       }
       st.blob_ids.push_back(static_cast<int64_t>(blobs_.size()));
       blob_offset_.push_back(offset);
       blobs_.push_back({l.id, static_cast<int>(i), pb.name, pb.count, v, grads_.data() + offset});
       offset += pb.count;
     }
+  }
+  for (const core::Layer& l : ls) {
+    if (l.tied_to < 0) continue;
+    LayerState& st = layers_[static_cast<size_t>(l.id)];
+    LayerState& emb = layers_[static_cast<size_t>(l.tied_to)];
+    st.tied_blob = emb.blob_ids.at(0);
+    st.tied_grad = SpaceBuffer(space_.get(), blobs_[static_cast<size_t>(st.tied_blob)].count);
+    emb.tied_from.push_back(l.id);
   }
 }
 
@@ -135,6 +177,7 @@ void Net::ForwardLayer(int id, bool train) {
   if (l.bottoms.empty()) bottoms.push_back(input_.data());
   for (int b : l.bottoms) bottoms.push_back(layers_[static_cast<size_t>(b)].top.data());
   std::vector<const float*> params;
+  if (st.tied_blob >= 0) params.push_back(SpaceParam(st.tied_blob));  // uploaded by its layer
   for (int64_t bid : st.blob_ids) {
     const BlobRef& b = blobs_[static_cast<size_t>(bid)];
     space_->Upload(SpaceParam(bid), b.value, b.count);  // a no-op on a host space
@@ -180,11 +223,21 @@ void Net::BackwardLayer(int id) {
   }
   std::vector<const float*> params;
   std::vector<float*> pgrads;
+  if (st.tied_blob >= 0) {
+    params.push_back(SpaceParam(st.tied_blob));
+    pgrads.push_back(st.tied_grad.data());
+  }
   for (int64_t bid : st.blob_ids) {
     params.push_back(SpaceParam(bid));
     pgrads.push_back(SpaceGrad(bid));
   }
   st.kernel->Backward(bottoms, st.top.data(), st.top_grad.data(), bottom_grads, params, pgrads);
+  // The embedding runs backward after every layer tied to it (they come later in forward
+  // order): its table's gradient is its own plus theirs.
+  for (int t : st.tied_from) {
+    const LayerState& tied = layers_[static_cast<size_t>(t)];
+    space_->AddTo(SpaceGrad(st.blob_ids.at(0)), tied.tied_grad.data(), tied.tied_grad.size());
+  }
   for (int64_t bid : st.blob_ids) {
     const BlobRef& b = blobs_[static_cast<size_t>(bid)];
     space_->Download(b.grad, SpaceGrad(bid), b.count);  // a no-op on a host space
@@ -221,12 +274,13 @@ double Net::Accuracy() const {
 FcFactors Net::FactorsOf(int layer) const {
   const auto& ls = model_.layers();
   if (layer < 0 || layer >= static_cast<int>(ls.size()) ||
-      ls[static_cast<size_t>(layer)].kind != core::LayerKind::kFc) {
-    throw KernelError("FactorsOf: layer " + std::to_string(layer) + " is not an fc layer");
+      !core::HasSufficientFactors(ls[static_cast<size_t>(layer)])) {
+    throw KernelError("FactorsOf: layer " + std::to_string(layer) +
+                      " is not an fc layer or a linear layer with its own weight");
   }
   const core::Layer& l = ls[static_cast<size_t>(layer)];
   FcFactors f;
-  f.k = batch_;
+  f.k = core::SfbFactorRows(l, batch_);
   f.m = l.fc_in;
   f.n = l.fc_out;
   f.top_grad = HostTopGrad(layer);

@@ -48,9 +48,10 @@ struct BlobRef {
   float* grad = nullptr;
 };
 
-// An FC layer's sufficient factors of the last Forward/Backward: dW = top_grad^T * bottom.
+// An FC (or untied linear) layer's sufficient factors of the last Forward/Backward:
+// dW = top_grad^T * bottom.
 struct FcFactors {
-  int64_t k = 0;                    // batch
+  int64_t k = 0;                    // batch (x fc_rows for linear: core::SfbFactorRows)
   int64_t m = 0;                    // inputs (fc_in)
   int64_t n = 0;                    // outputs (fc_out)
   const float* top_grad = nullptr;  // k x n: gradient of the layer's output
@@ -61,8 +62,11 @@ class Net {
  public:
   // Throws KernelError when the backend cannot run here (no CUDA build or device for cuda) or
   // batch is not positive. Parameters are
-  // initialised Caffe-like from `seed`: weights Xavier-uniform (+-sqrt(3 / fan_in)), biases and
-  // batch-norm shifts 0, batch-norm scales 1.
+  // initialised Caffe-like from `seed`: weights Xavier-uniform (+-sqrt(3 / fan_in); conv, fc,
+  // linear, patch_embed and attention's projections), biases and batch-norm and layer-norm
+  // shifts 0, their scales 1, embedding tables, position embeddings and class tokens uniform
+  // with standard deviation 0.02. A linear layer with `tie` reads the embedding's table, and
+  // its gradient of the table is added to the embedding's (one blob, synced once).
   Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed);
   ~Net();
   Net(const Net&) = delete;
@@ -94,7 +98,8 @@ class Net {
   float* params() { return params_.data(); }
   float* param_grads() { return grads_.data(); }
 
-  // Throws KernelError unless `layer` is the id of an fc layer.
+  // Throws KernelError unless `layer` is the id of an fc layer or a linear layer with its own
+  // weight (core::HasSufficientFactors).
   FcFactors FactorsOf(int layer) const;
 
   const core::Model& model() const { return model_; }

@@ -52,10 +52,9 @@ int RunEvaluate(const EvaluateOptions& o, std::ostream& out) {
 
   const kernels::IdxDataset test = kernels::FashionMnistTest(o.data_dir);
   const core::Shape in = model.input_shape();
-  if (in.c != 1 || in.h != test.rows || in.w != test.cols) {
-    throw ConfigError(fmt::format(
-        "error: model '{}' expects {}x{}x{} input but the data in {} is 1x{}x{}", model.name(),
-        in.c, in.h, in.w, o.data_dir, test.rows, test.cols));
+  if (in.rank != 3 || in.c != 1 || in.h != test.rows || in.w != test.cols) {
+    throw ConfigError(fmt::format("error: model '{}' expects {} input but the data in {} is 1x{}x{}",
+                                  model.name(), in.ToString(), o.data_dir, test.rows, test.cols));
   }
   const int64_t classes = model.layers()[static_cast<size_t>(loss_layer)].out.count();
   if (test.num_classes > classes) {

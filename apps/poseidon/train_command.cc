@@ -109,11 +109,11 @@ int RunTrain(const TrainOptions& o, std::ostream& out) {
   const kernels::IdxDataset train = kernels::FashionMnistTrain(o.data_dir);
   const kernels::IdxDataset test = kernels::FashionMnistTest(o.data_dir);
   const core::Shape in = model.input_shape();
-  if (in.c != 1 || in.h != train.rows || in.w != train.cols) {
+  if (in.rank != 3 || in.c != 1 || in.h != train.rows || in.w != train.cols) {
     throw ConfigError(fmt::format(
-        "error: model '{}' expects {}x{}x{} input but the data in {} is 1x{}x{}; pick a model "
-        "for this data set (e.g. fmnist_mlp, fmnist_cnn)",
-        model.name(), in.c, in.h, in.w, o.data_dir, train.rows, train.cols));
+        "error: model '{}' expects {} input but the data in {} is 1x{}x{} images; pick a model "
+        "for this data set (e.g. fmnist_mlp, fmnist_cnn, fmnist_vit)",
+        model.name(), in.ToString(), o.data_dir, train.rows, train.cols));
   }
   const int64_t classes = model.layers()[static_cast<size_t>(loss_layer)].out.count();
   if (std::max(train.num_classes, test.num_classes) > classes) {

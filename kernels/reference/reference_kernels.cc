@@ -596,8 +596,9 @@ std::unique_ptr<LayerKernel> MakeReferenceKernel(const core::Layer& layer, int64
     case LayerKind::kAdd:
       return std::make_unique<AddKernel>(layer, batch);
     default:
-      break;  // no kernel: refused below
+      break;
   }
+  if (auto k = MakeReferenceTransformerKernel(layer, batch)) return k;
   ThrowNoKernel(Backend::kReference, layer);
 }
 

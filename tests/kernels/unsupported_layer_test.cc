@@ -1,6 +1,7 @@
-// tests/kernels/unsupported_layer_test.cc: a model with a layer type the kernels do not implement
-// yet (the transformer layers, which the simulator models) is refused when the Net is built, with
-// one line that names the layer, its type and the backend.
+// tests/kernels/unsupported_layer_test.cc: a layer form the host backends do not train is refused
+// when the Net is built, with one line that names the layer and says why: today the embedding on
+// a sequence [S, D] (BERT's token types, which would need a second input of ids the model does
+// not have). Every layer type itself has a reference and a cpu kernel (fmnist_vit builds).
 #include "kernels/net.h"
 
 #include <string>
@@ -13,21 +14,35 @@
 namespace poseidon::kernels {
 namespace {
 
-TEST(UnsupportedLayerTest, ATransformerLayerIsRefusedNamingTheLayerAndType) {
-  const core::Model m = core::Model::Build(config::LoadModelFile(
-      std::string(POSEIDON_SOURCE_DIR) + "/scenarios/models/fmnist_vit.yaml"));
+TEST(UnsupportedLayerTest, AnEmbeddingOnASequenceIsRefusedNamingTheLayer) {
+  core::ModelSpec spec;
+  spec.name = "types";
+  spec.input_rank = 1, spec.input_c = 1, spec.input_h = 1, spec.input_w = 4;
+  core::LayerSpec word;
+  word.name = "word_emb", word.kind = core::LayerKind::kEmbedding;
+  word.vocab = 10, word.num_output = 8;
+  core::LayerSpec type = word;
+  type.name = "type_emb", type.vocab = 2;
+  spec.layers = {word, type};
+  const core::Model m = core::Model::Build(spec);
   for (Backend b : {Backend::kReference, Backend::kCpu}) {
     try {
       Net net(m, b, 2, 1);
       ADD_FAILURE() << "expected a KernelError";
     } catch (const KernelError& e) {
       const std::string what = e.what();
-      EXPECT_NE(what.find("layer 'patch' (patch_embed): the "), std::string::npos) << what;
-      EXPECT_NE(what.find("backend has no kernel for layer type 'patch_embed'"), std::string::npos)
-          << what;
+      if (what.find("not built in") != std::string::npos) continue;  // no oneDNN here
+      EXPECT_NE(what.find("layer 'type_emb' (embedding): "), std::string::npos) << what;
+      EXPECT_NE(what.find("second input of ids"), std::string::npos) << what;
       EXPECT_EQ(what.find('\n'), std::string::npos) << what;
     }
   }
+}
+
+TEST(UnsupportedLayerTest, EveryTransformerLayerOfFmnistVitHasAKernel) {
+  const core::Model m = core::Model::Build(config::LoadModelFile(
+      std::string(POSEIDON_SOURCE_DIR) + "/scenarios/models/fmnist_vit.yaml"));
+  EXPECT_NO_THROW(Net(m, Backend::kReference, 2, 1));
 }
 
 }  // namespace
