@@ -27,6 +27,7 @@
 #include "config/yaml_reader.h"
 #include "core/model.h"
 #include "kernels/data/idx.h"
+#include "model_import/onnx_import.h"
 #include "sim/simulation.h"
 #include "sim/sweep.h"
 
@@ -179,6 +180,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> without;
   models_show->add_option("model", model_name, "model name or path to a .yaml file")->required();
   models_show->add_option("--without", without, "leave out a layer group (e.g. aux)");
+  CLI::App* models_import =
+      models->add_subcommand("import", "write a model YAML from an ONNX file (model_import/)");
+  std::string import_onnx, import_output, import_name;
+  models_import->add_option("model", import_onnx, "the .onnx file")->required();
+  models_import->add_option("-o,--output", import_output, "the model YAML to write")->required();
+  models_import->add_option("--name", import_name, "the model's name (default: the file stem)");
 
   CLI::App* simulate = app.add_subcommand("simulate", "simulate one scenario");
   std::string scenario = std::string(POSEIDON_DATA_DIR) + "/demo.yaml";
@@ -295,6 +302,9 @@ int main(int argc, char** argv) {
                                           std::set<std::string>(without.begin(), without.end()),
                                           std::cout);
     }
+    if (models_import->parsed()) {
+      return poseidon::app::RunModelsImport(import_onnx, import_output, import_name, std::cout);
+    }
     if (simulate->parsed()) {
       return Simulate(scenario, overrides, format, trace, output, !no_baseline, sim_progress,
                       sim_decisions);
@@ -331,6 +341,10 @@ int main(int argc, char** argv) {
       return poseidon::app::RunPlan(
           poseidon::config::LoadScenarioFile(plan_scenario, plan_overrides), std::cout);
     }
+  } catch (const poseidon::model_import::ImportError& e) {
+    // One located line, as a compiler's: "FILE: error: node 'NAME' (OpType): why; what to do".
+    std::cerr << e.what() << "\n";
+    return 2;
   } catch (const ConfigError& e) {
     std::cerr << "poseidon: " << e.what() << "\n";
     return 2;
