@@ -644,6 +644,7 @@ std::unique_ptr<LayerKernel> MakeCpuKernel(const core::Layer& layer, int64_t bat
       case core::LayerKind::kBatchNorm:
         return std::make_unique<BatchNormKernel>(layer, batch);
       default:
+        if (auto k = MakeCpuTransformerKernel(layer, batch)) return k;
         break;  // no kernel: refused below
     }
   } catch (const dnnl::error& e) {

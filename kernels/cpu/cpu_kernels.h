@@ -18,6 +18,8 @@
 //   softmax_loss softmax is oneDNN's; loss and gradient (p - onehot) / batch are plain code
 //   dropout      plain code with a seeded generator
 //   batchnorm    running averages (for train=false) are updated in plain code
+//   transformer layers: see cpu_transformer.cc (matmul, layer_normalization, softmax, eltwise,
+//                binary and reduction primitives; plain loops for gathers and copies)
 //
 //   auto k = MakeCpuKernel(layer, /*batch=*/32, /*seed=*/1);
 //   k->Forward({x}, y, {w, b}, /*train=*/true);
@@ -35,5 +37,9 @@ namespace poseidon::kernels {
 
 // Throws KernelError when oneDNN cannot create a primitive for the layer (the message names it).
 std::unique_ptr<LayerKernel> MakeCpuKernel(const core::Layer& layer, int64_t batch, uint64_t seed);
+
+// The transformer layer kinds (cpu_transformer.cc, which lists the primitives each uses); null
+// for any other kind. May throw dnnl::error (MakeCpuKernel turns it into a KernelError).
+std::unique_ptr<LayerKernel> MakeCpuTransformerKernel(const core::Layer& layer, int64_t batch);
 
 }  // namespace poseidon::kernels

@@ -188,4 +188,80 @@ inline void SoftmaxLossCases(const CompareFn& Compare) {
   Compare(Single(Kind(LayerKind::kSoftmaxLoss), 4, 2, 2), 3);
 }
 
+// ---- transformer layers ------------------------------------------------------------------------
+// Models on a sequence [s, d] (rank 2) or on token ids [s] (rank 1). A backend's Compare must feed
+// an embedding layer valid ids (integers in [0, vocab)) instead of uniform values.
+
+inline core::Layer SingleSeq(LayerSpec s, int64_t seq, int64_t d) {
+  core::ModelSpec m;
+  m.name = "t";
+  m.input_rank = 2, m.input_c = 1, m.input_h = seq, m.input_w = d;
+  s.name = "l";
+  m.layers = {s};
+  return *core::Model::Build(m).FindLayer("l");
+}
+
+inline core::Layer SingleIds(LayerSpec s, int64_t seq) {
+  core::ModelSpec m;
+  m.name = "t";
+  m.input_rank = 1, m.input_c = 1, m.input_h = 1, m.input_w = seq;
+  s.name = "l";
+  m.layers = {s};
+  return *core::Model::Build(m).FindLayer("l");
+}
+
+inline void LinearCases(const CompareFn& Compare) {
+  LayerSpec s = Kind(LayerKind::kLinear);
+  s.num_output = 12;
+  Compare(SingleSeq(s, 5, 8), 3);
+  s.num_output = 128;
+  Compare(SingleSeq(s, 17, 64), 4);  // fmnist_vit's fc1
+  s.bias = false, s.num_output = 3;
+  Compare(SingleSeq(s, 2, 7), 2);
+}
+
+inline void AttentionCases(const CompareFn& Compare) {
+  LayerSpec s = Kind(LayerKind::kAttention);
+  s.heads = 1;
+  Compare(SingleSeq(s, 5, 8), 2);
+  s.heads = 4;
+  Compare(SingleSeq(s, 17, 64), 3);  // fmnist_vit's
+  s.heads = 2, s.causal = true, s.bias = false;
+  Compare(SingleSeq(s, 6, 8), 2);
+}
+
+inline void LayerNormCases(const CompareFn& Compare) {
+  Compare(SingleSeq(Kind(LayerKind::kLayerNorm), 17, 64), 3);
+  Compare(SingleSeq(Kind(LayerKind::kLayerNorm), 3, 5), 2);
+}
+
+inline void PointwiseCases(const CompareFn& Compare) {
+  Compare(SingleSeq(Kind(LayerKind::kGelu), 17, 16), 3);
+  Compare(SingleSeq(Kind(LayerKind::kTanh), 5, 6), 2);
+  Compare(SingleSeq(Kind(LayerKind::kSoftmax), 7, 9), 2);
+}
+
+inline void PatchEmbedCases(const CompareFn& Compare) {
+  LayerSpec s = Kind(LayerKind::kPatchEmbed);
+  s.num_output = 64, s.patch = 7;
+  Compare(Single(s, 1, 28, 28), 3);  // fmnist_vit's
+  s.num_output = 5, s.patch = 2, s.bias = false;
+  Compare(Single(s, 3, 4, 6), 2);
+}
+
+inline void SequenceCopyCases(const CompareFn& Compare) {
+  LayerSpec pos = Kind(LayerKind::kPosEmbedding);
+  Compare(SingleSeq(pos, 17, 64), 3);
+  pos.max_len = 9;
+  Compare(SingleSeq(pos, 4, 6), 2);
+  Compare(SingleSeq(Kind(LayerKind::kClsToken), 16, 64), 3);
+  LayerSpec pool = Kind(LayerKind::kTokenPool);
+  Compare(SingleSeq(pool, 5, 6), 2);
+  pool.pool_first = true;
+  Compare(SingleSeq(pool, 17, 64), 3);
+  LayerSpec emb = Kind(LayerKind::kEmbedding);
+  emb.vocab = 11, emb.num_output = 6;
+  Compare(SingleIds(emb, 7), 3);
+}
+
 }  // namespace poseidon::kernels::testing
