@@ -1,0 +1,176 @@
+// tests/model_import/onnx_import_test.cc: model_import/onnx_import.cc on models built here with
+// ONNX's C++ protobuf classes (no python, no torch): a small CNN imports with the parameters its
+// initializers hold, twice the same bytes; an unknown operator, a file that is not ONNX, a
+// truncated one, an empty one and a missing one are refused with one located line.
+#include "model_import/onnx_import.h"
+
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#if defined(POSEIDON_WITH_ONNX)
+#include <onnx/onnx_pb.h>
+#endif
+
+namespace poseidon::model_import {
+namespace {
+
+#if defined(POSEIDON_WITH_ONNX)
+
+void AddInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims) {
+  onnx::TensorProto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    t->add_dims(d);
+    n *= d;
+  }
+  for (int64_t k = 0; k < n; ++k) t->add_float_data(0.01f * static_cast<float>(k % 7));
+}
+
+onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, const std::string& name,
+                         std::vector<std::string> in, std::string out) {
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (const auto& i : in) n->add_input(i);
+  n->add_output(out);
+  return n;
+}
+
+void AddInts(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+// input [1, 3, 8, 8] -> Conv 4x3x3x3 (+bias, pad 1) -> Relu -> [op] -> GlobalAveragePool ->
+// Flatten -> Gemm 2x4 (+bias): 4*27 + 4 + 8 + 2 = 122 parameters.
+std::string TinyCnn(const std::string& extra_op = "", bool dilated = false) {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.set_producer_name("onnx_import_test");
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("tiny");
+  onnx::ValueInfoProto* in = g->add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {1, 3, 8, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  AddInit(g, "conv.w", {4, 3, 3, 3});
+  AddInit(g, "conv.b", {4});
+  AddInit(g, "fc.w", {2, 4});
+  AddInit(g, "fc.b", {2});
+  onnx::NodeProto* conv = AddNode(g, "Conv", "/conv/Conv", {"x", "conv.w", "conv.b"}, "c");
+  AddInts(conv, "kernel_shape", {3, 3});
+  AddInts(conv, "pads", {1, 1, 1, 1});
+  if (dilated) AddInts(conv, "dilations", {2, 2});
+  AddNode(g, "Relu", "/relu/Relu", {"c"}, "r");
+  std::string last = "r";
+  if (!extra_op.empty()) {
+    AddNode(g, extra_op, "weird1", {"r"}, "w");
+    last = "w";
+  }
+  AddNode(g, "GlobalAveragePool", "/gap/GlobalAveragePool", {last}, "p");
+  AddNode(g, "Flatten", "/Flatten", {"p"}, "f");
+  onnx::NodeProto* gemm = AddNode(g, "Gemm", "/fc/Gemm", {"f", "fc.w", "fc.b"}, "y");
+  onnx::AttributeProto* tb = gemm->add_attribute();
+  tb->set_name("transB");
+  tb->set_type(onnx::AttributeProto::INT);
+  tb->set_i(1);
+  g->add_output()->set_name("y");
+  return m.SerializeAsString();
+}
+
+void ExpectOneLine(const std::string& msg, const std::string& starts) {
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_EQ(msg.rfind(starts, 0), 0u) << msg;
+}
+
+std::string Refusal(const std::string& bytes) {
+  try {
+    ImportOnnxBytes(bytes, "tiny.onnx", {});
+  } catch (const ImportError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ImportError";
+  return "";
+}
+
+TEST(OnnxImport, SmallCnnImportsWithTheInitializersParameters) {
+  ASSERT_TRUE(OnnxSupported());
+  const ImportResult r = ImportOnnxBytes(TinyCnn(), "tiny.onnx", {});
+  EXPECT_EQ(r.params, 122);
+  EXPECT_EQ(r.layers, 4);  // conv, relu, global pool, fc (Flatten folded)
+  EXPECT_EQ(r.folded.at("Flatten"), 1);
+  EXPECT_NE(r.yaml.find("schema_version: 1"), std::string::npos);
+  EXPECT_NE(r.yaml.find("description: \"imported from tiny.onnx (ONNX)\""), std::string::npos);
+  EXPECT_NE(r.yaml.find("{name: \"conv\", type: conv, bottom: \"data\", num_output: 4, kernel: "
+                        "3, pad: 1}"),
+            std::string::npos)
+      << r.yaml;
+  EXPECT_NE(r.yaml.find("{name: \"fc\", type: fc, bottom: \"gap\", num_output: 2}"),
+            std::string::npos)
+      << r.yaml;
+  // Deterministic: the same bytes give the same YAML.
+  EXPECT_EQ(ImportOnnxBytes(TinyCnn(), "tiny.onnx", {}).yaml, r.yaml);
+  ImportOptions named;
+  named.name = "my_cnn";
+  EXPECT_NE(ImportOnnxBytes(TinyCnn(), "tiny.onnx", named).yaml.find("name: \"my_cnn\""),
+            std::string::npos);
+}
+
+TEST(OnnxImport, UnknownOperatorIsOneLocatedLine) {
+  const std::string msg = Refusal(TinyCnn("Frobnicate"));
+  ExpectOneLine(msg, "tiny.onnx: error: node 'weird1' (Frobnicate): no Poseidon layer type for "
+                     "this operator; ");
+}
+
+TEST(OnnxImport, UnsupportedAttributeNamesTheNode) {
+  const std::string msg = Refusal(TinyCnn("", /*dilated=*/true));
+  ExpectOneLine(msg, "tiny.onnx: error: node '/conv/Conv' (Conv): dilated windows");
+}
+
+TEST(OnnxImport, NotOnnxTruncatedAndEmptyAreRefused) {
+  ExpectOneLine(Refusal("this is a text file, not a model\n"), "tiny.onnx: error: not an ONNX");
+  const std::string whole = TinyCnn();
+  ExpectOneLine(Refusal(whole.substr(0, whole.size() / 2)), "tiny.onnx: error: not an ONNX");
+  ExpectOneLine(Refusal(""), "tiny.onnx: error: the file is empty");
+}
+
+TEST(OnnxImport, FilesMissingOrOnDisk) {
+  try {
+    ImportOnnxFile("/nonexistent/model.onnx", {});
+    ADD_FAILURE() << "no ImportError";
+  } catch (const ImportError& e) {
+    ExpectOneLine(e.what(), "/nonexistent/model.onnx: error: no such file");
+  }
+  const std::string path = ::testing::TempDir() + "onnx_import_test_tiny.onnx";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << TinyCnn();
+  }
+  EXPECT_EQ(ImportOnnxFile(path, {}).params, 122);
+  std::remove(path.c_str());
+}
+
+#else
+
+TEST(OnnxImport, WithoutOnnxSaysWhatToInstall) {
+  EXPECT_FALSE(OnnxSupported());
+  try {
+    ImportOnnxBytes("x", "m.onnx", {});
+    ADD_FAILURE() << "no ImportError";
+  } catch (const ImportError& e) {
+    EXPECT_NE(std::string(e.what()).find("libonnx-dev"), std::string::npos) << e.what();
+  }
+}
+
+#endif
+
+}  // namespace
+}  // namespace poseidon::model_import

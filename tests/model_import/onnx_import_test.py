@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""`poseidon models import` on the models scripts/make-onnx-models writes (PyTorch 1.13 exports:
+a ResNet-18-like, a MobileNet-like, a transformer encoder, a causal LM):
+
+  (a) each import succeeds, with one summary line;
+  (b) `poseidon models show` of the YAML gives the parameter total the ONNX initializers hold
+      (the generator's params.json, counted with the python onnx module, not by the importer);
+  (c) the ResNet-like's logits have the exported shape and it has as many convs as the module;
+  (d) importing twice gives byte-identical YAML;
+  (e) the CLI refuses an unknown operator (a file built with the python onnx helper), a file
+      that is not ONNX, a truncated one and a missing one: exit status 2, one located line.
+
+  onnx_import_test.py --poseidon build/apps/poseidon/poseidon --work DIR
+
+Exit status 77 (ctest: skipped) when python3-torch or python3-onnx is missing.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SKIP = 77
+
+
+def run(cmd):
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+
+
+def refusals(poseidon, work):
+    """(e): returns the number of failures."""
+    import onnx
+    from onnx import TensorProto, helper
+    os.makedirs(work, exist_ok=True)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], [0.1] * 108)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="/conv/Conv", kernel_shape=[3, 3]),
+         helper.make_node("HardSwish", ["c"], ["y"], name="/act/HardSwish")],
+        "unknown_op", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], [w])
+    unknown = os.path.join(work, "unknown_op.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), unknown)
+    text = os.path.join(work, "not_onnx.onnx")
+    with open(text, "w") as f:
+        f.write("this is a text file, not a model\n")
+    truncated = os.path.join(work, "truncated.onnx")
+    with open(unknown, "rb") as f, open(truncated, "wb") as g:
+        g.write(f.read()[:200])
+    cases = [
+        (unknown, f"{unknown}: error: node '/act/HardSwish' (HardSwish): no Poseidon layer type"),
+        (text, f"{text}: error: not an ONNX model"),
+        (truncated, f"{truncated}: error: not an ONNX model, or a truncated one"),
+        (os.path.join(work, "missing.onnx"), f"{work}/missing.onnx: error: no such file"),
+    ]
+    bad = 0
+    for path, want in cases:
+        r = run([poseidon, "models", "import", path, "-o", os.path.join(work, "refused.yaml")])
+        lines = r.stderr.strip().splitlines()
+        if r.returncode != 2 or len(lines) != 1 or not lines[0].startswith(want):
+            print(f"FAIL refusal of {path}: rc {r.returncode}, stderr:\n{r.stderr}"
+                  f"expected one line starting {want!r}")
+            bad += 1
+        else:
+            print(f"ok   refused: {lines[0]}")
+    return bad
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--poseidon", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        print("SKIP: python3-onnx is not installed (apt-get install python3-onnx, or run "
+              "scripts/install-deps)")
+        return SKIP
+    bad = refusals(a.poseidon, a.work)
+    gen = run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "make-onnx-models"), a.work])
+    if gen.returncode == 3:
+        print("SKIP: " + gen.stderr.strip())
+        return SKIP
+    if gen.returncode != 0:
+        print(gen.stdout + gen.stderr)
+        return 1
+    with open(os.path.join(a.work, "params.json")) as f:
+        expected = json.load(f)
+    for name, e in sorted(expected.items()):
+        onnx_path = os.path.join(a.work, e["file"])
+        yaml_path = os.path.join(a.work, name + ".yaml")
+        imp = run([a.poseidon, "models", "import", onnx_path, "-o", yaml_path])
+        if imp.returncode != 0 or len(imp.stdout.strip().splitlines()) != 1:
+            print(f"FAIL {name}: import: rc {imp.returncode}\n{imp.stdout}{imp.stderr}")
+            bad += 1
+            continue
+        print(imp.stdout.strip())
+        with open(yaml_path, "rb") as f:
+            first = f.read()
+        again = run([a.poseidon, "models", "import", onnx_path, "-o", yaml_path + ".again"])
+        with open(yaml_path + ".again", "rb") as f:
+            second = f.read()
+        if again.returncode != 0 or first != second:
+            print(f"FAIL {name}: a second import differs from the first")
+            bad += 1
+        show = run([a.poseidon, "models", "show", yaml_path])
+        if show.returncode != 0 or show.stderr:
+            print(f"FAIL {name}: models show: rc {show.returncode}\n{show.stderr}")
+            bad += 1
+            continue
+        m = re.search(r"^parameters:\s+([\d,]+)", show.stdout, re.M)
+        got = int(m.group(1).replace(",", "")) if m else -1
+        if got != e["initializer_params"]:
+            print(f"FAIL {name}: models show says {got:,} parameters, the ONNX initializers "
+                  f"hold {e['initializer_params']:,}")
+            bad += 1
+        else:
+            print(f"ok   {name}: {got:,} parameters = the ONNX initializers'")
+        if name == "resnet18_like":
+            rows = [l.split() for l in show.stdout.splitlines() if re.match(r"^\s+\d+\s", l)]
+            convs = sum(1 for r in rows if r[2] == "conv")
+            logits = rows[-1][3]
+            want = "x".join(str(d) for d in e["output_shape"] + [1, 1])
+            if convs != e["convs"] or logits != want:
+                print(f"FAIL {name}: {convs} convs and logits {logits}; expected "
+                      f"{e['convs']} and {want}")
+                bad += 1
+            else:
+                print(f"ok   {name}: {convs} convs, logits {logits}")
+    print("PASS" if bad == 0 else f"{bad} failures")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
