@@ -30,10 +30,12 @@ std::string Thousands(int64_t v) {
   return v < 0 ? "-" + s : s;
 }
 
-std::string Stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+[[maybe_unused]] std::string Stem(const std::string& path) {
+  return std::filesystem::path(path).stem().string();
+}
 
 // A model name as the loader takes it: letters, digits, '_', '-', '.'.
-std::string CleanName(const std::string& s) {
+[[maybe_unused]] std::string CleanName(const std::string& s) {
   std::string out;
   for (char c : s) {
     const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
@@ -45,9 +47,10 @@ std::string CleanName(const std::string& s) {
 }  // namespace
 
 std::string ImportResult::Summary() const {
-  std::string s = fmt::format("{} layers, {} parameters (the ONNX weights; {} values of other "
-                              "initializers left out)",
-                              layers, Thousands(params), Thousands(other_values));
+  std::string s = fmt::format(
+      "{} layers, {} parameters (the ONNX weights; {} values of other "
+      "initializers left out)",
+      layers, Thousands(params), Thousands(other_values));
   if (!patterns.empty()) {
     std::vector<std::string> parts;
     for (const auto& [k, n] : patterns) parts.push_back(fmt::format("{} {}", n, k));
@@ -76,8 +79,8 @@ ImportResult ImportOnnxFile(const std::string& path, const ImportOptions& option
     throw ImportError(fmt::format("{}: error: no such file; check the path", shown));
   }
   if (std::filesystem::is_directory(path, ec)) {
-    throw ImportError(fmt::format("{}: error: is a folder, not an ONNX file; pass the .onnx file",
-                                  shown));
+    throw ImportError(
+        fmt::format("{}: error: is a folder, not an ONNX file; pass the .onnx file", shown));
   }
   std::ifstream in(path, std::ios::binary);
   std::ostringstream buf;
@@ -116,23 +119,23 @@ struct Val {
 };
 
 struct OutLayer {
-  std::string scope;      // "encoder.layers.0.self_attn" (the node name without its last part)
-  std::string full;       // "encoder.layers.0.self_attn.MatMul"
+  std::string scope;  // "encoder.layers.0.self_attn" (the node name without its last part)
+  std::string full;   // "encoder.layers.0.self_attn.MatMul"
   std::string type;
-  std::vector<int> bottoms;  // layer indices; -1 the input
-  std::vector<std::pair<std::string, std::string>> keys;  // in output order
-  std::string name;       // resolved at the end
+  std::vector<int> bottoms;                                // layer indices; -1 the input
+  std::vector<std::pair<std::string, std::string> > keys;  // in output order
+  std::string name;                                        // resolved at the end
 };
 
 // A matched subgraph that becomes one layer (attention, layernorm, gelu).
 struct Pattern {
   std::string kind;
   std::set<int> nodes;
-  int last = -1;            // the node producing `output`
+  int last = -1;  // the node producing `output`
   std::string input, output;
   std::vector<std::string> params;  // initializers that are its weights
-  std::vector<std::pair<std::string, std::string>> keys;
-  int scope_node = -1;      // node whose name gives the layer's scope
+  std::vector<std::pair<std::string, std::string> > keys;
+  int scope_node = -1;  // node whose name gives the layer's scope
 };
 
 class Importer {
@@ -213,7 +216,7 @@ class Importer {
     return found;
   }
   bool GraphOutput(const std::string& t) const { return outputs_.count(t) > 0; }
-  std::optional<std::vector<int64_t>> Dims(const std::string& t) const {
+  std::optional<std::vector<int64_t> > Dims(const std::string& t) const {
     auto it = dims_.find(t);
     if (it == dims_.end()) return std::nullopt;
     return it->second;
@@ -244,16 +247,17 @@ class Importer {
   Val Get(int node, const std::string& t) const {
     auto it = vals_.find(t);
     if (it == vals_.end()) {
-      Refuse(node, fmt::format("its input '{}' comes from no layer the importer made (an "
-                               "unsupported subgraph feeds it)",
-                               t),
+      Refuse(node,
+             fmt::format("its input '{}' comes from no layer the importer made (an "
+                         "unsupported subgraph feeds it)",
+                         t),
              "simplify the model around it, or write the model file by hand "
              "(scenarios/models/README.md)");
     }
     return it->second;
   }
   int Emit(int node, const std::string& type, std::vector<int> bottoms,
-           std::vector<std::pair<std::string, std::string>> keys, const std::string& scope_from);
+           std::vector<std::pair<std::string, std::string> > keys, const std::string& scope_from);
   void Claim(int node, const std::string& init);
   void Fold(int i, const std::string& from) {
     vals_[N(i).output(0)] = Get(i, from);
@@ -272,13 +276,13 @@ class Importer {
   std::map<std::string, const onnx::TensorProto*> inits_;
   std::map<std::string, const onnx::TensorProto*> const_values_;
   std::map<std::string, int> producer_;
-  std::map<std::string, std::vector<int>> consumers_;
+  std::map<std::string, std::vector<int> > consumers_;
   std::set<std::string> constant_;
   std::set<std::string> outputs_;
-  std::map<std::string, std::vector<int64_t>> dims_;
+  std::map<std::string, std::vector<int64_t> > dims_;
   std::vector<int> node_pattern_;  // per node: index into patterns_ or -1
   std::vector<Pattern> patterns_;
-  std::set<int> absorbed_;         // bias Adds fused into their MatMul
+  std::set<int> absorbed_;  // bias Adds fused into their MatMul
   std::map<std::string, Val> vals_;
   std::map<std::string, int> claimed_;  // initializer -> claiming node
   std::vector<OutLayer> layers_;
@@ -653,7 +657,8 @@ void Importer::FindPatterns() {
       if (node_pattern_[static_cast<size_t>(i)] >= 0) return;  // overlaps one already found
     }
     p.last = *p.nodes.rbegin();
-    for (int i : p.nodes) node_pattern_[static_cast<size_t>(i)] = static_cast<int>(patterns_.size());
+    for (int i : p.nodes)
+      node_pattern_[static_cast<size_t>(i)] = static_cast<int>(patterns_.size());
     patterns_.push_back(std::move(p));
   };
   for (int i = 0; i < g_.node_size(); ++i) {
@@ -671,7 +676,7 @@ void Importer::FindPatterns() {
 }
 
 int Importer::Emit(int node, const std::string& type, std::vector<int> bottoms,
-                   std::vector<std::pair<std::string, std::string>> keys,
+                   std::vector<std::pair<std::string, std::string> > keys,
                    const std::string& scope_from) {
   // Our schema lets the model input be only a layer's only bottom; where it feeds an add or a
   // concat directly (a residual on the input), a pass-through layer (dropout, ratio 0) comes first.
@@ -706,10 +711,11 @@ int Importer::Emit(int node, const std::string& type, std::vector<int> bottoms,
   full.clear();
   for (size_t k = 0; k < parts.size(); ++k) full += (k ? "." : "") + parts[k];
   for (char& c : full) {
-    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
-                    c == '-';
-    if (c == '/') c = '.';
-    else if (!ok) c = '_';
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+    if (c == '/')
+      c = '.';
+    else if (!ok)
+      c = '_';
   }
   l.full = full;
   const size_t dot = full.rfind('.');
@@ -724,8 +730,9 @@ int Importer::Emit(int node, const std::string& type, std::vector<int> bottoms,
 void Importer::Claim(int node, const std::string& init) {
   auto [it, fresh] = claimed_.emplace(init, node);
   if (!fresh) {
-    Refuse(node, fmt::format("its weight '{}' is also the weight of node '{}' (shared weights)",
-                             init, NodeName(it->second)),
+    Refuse(node,
+           fmt::format("its weight '{}' is also the weight of node '{}' (shared weights)", init,
+                       NodeName(it->second)),
            "export the model with untied weights (a tied LM head: write `tie:` in the YAML by "
            "hand)");
   }
@@ -740,7 +747,7 @@ void Importer::Linear(int i, const std::string& x, const std::string& weight,
   Claim(i, weight);
   if (!bias.empty()) Claim(i, bias);
   const bool seq = in.rank == 2;
-  std::vector<std::pair<std::string, std::string>> keys = {{"num_output", std::to_string(n_out)}};
+  std::vector<std::pair<std::string, std::string> > keys = {{"num_output", std::to_string(n_out)}};
   if (bias.empty()) keys.emplace_back("bias", "false");
   const int l = Emit(i, seq ? "linear" : "fc", {in.layer}, keys, N(i).name());
   vals_[out] = Val{l, seq ? 2 : 1};
@@ -759,7 +766,7 @@ void Importer::MapNode(int i) {
     if (dyn.size() != 1) Refuse(i, "expected one non-constant input", todo_general);
     return dyn[0];
   };
-  auto window = [&](std::vector<std::pair<std::string, std::string>>* keys,
+  auto window = [&](std::vector<std::pair<std::string, std::string> >* keys,
                     const onnx::TensorProto* w) {
     std::vector<int64_t> k = Ints(n, "kernel_shape");
     if (k.empty() && w != nullptr && w->dims_size() == 4) k = {w->dims(2), w->dims(3)};
@@ -818,7 +825,7 @@ void Importer::MapNode(int i) {
     if (w == nullptr || w->dims_size() != 4) {
       Refuse(i, "the weight is not a 4-D initializer", "export with constant weights");
     }
-    std::vector<std::pair<std::string, std::string>> keys = {
+    std::vector<std::pair<std::string, std::string> > keys = {
         {"num_output", std::to_string(w->dims(0))}};
     window(&keys, w);
     const int64_t group = Int(n, "group").value_or(1);
@@ -859,8 +866,10 @@ void Importer::MapNode(int i) {
   }
   if (op == "Relu" || op == "Tanh" || op == "Gelu" || op == "Softmax") {
     const Val in = Get(i, one());
-    std::string type = op == "Relu" ? "relu" : op == "Tanh" ? "tanh" : op == "Gelu" ? "gelu"
-                                                                                   : "softmax";
+    std::string type = op == "Relu"   ? "relu"
+                       : op == "Tanh" ? "tanh"
+                       : op == "Gelu" ? "gelu"
+                                      : "softmax";
     vals_[n.output(0)] = Val{Emit(i, type, {in.layer}, {}, n.name()), in.rank};
     return;
   }
@@ -870,7 +879,7 @@ void Importer::MapNode(int i) {
     if (n.output_size() > 1 && !n.output(1).empty()) {
       Refuse(i, "pool indices are not imported", "export without return_indices");
     }
-    std::vector<std::pair<std::string, std::string>> keys = {
+    std::vector<std::pair<std::string, std::string> > keys = {
         {"method", op == "MaxPool" ? "max" : "avg"}};
     window(&keys, nullptr);
     keys.emplace_back("round", Int(n, "ceil_mode").value_or(0) ? "ceil" : "floor");
@@ -882,8 +891,7 @@ void Importer::MapNode(int i) {
     need_image(in);
     vals_[n.output(0)] =
         Val{Emit(i, "pool", {in.layer},
-                 {{"method", op == "GlobalMaxPool" ? "max" : "avg"}, {"global", "true"}},
-                 n.name()),
+                 {{"method", op == "GlobalMaxPool" ? "max" : "avg"}, {"global", "true"}}, n.name()),
             3};
     return;
   }
@@ -901,8 +909,8 @@ void Importer::MapNode(int i) {
     }
     if (in.rank == 3 && axes.size() == 2 && r == 4 &&
         std::set<int64_t>(axes.begin(), axes.end()) == std::set<int64_t>{2, 3}) {
-      vals_[n.output(0)] = Val{
-          Emit(i, "pool", {in.layer}, {{"method", "avg"}, {"global", "true"}}, n.name()), 3};
+      vals_[n.output(0)] =
+          Val{Emit(i, "pool", {in.layer}, {{"method", "avg"}, {"global", "true"}}, n.name()), 3};
       return;
     }
     Refuse(i, "a mean that is neither over the tokens of a sequence nor a global pool",
@@ -968,8 +976,9 @@ void Importer::MapNode(int i) {
     int64_t n_out = 0;
     std::vector<int> nodes;
     if (!Projection(i, &w, &b, &n_out, &nodes, &o)) {
-      Refuse(i, "a product of two activations outside an attention pattern (or a weight that "
-                "is not an initializer)",
+      Refuse(i,
+             "a product of two activations outside an attention pattern (or a weight that "
+             "is not an initializer)",
              todo_general);
     }
     for (size_t k = 1; k < nodes.size(); ++k) absorbed_.insert(nodes[k]);
@@ -983,12 +992,11 @@ void Importer::MapNode(int i) {
       const Val in = Get(i, n.input(1));
       if (in.rank != 1) Refuse(i, "an embedding of something other than token ids", todo_general);
       Claim(i, n.input(0));
-      vals_[n.output(0)] =
-          Val{Emit(i, "embedding", {in.layer},
-                   {{"vocab", std::to_string(table->dims(0))},
-                    {"num_output", std::to_string(table->dims(1))}},
-                   n.name()),
-              2};
+      vals_[n.output(0)] = Val{Emit(i, "embedding", {in.layer},
+                                    {{"vocab", std::to_string(table->dims(0))},
+                                     {"num_output", std::to_string(table->dims(1))}},
+                                    n.name()),
+                               2};
       return;
     }
     Refuse(i, "a Gather that is not a lookup in an embedding table", todo_general);
@@ -1022,12 +1030,12 @@ std::string Importer::WriteYaml(const std::string& name) {
   // The file's name, not its path: the YAML does not depend on where the file was.
   const std::string base = std::filesystem::path(file_).filename().string();
   std::string y;
-  y += fmt::format("# Imported by `poseidon models import` from {} (ONNX IR {}, opset {}, "
-                   "producer {} {}).\n",
-                   base, model_.ir_version(),
-                   model_.opset_import_size() ? model_.opset_import(0).version() : 0,
-                   model_.producer_name().empty() ? "unknown" : model_.producer_name(),
-                   model_.producer_version());
+  y += fmt::format(
+      "# Imported by `poseidon models import` from {} (ONNX IR {}, opset {}, "
+      "producer {} {}).\n",
+      base, model_.ir_version(), model_.opset_import_size() ? model_.opset_import(0).version() : 0,
+      model_.producer_name().empty() ? "unknown" : model_.producer_name(),
+      model_.producer_version());
   y += "schema_version: 1\n";
   y += fmt::format("name: {}\n", Quote(name));
   y += fmt::format("description: {}\n", Quote(fmt::format("imported from {} (ONNX)", base)));
@@ -1036,7 +1044,8 @@ std::string Importer::WriteYaml(const std::string& name) {
   for (const auto& l : layers_) {
     std::string line = fmt::format("  - {{name: {}, type: {}", Quote(l.name), l.type);
     if (l.bottoms.size() == 1) {
-      line += ", bottom: " + Quote(l.bottoms[0] < 0 ? "data" : layers_[static_cast<size_t>(l.bottoms[0])].name);
+      line += ", bottom: " +
+              Quote(l.bottoms[0] < 0 ? "data" : layers_[static_cast<size_t>(l.bottoms[0])].name);
     } else {
       line += ", bottom: [";
       for (size_t k = 0; k < l.bottoms.size(); ++k) {
@@ -1093,7 +1102,8 @@ ImportResult Importer::Run() {
     rank = 3;
   } else {
     std::string s;
-    for (size_t k = 0; k < d.size(); ++k) s += (k ? "x" : "") + (d[k] < 0 ? "?" : std::to_string(d[k]));
+    for (size_t k = 0; k < d.size(); ++k)
+      s += (k ? "x" : "") + (d[k] < 0 ? "?" : std::to_string(d[k]));
     throw ImportError(fmt::format(
         "{}: error: input '{}' has shape [{}] ({}); the importer takes images (N, C, H, W), "
         "sequences (N, S, D) or token ids (N, S) with every size but the batch fixed; export "
@@ -1118,8 +1128,8 @@ ImportResult Importer::Run() {
       for (const auto& w : p.params) Claim(i, w);
       // Named by the module: the scope of the node the pattern centres on, and its kind.
       std::string scope = N(p.scope_node).name();
-      scope = scope.substr(0, scope.rfind('/') == std::string::npos ? 0 : scope.rfind('/')) +
-              "/" + p.kind;
+      scope = scope.substr(0, scope.rfind('/') == std::string::npos ? 0 : scope.rfind('/')) + "/" +
+              p.kind;
       const int l = Emit(i, p.kind, {v.layer}, p.keys, scope);
       vals_[p.output] = Val{l, v.rank};
       continue;
@@ -1133,22 +1143,23 @@ ImportResult Importer::Run() {
     MapNode(i);
   }
   if (g_.output_size() < 1 || !vals_.count(g_.output(0).name())) {
-    throw ImportError(fmt::format("{}: error: the graph's output comes from no layer; check the "
-                                  "model exports a result",
-                                  file_));
+    throw ImportError(
+        fmt::format("{}: error: the graph's output comes from no layer; check the "
+                    "model exports a result",
+                    file_));
   }
   if (layers_.empty()) {
-    throw ImportError(fmt::format("{}: error: no layers to import (the graph only reshapes its "
-                                  "input); nothing to write",
-                                  file_));
+    throw ImportError(
+        fmt::format("{}: error: no layers to import (the graph only reshapes its "
+                    "input); nothing to write",
+                    file_));
   }
   int64_t claimed = 0;
   for (const auto& [name, node] : claimed_) claimed += Numel(*Init(name));
   for (const auto& [name, t] : inits_) {
     if (!claimed_.count(name)) result_.other_values += Numel(*t);
   }
-  const std::string name =
-      CleanName(options_.name.empty() ? Stem(file_) : options_.name);
+  const std::string name = CleanName(options_.name.empty() ? Stem(file_) : options_.name);
   result_.yaml = WriteYaml(name);
   // The YAML must load and give exactly the ONNX weights' count.
   core::ModelSpec spec;
@@ -1158,9 +1169,10 @@ ImportResult Importer::Run() {
     result_.params = m.total_params();
     result_.layers = static_cast<int>(m.layers().size());
   } catch (const std::exception& e) {
-    throw ImportError(fmt::format("{}: error: the imported model does not build: {}; report "
-                                  "this with the file",
-                                  file_, e.what()));
+    throw ImportError(
+        fmt::format("{}: error: the imported model does not build: {}; report "
+                    "this with the file",
+                    file_, e.what()));
   }
   if (result_.params != claimed) {
     throw ImportError(fmt::format(
@@ -1180,8 +1192,8 @@ ImportResult ImportOnnxBytes(const std::string& bytes, const std::string& file_n
   onnx::ModelProto model;
   const std::string what_to_do = "pass a model saved by torch.onnx.export or onnx.save";
   if (bytes.empty()) {
-    throw ImportError(fmt::format("{}: error: the file is empty, not an ONNX model; {}",
-                                  file_name, what_to_do));
+    throw ImportError(
+        fmt::format("{}: error: the file is empty, not an ONNX model; {}", file_name, what_to_do));
   }
   if (!model.ParseFromString(bytes)) {
     throw ImportError(fmt::format(

@@ -41,8 +41,8 @@ struct ImportOptions {
 struct ImportResult {
   std::string yaml;
   int layers = 0;
-  int64_t params = 0;          // parameters of the built model = the ONNX weights
-  int64_t other_values = 0;    // initializer values that are not parameters (running stats, ...)
+  int64_t params = 0;        // parameters of the built model = the ONNX weights
+  int64_t other_values = 0;  // initializer values that are not parameters (running stats, ...)
   int onnx_nodes = 0;
   std::map<std::string, int> folded;    // op type -> nodes folded away
   std::map<std::string, int> patterns;  // "attention", "layernorm", "gelu" -> subgraphs matched

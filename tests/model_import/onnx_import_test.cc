@@ -126,8 +126,9 @@ TEST(OnnxImport, SmallCnnImportsWithTheInitializersParameters) {
 
 TEST(OnnxImport, UnknownOperatorIsOneLocatedLine) {
   const std::string msg = Refusal(TinyCnn("Frobnicate"));
-  ExpectOneLine(msg, "tiny.onnx: error: node 'weird1' (Frobnicate): no Poseidon layer type for "
-                     "this operator; ");
+  ExpectOneLine(msg,
+                "tiny.onnx: error: node 'weird1' (Frobnicate): no Poseidon layer type for "
+                "this operator; ");
 }
 
 TEST(OnnxImport, UnsupportedAttributeNamesTheNode) {
