@@ -260,5 +260,32 @@ TEST_F(TrainCheckpointTest, TheBinaryReportsAMissingCheckpointInOneLine) {
                      "folder a 'poseidon train --save' or 'launch --save' wrote\n");
 }
 
+// A model whose input is not a 28x28 image is refused naming its real input shape (token ids
+// [1024] read "1024", not "1x1x1024"); fmnist_vit, whose activations are token sequences, trains.
+TEST_F(TrainCheckpointTest, TokenModelIsRefusedWithItsShapeAndFmnistVitTrains) {
+  TrainOptions gpt = Options("reference");
+  gpt.model = "gpt2_small";
+  std::ostringstream out;
+  try {
+    RunTrain(gpt, out);
+    ADD_FAILURE() << "gpt2_small trained on images";
+  } catch (const config::ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("model 'gpt2_small' expects 1024 input but the data in"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("1x1x1024"), std::string::npos) << what;
+  }
+#ifdef POSEIDON_HAVE_DNNL
+  TrainOptions vit = Options("cpu");
+  vit.model = "fmnist_vit";
+  vit.iterations = 4;
+  const std::string log = Train(vit);
+  EXPECT_NE(log.find("train fmnist_vit (139018 parameters) on cpu backend"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("test accuracy"), std::string::npos) << log;
+#endif
+}
+
 }  // namespace
 }  // namespace poseidon::app
