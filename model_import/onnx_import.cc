@@ -317,6 +317,57 @@ std::vector<int64_t> Importer::IntValues(const onnx::TensorProto& t) const {
 }
 
 void Importer::Index() {
+  // The fewest inputs of the operators the importer reads; the matchers and MapNode index
+  // inputs and outputs without looking again (a malformed file is refused here, not crashed on).
+  static const std::map<std::string, int> kMinInputs = {{"Conv", 2},
+                                                        {"BatchNormalization", 5},
+                                                        {"Gemm", 2},
+                                                        {"MatMul", 2},
+                                                        {"Add", 2},
+                                                        {"Sub", 2},
+                                                        {"Mul", 2},
+                                                        {"Div", 2},
+                                                        {"Pow", 2},
+                                                        {"Gather", 2},
+                                                        {"Where", 3},
+                                                        {"Sum", 1},
+                                                        {"Concat", 1},
+                                                        {"Softmax", 1},
+                                                        {"Erf", 1},
+                                                        {"ReduceMean", 1},
+                                                        {"Sqrt", 1},
+                                                        {"Relu", 1},
+                                                        {"Tanh", 1},
+                                                        {"Gelu", 1},
+                                                        {"MaxPool", 1},
+                                                        {"AveragePool", 1},
+                                                        {"GlobalAveragePool", 1},
+                                                        {"Pad", 1},
+                                                        {"GlobalMaxPool", 1},
+                                                        {"LayerNormalization", 1},
+                                                        {"Shape", 1}};
+  for (int i = 0; i < g_.node_size(); ++i) {
+    const auto& n = N(i);
+    auto it = kMinInputs.find(n.op_type());
+    const int need = it == kMinInputs.end() ? 0 : it->second;
+    if (n.input_size() < need || n.output_size() < 1) {
+      Refuse(i,
+             fmt::format("has {} inputs and {} outputs; the operator takes at least {} and 1",
+                         n.input_size(), n.output_size(), need),
+             "check the file (onnx.checker.check_model)");
+    }
+  }
+  for (const auto& t : g_.initializer()) {
+    int64_t n = 1;
+    for (int64_t d : t.dims()) {
+      if (d < 0 || (d > 0 && n > (int64_t{1} << 40) / d)) {
+        throw ImportError(
+            fmt::format("{}: error: initializer '{}' has a negative or huge size; check the file",
+                        file_, t.name()));
+      }
+      n *= d;
+    }
+  }
   for (const auto& t : g_.initializer()) {
     inits_[t.name()] = &t;
     constant_.insert(t.name());
@@ -806,6 +857,11 @@ void Importer::MapNode(int i) {
   if (op == "Identity" || op == "Dropout" || op == "Flatten" || op == "Reshape" ||
       op == "Squeeze" || op == "Unsqueeze" || op == "Transpose" || op == "Cast") {
     Fold(i, one());
+    // An image flattened to (N, C*H*W) is a vector from here on (an fc's input; the fc
+    // flattens it itself).
+    const auto out = Dims(n.output(0));
+    Val& v = vals_[n.output(0)];
+    if (v.rank == 3 && (op == "Flatten" || (out && out->size() == 2))) v.rank = 1;
     return;
   }
   if (op == "Pad") {

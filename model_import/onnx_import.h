@@ -26,9 +26,19 @@
 
 namespace poseidon::model_import {
 
+// One line always: control characters (a name in a damaged file may hold a newline) are
+// written as '?'.
 class ImportError : public std::runtime_error {
  public:
-  explicit ImportError(const std::string& msg) : std::runtime_error(msg) {}
+  explicit ImportError(const std::string& msg) : std::runtime_error(OneLine(msg)) {}
+
+ private:
+  static std::string OneLine(std::string s) {
+    for (char& c : s) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+    return s;
+  }
 };
 
 struct ImportOptions {

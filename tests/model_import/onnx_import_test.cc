@@ -86,6 +86,68 @@ std::string TinyCnn(const std::string& extra_op = "", bool dilated = false) {
   return m.SerializeAsString();
 }
 
+onnx::ModelProto Start(onnx::GraphProto** g) {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.add_opset_import()->set_version(13);
+  *g = m.mutable_graph();
+  onnx::ValueInfoProto* in = (*g)->add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {2, 4, 9, 9}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  return m;
+}
+
+// Two branches (a 1x1 conv; a depthwise 3x3 conv) concatenated, a 3x3 stride-2 max pool with
+// ceil_mode (9 -> 4 floor, 5 ceil), Tanh, global pool, MatMul + Add, Softmax.
+// Parameters: 8*4 + 8 (1x1) + 4*9 + 4 (depthwise) + 12*3 + 3 (MatMul, bias) = 119.
+std::string Branches(bool asymmetric_pad = false, bool shared = false) {
+  onnx::GraphProto* g = nullptr;
+  onnx::ModelProto m = Start(&g);
+  AddInit(g, "a.w", {8, 4, 1, 1});
+  AddInit(g, "a.b", {8});
+  AddInit(g, "d.w", {4, 1, 3, 3});
+  AddInit(g, "d.b", {4});
+  AddInit(g, "fc.w", {12, 3});
+  AddInit(g, "fc.b", {3});
+  AddNode(g, "Conv", "/a/Conv", {"x", "a.w", "a.b"}, "a");
+  onnx::NodeProto* d = AddNode(g, "Conv", "/d/Conv", {"x", "d.w", "d.b"}, "d");
+  AddInts(d, "pads",
+          asymmetric_pad ? std::vector<int64_t>{0, 0, 1, 1} : std::vector<int64_t>{1, 1, 1, 1});
+  onnx::AttributeProto* grp = d->add_attribute();
+  grp->set_name("group");
+  grp->set_type(onnx::AttributeProto::INT);
+  grp->set_i(4);
+  onnx::NodeProto* cat = AddNode(g, "Concat", "/cat/Concat", {"a", "d"}, "c");
+  onnx::AttributeProto* axis = cat->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(1);
+  onnx::NodeProto* pool = AddNode(g, "MaxPool", "/pool/MaxPool", {"c"}, "p");
+  AddInts(pool, "kernel_shape", {3, 3});
+  AddInts(pool, "strides", {2, 2});
+  onnx::AttributeProto* ceil = pool->add_attribute();
+  ceil->set_name("ceil_mode");
+  ceil->set_type(onnx::AttributeProto::INT);
+  ceil->set_i(1);
+  AddNode(g, "Tanh", "/act/Tanh", {"p"}, "t");
+  AddNode(g, "GlobalAveragePool", "/gap/GlobalAveragePool", {"t"}, "gp");
+  AddNode(g, "Flatten", "/Flatten", {"gp"}, "f");
+  AddNode(g, "MatMul", "/fc/MatMul", {"f", "fc.w"}, "mm");
+  AddNode(g, "Add", "/fc/Add", {"fc.b", "mm"}, "logits");
+  std::string out = "logits";
+  if (shared) {
+    // The same weight again: refused (tied weights are not imported).
+    AddNode(g, "MatMul", "/fc2/MatMul", {"f", "fc.w"}, "mm2");
+    AddNode(g, "Add", "/sum/Add", {"logits", "mm2"}, "both");
+    out = "both";
+  }
+  AddNode(g, "Softmax", "/Softmax", {out}, "y");
+  g->add_output()->set_name("y");
+  return m.SerializeAsString();
+}
+
 void ExpectOneLine(const std::string& msg, const std::string& starts) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   EXPECT_EQ(msg.rfind(starts, 0), 0u) << msg;
@@ -122,6 +184,35 @@ TEST(OnnxImport, SmallCnnImportsWithTheInitializersParameters) {
   named.name = "my_cnn";
   EXPECT_NE(ImportOnnxBytes(TinyCnn(), "tiny.onnx", named).yaml.find("name: \"my_cnn\""),
             std::string::npos);
+}
+
+TEST(OnnxImport, BranchesConcatCeilPoolDepthwiseAndMatMulBias) {
+  const ImportResult r = ImportOnnxBytes(Branches(), "branches.onnx", {});
+  EXPECT_EQ(r.params, 119);
+  EXPECT_NE(r.yaml.find("{name: \"d\", type: conv, bottom: \"data\", num_output: 4, kernel: 3, "
+                        "pad: 1, groups: 4}"),
+            std::string::npos)
+      << r.yaml;
+  EXPECT_NE(r.yaml.find("{name: \"cat\", type: concat, bottom: [\"a\", \"d\"]}"), std::string::npos)
+      << r.yaml;
+  EXPECT_NE(r.yaml.find("{name: \"pool\", type: pool, bottom: \"cat\", method: max, kernel: 3, "
+                        "stride: 2, round: ceil}"),
+            std::string::npos)
+      << r.yaml;
+  EXPECT_NE(r.yaml.find("{name: \"fc\", type: fc, bottom: \"gap\", num_output: 3}"),
+            std::string::npos)
+      << r.yaml;
+  EXPECT_NE(r.yaml.find("type: tanh"), std::string::npos);
+  EXPECT_NE(r.yaml.find("{name: \"Softmax\", type: softmax, bottom: \"fc\"}"), std::string::npos)
+      << r.yaml;
+}
+
+TEST(OnnxImport, AsymmetricPadsAndSharedWeightsAreRefused) {
+  ExpectOneLine(Refusal(Branches(/*asymmetric_pad=*/true)),
+                "tiny.onnx: error: node '/d/Conv' (Conv): asymmetric padding");
+  ExpectOneLine(Refusal(Branches(false, /*shared=*/true)),
+                "tiny.onnx: error: node '/fc2/MatMul' (MatMul): its weight 'fc.w' is also the "
+                "weight of node '/fc/MatMul'");
 }
 
 TEST(OnnxImport, UnknownOperatorIsOneLocatedLine) {
