@@ -64,7 +64,7 @@ std::string ImportResult::Summary() const {
     joined += fmt::format("{}{} {}", total ? ", " : "", n, k);
     total += n;
   }
-  s += total ? fmt::format("; {} nodes folded away ({})", total, joined)
+  s += total ? fmt::format("; {} node{} folded away ({})", total, total == 1 ? "" : "s", joined)
              : std::string("; nothing folded");
   if (added_pass_through) {
     s += "; 1 pass-through layer 'input' added (the input feeds an add or concat directly)";
@@ -572,6 +572,18 @@ bool Importer::MatchAttention(int softmax, Pattern* p) {
       // Reshape on Q's path).
       int64_t head_dim = -1;
       if (auto qd = Dims(N(scores).input(0)); qd && !qd->empty()) head_dim = qd->back();
+      // Without inferred shapes: the last size of the first Reshape back along Q's path.
+      for (std::string q = N(scores).input(0); head_dim <= 0;) {
+        const int r = Producer(q);
+        if (r < 0 || !set.count(r) || Dynamic(r).size() != 1) break;
+        if (N(r).op_type() == "Reshape" && N(r).input_size() > 1) {
+          const auto* shape = ConstTensor(N(r).input(1));
+          const std::vector<int64_t> v = shape ? IntValues(*shape) : std::vector<int64_t>{};
+          if (!v.empty() && v.back() > 0) head_dim = v.back();
+          break;
+        }
+        q = Dynamic(r)[0];
+      }
       if (head_dim <= 0) return false;
       if (d % head_dim != 0) return false;
       p->keys = {{"heads", std::to_string(d / head_dim)}};
