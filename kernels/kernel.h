@@ -7,6 +7,10 @@
 // parameter blob's layout is core::ParamBlob::dims (conv weight {out, in/groups, kh, kw}, fc
 // weight {N, M} i.e. out x in, bias {out}, batchnorm scale {C} and shift {C}).
 //
+// A linear layer with `tie` (core::Layer::tied_to) has no weight blob of its own: its params
+// and param_grads start with the tied embedding table and a Net-owned buffer for its gradient of
+// that table (which the Net adds to the embedding's gradient), then its own bias if any.
+//
 // Backward writes the gradient of every parameter blob (overwriting, not accumulating) and,
 // where bottom_grads[i] is not null, the gradient with respect to bottom i (overwriting).
 // Kernels may keep state between Forward and Backward of one iteration (dropout's mask,
