@@ -8,6 +8,8 @@ a ResNet-18-like, a MobileNet-like, a transformer encoder, a causal LM):
   (c) the last layer's shape is the export's output's (the ResNet-like's logits too), and the
       ResNet-like has as many convs as the module;
   (d) importing twice gives byte-identical YAML;
+  (f) the shipped scenarios/imported/ files load and simulate with the imported ResNet-like
+      next to them, as the demo runs them;
   (e) the CLI refuses an unknown operator (a file built with the python onnx helper), a file
       that is not ONNX, a truncated one and a missing one: exit status 2, one located line.
 
@@ -66,6 +68,28 @@ def refusals(poseidon, work):
         else:
             print(f"ok   refused: {lines[0]}")
     return bad
+
+
+def imported_scenarios(poseidon, work):
+    """(f): the demo's use of scenarios/imported/; returns the number of failures."""
+    import shutil
+    d = os.path.join(work, "imported")
+    os.makedirs(os.path.join(d, "models"), exist_ok=True)
+    shutil.copy(os.path.join(work, "resnet18_like.yaml"), os.path.join(d, "models"))
+    for f in ("resnet18_like.yaml", "resnet18_like_speedup.yaml"):
+        shutil.copy(os.path.join(ROOT, "scenarios", "imported", f), d)
+    check = run([poseidon, "sweep", "--check", os.path.join(d, "resnet18_like_speedup.yaml")])
+    sim = run([poseidon, "simulate", os.path.join(d, "resnet18_like.yaml"), "--format", "json"])
+    if check.returncode != 0 or sim.returncode != 0:
+        print(f"FAIL scenarios/imported: sweep --check rc {check.returncode}, simulate rc "
+              f"{sim.returncode}\n{check.stderr}{sim.stderr}")
+        return 1
+    result = json.loads(sim.stdout)
+    if result.get("model") != "resnet18_like" or not result.get("iteration_ms", 0) > 0:
+        print(f"FAIL scenarios/imported: simulate gave {sim.stdout[:300]}")
+        return 1
+    print(f"ok   scenarios/imported: {result['iteration_ms']:.3f} ms per iteration on 8 nodes")
+    return 0
 
 
 def main():
@@ -137,6 +161,7 @@ def main():
                 bad += 1
             else:
                 print(f"ok   {name}: {convs} convs")
+    bad += imported_scenarios(a.poseidon, a.work)
     print("PASS" if bad == 0 else f"{bad} failures")
     return 1 if bad else 0
 
