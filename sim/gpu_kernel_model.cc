@@ -47,8 +47,10 @@ struct GemmPlan {
   double extra_bytes = 0;  // split-K partial sums written and read back
 };
 
+// `count` independent GEMMs of one shape in one launch (cublasSgemmStridedBatched) share the GPU:
+// their tiles fill its slots together.
 GemmPlan PlanGemm(double m, double n, double k, const config::DeviceSpec& d,
-                  const KernelModelParams& p) {
+                  const KernelModelParams& p, double count = 1) {
   struct Tile {
     double a, b;
   };
@@ -62,7 +64,7 @@ GemmPlan PlanGemm(double m, double n, double k, const config::DeviceSpec& d,
     const double rel = std::pow((t.a * t.b / (t.a + t.b)) / 64.0, p.tile_alpha);
     const double tm = std::ceil(m / t.a), tn = std::ceil(n / t.b);
     const double fill = (m * n) / (tm * t.a * tn * t.b);  // tile quantization
-    const double tiles = tm * tn;
+    const double tiles = count * tm * tn;
     const double slots = sms * (128.0 * 128.0) / (t.a * t.b);  // tiles resident at once
     // Split-K: cut K into parts (each >= 128 deep) until the tiles fill the GPU.
     const double splits = std::clamp(std::floor(slots / tiles), 1.0, std::max(1.0, k / 128));
@@ -72,7 +74,7 @@ GemmPlan PlanGemm(double m, double n, double k, const config::DeviceSpec& d,
     const double rate = PeakFlops(d, p) * e;
     if (rate > best.rate) {
       best.rate = rate;
-      best.extra_bytes = splits > 1 ? 2 * 4 * m * n * splits : 0;
+      best.extra_bytes = splits > 1 ? 2 * 4 * count * m * n * splits : 0;
     }
   }
   return best;
@@ -215,8 +217,9 @@ LayerCost FcCost(const core::Layer& l, double batch, const config::DeviceSpec& d
 }
 
 // Self-attention: the Q, K, V and output projections (GEMMs of batch x S rows), and per head the
-// score (S x dh by dh x S) and context (S x S by S x dh) matmuls, batched over batch x heads; the
-// softmax over the scores streams them. Backward: two GEMMs per forward GEMM (data and weight
+// score (S x dh by dh x S) and context (S x S by S x dh) matmuls, each one batched launch over
+// batch x heads (as cuBLAS's strided-batched GEMM and the CUDA backend run them); the softmax
+// over the scores streams them. Backward: two GEMMs per forward GEMM (data and weight
 // gradients; the first layer's data gradient is skipped as for fc), the softmax gradient streamed.
 LayerCost AttentionCost(const core::Layer& l, double batch, const config::DeviceSpec& d,
                         const KernelModelParams& p) {
@@ -226,8 +229,8 @@ LayerCost AttentionCost(const core::Layer& l, double batch, const config::Device
   const double scores_bytes = 4 * batch * heads * s * s;
   LayerCost cost;
   const double proj = GemmNs(rows, dm, dm, d, p);
-  const double score = batch * heads * GemmNs(s, s, dh, d, p);
-  const double context = batch * heads * GemmNs(s, dh, s, d, p);
+  const double score = BatchedGemmNs(batch * heads, s, s, dh, d, p);
+  const double context = BatchedGemmNs(batch * heads, s, dh, s, d, p);
   cost.fwd = {4 * proj + score + context + StreamNs(5 * scores_bytes / 4, 2 * scores_bytes, d, p),
               7, ConvAlgo::kNone};
   const double proj_bwd = GemmNs(dm, dm, rows, d, p) + (l.bottoms.empty() ? 0.0 : proj);
@@ -288,6 +291,15 @@ double GemmNs(double m, double n, double k, const config::DeviceSpec& d,
   const GemmPlan plan = PlanGemm(m, n, k, d, p);
   return KernelNs(2 * m * n * k, plan.rate, 4 * (m * k + k * n + m * n) + plan.extra_bytes,
                   MemoryBps(d, p), p);
+}
+
+double BatchedGemmNs(double count, double m, double n, double k, const config::DeviceSpec& d,
+                     const KernelModelParams& p) {
+  POSEIDON_CHECK(count >= 1 && m >= 1 && n >= 1 && k >= 1)
+      << "batched gemm " << count << " x " << m << "x" << n << "x" << k;
+  const GemmPlan plan = PlanGemm(m, n, k, d, p, count);
+  return KernelNs(2 * count * m * n * k, plan.rate,
+                  4 * count * (m * k + k * n + m * n) + plan.extra_bytes, MemoryBps(d, p), p);
 }
 
 LayerCost CudnnLayerCost(const core::Layer& l, int64_t batch, const config::DeviceSpec& d,

@@ -78,5 +78,9 @@ LayerCost CudnnLayerCost(const core::Layer& layer, int64_t batch, const config::
 // One cuBLAS sgemm C[M,N] = A[M,K] B[K,N] (M, N, K >= 1), ns, launch included.
 double GemmNs(double m, double n, double k, const config::DeviceSpec& device,
               const KernelModelParams& p);
+// `count` such GEMMs in one launch (cublasSgemmStridedBatched): one launch latency, and the
+// tiles of all of them fill the GPU together. BatchedGemmNs(1, m, n, k) == GemmNs(m, n, k).
+double BatchedGemmNs(double count, double m, double n, double k,
+                     const config::DeviceSpec& device, const KernelModelParams& p);
 
 }  // namespace poseidon::sim

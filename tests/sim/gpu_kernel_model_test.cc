@@ -89,6 +89,20 @@ TEST(GpuKernelModel, SmallGemmsRunFarBelowPeak) {
   EXPECT_LT(rate(64, 64, 64), 0.05 * big);          // a tiny GEMM: launch and one tile
 }
 
+// Strided-batched GEMMs (attention's per-head score and context matmuls) are one launch whose
+// tiles fill the GPU together: one of them costs what the plain GEMM does; 192 small ones (16
+// sequences x 12 heads of 128 x 128 by 64) cost far less than 192 launches, but no less than the
+// flops at peak and one launch.
+TEST(GpuKernelModel, BatchedGemmsShareOneLaunchAndTheGpu) {
+  const config::DeviceSpec d = Pascal();
+  const KernelModelParams p = FittedKernelParams();
+  EXPECT_EQ(BatchedGemmNs(1, 128, 128, 64, d, p), GemmNs(128, 128, 64, d, p));
+  EXPECT_EQ(BatchedGemmNs(1, 4096, 1024, 512, d, p), GemmNs(4096, 1024, 512, d, p));
+  const double batched = BatchedGemmNs(192, 128, 128, 64, d, p);
+  EXPECT_LT(batched, 0.2 * 192 * GemmNs(128, 128, 64, d, p));
+  EXPECT_GT(batched, p.launch_us * 1e3 + 1e9 * 2 * 192 * 128 * 128 * 64 / d.peak_flops);
+}
+
 TEST(GpuKernelModel, OneTileMoreThanAWaveCostsAlmostASecondWave) {
   const config::DeviceSpec d = Pascal();
   KernelModelParams p = FittedKernelParams();

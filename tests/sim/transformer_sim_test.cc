@@ -71,6 +71,9 @@ TEST(TransformerSimTest, ALinearLayerIsOneGemmOverBatchTimesTokens) {
   const LayerCost ca = CudnnLayerCost(attn, 4, d, p);
   EXPECT_GT(ca.fwd.ns, 4 * GemmNs(4 * 128, 768, 768, d, p));
   EXPECT_GT(ca.bwd.ns, ca.fwd.ns);
+  // ... and the score and context matmuls are one batched launch each over 4 x 12 heads, not 48
+  // launches each: the forward stays below the projections plus 48 score GEMMs alone.
+  EXPECT_LT(ca.fwd.ns, 4 * GemmNs(4 * 128, 768, 768, d, p) + 48 * GemmNs(128, 128, 64, d, p));
 }
 
 }  // namespace
