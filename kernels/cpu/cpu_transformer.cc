@@ -48,9 +48,7 @@ memory::desc Strided(const memory::dims& dims, const memory::dims& strides) {
   return memory::desc(dims, kF32, strides);
 }
 
-float* BottomGrad(const std::vector<float*>& g, size_t i) {
-  return i < g.size() ? g[i] : nullptr;
-}
+float* BottomGrad(const std::vector<float*>& g, size_t i) { return i < g.size() ? g[i] : nullptr; }
 
 // One engine and stream per kernel, as the other CPU kernels.
 class DnnlBase : public LayerKernel {
@@ -307,16 +305,16 @@ class AttentionKernel final : public DnnlBase {
     dv_.Run(strm_, p_.data(), dctx_.data(), dv_buf_.data());
     // Masked probabilities are 0, so their score gradient is 0 as well.
     Bind(sm_dst_, p_.data()), Bind(sm_diff_, dp_.data()), Bind(sm_src_, ds_.data());
-    softmax_bwd_.execute(strm_, {{DNNL_ARG_DST, sm_dst_},
-                                 {DNNL_ARG_DIFF_DST, sm_diff_},
-                                 {DNNL_ARG_DIFF_SRC, sm_src_}});
+    softmax_bwd_.execute(
+        strm_,
+        {{DNNL_ARG_DST, sm_dst_}, {DNNL_ARG_DIFF_DST, sm_diff_}, {DNNL_ARG_DIFF_SRC, sm_src_}});
     dq_.Run(strm_, ds_.data(), k_.data(), dq_buf_.data());
     dk_.Run(strm_, ds_.data(), q_.data(), dk_buf_.data());
     float* dx = BottomGrad(bottom_grads, 0);
     const float* grads[3] = {dq_buf_.data(), dk_buf_.data(), dv_buf_.data()};
     for (int p = 0; p < 3; ++p) {
-      proj_[p].Backward(strm_, x, W(params, p), grads[p], dx, W(param_grads, p),
-                        B(param_grads, p), /*accumulate=*/p > 0);
+      proj_[p].Backward(strm_, x, W(params, p), grads[p], dx, W(param_grads, p), B(param_grads, p),
+                        /*accumulate=*/p > 0);
     }
     strm_.wait();
   }
@@ -364,9 +362,12 @@ class LayerNormKernel final : public DnnlBase {
   }
   void Forward(const std::vector<const float*>& bottoms, float* top,
                const std::vector<const float*>& params, bool) override {
-    Args args{{DNNL_ARG_SRC, Bind(src_, bottoms[0])}, {DNNL_ARG_DST, Bind(dst_, top)},
-              {DNNL_ARG_MEAN, mean_},                {DNNL_ARG_VARIANCE, var_},
-              {DNNL_ARG_SCALE, Bind(scale_, params[0])}, {DNNL_ARG_SHIFT, Bind(shift_, params[1])}};
+    Args args{{DNNL_ARG_SRC, Bind(src_, bottoms[0])},
+              {DNNL_ARG_DST, Bind(dst_, top)},
+              {DNNL_ARG_MEAN, mean_},
+              {DNNL_ARG_VARIANCE, var_},
+              {DNNL_ARG_SCALE, Bind(scale_, params[0])},
+              {DNNL_ARG_SHIFT, Bind(shift_, params[1])}};
     if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
     Run(fwd_, args);
   }
@@ -408,8 +409,8 @@ class PointwiseKernel final : public DnnlBase {
       dnnl::softmax_backward::desc bd(md, md, 1);
       bwd_ = dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(bd, eng_, fpd));
     } else {
-      const algorithm alg = kind_ == core::LayerKind::kGelu ? algorithm::eltwise_gelu_erf
-                                                            : algorithm::eltwise_tanh;
+      const algorithm alg =
+          kind_ == core::LayerKind::kGelu ? algorithm::eltwise_gelu_erf : algorithm::eltwise_tanh;
       dnnl::eltwise_forward::desc fd(prop_kind::forward_training, alg, md, 0.f, 0.f);
       dnnl::eltwise_forward::primitive_desc fpd(fd, eng_);
       fwd_ = dnnl::eltwise_forward(fpd);
@@ -449,8 +450,8 @@ class PosEmbeddingKernel final : public DnnlBase {
   PosEmbeddingKernel(const core::Layer& l, int64_t batch) : n_(batch), per_(l.out.count()) {
     table_ = l.blobs[0].count;
     const memory::desc x = Md({n_, per_}, Tag::ab), p = Md({1, per_}, Tag::ab);
-    add_ = dnnl::binary(dnnl::binary::primitive_desc(
-        dnnl::binary::desc(algorithm::binary_add, x, p, x), eng_));
+    add_ = dnnl::binary(
+        dnnl::binary::primitive_desc(dnnl::binary::desc(algorithm::binary_add, x, p, x), eng_));
     sum_.Init(eng_, n_, per_);
     src0_ = Wrap(x), src1_ = Wrap(p), dst_ = Wrap(x);
   }

@@ -27,9 +27,7 @@ void Zero(float* p, int64_t n) {
   if (p != nullptr) std::fill(p, p + n, 0.f);
 }
 
-float* BottomGrad(const std::vector<float*>& g, size_t i) {
-  return i < g.size() ? g[i] : nullptr;
-}
+float* BottomGrad(const std::vector<float*>& g, size_t i) { return i < g.size() ? g[i] : nullptr; }
 
 // y (rows x n) = x (rows x k) W^T (W is n x k, out x in) + b (or no bias when b is null).
 void GemmXWt(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t k,
@@ -75,7 +73,8 @@ class EmbeddingKernel : public LayerKernel {
   EmbeddingKernel(const Layer& l, int64_t batch) : l_(l), n_(batch) {
     if (l.in_shapes[0].rank != 1) {
       throw KernelError(
-          "layer '" + l.name + "' (embedding): the form on a sequence [S, D] adds a lookup by "
+          "layer '" + l.name +
+          "' (embedding): the form on a sequence [S, D] adds a lookup by "
           "side ids (BERT's token types), which needs a second input of ids that the model does "
           "not have; no backend trains it yet. Give the embedding token ids [S] as its input");
     }

@@ -38,7 +38,8 @@ using core::LayerKind;
 
 bool IsKeyBias(const std::string& name) {
   const std::string tail = ".k.bias";
-  return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  return name.size() >= tail.size() &&
+         name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 // Attention's key bias adds q . b_k to every score of a query, which the softmax cancels: its
@@ -62,7 +63,7 @@ void Compare(const core::Layer& layer, int64_t batch, uint64_t seed = 7) {
   SCOPED_TRACE(std::string(core::LayerKindName(layer.kind)) + " " + layer.out.ToString() +
                " batch " + std::to_string(batch));
   std::mt19937_64 rng(seed);
-  std::vector<std::vector<float>> bottoms;
+  std::vector<std::vector<float> > bottoms;
   for (const core::Shape& s : layer.in_shapes) {
     bottoms.push_back(Random(batch * s.count(), rng));
     if (layer.kind == LayerKind::kEmbedding) {
@@ -71,14 +72,14 @@ void Compare(const core::Layer& layer, int64_t batch, uint64_t seed = 7) {
       }
     }
   }
-  std::vector<std::vector<float>> params;
+  std::vector<std::vector<float> > params;
   for (const core::ParamBlob& b : layer.blobs) params.push_back(Random(b.count, rng));
   const int64_t out_count = batch * layer.out.count();
   const std::vector<float> top_grad = Random(out_count, rng);
 
   struct Result {
     std::vector<float> top;
-    std::vector<std::vector<float>> bottom_grads, param_grads;
+    std::vector<std::vector<float> > bottom_grads, param_grads;
   };
   auto run = [&](LayerKernel& k) {
     Result r;
@@ -125,9 +126,7 @@ TEST(CpuTransformerKernels, Attention) { AttentionCases(kCompare); }
 TEST(CpuTransformerKernels, LayerNorm) { LayerNormCases(kCompare); }
 TEST(CpuTransformerKernels, GeluTanhSoftmax) { PointwiseCases(kCompare); }
 TEST(CpuTransformerKernels, PatchEmbed) { PatchEmbedCases(kCompare); }
-TEST(CpuTransformerKernels, PosEmbeddingClsTokenTokenPoolEmbedding) {
-  SequenceCopyCases(kCompare);
-}
+TEST(CpuTransformerKernels, PosEmbeddingClsTokenTokenPoolEmbedding) { SequenceCopyCases(kCompare); }
 
 TEST(CpuTransformerKernels, EmbeddingIdOutsideTheVocabularyIsAKernelError) {
 #ifndef POSEIDON_HAVE_DNNL

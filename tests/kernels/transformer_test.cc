@@ -299,8 +299,8 @@ TEST(TransformerGrad, Embedding) {
   s.vocab = 5, s.num_output = 3;
   core::Model m = Build(1, 4, 0, {s}, 1);
   // Ids repeat (0 and 3 twice) so that the scatter must add; 2 is never used.
-  CheckGradients({.layer = &m.layers()[0], .batch = 2, .seed = 21,
-                  .ids = {0, 3, 1, 3, 4, 0, 1, 0}});
+  CheckGradients(
+      {.layer = &m.layers()[0], .batch = 2, .seed = 21, .ids = {0, 3, 1, 3, 4, 0, 1, 0}});
 }
 
 TEST(TransformerGrad, PosEmbeddingShorterThanTheTable) {
