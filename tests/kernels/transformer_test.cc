@@ -464,6 +464,29 @@ TEST(TransformerNet, TiedHeadGetsBothGradients) {
   CheckNetGradients(m, {0, 4, 4, 2, 1, 0}, {4, 1}, 2);
 }
 
+// A linear layer with its own weight has sufficient factors over its batch x tokens rows
+// (core::SfbFactorRows); rebuilding its weight gradient from them gives Backward's.
+TEST(TransformerNet, LinearSufficientFactorsRebuildItsGradient) {
+  LayerSpec fc = Spec("fc", LayerKind::kLinear);
+  fc.num_output = 5;
+  LayerSpec pool = Spec("pool", LayerKind::kTokenPool);
+  core::Model m = Seq(3, 4, {fc, pool, Spec("loss", LayerKind::kSoftmaxLoss)});
+  Net net(m, Backend::kReference, 2, 1);
+  std::mt19937_64 rng(4);
+  const std::vector<float> x = Random(rng, 2 * 12);
+  const std::vector<int32_t> labels{1, 4};
+  net.Forward(x.data(), labels.data(), true);
+  net.Backward();
+  const FcFactors f = net.FactorsOf(0);
+  EXPECT_EQ(f.k, 6);  // 2 images x 3 tokens
+  EXPECT_EQ(f.m, 4);
+  EXPECT_EQ(f.n, 5);
+  std::vector<float> dw(20);
+  RebuildFcGradient(f.top_grad, f.bottom, f.k, f.m, f.n, dw.data());
+  const BlobRef w = net.blob(0);
+  for (int i = 0; i < 20; ++i) EXPECT_NEAR(dw[static_cast<size_t>(i)], w.grad[i], 1e-6) << i;
+}
+
 // fmnist_vit (the shipped model file) trains on the cpu backend: over 40 SGD steps of 16
 // synthetic 28x28 images (kernels/data/idx.h: a fixed pattern per class plus noise) the mean loss
 // of the last 10 steps is well under that of the first 10, and nothing diverges.
