@@ -18,8 +18,8 @@
 //   softmax_loss softmax is oneDNN's; loss and gradient (p - onehot) / batch are plain code
 //   dropout      plain code with a seeded generator
 //   batchnorm    running averages (for train=false) are updated in plain code
-//   transformer layers: see cpu_transformer.cc (matmul, layer_normalization, softmax, eltwise,
-//                binary and reduction primitives; plain loops for gathers and copies)
+//   transformer layers: see cpu_transformer.cc (matmul, layer_normalization, softmax, eltwise and
+//                binary primitives; plain loops for gathers and copies)
 //
 //   auto k = MakeCpuKernel(layer, /*batch=*/32, /*seed=*/1);
 //   k->Forward({x}, y, {w, b}, /*train=*/true);
