@@ -86,6 +86,7 @@ PlanReport MakePlanReport(const config::ScenarioSpec& s) {
     const core::Layer& l = model.layers()[id];
     if (core::HasSufficientFactors(l)) {
       r.sfb_thresholds.emplace_back(l.name, core::SfbThreshold(l, in.batch));
+      r.sfb_rows_per_image = std::max(r.sfb_rows_per_image, l.fc_rows);
     }
   }
   for (const auto& lp : plan.layers) {
@@ -126,7 +127,11 @@ int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
       "plan {} (model {}): P1={} workers, P2={} servers, {}, K={} per worker, scheme {}{}; sfb "
       "threshold 2MN/(K(M+N)): {}\n",
       r.scenario, r.model, r.workers, r.servers, r.colocated ? "colocated" : "dedicated",
-      r.batch_per_worker, r.scheme, r.layer_overrides ? " (+ per-layer overrides)" : "",
+      // A linear layer's K is batch x tokens (old models: the batch, as the line always said).
+      r.sfb_rows_per_image == 1
+          ? fmt::format("{}", r.batch_per_worker)
+          : fmt::format("{} images x up to {} tokens", r.batch_per_worker, r.sfb_rows_per_image),
+      r.scheme, r.layer_overrides ? " (+ per-layer overrides)" : "",
       thresholds.empty() ? "no fc layers" : fmt::format("{}", fmt::join(thresholds, ", ")));
   out << "MB per iteration (1e6 bytes, sent + received) through the busiest machine's NIC\n";
 

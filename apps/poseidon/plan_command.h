@@ -43,6 +43,9 @@ struct PlanReport {
   int workers = 0, servers = 0;
   bool colocated = true;
   int64_t batch_per_worker = 0;
+  // The most rows per image of a layer with sufficient factors (tokens for a linear layer, 1 for
+  // fc): a worker's K is batch x rows.
+  int64_t sfb_rows_per_image = 1;
   std::string scheme;            // protocol.scheme as requested
   bool layer_overrides = false;  // protocol.layer_schemes was given
   std::vector<std::pair<std::string, double>> sfb_thresholds;  // per FC layer: 2MN/(K(M+N))
