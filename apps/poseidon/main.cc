@@ -21,6 +21,7 @@
 #include "apps/poseidon/gpu_model_command.h"
 #include "apps/poseidon/live_command.h"
 #include "apps/poseidon/models_command.h"
+#include "apps/poseidon/models_import_command.h"
 #include "apps/poseidon/plan_command.h"
 #include "apps/poseidon/train_command.h"
 #include "config/scenario.h"

@@ -11,7 +11,6 @@
 
 #include "config/model_loader.h"
 #include "core/model.h"
-#include "model_import/onnx_import.h"
 
 #include "apps/poseidon/format.h"
 
@@ -100,23 +99,6 @@ int RunModelsShow(const std::string& name_or_path, const std::string& models_dir
         fmt::format("{} ({})", Thousands(m.forward_flops()), Si(m.forward_flops())));
   total("activations/image:",
         fmt::format("{} ({})", Thousands(m.activation_bytes()), Bytes(m.activation_bytes())));
-  return 0;
-}
-
-int RunModelsImport(const std::string& onnx_path, const std::string& output,
-                    const std::string& name, std::ostream& out) {
-  model_import::ImportOptions options;
-  options.name = name;
-  const model_import::ImportResult r = model_import::ImportOnnxFile(onnx_path, options);
-  {
-    std::ofstream f(output, std::ios::binary);
-    if (!f || !(f << r.yaml) || !f.flush()) {
-      throw config::ConfigError(fmt::format(
-          "{}: error: cannot write the model file; check the folder exists and is writable",
-          output));
-    }
-  }
-  out << fmt::format("imported {} -> {}: {}\n", onnx_path, output, r.Summary());
   return 0;
 }
 

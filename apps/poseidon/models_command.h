@@ -23,11 +23,4 @@ int RunModelsList(const std::string& models_dir, std::ostream& out);
 int RunModelsShow(const std::string& name_or_path, const std::string& models_dir,
                   const std::set<std::string>& without_groups, std::ostream& out);
 
-// Imports an ONNX file (model_import/) and writes its model YAML to `output`; prints one summary
-// line (layers, parameters, what was folded) to `out`. Throws model_import::ImportError with one
-// located line ("FILE: error: node 'NAME' (OpType): why; what to do") when the file cannot be
-// imported, config::ConfigError when the output cannot be written.
-int RunModelsImport(const std::string& onnx_path, const std::string& output,
-                    const std::string& name, std::ostream& out);
-
 }  // namespace poseidon::app
