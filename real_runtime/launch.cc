@@ -476,6 +476,14 @@ int RunLaunch(const LaunchOptions& o) {
       }
     }
     if (notice_fd >= 0) ::close(notice_fd);
+    if (peer_lost_since && result == 0) {
+      // Every process left within the grace period, each having lost a peer, and none said why
+      // (a connection that both ends refused): the job failed all the same.
+      fmt::print(stderr, "launch: every process ended having lost a peer and none gave another "
+                         "cause; see the 'closing the connection' lines in {}/rank-*.log\n",
+                 o.log_dir);
+      result = kExitPeerLost;
+    }
   } catch (...) {
     stop_all(SIGKILL);
     for (const auto& [pid, c] : children) waitpid(pid, nullptr, 0);
