@@ -104,12 +104,13 @@ void LiveWorkerStore::SfbReceive(const core::Message& m) {
   const core::Layer* L = m.layer >= 0 && static_cast<size_t>(m.layer) < net_->model().layers().size()
                              ? &net_->model().layers()[static_cast<size_t>(m.layer)]
                              : nullptr;
-  if (!L || L->kind != core::LayerKind::kFc) {
+  if (!L || !core::HasSufficientFactors(*L)) {
     throw PayloadError(fmt::format("sufficient factors from actor {} name layer {}, which is not "
-                                   "an fc layer of model '{}'",
+                                   "an fc layer or a linear layer with its own weight of model "
+                                   "'{}'",
                                    m.from, m.layer, net_->model().name()));
   }
-  CheckCount(m, net_->batch() * (L->fc_in + L->fc_out), "sufficient factors");
+  CheckCount(m, core::SfbFactorFloats(*L, net_->batch()), "sufficient factors");
   std::lock_guard<std::mutex> lock(sfb_mutex_);
   sfb_factors_[{m.layer, m.clock, m.from}] = m.data;
 }
@@ -124,7 +125,7 @@ void LiveWorkerStore::SfbRebuild(int layer, int64_t clock, int peer) {
     sfb_factors_.erase(it);
   }
   const core::Layer& L = net_->model().layers()[static_cast<size_t>(layer)];
-  const int64_t k = net_->batch(), m = L.fc_in, n = L.fc_out;
+  const int64_t k = core::SfbFactorRows(L, net_->batch()), m = L.fc_in, n = L.fc_out;
   std::vector<float> dw(static_cast<size_t>(n * m));
   kernels::RebuildFcGradient(f->data(), f->data() + k * n, k, m, n, dw.data());
   AddPart(layer, clock, peer, std::move(dw));
@@ -438,7 +439,7 @@ core::FloatBuffer ReplayWorkerStore::Zeros(int64_t n) {
 
 core::FloatBuffer ReplayWorkerStore::SfbFactors(int layer) {
   const core::Layer& L = model_.layers().at(static_cast<size_t>(layer));
-  return Zeros(batch_ * (L.fc_in + L.fc_out));
+  return Zeros(core::SfbFactorFloats(L, batch_));
 }
 
 core::FloatBuffer ReplayShardStore::Read(const core::Chunk& chunk) {

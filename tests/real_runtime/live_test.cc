@@ -90,6 +90,35 @@ TEST_F(LiveTest, BspFollowsTheOneProcessLossCurveWith1And2And4Workers) {
   }
 }
 
+// The small vision transformer (patch embedding, class token, attention, layer norm, GELU; the
+// oneDNN transformer kernels) trains live as it does in one process, with every layer through the
+// parameter server, with its linear layers' gradients as sufficient factors (K = batch x 17
+// tokens), and by ring all-reduce: 4 workers of 8 images against one process of 32, DWBP on.
+TEST_F(LiveTest, VitFollowsTheOneProcessCurveWithPsSfbAndAllreduce) {
+  const int iters = 20;
+  Result t = Shell(kBin + " train --model fmnist_vit --iterations 20 --batch 32 --lr 0.03 "
+                "--print-interval 1 --test-interval 0 --data-dir " + Dir() + "/data --csv " +
+                Dir() + "/vit_train.csv");
+  ASSERT_EQ(t.rc, 0) << t.out;
+  const std::vector<double> want = Losses(Dir() + "/vit_train.csv");
+  ASSERT_EQ(want.size(), static_cast<size_t>(iters));
+  EXPECT_GT(want.front() - *std::min_element(want.begin(), want.end()), 0.3)
+      << "the curve must actually descend";
+  for (const std::string scheme : {"ps", "sfb", "allreduce"}) {
+    const std::string csv = Dir() + "/vit_" + scheme + ".csv";
+    Result r = Launch("vit_" + scheme,
+                      "--workers 4 --servers 2 --set model=fmnist_vit --set iterations=20 --set "
+                      "batch_per_worker=8 --set protocol.dwbp=true --set protocol.scheme=" +
+                          scheme + " --lr 0.03 --print-interval 1 --csv " + csv);
+    ASSERT_EQ(r.rc, 0) << scheme << "\n" << r.out;
+    const std::vector<double> got = Losses(csv);
+    ASSERT_EQ(got.size(), want.size()) << r.out;
+    for (int i = 0; i < iters; ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << scheme << ", iteration " << i + 1;
+    }
+  }
+}
+
 // Sufficient-factor broadcasting rebuilds every FC weight gradient from its factors on every
 // worker and applies the update there; the parameter server averages the pushed gradients. Same
 // arithmetic: the final weights agree to float rounding, and SFB replicas agree with each other.
