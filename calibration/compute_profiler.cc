@@ -157,10 +157,11 @@ config::ProfileSpec Measure(const core::Model& model, const std::string& model_n
     report("update", 1, 1);
   }
 
-  // SFB rebuild per FC layer, from the factors of the last backward.
+  // SFB rebuild per FC layer (and linear layer with its own weight: K = batch x tokens), from the
+  // factors of the last backward.
   std::vector<int> fcs;
   for (const core::Layer& l : layers) {
-    if (l.kind == core::LayerKind::kFc) fcs.push_back(l.id);
+    if (core::HasSufficientFactors(l)) fcs.push_back(l.id);
   }
   for (size_t j = 0; j < fcs.size(); ++j) {
     kernels::FcFactors f = net.FactorsOf(fcs[j]);

@@ -22,8 +22,9 @@
 // way a median would. Then:
 //   update_ms_per_mb  the step's time (same iterations, same mean) divided by the parameters'
 //                     size in MB (1e6 bytes);
-//   sfb_rebuild_ms    per FC layer, median time of kernels::RebuildFcGradient from the last
-//                     backward's sufficient factors (K = batch pairs);
+//   sfb_rebuild_ms    per FC layer and linear layer with its own weight, median time of
+//                     kernels::RebuildFcGradient from the last backward's sufficient factors
+//                     (K = batch pairs for fc, batch x tokens for linear);
 //   pcie_gbs          host<->device copies: only for a GPU backend (not measured on cpu).
 // Host backends only (reference, cpu); the cuda backend throws kernels::KernelError from the Net
 // until kernels/ gives Nets device buffers.

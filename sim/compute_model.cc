@@ -47,6 +47,7 @@ ComputeModel ComputeModel::FromDevice(const core::Model& model, const config::De
     c.bwd_base_.push_back(roofline(BackwardWork(l, b)));
     c.fc_in_.push_back(core::HasSufficientFactors(l) ? l.fc_in : 0);
     c.fc_out_.push_back(core::HasSufficientFactors(l) ? l.fc_out : 0);
+    c.fc_rows_.push_back(l.fc_rows);
   }
   c.base_source_ = fmt::format("roofline {} (batch {})", device.name, batch);
   c.ComputeTotals();
@@ -69,6 +70,7 @@ ComputeModel ComputeModel::FromCudnnModel(const core::Model& model,
     c.bwd_base_.push_back(cost.bwd.ns);
     c.fc_in_.push_back(core::HasSufficientFactors(l) ? l.fc_in : 0);
     c.fc_out_.push_back(core::HasSufficientFactors(l) ? l.fc_out : 0);
+    c.fc_rows_.push_back(l.fc_rows);
   }
   c.base_source_ = fmt::format("cudnn model {} (batch {})", device.name, batch);
   c.ComputeTotals();
@@ -110,6 +112,7 @@ ComputeModel ComputeModel::FromProfile(const core::Model& model, const config::P
     c.bwd_base_.push_back(t.bwd_ms * 1e6 * ratio);
     c.fc_in_.push_back(core::HasSufficientFactors(l) ? l.fc_in : 0);
     c.fc_out_.push_back(core::HasSufficientFactors(l) ? l.fc_out : 0);
+    c.fc_rows_.push_back(l.fc_rows);
   }
 
   c.base_source_ = fmt::format("profile {}", profile_file);
@@ -211,7 +214,8 @@ int64_t ComputeModel::SfbRebuildNs(int layer_id, int64_t K) const {
     base = static_cast<double>(launch_ns_) +
            1e9 * std::max(flops / effective_flops_, bytes / effective_memory_Bps_);
   } else {
-    base = fwd_base_[i] * k / static_cast<double>(batch_);
+    // The forward GEMM's rows are batch x fc_rows (tokens for a linear layer, 1 for fc).
+    base = fwd_base_[i] * k / (static_cast<double>(batch_) * static_cast<double>(fc_rows_[i]));
   }
   return Scaled(base);
 }

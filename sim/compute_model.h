@@ -140,6 +140,7 @@ class ComputeModel {
   std::vector<double> fwd_base_, bwd_base_;
   // FC shapes (M inputs, N outputs; 0 for other layers), for SfbRebuildNs.
   std::vector<int64_t> fc_in_, fc_out_;
+  std::vector<int64_t> fc_rows_;  // rows per image of the layer's GEMM (Layer::fc_rows)
   int64_t total_fwd_ns_ = 0, total_bwd_ns_ = 0;
   // Roofline rates (used by SfbRebuildNs on the roofline path).
   double effective_flops_ = 0;       // peak_flops * compute_efficiency

@@ -17,7 +17,9 @@ core::SacpTiming SacpTimingFor(const config::ScenarioSpec& s, const core::Model&
     t.fwd_s[l] = static_cast<double>(compute.fwd_ns(id)) * 1e-9;
     t.bwd_s[l] = static_cast<double>(compute.bwd_ns(id)) * 1e-9;
     if (core::HasSufficientFactors(model.layers()[l])) {
-      t.sfb_rebuild_s[l] = static_cast<double>(compute.SfbRebuildNs(id, s.batch_per_worker)) * 1e-9;
+      // One peer's factors: K = batch x tokens rows for a linear layer (batch for fc).
+      const int64_t k = core::SfbFactorRows(model.layers()[l], s.batch_per_worker);
+      t.sfb_rebuild_s[l] = static_cast<double>(compute.SfbRebuildNs(id, k)) * 1e-9;
     }
   }
   constexpr int64_t kMiB = 1 << 20;

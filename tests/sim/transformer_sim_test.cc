@@ -10,7 +10,9 @@
 #include "config/scenario.h"
 #include "config/specs.h"
 #include "core/model.h"
+#include "sim/compute_model.h"
 #include "sim/gpu_kernel_model.h"
+#include "sim/sacp_timing.h"
 #include "sim/simulation.h"
 
 namespace poseidon::sim {
@@ -74,6 +76,21 @@ TEST(TransformerSimTest, ALinearLayerIsOneGemmOverBatchTimesTokens) {
   // ... and the score and context matmuls are one batched launch each over 4 x 12 heads, not 48
   // launches each: the forward stays below the projections plus 48 score GEMMs alone.
   EXPECT_LT(ca.fwd.ns, 4 * GemmNs(4 * 128, 768, 768, d, p) + 48 * GemmNs(128, 128, 64, d, p));
+}
+
+// SACP's time model rebuilds one peer's factors of a linear layer from K = batch x tokens rows, as
+// the simulator's rebuild task and the live worker do, not from K = batch (128 times too few rows for
+// BERT-base); an fc layer's K stays the batch.
+TEST(TransformerSimTest, SacpTimesALinearLayersRebuildWithBatchTimesTokensRows) {
+  const config::ScenarioSpec s = Bert();
+  const core::Model m = core::Model::Build(config::LoadModelFile(s.model_file));
+  const ComputeModel c = BuildComputeModel(s, m);
+  const core::SacpTiming t = SacpTimingFor(s, m, c);
+  const core::Layer& fc1 = *m.FindLayer("l0_fc1");
+  ASSERT_EQ(fc1.fc_rows, 128);
+  const double want = static_cast<double>(c.SfbRebuildNs(fc1.id, s.batch_per_worker * 128)) * 1e-9;
+  EXPECT_DOUBLE_EQ(t.sfb_rebuild_s[static_cast<size_t>(fc1.id)], want);
+  EXPECT_GT(want, 3 * static_cast<double>(c.SfbRebuildNs(fc1.id, s.batch_per_worker)) * 1e-9);
 }
 
 }  // namespace
