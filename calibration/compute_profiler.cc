@@ -35,6 +35,16 @@ Inputs RandomInputs(const core::Model& model, int64_t batch, uint64_t seed) {
   std::uniform_real_distribution<float> pixel(0.f, 1.f);
   in.images.resize(static_cast<size_t>(batch * model.input_shape().count()));
   for (float& v : in.images) v = pixel(rng);
+  // Token ids [S] (a language model): ids spread over the vocabulary of the embedding that reads
+  // the input, so that its gather touches the table as real text does.
+  int64_t vocab = 0;
+  for (const core::Layer& l : model.layers()) {
+    if (l.kind == core::LayerKind::kEmbedding && l.bottoms.empty()) vocab = l.spec.vocab;
+  }
+  if (model.input_shape().rank == 1 && vocab > 0) {
+    std::uniform_int_distribution<int64_t> id(0, vocab - 1);
+    for (float& v : in.images) v = static_cast<float>(id(rng));
+  }
   int64_t classes = 2;
   for (const core::Layer& l : model.layers()) {
     if (l.kind == core::LayerKind::kSoftmaxLoss) classes = std::max<int64_t>(classes, l.out.count());
