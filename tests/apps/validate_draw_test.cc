@@ -50,7 +50,7 @@ TEST(ValidateDraw, FortyEightDrawsCoverTheSpaceAndAllLoadAndRunLive) {
       EXPECT_NE(s.scheme, "allreduce") << p.index;
     }
   }
-  EXPECT_EQ(models.size(), 3u);  // the three CPU profiles
+  EXPECT_EQ(models.size(), 4u);  // the four CPU profiles (MLP, CNN, cifar10, ViT)
   EXPECT_EQ(schemes.size(), 5u);
   EXPECT_EQ(consistencies.size(), 3u);
   EXPECT_EQ(placements.size(), 2u);
