@@ -22,6 +22,7 @@
 
 #include "core/model.h"
 #include "kernels/kernel.h"
+#include "tests/kernels/grad_check.h"
 
 namespace poseidon::kernels {
 namespace {
@@ -46,124 +47,10 @@ core::Model Build(int64_t c, int64_t h, int64_t w, std::vector<LayerSpec> layers
   return core::Model::Build(m);
 }
 
-// Uniform in [lo, hi), the same on every platform.
-float Uniform(std::mt19937_64& rng, double lo, double hi) {
-  return static_cast<float>(lo + (hi - lo) * static_cast<double>(rng() >> 11) * 0x1p-53);
-}
-
-enum class InputKind { kPlain, kAwayFromZero, kDistinct };
-
-std::vector<float> RandomInput(std::mt19937_64& rng, int64_t n, InputKind kind) {
-  std::vector<float> v(static_cast<size_t>(n));
-  if (kind == InputKind::kDistinct) {
-    std::vector<int64_t> perm(static_cast<size_t>(n));
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    for (int64_t i = 0; i < n; ++i) {
-      v[static_cast<size_t>(i)] = static_cast<float>(-1.0 + 2.0 * perm[static_cast<size_t>(i)] / n);
-    }
-    return v;
-  }
-  for (float& x : v) {
-    x = Uniform(rng, -1, 1);
-    if (kind == InputKind::kAwayFromZero && std::fabs(x) < 0.1f) x += x < 0 ? -0.1f : 0.1f;
-  }
-  return v;
-}
-
-struct GradCheck {
-  const core::Layer* layer;
-  int64_t batch = 2;
-  uint64_t seed = 7;
-  InputKind input = InputKind::kPlain;
-  double eps = 1e-2;
-  std::vector<int32_t> labels;  // softmax_loss
-};
-
-double Objective(const GradCheck& g, const std::vector<std::vector<float>>& bottoms,
-                 const std::vector<std::vector<float>>& params, const std::vector<float>& r) {
-  auto k = MakeReferenceKernel(*g.layer, g.batch, g.seed);
-  std::vector<const float*> b, p;
-  for (const auto& v : bottoms) b.push_back(v.data());
-  for (const auto& v : params) p.push_back(v.data());
-  std::vector<float> top(r.size());
-  if (!g.labels.empty()) k->SetLabels(g.labels.data());
-  k->Forward(b, top.data(), p, /*train=*/true);
-  if (g.layer->kind == LayerKind::kSoftmaxLoss) return k->loss();
-  double f = 0;
-  for (size_t i = 0; i < r.size(); ++i) f += static_cast<double>(r[i]) * top[i];
-  return f;
-}
-
-void ExpectClose(const std::vector<float>& analytic, const std::vector<double>& numeric,
-                 const std::string& what) {
-  double diff2 = 0, a2 = 0, n2 = 0;
-  int bad = 0;
-  for (size_t i = 0; i < analytic.size(); ++i) {
-    const double a = analytic[i], n = numeric[i];
-    diff2 += (a - n) * (a - n), a2 += a * a, n2 += n * n;
-    if (std::fabs(a - n) > 2e-2 * std::max(std::fabs(a), std::fabs(n)) + 2e-3 && bad++ < 5) {
-      ADD_FAILURE() << what << "[" << i << "]: analytic " << a << " numeric " << n;
-    }
-  }
-  const double scale = std::sqrt(std::max(a2, n2));
-  if (scale > 0) {
-    EXPECT_LE(std::sqrt(diff2) / scale, 1e-2) << what;
-  }
-  EXPECT_GT(scale, 0) << what << ": the gradient is all zeros, the test checks nothing";
-}
-
-void CheckGradients(const GradCheck& g) {
-  const core::Layer& l = *g.layer;
-  std::mt19937_64 rng(g.seed);
-  std::vector<std::vector<float>> bottoms, params;
-  for (const core::Shape& s : l.in_shapes)
-    bottoms.push_back(RandomInput(rng, g.batch * s.count(), g.input));
-  for (const core::ParamBlob& b : l.blobs) {
-    std::vector<float> v(static_cast<size_t>(b.count));
-    const bool bn_scale = l.kind == LayerKind::kBatchNorm && params.empty();
-    for (float& x : v) x = bn_scale ? Uniform(rng, 0.5, 1.5) : Uniform(rng, -0.5, 0.5);
-    params.push_back(std::move(v));
-  }
-  std::vector<float> r(static_cast<size_t>(g.batch * l.out.count()));
-  for (float& x : r) x = Uniform(rng, -1, 1);
-
-  // Analytic.
-  auto k = MakeReferenceKernel(l, g.batch, g.seed);
-  std::vector<const float*> b, p;
-  for (const auto& v : bottoms) b.push_back(v.data());
-  for (const auto& v : params) p.push_back(v.data());
-  std::vector<float> top(r.size());
-  if (!g.labels.empty()) k->SetLabels(g.labels.data());
-  k->Forward(b, top.data(), p, true);
-  std::vector<std::vector<float>> db, dp;
-  std::vector<float*> dbp, dpp;
-  for (const auto& v : bottoms) db.emplace_back(v.size(), 123.f);  // overwritten, not summed
-  for (const auto& v : params) dp.emplace_back(v.size(), 123.f);
-  for (auto& v : db) dbp.push_back(v.data());
-  for (auto& v : dp) dpp.push_back(v.data());
-  k->Backward(b, top.data(), r.data(), dbp, p, dpp);
-
-  auto numeric = [&](std::vector<float>& x) {
-    std::vector<double> d(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      const float keep = x[i];
-      x[i] = static_cast<float>(keep + g.eps);
-      const double plus = Objective(g, bottoms, params, r);
-      x[i] = static_cast<float>(keep - g.eps);
-      const double minus = Objective(g, bottoms, params, r);
-      x[i] = keep;
-      d[i] = (plus - minus) / (2 * g.eps);
-    }
-    return d;
-  };
-  for (size_t i = 0; i < bottoms.size(); ++i) {
-    ExpectClose(db[i], numeric(bottoms[i]), l.name + " d/bottom" + std::to_string(i));
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    ExpectClose(dp[i], numeric(params[i]), l.name + " d/" + l.blobs[i].name);
-  }
-}
+using gradcheck::CheckGradients;
+using gradcheck::GradCheck;
+using gradcheck::InputKind;
+using gradcheck::Uniform;
 
 TEST(ReferenceGrad, ConvGroupsStridePad) {
   LayerSpec s = Spec("conv", LayerKind::kConv);

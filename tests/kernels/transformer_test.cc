@@ -3,7 +3,7 @@
 // differences, the refusals, and whole small nets (a ViT, and a tied LM head) whose Net gradients
 // are checked the same way.
 //
-// Gradient check (as tests/kernels/reference_test.cc): f = sum_i r_i * top_i with r seeded in
+// Gradient check (tests/kernels/grad_check.h, shared with reference_test.cc): f = sum_i r_i * top_i with r seeded in
 // [-1, 1], accumulated in double; every input and parameter value perturbed by +-eps (1e-2);
 // per element |analytic - numeric| <= 2e-2 * max(|a|, |n|) + 2e-3 and over the whole vector
 // ||a - n|| / max(||a||, ||n||) <= 1e-2. Backward must overwrite (buffers start at 123).
@@ -23,6 +23,7 @@
 #include "kernels/net.h"
 #include "kernels/reference/reference_kernels.h"
 #include "kernels/sgd.h"
+#include "tests/kernels/grad_check.h"
 
 namespace poseidon::kernels {
 namespace {
@@ -53,123 +54,12 @@ core::Model Seq(int64_t s, int64_t d, std::vector<LayerSpec> layers) {
   return Build(1, s, d, std::move(layers), 2);
 }
 
-float Uniform(std::mt19937_64& rng, double lo, double hi) {
-  return static_cast<float>(lo + (hi - lo) * static_cast<double>(rng() >> 11) * 0x1p-53);
-}
-
-std::vector<float> Random(std::mt19937_64& rng, int64_t n, double lo = -1, double hi = 1) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = Uniform(rng, lo, hi);
-  return v;
-}
-
-bool EndsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-void ExpectClose(const std::vector<float>& analytic, const std::vector<double>& numeric,
-                 const std::string& what) {
-  ASSERT_EQ(analytic.size(), numeric.size()) << what;
-  if (EndsWith(what, ".k.bias")) {
-    // The key bias adds q . b_k to every score of a query: the softmax cancels it, so its
-    // gradient is exactly 0 (up to rounding), and a relative comparison would compare noise.
-    for (size_t i = 0; i < analytic.size(); ++i) {
-      EXPECT_LE(std::fabs(analytic[i]), 1e-5) << what << "[" << i << "]";
-      EXPECT_LE(std::fabs(numeric[i]), 1e-3) << what << "[" << i << "]";
-    }
-    return;
-  }
-  double diff2 = 0, a2 = 0, n2 = 0;
-  int bad = 0;
-  for (size_t i = 0; i < analytic.size(); ++i) {
-    const double a = analytic[i], n = numeric[i];
-    diff2 += (a - n) * (a - n), a2 += a * a, n2 += n * n;
-    if (std::fabs(a - n) > 2e-2 * std::max(std::fabs(a), std::fabs(n)) + 2e-3 && bad++ < 5) {
-      ADD_FAILURE() << what << "[" << i << "]: analytic " << a << " numeric " << n;
-    }
-  }
-  const double scale = std::sqrt(std::max(a2, n2));
-  if (scale > 0) {
-    EXPECT_LE(std::sqrt(diff2) / scale, 1e-2) << what;
-  }
-  EXPECT_GT(scale, 0) << what << ": the gradient is all zeros, the test checks nothing";
-}
-
-struct GradCheck {
-  const core::Layer* layer;
-  int64_t batch = 2;
-  uint64_t seed = 7;
-  double eps = 1e-2;
-  // Token ids instead of random bottoms (embedding): not perturbed, their gradient must be 0.
-  std::vector<float> ids;
-};
-
-double Objective(const GradCheck& g, const std::vector<std::vector<float>>& bottoms,
-                 const std::vector<std::vector<float>>& params, const std::vector<float>& r) {
-  auto k = MakeReferenceKernel(*g.layer, g.batch, g.seed);
-  std::vector<const float*> b, p;
-  for (const auto& v : bottoms) b.push_back(v.data());
-  for (const auto& v : params) p.push_back(v.data());
-  std::vector<float> top(r.size());
-  k->Forward(b, top.data(), p, /*train=*/true);
-  double f = 0;
-  for (size_t i = 0; i < r.size(); ++i) f += static_cast<double>(r[i]) * top[i];
-  return f;
-}
-
-void CheckGradients(const GradCheck& g) {
-  const core::Layer& l = *g.layer;
-  SCOPED_TRACE(l.name);
-  std::mt19937_64 rng(g.seed);
-  std::vector<std::vector<float>> bottoms, params;
-  for (const core::Shape& s : l.in_shapes) {
-    bottoms.push_back(g.ids.empty() ? Random(rng, g.batch * s.count()) : g.ids);
-  }
-  for (const core::ParamBlob& b : l.blobs) {
-    // Layer-norm gammas around 1, the rest small enough that softmaxes are not saturated.
-    const bool gamma = l.kind == LayerKind::kLayerNorm && params.empty();
-    params.push_back(gamma ? Random(rng, b.count, 0.5, 1.5) : Random(rng, b.count, -0.5, 0.5));
-  }
-  const std::vector<float> r = Random(rng, g.batch * l.out.count());
-
-  auto k = MakeReferenceKernel(l, g.batch, g.seed);
-  std::vector<const float*> b, p;
-  for (const auto& v : bottoms) b.push_back(v.data());
-  for (const auto& v : params) p.push_back(v.data());
-  std::vector<float> top(r.size());
-  k->Forward(b, top.data(), p, true);
-  std::vector<std::vector<float>> db, dp;
-  std::vector<float*> dbp, dpp;
-  for (const auto& v : bottoms) db.emplace_back(v.size(), 123.f);  // overwritten, not summed
-  for (const auto& v : params) dp.emplace_back(v.size(), 123.f);
-  for (auto& v : db) dbp.push_back(v.data());
-  for (auto& v : dp) dpp.push_back(v.data());
-  k->Backward(b, top.data(), r.data(), dbp, p, dpp);
-
-  auto numeric = [&](std::vector<float>& x) {
-    std::vector<double> d(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      const float keep = x[i];
-      x[i] = static_cast<float>(keep + g.eps);
-      const double plus = Objective(g, bottoms, params, r);
-      x[i] = static_cast<float>(keep - g.eps);
-      const double minus = Objective(g, bottoms, params, r);
-      x[i] = keep;
-      d[i] = (plus - minus) / (2 * g.eps);
-    }
-    return d;
-  };
-  for (size_t i = 0; i < bottoms.size(); ++i) {
-    if (!g.ids.empty()) {
-      for (float v : db[i]) EXPECT_EQ(v, 0.f) << "token ids get no gradient";
-      continue;
-    }
-    ExpectClose(db[i], numeric(bottoms[i]), l.name + " d/bottom" + std::to_string(i));
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    ExpectClose(dp[i], numeric(params[i]), l.name + " d/" + l.blobs[i].name);
-  }
-}
+using gradcheck::CheckGradients;
+using gradcheck::EndsWith;
+using gradcheck::ExpectClose;
+using gradcheck::GradCheck;
+using gradcheck::Random;
+using gradcheck::Uniform;
 
 // Runs one forward of a single-layer kernel.
 std::vector<float> Fwd(const core::Layer& l, int64_t batch, const std::vector<float>& x,
