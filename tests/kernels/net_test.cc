@@ -13,6 +13,7 @@
 #include "core/model.h"
 #include "kernels/data/idx.h"
 #include "kernels/sgd.h"
+#include "tests/kernels/synthetic_training.h"
 
 namespace poseidon::kernels {
 namespace {
@@ -171,24 +172,9 @@ TEST(Sgd, LearningRatePolicies) {
 TEST(Net, FmnistMlpLearnsSyntheticData) {
   core::Model m = core::Model::Build(
       config::LoadModelFile(POSEIDON_SOURCE_DIR "/scenarios/models/fmnist_mlp.yaml"));
-  const int64_t batch = 8;
-  const int iterations = 120;
-  IdxDataset data = SyntheticDataset(batch * iterations, 28, 28, 10, 42);
-  Net net(m, Backend::kReference, batch, 1);
-  SgdOptions o;
-  o.base_lr = 0.01, o.momentum = 0.9;
-  Sgd sgd(o, net.num_params());
-  double first = 0, last = 0;
-  for (int it = 0; it < iterations; ++it) {
-    const double loss =
-        net.Forward(data.images.data() + it * batch * 784, data.labels.data() + it * batch, true);
-    ASSERT_TRUE(std::isfinite(loss)) << "iteration " << it;
-    net.Backward();
-    sgd.Step(net.params(), net.param_grads(), it);
-    if (it < 10) first += loss / 10;
-    if (it >= iterations - 10) last += loss / 10;
-  }
-  EXPECT_LT(last, 0.5 * first) << "first " << first << " last " << last;
+  Net net(m, Backend::kReference, /*batch=*/8, 1);
+  const testing::LossEnds e = testing::TrainOnSyntheticData(net, 8, /*iterations=*/120, 0.01);
+  EXPECT_LT(e.last, 0.5 * e.first) << "first " << e.first << " last " << e.last;
   EXPECT_GT(net.Accuracy(), 0.5);
 }
 

@@ -24,6 +24,7 @@
 #include "kernels/reference/reference_kernels.h"
 #include "kernels/sgd.h"
 #include "tests/kernels/grad_check.h"
+#include "tests/kernels/synthetic_training.h"
 
 namespace poseidon::kernels {
 namespace {
@@ -386,24 +387,9 @@ TEST(TransformerTraining, FmnistVitLossDecreasesOnCpu) {
 #else
   const core::Model m = core::Model::Build(
       config::LoadModelFile(POSEIDON_SOURCE_DIR "/scenarios/models/fmnist_vit.yaml"));
-  const int64_t batch = 16;
-  const int iterations = 40;
-  const IdxDataset data = SyntheticDataset(batch * iterations, 28, 28, 10, 42);
-  Net net(m, Backend::kCpu, batch, 1);
-  SgdOptions o;
-  o.base_lr = 0.02, o.momentum = 0.9;
-  Sgd sgd(o, net.num_params());
-  double first = 0, last = 0;
-  for (int it = 0; it < iterations; ++it) {
-    const double loss =
-        net.Forward(data.images.data() + it * batch * 784, data.labels.data() + it * batch, true);
-    ASSERT_TRUE(std::isfinite(loss)) << "iteration " << it;
-    net.Backward();
-    sgd.Step(net.params(), net.param_grads(), it);
-    if (it < 10) first += loss / 10;
-    if (it >= iterations - 10) last += loss / 10;
-  }
-  EXPECT_LT(last, 0.6 * first) << "first " << first << " last " << last;
+  Net net(m, Backend::kCpu, /*batch=*/16, 1);
+  const testing::LossEnds e = testing::TrainOnSyntheticData(net, 16, /*iterations=*/40, 0.02);
+  EXPECT_LT(e.last, 0.6 * e.first) << "first " << e.first << " last " << e.last;
 #endif
 }
 
