@@ -194,34 +194,34 @@ TEST_F(LiveTest, AllreduceGivesThePsWeightsAndIdenticalReplicas) {
 }
 
 // Bounded staleness and no bound at all still learn (their curves depend on timing, so the
-// check is convergence, not equality). ASP runs with a shard per worker, a larger batch and half
-// the step: with no bound, workers that outrun their shards compute on ever older weights and
-// diverge (2 shards for 4 workers at batch 16 did, here), which is the case SSP exists for. At
-// --lr 0.01 ASP's test accuracy went from 0.40 to 0.74 between runs on this 2-core machine
-// (its late iterations started to diverge in the worst); at 0.005, 0.66 to 0.71 in four runs.
+// check is convergence, not equality). ASP runs with a shard per worker, a larger batch and a
+// quarter of SSP's step: with no bound, a worker the scheduler starves computes on older weights,
+// and a stale gradient harms in proportion to step x staleness. At --lr 0.005 for 80 iterations
+// the curve turned up again in one CI run while a Slurm test shared the 2 cores (minimum 1.61 of
+// 2.22, accuracy 0.24); at --lr 0.0025 for 120 iterations, eight runs with 2 and 4 busy-looping
+// processes beside the job all ended at losses 0.84-0.85 and accuracies 0.69-0.71.
 TEST_F(LiveTest, SspAndAspConverge) {
   for (const std::string c : {"--servers 2 --set batch_per_worker=16 --set 'protocol.consistency={model: ssp, staleness: 2}' --lr 0.01",
-                              "--servers 4 --set batch_per_worker=32 --set 'protocol.consistency={model: asp}' --lr 0.005"}) {
+                              "--servers 4 --set batch_per_worker=32 --set 'protocol.consistency={model: asp}' --lr 0.0025"}) {
     const std::string csv = Dir() + "/c.csv";
-    Result r = Launch("ssp", "--workers 4 --set iterations=80 " + c +
+    const bool asp = c.find("asp") != std::string::npos;
+    const int iterations = asp ? 120 : 80;
+    Result r = Launch("ssp", "--workers 4 --set iterations=" + std::to_string(iterations) + " " + c +
                       " --print-interval 10 --csv " + csv);
     ASSERT_EQ(r.rc, 0) << r.out;
     const std::vector<double> loss = Losses(csv);
-    ASSERT_EQ(loss.size(), 8u);
+    ASSERT_EQ(loss.size(), static_cast<std::size_t>(iterations / 10));
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.out, m, std::regex("test accuracy ([0-9.]+)"))) << r.out;
-    const bool asp = c.find("asp") != std::string::npos;
     if (!asp) {
       EXPECT_LT(loss.back(), 0.6 * loss.front()) << c << "\n" << r.out;
       EXPECT_GT(std::stod(m[1]), 0.6) << c << "\n" << r.out;  // ten classes: chance is 0.1
       continue;
     }
-    // ASP: how far it gets depends on how the processes interleave. With no bound, a worker that
-    // runs ahead on this 2-core machine can turn the curve up again near the end (final loss 1.46
-    // of 2.17 in one run of eight, accuracy 0.35 to 0.74 over them), so the check is that it
+    // ASP: how far it gets depends on how the processes interleave, so the check is that it
     // learned: the curve went well down at some point, and the model ends far above chance.
     EXPECT_LT(*std::min_element(loss.begin(), loss.end()), 0.6 * loss.front()) << c << "\n" << r.out;
-    EXPECT_GT(std::stod(m[1]), 0.25) << c << "\n" << r.out;
+    EXPECT_GT(std::stod(m[1]), 0.4) << c << "\n" << r.out;
   }
 }
 
