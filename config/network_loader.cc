@@ -84,7 +84,7 @@ NetworkFileSpec ReadNetworkFile(const YamlFile& f) {
   NetworkFileSpec s;
   NetworkSpec& n = s.network;
   n.loc = r.Loc();
-  n.model = NetworkModelFromName(r.Choice("model", {"flow", "alpha_beta", "queue"}, "flow"));
+  n.model = NetworkModelFromName(r.Choice("model", {"flow", "alpha_beta", "queue", "auto"}, "flow"));
   n.host_bandwidth_Bps = r.PositiveNumber("bandwidth_gbps") * 1e9 / 8;
   const double latency_us = r.Number("latency_us");
   if (latency_us < 0) r.FailKey("latency_us", "'latency_us' must not be negative");

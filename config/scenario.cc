@@ -81,7 +81,7 @@ void ReadNetwork(MapReader& r, NetworkSpec* n, const std::string& scenario_file,
     n->loc = r.Loc();
   }
   n->model = NetworkModelFromName(
-      r.Choice("model", {"flow", "alpha_beta", "queue"}, NetworkModelName(n->model)));
+      r.Choice("model", {"flow", "alpha_beta", "queue", "auto"}, NetworkModelName(n->model)));
   n->topology = r.Choice("topology", {"star", "leaf_spine"}, "star") == "star"
                     ? TopologyKind::kStar
                     : TopologyKind::kLeafSpine;

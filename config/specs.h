@@ -18,16 +18,23 @@ namespace poseidon::config {
 // ---- network -------------------------------------------------------------------------------
 
 // flow: links shared max-min or alpha-fair (sim/network/flow_network.h); alpha_beta: no sharing
-// (alpha_beta.h); queue: sending NICs shared, receiving links FIFO (queue_network.h).
-enum class NetworkModelKind { kFlow, kAlphaBeta, kQueue };
+// (alpha_beta.h); queue: sending NICs shared, receiving links FIFO (queue_network.h); auto: the
+// queue model while no receiving queue fills to queue_limit_bytes, the flow model for a job whose
+// traffic fills one (TCP's regime is the traffic's: a job that never overflows a queue never loses
+// a packet and keeps slow start's windows; one that does is held by its windows from then on).
+// The simulation runs the job with the queue model and, if a queue filled, again with the flow
+// model (sim/simulation.cc, RunJob).
+enum class NetworkModelKind { kFlow, kAlphaBeta, kQueue, kAuto };
 inline const char* NetworkModelName(NetworkModelKind k) {
   return k == NetworkModelKind::kFlow        ? "flow"
          : k == NetworkModelKind::kAlphaBeta ? "alpha_beta"
-                                             : "queue";
+         : k == NetworkModelKind::kQueue     ? "queue"
+                                             : "auto";
 }
-inline NetworkModelKind NetworkModelFromName(const std::string& name) {  // one of the three names
+inline NetworkModelKind NetworkModelFromName(const std::string& name) {  // one of the four names
   return name == "alpha_beta" ? NetworkModelKind::kAlphaBeta
          : name == "queue"    ? NetworkModelKind::kQueue
+         : name == "auto"     ? NetworkModelKind::kAuto
                               : NetworkModelKind::kFlow;
 }
 enum class TopologyKind { kStar, kLeafSpine };

@@ -524,6 +524,7 @@ SimRun SimJob::Run() {
     }
   }
   run_.links = network_->Links(now_);
+  run_.queue_overflowed = network_->queue_overflowed();
   return std::move(run_);
 }
 

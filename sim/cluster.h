@@ -90,6 +90,8 @@ struct SimRun {
   uint64_t network_messages = 0;
   int64_t network_payload_bytes = 0;
   bool deadlocked = false;
+  // A receiving queue of the network model reached its limit (NetworkModel::queue_overflowed).
+  bool queue_overflowed = false;
   std::string deadlock_report;  // who waits for what, one actor a line
   std::vector<core::TraceEvent> trace;
   core::DecisionLog decisions;  // with SimJobConfig::record_decisions
@@ -117,6 +119,8 @@ class SimJob {
   // order given. It tells the network model's error on a run's own traffic apart from how the
   // simulated run's schedule differs. Once per SimJob, instead of Run.
   std::vector<TimeNs> ReplayMessages(const std::vector<ReplayMessage>& messages);
+  // After Run or ReplayMessages: a receiving queue of the network model reached its limit.
+  bool queue_overflowed() const { return network_->queue_overflowed(); }
 
  private:
   class ActorHost;

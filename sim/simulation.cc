@@ -45,8 +45,15 @@ SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const Com
   cfg.progress = std::move(progress);
   if (layout_out) *layout_out = cfg.layout;
   if (protocol_out) *protocol_out = cfg.protocol;
-  SimJob job(std::move(cfg));
-  return job.Run();
+  if (cfg.network.model != config::NetworkModelKind::kAuto) return SimJob(std::move(cfg)).Run();
+  // model auto (config/specs.h): the queue model, unless the job's traffic fills a queue.
+  SimJobConfig flow = cfg;
+  flow.network.model = config::NetworkModelKind::kFlow;
+  SimRun queue_run = SimJob(std::move(cfg)).Run();
+  if (!queue_run.queue_overflowed) return queue_run;
+  SimRun flow_run = SimJob(std::move(flow)).Run();
+  flow_run.queue_overflowed = true;
+  return flow_run;
 }
 
 double Ms(double ns) { return ns / 1e6; }
@@ -57,8 +64,17 @@ std::vector<TimeNs> ReplayNetwork(const config::ScenarioSpec& s,
                                   const std::vector<SimJob::ReplayMessage>& messages) {
   core::Model model = BuildScenarioModel(s);
   ComputeModel compute = BuildComputeModel(s, model);
-  SimJob job(JobConfig(s, model, compute, s.workers, s.servers));
-  return job.ReplayMessages(messages);
+  SimJobConfig cfg = JobConfig(s, model, compute, s.workers, s.servers);
+  if (cfg.network.model != config::NetworkModelKind::kAuto) {
+    return SimJob(std::move(cfg)).ReplayMessages(messages);
+  }
+  // model auto, as RunJob: the queue model unless this traffic fills a queue.
+  SimJobConfig flow = cfg;
+  flow.network.model = config::NetworkModelKind::kFlow;
+  SimJob queue_job(std::move(cfg));
+  std::vector<TimeNs> delivered = queue_job.ReplayMessages(messages);
+  if (!queue_job.queue_overflowed()) return delivered;
+  return SimJob(std::move(flow)).ReplayMessages(messages);
 }
 
 ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions& options) {

@@ -795,9 +795,19 @@ std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, 
       return std::make_unique<AlphaBetaNetwork>(std::move(topo), spec);
     case config::NetworkModelKind::kQueue:
       return std::make_unique<QueueNetwork>(std::move(topo), spec);
+    case config::NetworkModelKind::kAuto:
+      // The first pass of `auto` (sim/simulation.cc runs the flow model after it if a queue
+      // filled). Without a limit no queue ever fills and auto would be the queue model.
+      if (spec.queue_limit_bytes <= 0) {
+        throw std::invalid_argument(fmt::format(
+            "{}: model auto needs queue_limit_bytes > 0 (the receiving queues whose filling "
+            "switches a job to the flow model); set it, or choose model queue or flow",
+            spec.loc.ToString()));
+      }
+      return std::make_unique<QueueNetwork>(std::move(topo), spec);
   }
   throw std::invalid_argument(
-      fmt::format("{}: unknown network model (known: flow, alpha_beta, queue)",
+      fmt::format("{}: unknown network model (known: flow, alpha_beta, queue, auto)",
                   spec.loc.ToString()));
 }
 

@@ -58,6 +58,9 @@ class NetworkModel {
   virtual void AdvanceTo(TimeNs now, std::vector<FlowDone>* done) = 0;
   virtual int active_flows() const = 0;
   virtual std::vector<LinkStats> Links(TimeNs now) const = 0;
+  // Whether a receiving link's queue has reached its limit at some point so far (the queue
+  // model with queue_limit_bytes; the others have no finite queues). `model: auto` asks it.
+  virtual bool queue_overflowed() const { return false; }
 };
 
 // Throws std::invalid_argument (naming spec.loc) unless 0 < efficiency <= 1 and the

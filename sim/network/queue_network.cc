@@ -148,7 +148,10 @@ void QueueNetwork::Drain(TimeNs t) {
 
 void QueueNetwork::Rebalance() {
   // A queue stays full while it is at the limit; one that drained below it no longer constrains.
-  for (Host& h : hosts_) h.full = limit_ > 0 && h.backlog >= limit_ * (1 - 1e-9);
+  for (Host& h : hosts_) {
+    h.full = limit_ > 0 && h.backlog >= limit_ * (1 - 1e-9);
+    overflowed_ = overflowed_ || h.full;
+  }
   // Progressive filling: constraint k < n is host k's sending link, k >= n the receiving link of
   // host k - n while full. Raise every unfrozen flow's rate together; the constraint with the
   // least room per unfrozen flow freezes its flows at that level.

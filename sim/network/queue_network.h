@@ -63,6 +63,7 @@ class QueueNetwork final : public NetworkModel {
 
   // Wire bytes waiting in host `h`'s receiving link queue at the model's current time.
   double backlog_bytes(int h) const { return hosts_[static_cast<size_t>(h)].backlog; }
+  bool queue_overflowed() const override { return overflowed_; }
 
  private:
   struct Flow {
@@ -125,6 +126,7 @@ class QueueNetwork final : public NetworkModel {
   TimeNs overhead_ns_ = 0;
   double limit_ = 0;  // queue_limit_bytes; 0: none
   double burst_ = 0;  // burst_bytes; 0: none
+  bool overflowed_ = false;  // a receiving queue has been full
   TimeNs now_ = 0;
   std::vector<Flow> flows_;  // in start order
   std::vector<Host> hosts_;

@@ -334,7 +334,7 @@ TEST(SimJob, EmulatedNetworkModelsGiveIdenticalOutputForTheSameScenario) {
   EXPECT_GT(SimulateTwiceIdentically(s, opts).iteration_ms, 0);
   config::ScenarioSpec f = config::LoadScenarioFile(
       kSrc + "/scenarios/validation/mlp_1g.yaml", {"cluster.network.file=emulated_100mbit"});
-  ASSERT_EQ(f.network.model, config::NetworkModelKind::kFlow);
+  ASSERT_EQ(f.network.model, config::NetworkModelKind::kAuto);
   ASSERT_GT(f.network.fairness_alpha, 0);
   ASSERT_GT(f.network.ack_path_weight, 0);
   ASSERT_GT(f.network.burst_bytes, 0);
@@ -349,6 +349,38 @@ TEST(SimJob, EmulatedNetworkModelsGiveIdenticalOutputForTheSameScenario) {
   const double without = SimulateTwiceIdentically(f, opts).iteration_ms;
   EXPECT_GT(with_weight, without * 1.03) << with_weight << " ms with the weight, " << without
                                          << " ms without";
+}
+
+// model auto (the 100 Mbit/s file): a job whose traffic fills a receiving queue is simulated by
+// the flow model, one whose traffic never does by the queue model, output for output.
+TEST(SimJob, AutoNetworkModelIsTheQueueModelUnlessAQueueFills) {
+  SimOptions opts;
+  opts.baseline = false;
+  auto json_with = [&](config::ScenarioSpec s, config::NetworkModelKind kind) {
+    s.network.model = kind;
+    return FormatResult(SimulateScenario(s, opts), OutputFormat::kJson);
+  };
+  // The MLP with PS on 4 workers fills the shards' 1.25 MB queues (3.7 MB to each per
+  // iteration): the flow model.
+  config::ScenarioSpec mlp = config::LoadScenarioFile(
+      kSrc + "/scenarios/validation/mlp_1g.yaml",
+      {"cluster.network.file=emulated_100mbit", "cluster.workers=4"});
+  ASSERT_EQ(mlp.network.model, config::NetworkModelKind::kAuto);
+  const std::string mlp_auto = json_with(mlp, config::NetworkModelKind::kAuto);
+  EXPECT_EQ(mlp_auto, json_with(mlp, config::NetworkModelKind::kFlow));
+  EXPECT_NE(mlp_auto, json_with(mlp, config::NetworkModelKind::kQueue));
+  // The vision transformer's 72 small pushes (278 KB to each shard per worker and iteration)
+  // never fill one: the queue model.
+  config::ScenarioSpec vit = config::LoadScenarioFile(
+      kSrc + "/scenarios/validation/mlp_1g.yaml",
+      {"cluster.network.file=emulated_100mbit", "cluster.workers=4", "model=fmnist_vit",
+       "batch_per_worker=32", "cluster.profile=fmnist_vit_cpu_b32"});
+  const std::string vit_auto = json_with(vit, config::NetworkModelKind::kAuto);
+  EXPECT_EQ(vit_auto, json_with(vit, config::NetworkModelKind::kQueue));
+  EXPECT_NE(vit_auto, json_with(vit, config::NetworkModelKind::kFlow));
+  // Without a queue limit no queue fills, and auto would silently be the queue model.
+  vit.network.queue_limit_bytes = 0;
+  EXPECT_THROW(json_with(vit, config::NetworkModelKind::kAuto), std::invalid_argument);
 }
 
 // A scenario with fault tolerance simulates its heartbeats (timers, small messages to the

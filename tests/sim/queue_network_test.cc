@@ -153,9 +153,12 @@ TEST(QueueNetworkTest, AFullQueueHoldsItsSendersToItsRate) {
   net.StartFlow(0, 1, 3, S, 3);
   EXPECT_EQ(net.NextEventTime(), 2 * Q);  // queue full: (B + B/2 - B) t = Q
   std::vector<FlowDone> done;
+  net.AdvanceTo(2 * Q - 1, &done);
+  EXPECT_FALSE(net.queue_overflowed());
   net.AdvanceTo(2 * Q, &done);
   EXPECT_TRUE(done.empty());
   EXPECT_DOUBLE_EQ(net.backlog_bytes(0), static_cast<double>(Q));
+  EXPECT_TRUE(net.queue_overflowed());
   // 2->0 sent 2Q by then, S - 2Q left at B/2; 1->0 and 1->3 sent Q each, S - Q left at B/2.
   const auto rest = Drain(net);
   ASSERT_EQ(rest.size(), 3u);
@@ -167,6 +170,21 @@ TEST(QueueNetworkTest, AFullQueueHoldsItsSendersToItsRate) {
   // later, before 1->0 ends at 2S, so 1->0 is delivered on arrival.
   EXPECT_EQ(DeliveryOf(rest, 1), 2 * S);
   EXPECT_DOUBLE_EQ(net.backlog_bytes(0), 0.0);
+  EXPECT_TRUE(net.queue_overflowed());  // remembered once drained (model auto asks at the end)
+}
+
+// The same incast with a queue that can hold what piles up never reaches its limit.
+TEST(QueueNetworkTest, AQueueThatHoldsTheBacklogNeverOverflows) {
+  const int64_t S = 1'000'000;
+  config::NetworkSpec spec = QueueSpec(0);
+  spec.queue_limit_bytes = 2 * S;  // two senders at B into one receiver at B: S queued at most
+  QueueNetwork net(Topology::Star(3, kB, 0), spec);
+  net.StartFlow(0, 1, 0, S, 1);
+  net.StartFlow(0, 2, 0, S, 2);
+  const auto done = Drain(net);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[1].delivered_at, 2 * S);
+  EXPECT_FALSE(net.queue_overflowed());
 }
 
 // burst_bytes: a flow starting on idle links passes the bucket at once; one starting while its
