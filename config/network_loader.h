@@ -2,7 +2,9 @@
 // `poseidon calibrate-net` measures and a scenario's network model replays.
 //
 //   schema_version: 1
-//   model: flow                       # flow | alpha_beta | queue (optional, default flow)
+//   model: flow                       # flow | alpha_beta | queue | auto (optional, default
+//                                     # flow; auto: queue unless a job fills a receiving queue
+//                                     # to queue_limit_bytes, which it then needs > 0)
 //   bandwidth_gbps: 1                 # NIC line rate, 1e9 bit/s                 (> 0)
 //   latency_us: 31.5                  # one-way, host to host                    (>= 0)
 //   efficiency: 0.941                 # payload / wire bytes                     (0 < x <= 1)
@@ -12,7 +14,7 @@
 //   ack_path_weight: 0.41             # optional (default 0), alpha-fair only     (0..4)
 //   burst_bytes: 32768                # optional (default 0)                     (>= 0)
 //   sender_queue_bytes: 32768         # optional (default 0)                     (>= 0)
-//   queue_limit_bytes: 1250000        # optional (default 0), queue model only   (>= 0)
+//   queue_limit_bytes: 1250000        # optional (default 0), queue and auto     (>= 0)
 //   host_cores: 2                     # optional (default 0 = not modelled): cores all processes
 //   host_message_us: 7.4              #   share, and the CPU each message costs there (both
 //   host_ns_per_byte: 1.037           #   ends), per message and per payload byte (>= 0)

@@ -524,7 +524,6 @@ SimRun SimJob::Run() {
     }
   }
   run_.links = network_->Links(now_);
-  run_.queue_overflowed = network_->queue_overflowed();
   return std::move(run_);
 }
 

@@ -90,8 +90,6 @@ struct SimRun {
   uint64_t network_messages = 0;
   int64_t network_payload_bytes = 0;
   bool deadlocked = false;
-  // A receiving queue of the network model reached its limit (NetworkModel::queue_overflowed).
-  bool queue_overflowed = false;
   std::string deadlock_report;  // who waits for what, one actor a line
   std::vector<core::TraceEvent> trace;
   core::DecisionLog decisions;  // with SimJobConfig::record_decisions

@@ -35,6 +35,23 @@ SimJobConfig JobConfig(const config::ScenarioSpec& s, const core::Model& model,
   return cfg;
 }
 
+// `run(job)` on a SimJob of cfg; with model auto (config/specs.h) on one with the queue model,
+// and, if that job's traffic filled a receiving queue, again on one with the flow model.
+template <typename Run>
+auto RunWithNetworkModel(SimJobConfig cfg, Run run) {
+  if (cfg.network.model != config::NetworkModelKind::kAuto) {
+    SimJob job(std::move(cfg));
+    return run(job);
+  }
+  SimJobConfig flow = cfg;
+  flow.network.model = config::NetworkModelKind::kFlow;
+  SimJob queue_job(std::move(cfg));  // MakeNetworkModel: auto's first pass is the queue model
+  auto result = run(queue_job);
+  if (!queue_job.queue_overflowed()) return result;
+  SimJob flow_job(std::move(flow));
+  return run(flow_job);
+}
+
 SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const ComputeModel& compute,
               int workers, int servers, bool record_trace, core::JobLayout* layout_out,
               core::ProtocolConfig* protocol_out, std::function<void(double)> progress = {},
@@ -45,15 +62,7 @@ SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const Com
   cfg.progress = std::move(progress);
   if (layout_out) *layout_out = cfg.layout;
   if (protocol_out) *protocol_out = cfg.protocol;
-  if (cfg.network.model != config::NetworkModelKind::kAuto) return SimJob(std::move(cfg)).Run();
-  // model auto (config/specs.h): the queue model, unless the job's traffic fills a queue.
-  SimJobConfig flow = cfg;
-  flow.network.model = config::NetworkModelKind::kFlow;
-  SimRun queue_run = SimJob(std::move(cfg)).Run();
-  if (!queue_run.queue_overflowed) return queue_run;
-  SimRun flow_run = SimJob(std::move(flow)).Run();
-  flow_run.queue_overflowed = true;
-  return flow_run;
+  return RunWithNetworkModel(std::move(cfg), [](SimJob& job) { return job.Run(); });
 }
 
 double Ms(double ns) { return ns / 1e6; }
@@ -64,17 +73,8 @@ std::vector<TimeNs> ReplayNetwork(const config::ScenarioSpec& s,
                                   const std::vector<SimJob::ReplayMessage>& messages) {
   core::Model model = BuildScenarioModel(s);
   ComputeModel compute = BuildComputeModel(s, model);
-  SimJobConfig cfg = JobConfig(s, model, compute, s.workers, s.servers);
-  if (cfg.network.model != config::NetworkModelKind::kAuto) {
-    return SimJob(std::move(cfg)).ReplayMessages(messages);
-  }
-  // model auto, as RunJob: the queue model unless this traffic fills a queue.
-  SimJobConfig flow = cfg;
-  flow.network.model = config::NetworkModelKind::kFlow;
-  SimJob queue_job(std::move(cfg));
-  std::vector<TimeNs> delivered = queue_job.ReplayMessages(messages);
-  if (!queue_job.queue_overflowed()) return delivered;
-  return SimJob(std::move(flow)).ReplayMessages(messages);
+  return RunWithNetworkModel(JobConfig(s, model, compute, s.workers, s.servers),
+                             [&](SimJob& job) { return job.ReplayMessages(messages); });
 }
 
 ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions& options) {
