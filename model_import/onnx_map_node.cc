@@ -1,0 +1,352 @@
+// model_import/onnx_map_node.cc: one ONNX node (outside the patterns of onnx_patterns.cc) -> one
+// layer of ours, or folded into its input, or refused with one line that names the node and what
+// to do. Emit appends a layer (named after the node's module path; a pass-through layer first
+// where the model input feeds an add or concat directly), Claim makes an initializer the weight
+// of exactly one node (shared weights are refused), Linear maps a projection to `fc` or `linear`.
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "model_import/onnx_importer.h"
+
+namespace poseidon::model_import::detail {
+
+int Importer::Emit(int node, const std::string& type, std::vector<int> bottoms,
+                   std::vector<std::pair<std::string, std::string> > keys,
+                   const std::string& scope_from) {
+  // Our schema lets the model input be only a layer's only bottom; where it feeds an add or a
+  // concat directly (a residual on the input), a pass-through layer (dropout, ratio 0) comes first.
+  if (bottoms.size() > 1 && std::count(bottoms.begin(), bottoms.end(), -1) > 0) {
+    if (input_pass_ < 0) {
+      OutLayer pass;
+      pass.full = pass.scope = "input";
+      pass.type = "dropout";
+      pass.bottoms = {-1};
+      pass.keys = {{"ratio", "0"}};
+      layers_.push_back(std::move(pass));
+      input_pass_ = static_cast<int>(layers_.size()) - 1;
+      result_.added_pass_through = 1;
+    }
+    std::replace(bottoms.begin(), bottoms.end(), -1, input_pass_);
+  }
+  OutLayer l;
+  std::string full = scope_from;
+  if (full.empty()) full = fmt::format("{}_{}", N(node).op_type(), node);
+  // PyTorch names nodes "/blocks/blocks.0/conv1/Conv": the module path, each part repeating its
+  // parent's; "blocks.0.conv1.Conv" here.
+  std::vector<std::string> parts;
+  for (size_t at = 0; at <= full.size();) {
+    const size_t slash = std::min(full.find('/', at), full.size());
+    std::string part = full.substr(at, slash - at);
+    if (!part.empty()) {
+      if (!parts.empty() && part.rfind(parts.back() + ".", 0) == 0) parts.pop_back();
+      parts.push_back(part);
+    }
+    at = slash + 1;
+  }
+  full.clear();
+  for (size_t k = 0; k < parts.size(); ++k) full += (k ? "." : "") + parts[k];
+  for (char& c : full) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+    if (c == '/')
+      c = '.';
+    else if (!ok)
+      c = '_';
+  }
+  l.full = full;
+  const size_t dot = full.rfind('.');
+  l.scope = dot == std::string::npos ? full : full.substr(0, dot);
+  l.type = type;
+  l.bottoms = std::move(bottoms);
+  l.keys = std::move(keys);
+  layers_.push_back(std::move(l));
+  return static_cast<int>(layers_.size()) - 1;
+}
+
+void Importer::Claim(int node, const std::string& init) {
+  auto [it, fresh] = claimed_.emplace(init, node);
+  if (!fresh) {
+    Refuse(node,
+           fmt::format("its weight '{}' is also the weight of node '{}' (shared weights)", init,
+                       NodeName(it->second)),
+           "export the model with untied weights (a tied LM head: write `tie:` in the YAML by "
+           "hand)");
+  }
+}
+
+void Importer::Linear(int i, const std::string& x, const std::string& weight,
+                      const std::string& bias, int64_t n_out, const std::string& out) {
+  const Val in = Get(i, x);
+  if (in.rank == 3 && N(i).op_type() == "MatMul") {
+    Refuse(i, "a MatMul over the last axis of an image", "flatten the input first");
+  }
+  Claim(i, weight);
+  if (!bias.empty()) Claim(i, bias);
+  const bool seq = in.rank == 2;
+  std::vector<std::pair<std::string, std::string> > keys = {{"num_output", std::to_string(n_out)}};
+  if (bias.empty()) keys.emplace_back("bias", "false");
+  const int l = Emit(i, seq ? "linear" : "fc", {in.layer}, keys, N(i).name());
+  vals_[out] = Val{l, seq ? 2 : 1};
+}
+
+void Importer::MapNode(int i) {
+  const auto& n = N(i);
+  const std::string& op = n.op_type();
+  const std::string todo_general =
+      "the importer maps Conv, Gemm, MatMul, BatchNormalization, LayerNormalization, Relu, Gelu, "
+      "Tanh, Softmax, MaxPool, AveragePool, GlobalAveragePool, Add, Concat, Gather (embedding) "
+      "and PyTorch's attention, LayerNorm and GELU subgraphs; change the model, or write its "
+      "YAML by hand (scenarios/models/README.md)";
+  const std::vector<std::string> dyn = Dynamic(i);
+  auto one = [&]() -> const std::string& {
+    if (dyn.size() != 1) Refuse(i, "expected one non-constant input", todo_general);
+    return dyn[0];
+  };
+  auto window = [&](std::vector<std::pair<std::string, std::string> >* keys,
+                    const onnx::TensorProto* w) {
+    std::vector<int64_t> k = Ints(n, "kernel_shape");
+    if (k.empty() && w != nullptr && w->dims_size() == 4) k = {w->dims(2), w->dims(3)};
+    if (k.size() != 2) Refuse(i, "only 2-D windows are imported", "use a 2-D operator");
+    const auto s = Ints(n, "strides", {1, 1});
+    const auto pads = Ints(n, "pads", {0, 0, 0, 0});
+    const auto dil = Ints(n, "dilations", {1, 1});
+    const std::string ap = Str(n, "auto_pad");
+    if (!ap.empty() && ap != "NOTSET" && ap != "VALID") {
+      Refuse(i, fmt::format("auto_pad {} is not imported", ap), "export with explicit pads");
+    }
+    if (dil != std::vector<int64_t>{1, 1}) {
+      Refuse(i, "dilated windows have no Poseidon layer", "use dilation 1");
+    }
+    if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3]) {
+      Refuse(i, "asymmetric padding has no Poseidon layer", "pad the same on both sides");
+    }
+    auto put = [&](const char* key, int64_t a, int64_t b, int64_t def) {
+      if (a == b) {
+        if (a != def) keys->emplace_back(key, std::to_string(a));
+      } else {
+        keys->emplace_back(std::string(key) + "_h", std::to_string(a));
+        keys->emplace_back(std::string(key) + "_w", std::to_string(b));
+      }
+    };
+    put("kernel", k[0], k[1], -1);
+    put("stride", s[0], s[1], 1);
+    put("pad", pads[0], pads[1], 0);
+  };
+  auto need_image = [&](const Val& v) {
+    if (v.rank != 3) {
+      Refuse(i, "expects an image (N, C, H, W) but its input is not one here",
+             "the importer maps this operator on images only");
+    }
+  };
+
+  if (op == "Identity" || op == "Dropout" || op == "Flatten" || op == "Reshape" ||
+      op == "Squeeze" || op == "Unsqueeze" || op == "Transpose" || op == "Cast") {
+    Fold(i, one());
+    // An image flattened to (N, C*H*W) is a vector from here on (an fc's input; the fc
+    // flattens it itself).
+    const auto out = Dims(n.output(0));
+    Val& v = vals_[n.output(0)];
+    if (v.rank == 3 && (op == "Flatten" || (out && out->size() == 2))) v.rank = 1;
+    return;
+  }
+  if (op == "Pad") {
+    const auto* pads = n.input_size() > 1 ? ConstTensor(n.input(1)) : nullptr;
+    std::vector<int64_t> v = pads ? IntValues(*pads) : Ints(n, "pads");
+    if (std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 0; })) {
+      Fold(i, one());
+      return;
+    }
+    Refuse(i, "padding outside a Conv or pool has no Poseidon layer",
+           "fold the padding into the next Conv or pool's pads");
+  }
+  if (op == "Conv") {
+    const Val in = Get(i, one());
+    need_image(in);
+    const auto* w = Init(n.input(1));
+    if (w == nullptr || w->dims_size() != 4) {
+      Refuse(i, "the weight is not a 4-D initializer", "export with constant weights");
+    }
+    std::vector<std::pair<std::string, std::string> > keys = {
+        {"num_output", std::to_string(w->dims(0))}};
+    window(&keys, w);
+    const int64_t group = Int(n, "group").value_or(1);
+    if (group != 1) keys.emplace_back("groups", std::to_string(group));
+    Claim(i, n.input(1));
+    if (n.input_size() > 2 && !n.input(2).empty()) {
+      if (Init(n.input(2)) == nullptr) Refuse(i, "the bias is not an initializer", "fold it");
+      Claim(i, n.input(2));
+    } else {
+      keys.emplace_back("bias", "false");
+    }
+    vals_[n.output(0)] = Val{Emit(i, "conv", {in.layer}, keys, n.name()), 3};
+    return;
+  }
+  if (op == "BatchNormalization") {
+    const Val in = Get(i, one());
+    need_image(in);
+    for (int k = 1; k <= 2; ++k) {
+      if (Init(n.input(k)) == nullptr) Refuse(i, "scale or bias is not an initializer", "fold it");
+      Claim(i, n.input(k));
+    }
+    vals_[n.output(0)] = Val{Emit(i, "batchnorm", {in.layer}, {}, n.name()), 3};
+    return;
+  }
+  if (op == "LayerNormalization") {
+    const Val in = Get(i, one());
+    if (Int(n, "axis").value_or(-1) != -1 && in.rank != 2) {
+      Refuse(i, "normalizes over more than the last axis", "normalize over the last axis");
+    }
+    if (n.input_size() < 3 || Init(n.input(1)) == nullptr || Init(n.input(2)) == nullptr) {
+      Refuse(i, "a layer norm without a learned scale and bias has no Poseidon layer",
+             "use elementwise_affine=True");
+    }
+    Claim(i, n.input(1));
+    Claim(i, n.input(2));
+    vals_[n.output(0)] = Val{Emit(i, "layernorm", {in.layer}, {}, n.name()), in.rank};
+    return;
+  }
+  if (op == "Relu" || op == "Tanh" || op == "Gelu" || op == "Softmax") {
+    const Val in = Get(i, one());
+    std::string type = op == "Relu"   ? "relu"
+                       : op == "Tanh" ? "tanh"
+                       : op == "Gelu" ? "gelu"
+                                      : "softmax";
+    vals_[n.output(0)] = Val{Emit(i, type, {in.layer}, {}, n.name()), in.rank};
+    return;
+  }
+  if (op == "MaxPool" || op == "AveragePool") {
+    const Val in = Get(i, one());
+    need_image(in);
+    if (n.output_size() > 1 && !n.output(1).empty()) {
+      Refuse(i, "pool indices are not imported", "export without return_indices");
+    }
+    std::vector<std::pair<std::string, std::string> > keys = {
+        {"method", op == "MaxPool" ? "max" : "avg"}};
+    window(&keys, nullptr);
+    keys.emplace_back("round", Int(n, "ceil_mode").value_or(0) ? "ceil" : "floor");
+    vals_[n.output(0)] = Val{Emit(i, "pool", {in.layer}, keys, n.name()), 3};
+    return;
+  }
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    const Val in = Get(i, one());
+    need_image(in);
+    vals_[n.output(0)] =
+        Val{Emit(i, "pool", {in.layer},
+                 {{"method", op == "GlobalMaxPool" ? "max" : "avg"}, {"global", "true"}}, n.name()),
+            3};
+    return;
+  }
+  if (op == "ReduceMean") {
+    const Val in = Get(i, one());
+    const auto axes = Ints(n, "axes");
+    auto d = Dims(n.input(0));
+    const int64_t r = d ? static_cast<int64_t>(d->size()) : -1;
+    bool last = false;
+    for (int64_t a : axes) last = last || a == -1 || a == r - 1;
+    if (in.rank == 2 && axes.size() == 1 && !last) {
+      vals_[n.output(0)] =
+          Val{Emit(i, "token_pool", {in.layer}, {{"method", "mean"}}, n.name()), 1};
+      return;
+    }
+    if (in.rank == 3 && axes.size() == 2 && r == 4 &&
+        std::set<int64_t>(axes.begin(), axes.end()) == std::set<int64_t>{2, 3}) {
+      vals_[n.output(0)] =
+          Val{Emit(i, "pool", {in.layer}, {{"method", "avg"}, {"global", "true"}}, n.name()), 3};
+      return;
+    }
+    Refuse(i, "a mean that is neither over the tokens of a sequence nor a global pool",
+           todo_general);
+  }
+  if (op == "Add" || op == "Sum") {
+    if (dyn.size() >= 2) {
+      std::vector<int> bottoms;
+      int rank = 0;
+      for (const auto& t : dyn) {
+        const Val v = Get(i, t);
+        bottoms.push_back(v.layer);
+        rank = v.rank;
+      }
+      vals_[n.output(0)] = Val{Emit(i, "add", bottoms, {}, n.name()), rank};
+      return;
+    }
+    const std::string& x = one();
+    const std::string c = n.input(0) == x ? n.input(1) : n.input(0);
+    if (IsScalarConst(c)) {
+      Fold(i, x);
+      return;
+    }
+    const Val in = Get(i, x);
+    const auto* table = Init(c);
+    auto d = Dims(x);
+    if (table != nullptr && in.rank == 2 && d && d->size() >= 2 && table->dims_size() >= 2 &&
+        Numel(*table) == (*d)[d->size() - 2] * d->back() &&
+        table->dims(table->dims_size() - 1) == d->back()) {
+      Claim(i, c);
+      vals_[n.output(0)] = Val{Emit(i, "pos_embedding", {in.layer}, {}, n.name()), 2};
+      return;
+    }
+    Refuse(i, "adds a constant tensor that is neither a MatMul's bias nor a positional table",
+           todo_general);
+  }
+  if (op == "Mul" || op == "Div" || op == "Sub") {
+    if (dyn.size() == 1 && IsScalarConst(n.input(0) == dyn[0] ? n.input(1) : n.input(0))) {
+      Fold(i, dyn[0]);  // scaling by a constant: no parameters, negligible cost
+      return;
+    }
+    Refuse(i, "an element-wise product or quotient outside the patterns the importer knows",
+           todo_general);
+  }
+  if (op == "Concat") {
+    std::vector<int> bottoms;
+    for (const auto& t : dyn) {
+      const Val v = Get(i, t);
+      need_image(v);
+      bottoms.push_back(v.layer);
+    }
+    if (dyn.size() != static_cast<size_t>(n.input_size())) {
+      Refuse(i, "concatenates a constant tensor", "concatenate layer outputs only");
+    }
+    if (Int(n, "axis").value_or(1) != 1) {
+      Refuse(i, "concatenates along an axis other than the channels", "concatenate on axis 1");
+    }
+    vals_[n.output(0)] = Val{Emit(i, "concat", bottoms, {}, n.name()), 3};
+    return;
+  }
+  if (op == "Gemm" || op == "MatMul") {
+    std::string w, b, o;
+    int64_t n_out = 0;
+    std::vector<int> nodes;
+    if (!Projection(i, &w, &b, &n_out, &nodes, &o)) {
+      Refuse(i,
+             "a product of two activations outside an attention pattern (or a weight that "
+             "is not an initializer)",
+             todo_general);
+    }
+    for (size_t k = 1; k < nodes.size(); ++k) absorbed_.insert(nodes[k]);
+    Linear(i, n.input(0), w, b, n_out, o);
+    return;
+  }
+  if (op == "Gather") {
+    const auto* table = Init(n.input(0));
+    if (table != nullptr && table->dims_size() == 2 && !IsConst(n.input(1)) &&
+        Int(n, "axis").value_or(0) == 0) {
+      const Val in = Get(i, n.input(1));
+      if (in.rank != 1) Refuse(i, "an embedding of something other than token ids", todo_general);
+      Claim(i, n.input(0));
+      vals_[n.output(0)] = Val{Emit(i, "embedding", {in.layer},
+                                    {{"vocab", std::to_string(table->dims(0))},
+                                     {"num_output", std::to_string(table->dims(1))}},
+                                    n.name()),
+                               2};
+      return;
+    }
+    Refuse(i, "a Gather that is not a lookup in an embedding table", todo_general);
+  }
+  Refuse(i, "no Poseidon layer type for this operator", todo_general);
+}
+
+}  // namespace poseidon::model_import::detail
