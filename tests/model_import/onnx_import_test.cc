@@ -1,7 +1,8 @@
-// tests/model_import/onnx_import_test.cc: model_import/onnx_import.cc on models built here with
-// ONNX's C++ protobuf classes (no python, no torch): a small CNN imports with the parameters its
-// initializers hold, twice the same bytes; an unknown operator, a file that is not ONNX, a
-// truncated one, an empty one and a missing one are refused with one located line.
+// tests/model_import/onnx_import_test.cc: the ONNX importer (model_import/onnx_import.h) on
+// models built here with ONNX's C++ protobuf classes (no python, no torch): a small CNN imports
+// with the parameters its initializers hold, twice the same bytes; an unknown operator, a file
+// that is not ONNX, a truncated one, an empty one and a missing one are refused with one located
+// line.
 #include "model_import/onnx_import.h"
 
 #include <fstream>
