@@ -23,7 +23,7 @@ namespace poseidon::config {
 // traffic fills one (TCP's regime is the traffic's: a job that never overflows a queue never loses
 // a packet and keeps slow start's windows; one that does is held by its windows from then on).
 // The simulation runs the job with the queue model and, if a queue filled, again with the flow
-// model (sim/simulation.cc, RunJob).
+// model (sim/simulation.cc, RunWithNetworkModel).
 enum class NetworkModelKind { kFlow, kAlphaBeta, kQueue, kAuto };
 inline const char* NetworkModelName(NetworkModelKind k) {
   return k == NetworkModelKind::kFlow        ? "flow"
