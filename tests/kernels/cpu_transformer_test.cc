@@ -236,13 +236,7 @@ TEST(CpuTransformerNet, TiedHeadMatchesTheReference) {
   EXPECT_NEAR(cpu.Forward(ids.data(), labels.data(), true), ref_loss, 1e-5);
   ref.Backward();
   cpu.Backward();
-  for (int b = 0; b < ref.num_blobs(); ++b) {
-    const BlobRef r = ref.blob(b), c = cpu.blob(b);
-    EXPECT_LE(RelErr(std::vector<float>(c.grad, c.grad + c.count),
-                     std::vector<float>(r.grad, r.grad + r.count)),
-              kTol)
-        << r.name;
-  }
+  ExpectGradsMatch(cpu, ref, kTol);
 #endif
 }
 

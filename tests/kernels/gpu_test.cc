@@ -157,13 +157,7 @@ void CompareNets(const std::string& model_name, int64_t batch) {
     EXPECT_NEAR(gpu.Accuracy(), ref.Accuracy(), 1.0 / static_cast<double>(batch) + 1e-9);
     ref.Backward();
     gpu.Backward();
-    for (int i = 0; i < ref.num_blobs(); ++i) {
-      const BlobRef a = ref.blob(i), b = gpu.blob(i);
-      EXPECT_LE(RelErr(std::vector<float>(b.grad, b.grad + b.count),
-                       std::vector<float>(a.grad, a.grad + a.count)),
-                kTol)
-          << a.name;
-    }
+    ExpectGradsMatch(gpu, ref, kTol);
     for (const core::Layer& l : m.layers()) {
       if (l.kind != LayerKind::kFc) continue;
       const FcFactors fa = ref.FactorsOf(l.id), fb = gpu.FactorsOf(l.id);

@@ -1,6 +1,6 @@
 // tests/kernels/layer_cases.h: shared helpers for the backend-versus-reference layer tests
 // (tests/kernels/cpu_test.cc, tests/kernels/gpu_test.cc): single-layer models, random data and
-// the relative error both use.
+// the relative error both use, and the blob-by-blob gradient comparison of two whole nets.
 #pragma once
 
 #include <algorithm>
@@ -11,7 +11,10 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "core/model.h"
+#include "kernels/net.h"
 
 namespace poseidon::kernels::testing {
 
@@ -25,6 +28,18 @@ inline double RelErr(const std::vector<float>& got, const std::vector<float>& wa
     scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
   }
   return diff / (scale + 1e-6);
+}
+
+// Every parameter blob's gradient in `got` is within `tol` (RelErr) of the same blob's in `want`;
+// a failure names the blob.
+inline void ExpectGradsMatch(const Net& got, const Net& want, double tol) {
+  for (int i = 0; i < want.num_blobs(); ++i) {
+    const BlobRef w = want.blob(i), g = got.blob(i);
+    EXPECT_LE(RelErr(std::vector<float>(g.grad, g.grad + g.count),
+                     std::vector<float>(w.grad, w.grad + w.count)),
+              tol)
+        << w.name;
+  }
 }
 
 inline std::vector<float> Random(int64_t n, std::mt19937_64& rng) {
