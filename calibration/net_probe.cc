@@ -18,6 +18,7 @@
 #include <mutex>
 #include <queue>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -335,6 +336,22 @@ ProbeResult ProbeNetwork(const HostPort& server, const ProbeOptions& o, const st
   };
   ProbeResult result;
   auto conn = Connect(server, o.connect_timeout_s);
+  // Quit on the main connection however the probe ends, so a `--once` server ends too when a
+  // measurement fails (best effort: a broken connection has nothing left to tell).
+  struct QuitOnExit {
+    Conn* c;
+    void Quit() {
+      if (c == nullptr) return;
+      Conn* once = std::exchange(c, nullptr);
+      once->SendHeader({kQuit, 0, 0});
+    }
+    ~QuitOnExit() {
+      try {
+        Quit();
+      } catch (const ProbeError&) {
+      }
+    }
+  } quit_on_exit{conn.get()};
   // Round trips.
   std::vector<double> rtts;
   for (int i = 0; i < o.pings + 10; ++i) {
@@ -464,7 +481,7 @@ ProbeResult ProbeNetwork(const HostPort& server, const ProbeOptions& o, const st
     say(fmt::format("{} connection(s) x {} B: {:.3f} ms, aggregate {:.1f} Mbit/s", k, o.stream_bytes,
                     med, gbps * 1e3));
   }
-  conn->SendHeader({kQuit, 0, 0});
+  quit_on_exit.Quit();
 
   // The network file.
   config::NetworkFileSpec& f = result.network;

@@ -278,16 +278,20 @@ TEST(Predict, SinkAndTransferFollowTheAlphaBetaFormula) {
 
 TEST(NetProbe, LoopbackProbeWritesALoadableNetworkFile) {
   ProbeServer server(ParseHostPort("127.0.0.1:0", "127.0.0.1"));
-  std::thread t([&] { server.Serve(/*once=*/true, nullptr); });
+  // A jthread: if the probe throws, it quits the --once server and the thread is joined, and the
+  // test fails with the probe's message instead of aborting.
+  std::jthread t([&] { server.Serve(/*once=*/true, nullptr); });
   ProbeOptions o;
-  o.max_size = 256 * 1024;
+  // Up to 4 MiB, so the bandwidth is fitted over 1 and 4 MiB: below that, a loopback message's time
+  // is mostly scheduling, and on a busy machine its median need not grow with the size.
+  o.max_size = 4 * 1024 * 1024;
   o.seconds_per_size = 0.01;
   o.pings = 20;
   o.streams = {1, 2};
   o.stream_bytes = 256 * 1024;
   ProbeResult r = ProbeNetwork({"127.0.0.1", server.port()}, o, "calibration_test", nullptr);
   t.join();
-  ASSERT_EQ(r.sizes.size(), 4u);  // 4K, 16K, 64K, 256K
+  ASSERT_EQ(r.sizes.size(), 6u);  // 4K, 16K, 64K, 256K, 1M, 4M
   EXPECT_GT(r.rtt_us, 0);
   EXPECT_GT(r.beta_Bps, 0);
   ASSERT_EQ(r.streams_gbps.size(), 2u);
@@ -299,6 +303,22 @@ TEST(NetProbe, LoopbackProbeWritesALoadableNetworkFile) {
   for (const char* key : {"date", "command", "commit", "host", "peer", "tcp"}) {
     EXPECT_TRUE(back.provenance.count(key)) << key;
   }
+}
+
+TEST(NetProbe, AFailedProbeEndsAOnceServer) {
+  ProbeServer server(ParseHostPort("127.0.0.1:0", "127.0.0.1"));
+  std::jthread t([&] { server.Serve(/*once=*/true, nullptr); });
+  ProbeOptions o;
+  o.min_size = o.max_size = 4096;  // one size: no bandwidth can be fitted
+  o.pings = 2;
+  try {
+    ProbeNetwork({"127.0.0.1", server.port()}, o, "calibration_test", nullptr);
+    FAIL() << "no error";
+  } catch (const ProbeError& e) {
+    EXPECT_NE(std::string(e.what()).find("do not grow with the size"), std::string::npos)
+        << e.what();
+  }
+  t.join();  // returns only if the probe told the server to quit
 }
 
 TEST(NetProbe, TransferCheckOverLoopback) {
