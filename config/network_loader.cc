@@ -59,8 +59,13 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
   n->host_cores = static_cast<int>(r.NonNegativeNumber("host_cores", n->host_cores));
   n->host_message_ns = r.NonNegativeNumber("host_message_us", n->host_message_ns / 1e3) * 1e3;
   n->host_ns_per_byte = r.NonNegativeNumber("host_ns_per_byte", n->host_ns_per_byte);
-  if (n->host_cores == 0 && (n->host_message_ns > 0 || n->host_ns_per_byte > 0)) {
-    r.FailKey(r.Has("host_message_us") ? "host_message_us" : "host_ns_per_byte",
+  n->host_wakeup_ns = r.NonNegativeNumber("host_wakeup_us", n->host_wakeup_ns / 1e3) * 1e3;
+  n->host_handoff_ns = r.NonNegativeNumber("host_handoff_us", n->host_handoff_ns / 1e3) * 1e3;
+  if (n->host_cores == 0 &&
+      (n->host_message_ns > 0 || n->host_ns_per_byte > 0 || n->host_wakeup_ns > 0)) {
+    r.FailKey(r.Has("host_message_us")    ? "host_message_us"
+              : r.Has("host_ns_per_byte") ? "host_ns_per_byte"
+                                          : "host_wakeup_us",
               "a host CPU cost needs 'host_cores' (the cores every process shares); add it or "
               "remove the cost");
   }
@@ -136,6 +141,10 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
     out << "host_cores: " << n.host_cores << "\n";
     out << "host_message_us: " << YamlScalarNumber(n.host_message_ns / 1e3) << "\n";
     out << "host_ns_per_byte: " << YamlScalarNumber(n.host_ns_per_byte) << "\n";
+    if (n.host_wakeup_ns > 0) {
+      out << "host_wakeup_us: " << YamlScalarNumber(n.host_wakeup_ns / 1e3) << "\n";
+      out << "host_handoff_us: " << YamlScalarNumber(n.host_handoff_ns / 1e3) << "\n";
+    }
   }
   out << "provenance:" << (spec.provenance.empty() ? " {}" : "") << "\n";
   for (const auto& [k, v] : spec.provenance) {

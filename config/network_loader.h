@@ -18,6 +18,9 @@
 //   host_cores: 2                     # optional (default 0 = not modelled): cores all processes
 //   host_message_us: 7.4              #   share, and the CPU each message costs there (both
 //   host_ns_per_byte: 1.037           #   ends), per message and per payload byte (>= 0)
+//   host_wakeup_us: 100               # optional (default 0), with host_cores: a sleeping
+//   host_handoff_us: 10               #   protocol thread's wake-up; hand-off between awake
+//                                     #   threads (>= 0; config/specs.h NetworkSpec)
 //   provenance:                       # free-form strings; calibrate-net writes host, kernel,
 //     date: "2026-11-29T10:00:00Z"    # date, command, commit, link
 //   measurements: {...}               # optional, free-form: the raw figures (not read)

@@ -99,6 +99,15 @@ struct NetworkSpec {
   int host_cores = 0;
   double host_message_ns = 0;
   double host_ns_per_byte = 0;
+  // With host_cores (YAML: host_wakeup_us): how long a process's protocol thread that sleeps takes
+  // to run once an event for it is ready (a message has been received, a compute task has ended):
+  // the scheduler's wake-up latency on shared cores. A thread still busy with an earlier event
+  // takes the next one without it. With it, compute tasks are timed as a live run that replays
+  // them does (sim::kReplayAbsorbNs) and a task whose modelled end has passed when it is handed
+  // over comes back host_handoff_us later (YAML), the round trip between two awake threads.
+  // 0 = none.
+  double host_wakeup_ns = 0;
+  double host_handoff_ns = 0;
   // Leaf-spine only.
   int hosts_per_leaf = 16;
   int spines = 2;

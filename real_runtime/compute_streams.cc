@@ -55,9 +55,8 @@ core::TimeNs ReplayedCompute::Run(const core::ComputeTask& task, core::TimeNs be
     case core::TaskKind::kServerUpdate: ns = model_.UpdateNs(task.bytes); break;
     case core::TaskKind::kSfbRebuild: ns = model_.SfbRebuildNs(task.layer, batch_); break;
   }
-  constexpr core::TimeNs kAbsorbNs = 1'000'000;
   core::TimeNs& last_end = stream_end_[static_cast<size_t>(core::StreamOf(task.kind))];
-  const core::TimeNs start = begin - last_end <= kAbsorbNs ? last_end : begin;
+  const core::TimeNs start = begin - last_end <= sim::kReplayAbsorbNs ? last_end : begin;
   last_end = start + ns;
   std::this_thread::sleep_for(std::chrono::nanoseconds(std::max<core::TimeNs>(0, last_end - now())));
   return start;

@@ -181,18 +181,29 @@ void SimJob::Arrive(TimeNs at, uint32_t slot) {
   queue_.Push(at, kArrive, static_cast<uint32_t>(to), slot);
 }
 
+void SimJob::EnsureHostCpuState() {
+  if (!core_free_.empty()) return;
+  const auto actors = static_cast<size_t>(config_.layout.num_actors());
+  core_free_.assign(static_cast<size_t>(config_.network.host_cores), 0);
+  process_free_.assign(actors, 0);
+  done_pending_.resize(actors);
+}
+
+TimeNs SimJob::ProtocolThreadStart(ActorId actor) const {
+  const TimeNs free = process_free_[static_cast<size_t>(actor)];
+  if (free > now_) return free;  // awake, busy with an earlier event
+  return now_ + static_cast<TimeNs>(std::llround(config_.network.host_wakeup_ns));
+}
+
 void SimJob::ProcessArrival(uint32_t slot) {
   // Arrivals are processed in the order they arrive (events in time order): on the receiving
   // process, one message at a time, and on the earliest free of the shared cores.
   const config::NetworkSpec& n = config_.network;
-  if (core_free_.empty()) {
-    core_free_.assign(static_cast<size_t>(n.host_cores), 0);
-    process_free_.assign(static_cast<size_t>(config_.layout.num_actors()), 0);
-  }
+  EnsureHostCpuState();
   const ActorId to = slots_[slot].msg.to;
   auto core = std::min_element(core_free_.begin(), core_free_.end());
   TimeNs& process = process_free_[static_cast<size_t>(to)];
-  const TimeNs start = std::max({now_, *core, process});
+  const TimeNs start = std::max(ProtocolThreadStart(to), *core);
   const TimeNs cost = static_cast<TimeNs>(std::llround(
       n.host_message_ns +
       n.host_ns_per_byte * static_cast<double>(slots_[slot].msg.payload_bytes)));
@@ -290,7 +301,19 @@ void SimJob::StartNextTask(ActorId actor, int stream) {
   s.busy = true;
   s.started = now_;
   const TimeNs dur = TaskDuration(actor, s.queue.front());
-  queue_.Push(now_ + dur, kTaskDone, static_cast<uint32_t>(actor), static_cast<uint64_t>(stream));
+  TimeNs end = now_ + dur;
+  const config::NetworkSpec& n = config_.network;
+  if (n.host_cores > 0 && n.host_wakeup_ns > 0) {
+    // As a live run that replays compute does: a task handed over within kReplayAbsorbNs of the
+    // previous one's modelled end starts at that end. Its stream thread sleeps to its modelled
+    // end and the protocol thread learns of it a wake-up later; a task whose end has passed
+    // already is handed back at once, in a hand-off between threads that are awake.
+    if (now_ - s.last_end <= kReplayAbsorbNs) s.started = s.last_end;
+    s.last_end = s.started + dur;
+    end = s.last_end > now_ ? s.last_end + std::llround(n.host_wakeup_ns)
+                            : now_ + std::llround(n.host_handoff_ns);
+  }
+  queue_.Push(end, kTaskDone, static_cast<uint32_t>(actor), static_cast<uint64_t>(stream));
 }
 
 TimeNs SimJob::TaskDuration(ActorId actor, const ComputeTask& task) {
@@ -497,7 +520,24 @@ SimRun SimJob::Run() {
         }
         if (config_.record_trace) run_.trace.push_back(core::TaskEvent(actor, task, s.started, now_));
         StartNextTask(actor, stream);
+        if (config_.network.host_cores > 0 && config_.network.host_wakeup_ns > 0) {
+          // The end reaches a protocol thread still busy with a message once it is free.
+          EnsureHostCpuState();
+          const TimeNs free = process_free_[static_cast<size_t>(actor)];
+          if (free > now_) {
+            done_pending_[static_cast<size_t>(actor)].push_back(task);
+            queue_.Push(free, kComputeDone, static_cast<uint32_t>(actor), 0);
+            break;
+          }
+        }
         actors_[actor]->OnComputeDone(now_, task);
+        break;
+      }
+      case kComputeDone: {
+        auto& pending = done_pending_[ev.target];
+        const ComputeTask task = pending.front();
+        pending.pop_front();
+        actors_[ev.target]->OnComputeDone(now_, task);
         break;
       }
       case kNetwork:

@@ -126,6 +126,7 @@ class SimJob {
     std::deque<core::ComputeTask> queue;
     bool busy = false;
     TimeNs started = 0;
+    TimeNs last_end = 0;  // the previous task's end (NetworkSpec::host_wakeup_ns)
   };
   struct Slot {
     core::Message msg;
@@ -141,7 +142,8 @@ class SimJob {
     bool busy = false;  // a message of this connection is on the network
   };
   enum EventKind : uint32_t {
-    kStartActor, kDeliver, kTaskDone, kNetwork, kTimer, kStartFlow, kReplaySend, kArrive
+    kStartActor, kDeliver, kTaskDone, kNetwork, kTimer, kStartFlow, kReplaySend, kArrive,
+    kComputeDone
   };
 
   // Returns the message's slot (kNoSlot if SimJobConfig::drop_message dropped it).
@@ -169,6 +171,10 @@ class SimJob {
   // modelled (NetworkSpec::host_cores), once that process and one shared core have processed it.
   void Arrive(TimeNs at, uint32_t slot);
   void ProcessArrival(uint32_t slot);
+  // When `actor`'s protocol thread takes an event ready at now_ (NetworkSpec::host_wakeup_ns):
+  // now_ plus the wake-up latency if the thread sleeps, else once it is free.
+  TimeNs ProtocolThreadStart(core::ActorId actor) const;
+  void EnsureHostCpuState();
   Connection& ConnectionOf(int src, int dst, core::ActorId from, core::ActorId to);
   std::string DeadlockReport() const;
 
@@ -192,6 +198,8 @@ class SimJob {
   // Host CPU (NetworkSpec::host_cores): when each shared core and each actor's process is free.
   std::vector<TimeNs> core_free_;
   std::vector<TimeNs> process_free_;
+  // With NetworkSpec::host_wakeup_ns: per actor, its ended tasks whose kComputeDone is pending.
+  std::vector<std::deque<core::ComputeTask>> done_pending_;
   // NIC activity per machine: flows in flight touching it, and busy-time accounting.
   std::vector<int> nic_active_;
   // Per machine: messages of >= sender_queue_bytes it is sending or has queued to send.

@@ -83,6 +83,12 @@
 
 namespace poseidon::sim {
 
+// A live run that replays modelled compute (real_runtime ReplayedCompute) starts a task that
+// reaches its stream within this long of the previous task's modelled end at that end, so the
+// hand-off latency of the process's threads does not add up along a pass. The simulator does the
+// same where it models that latency (config::NetworkSpec::host_wakeup_ns).
+inline constexpr int64_t kReplayAbsorbNs = 1'000'000;
+
 class ComputeModel {
  public:
   // Host memory bandwidth for the default server update estimate (bytes/s).

@@ -17,18 +17,21 @@
 namespace poseidon::sim {
 namespace {
 
-// A compute model in which every layer, copy and update takes no time.
-ComputeModel ZeroCompute(const core::Model& model) {
+// A compute model in which every layer's forward and backward take `layer_ms` and every copy
+// and update takes no time.
+ComputeModel FixedCompute(const core::Model& model, double layer_ms) {
   config::ProfileSpec p;
   p.model = model.name();
   p.batch = 1;
   p.backend = "synthetic";
-  for (const auto& l : model.layers()) p.layers[l.name] = {0.0, 0.0};
+  for (const auto& l : model.layers()) p.layers[l.name] = {layer_ms, layer_ms};
   ComputeModel c = ComputeModel::FromProfile(model, p, 1, "zero-profile");
   c.set_host_memory_bandwidth(1e30);  // updates round to 0 ns
   c.set_pcie_bandwidth(0);
   return c;
 }
+
+ComputeModel ZeroCompute(const core::Model& model) { return FixedCompute(model, 0); }
 
 config::NetworkSpec Star(double gbps, int64_t latency_ns) {
   config::NetworkSpec n;
@@ -267,6 +270,73 @@ TEST(SimJob, HostCpuProcessesEveryMessageOnSharedCores) {
   EXPECT_GE(one, 8 * weights - 1);
   // Without cores the host CPU is not modelled: a local iteration costs nothing.
   EXPECT_EQ(iteration(core::JobLayout::Colocated(1, 1), 0), 0);
+}
+
+// NetworkSpec::host_wakeup_ns: a protocol thread that sleeps learns of an event a wake-up late,
+// and compute tasks are timed as a live run that replays them does (sim::kReplayAbsorbNs).
+TEST(SimJob, AProtocolThreadWakesLateButAReplayedPassDoesNotDrift) {
+  core::Model model = core::Model::Build(testing::SmallNetSpec());
+  const TimeNs wake = 100'000, handoff = 10'000;
+  struct Seen {
+    std::vector<core::TraceEvent> forward;  // clock 1's forward tasks, in order
+    TimeNs min_push = -1;                   // the shortest push's time in flight
+  };
+  auto run = [&](double layer_ms, TimeNs wakeup_ns) {
+    SimJobConfig cfg;
+    cfg.model = &model;
+    cfg.layout = core::JobLayout::Colocated(1, 1);
+    cfg.protocol.chunk_bytes = 1 << 30;
+    cfg.protocol.iterations = 2;
+    cfg.protocol.dwbp = false;
+    cfg.network = Star(10, 0);
+    cfg.network.host_cores = 1;  // messages cost no CPU: only the wake-ups count
+    cfg.network.host_wakeup_ns = static_cast<double>(wakeup_ns);
+    cfg.network.host_handoff_ns = static_cast<double>(handoff);
+    cfg.worker_compute.assign(1, FixedCompute(model, layer_ms));
+    cfg.record_trace = true;
+    SimJob job(std::move(cfg));
+    SimRun r = job.Run();
+    EXPECT_FALSE(r.deadlocked) << r.deadlock_report;
+    Seen s;
+    for (const core::TraceEvent& e : r.trace) {
+      if (e.kind == core::TraceKind::kTask && e.task == core::TaskKind::kForward && e.clock == 1) {
+        s.forward.push_back(e);
+      }
+      if (e.kind == core::TraceKind::kMessage && e.msg == core::MsgType::kPushGrad) {
+        s.min_push = s.min_push < 0 ? e.dur : std::min(s.min_push, e.dur);
+      }
+    }
+    std::sort(s.forward.begin(), s.forward.end(),
+              [](const core::TraceEvent& a, const core::TraceEvent& b) { return a.ts < b.ts; });
+    return s;
+  };
+  // Tasks of 1 ms: each stream thread sleeps to its task's end and is seen a wake-up after it,
+  // and the next task, handed over then, starts at that end: the pass keeps its modelled times.
+  Seen slow = run(1.0, wake);
+  ASSERT_EQ(slow.forward.size(), 6u);
+  for (size_t k = 0; k < slow.forward.size(); ++k) {
+    EXPECT_EQ(slow.forward[k].dur, 1'000'000 + wake) << k;
+    if (k > 0) {
+      EXPECT_EQ(slow.forward[k].ts, slow.forward[k - 1].ts + 1'000'000) << k;
+    }
+  }
+  // A push reaches the idle shard's process a wake-up after it was sent (the link takes no time).
+  EXPECT_EQ(slow.min_push, wake);
+  // Tasks of 20 us, shorter than a wake-up: from the second on, each has ended before it is
+  // handed over and comes back a hand-off later, so the pass falls behind by a hand-off a task
+  // while their modelled starts stay back to back (the lag is under kReplayAbsorbNs).
+  Seen fast = run(0.02, wake);
+  ASSERT_EQ(fast.forward.size(), 6u);
+  for (size_t k = 1; k < fast.forward.size(); ++k) {
+    const core::TraceEvent &a = fast.forward[k - 1], &b = fast.forward[k];
+    EXPECT_EQ(b.ts, a.ts + 20'000) << k;
+    EXPECT_EQ(b.ts + b.dur, a.ts + a.dur + handoff) << k;
+  }
+  // No wake-up: the hand-off key does nothing, tasks take their modelled time.
+  Seen none = run(0.02, 0);
+  ASSERT_EQ(none.forward.size(), 6u);
+  for (const core::TraceEvent& e : none.forward) EXPECT_EQ(e.dur, 20'000);
+  EXPECT_EQ(none.min_push, 0);
 }
 
 // Co-located shards: a single worker's traffic never leaves its machine.
