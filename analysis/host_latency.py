@@ -59,7 +59,8 @@ def summary(xs):
     if not xs:
         return "none"
     q = statistics.quantiles(xs, n=10) if len(xs) > 1 else [xs[0]] * 9
-    return f"median {statistics.median(xs):.1f} us (p10 {q[0]:.1f}, p90 {q[8]:.1f}, {len(xs)} samples)"
+    return (f"median {statistics.median(xs):.1f} us (p10 {q[0]:.1f}, p90 {q[8]:.1f}, mean "
+            f"{statistics.mean(xs):.1f}, {len(xs)} samples)")
 
 
 def main():

@@ -61,11 +61,15 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
   n->host_ns_per_byte = r.NonNegativeNumber("host_ns_per_byte", n->host_ns_per_byte);
   n->host_wakeup_ns = r.NonNegativeNumber("host_wakeup_us", n->host_wakeup_ns / 1e3) * 1e3;
   n->host_handoff_ns = r.NonNegativeNumber("host_handoff_us", n->host_handoff_ns / 1e3) * 1e3;
+  n->host_kernel_ns_per_byte =
+      r.NonNegativeNumber("host_kernel_ns_per_byte", n->host_kernel_ns_per_byte);
   if (n->host_cores == 0 &&
-      (n->host_message_ns > 0 || n->host_ns_per_byte > 0 || n->host_wakeup_ns > 0)) {
+      (n->host_message_ns > 0 || n->host_ns_per_byte > 0 || n->host_wakeup_ns > 0 ||
+       n->host_kernel_ns_per_byte > 0)) {
     r.FailKey(r.Has("host_message_us")    ? "host_message_us"
               : r.Has("host_ns_per_byte") ? "host_ns_per_byte"
-                                          : "host_wakeup_us",
+              : r.Has("host_wakeup_us")   ? "host_wakeup_us"
+                                          : "host_kernel_ns_per_byte",
               "a host CPU cost needs 'host_cores' (the cores every process shares); add it or "
               "remove the cost");
   }
@@ -144,6 +148,9 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
     if (n.host_wakeup_ns > 0) {
       out << "host_wakeup_us: " << YamlScalarNumber(n.host_wakeup_ns / 1e3) << "\n";
       out << "host_handoff_us: " << YamlScalarNumber(n.host_handoff_ns / 1e3) << "\n";
+    }
+    if (n.host_kernel_ns_per_byte > 0) {
+      out << "host_kernel_ns_per_byte: " << YamlScalarNumber(n.host_kernel_ns_per_byte) << "\n";
     }
   }
   out << "provenance:" << (spec.provenance.empty() ? " {}" : "") << "\n";

@@ -108,6 +108,10 @@ struct NetworkSpec {
   // 0 = none.
   double host_wakeup_ns = 0;
   double host_handoff_ns = 0;
+  // With host_cores (YAML: host_kernel_ns_per_byte): the CPU the kernel spends per wire byte of a
+  // message between machines outside the processes (softirq work of the emulated path: veth,
+  // bridge, tbf), on one of the shared cores but not on the receiving process. 0 = none.
+  double host_kernel_ns_per_byte = 0;
   // Leaf-spine only.
   int hosts_per_leaf = 16;
   int spines = 2;

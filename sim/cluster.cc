@@ -201,6 +201,13 @@ void SimJob::ProcessArrival(uint32_t slot) {
   const config::NetworkSpec& n = config_.network;
   EnsureHostCpuState();
   const ActorId to = slots_[slot].msg.to;
+  if (n.host_kernel_ns_per_byte > 0 && !config_.layout.SameMachine(slots_[slot].msg.from, to)) {
+    // The kernel's share, on the earliest free core, beside the receiving process.
+    auto kernel = std::min_element(core_free_.begin(), core_free_.end());
+    *kernel = std::max(now_, *kernel) +
+              std::llround(n.host_kernel_ns_per_byte *
+                           static_cast<double>(slots_[slot].msg.wire_bytes()));
+  }
   auto core = std::min_element(core_free_.begin(), core_free_.end());
   TimeNs& process = process_free_[static_cast<size_t>(to)];
   const TimeNs start = std::max(ProtocolThreadStart(to), *core);

@@ -159,6 +159,7 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   f.network.host_ns_per_byte = 1.037;
   f.network.host_wakeup_ns = 95000;
   f.network.host_handoff_ns = 9500;
+  f.network.host_kernel_ns_per_byte = 0.75;
   f.provenance = {{"date", "2026-11-29T10:00:00Z"}, {"command", "poseidon calibrate-net x"}};
   f.measurements = {{"rtt_us", "median 63"}};
   std::ostringstream text;
@@ -180,6 +181,7 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_DOUBLE_EQ(back.network.host_ns_per_byte, 1.037);
   EXPECT_DOUBLE_EQ(back.network.host_wakeup_ns, 95000);
   EXPECT_DOUBLE_EQ(back.network.host_handoff_ns, 9500);
+  EXPECT_DOUBLE_EQ(back.network.host_kernel_ns_per_byte, 0.75);
   EXPECT_EQ(back.provenance, f.provenance);
   EXPECT_EQ(back.measurements, f.measurements);
 
@@ -243,6 +245,8 @@ TEST(NetworkFile, BadInputIsLocated) {
        "hb.yaml:6:", "host_ns_per_byte"},
       {"efficiency: 1\nhost_wakeup_us: 90\nprovenance: {a: b}\n", "wake.yaml", "wake.yaml:5:",
        "needs 'host_cores'"},
+      {"efficiency: 1\nhost_kernel_ns_per_byte: 1\nprovenance: {a: b}\n", "kern.yaml",
+       "kern.yaml:5:", "needs 'host_cores'"},
   };
   for (const auto& c : cases) {
     const std::string err = NetworkFileError(head + c.body, c.name);

@@ -272,6 +272,39 @@ TEST(SimJob, HostCpuProcessesEveryMessageOnSharedCores) {
   EXPECT_EQ(iteration(core::JobLayout::Colocated(1, 1), 0), 0);
 }
 
+// NetworkSpec::host_kernel_ns_per_byte: the kernel's CPU for a message between machines takes a
+// shared core, not the receiving process, so it delays only what waits for that core.
+TEST(SimJob, KernelCpuTakesASharedCoreButNotTheProcess) {
+  core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
+  const int64_t p = 100'000, wire = p + core::Message::kHeaderBytes;
+  auto deliveries = [&](int cores, double kernel_ns_per_byte) {
+    SimJobConfig cfg;
+    cfg.model = &model;
+    cfg.layout = core::JobLayout::Dedicated(2, 1);  // workers on machines 0, 1; shard on 2
+    cfg.protocol.iterations = 1;
+    cfg.network = Star(1e9, 0);  // the links take (next to) no time
+    cfg.network.host_cores = cores;
+    cfg.network.host_kernel_ns_per_byte = kernel_ns_per_byte;
+    cfg.worker_compute.assign(2, ZeroCompute(model));
+    const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1);
+    const core::ActorId s0 = cfg.layout.server(0);
+    SimJob job(std::move(cfg));
+    return job.ReplayMessages({{0, s0, w0, p}, {0, s0, w1, p}});
+  };
+  // (The links take a nanosecond or two: `near` allows for them.)
+  auto near = [](const std::vector<TimeNs>& got, std::vector<TimeNs> want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2) << i;
+  };
+  // One core: the first message's kernel work holds it, then the second's; each process reads
+  // its message once the core is free.
+  near(deliveries(1, 1.0), {wire, 2 * wire});
+  // Two cores: the first process reads at once on the core the kernel left free; the second
+  // waits for the first core the kernel work frees.
+  near(deliveries(2, 1.0), {0, wire});
+  near(deliveries(1, 0), {0, 0});
+}
+
 // NetworkSpec::host_wakeup_ns: a protocol thread that sleeps learns of an event a wake-up late,
 // and compute tasks are timed as a live run that replays them does (sim::kReplayAbsorbNs).
 TEST(SimJob, AProtocolThreadWakesLateButAReplayedPassDoesNotDrift) {
