@@ -21,6 +21,8 @@
 //   host_wakeup_us: 100               # optional (default 0), with host_cores: a sleeping
 //   host_handoff_us: 10               #   protocol thread's wake-up; hand-off between awake
 //                                     #   threads (>= 0; config/specs.h NetworkSpec)
+//   host_kernel_ns_per_byte: 1.0      # optional (default 0), with host_cores: kernel CPU per
+//                                     #   wire byte between machines, on a shared core (>= 0)
 //   provenance:                       # free-form strings; calibrate-net writes host, kernel,
 //     date: "2026-11-29T10:00:00Z"    # date, command, commit, link
 //   measurements: {...}               # optional, free-form: the raw figures (not read)

@@ -214,10 +214,17 @@ int RunNet(const CalibrateCommands& c, const std::string& command) {
       n.burst_bytes = sharing->burst_bytes;
       n.sender_queue_bytes = sharing->sender_queue_bytes;
       n.queue_limit_bytes = sharing->queue_limit_bytes;
+      // And the emulated hosts' CPU and latencies, measured by other tools.
+      n.host_cores = sharing->host_cores;
+      n.host_message_ns = sharing->host_message_ns;
+      n.host_ns_per_byte = sharing->host_ns_per_byte;
+      n.host_wakeup_ns = sharing->host_wakeup_ns;
+      n.host_handoff_ns = sharing->host_handoff_ns;
+      n.host_kernel_ns_per_byte = sharing->host_kernel_ns_per_byte;
       r.network.provenance["sharing"] =
           fmt::format("model, connections, fairness_alpha, ack_path_weight, burst_bytes, "
-                      "sender_queue_bytes, queue_limit_bytes copied from {} (not measured by "
-                      "calibrate-net)",
+                      "sender_queue_bytes, queue_limit_bytes and the host_* keys copied from {} "
+                      "(not measured by calibrate-net)",
                       c.sharing_from);
     }
     std::ostringstream text;
@@ -318,8 +325,9 @@ std::shared_ptr<CalibrateCommands> AddCalibrateCommands(CLI::App& app, const std
   net->add_option("-o,--output", c->output, "client: network YAML file (default: stdout)");
   net->add_option("--sharing-from", c->sharing_from,
                   "client: copy model, connections, fairness_alpha, ack_path_weight, "
-                  "burst_bytes, sender_queue_bytes and queue_limit_bytes from this network file "
-                  "(calibrate-net does not measure them)");
+                  "burst_bytes, sender_queue_bytes, queue_limit_bytes and the host_* keys (host "
+                  "CPU and latencies) from this network file (calibrate-net does not measure "
+                  "them)");
   net->add_option("--receive", c->receive, "[HOST:]PORT: transfer-check receiver");
   net->add_option("--senders", c->senders, "receiver: senders that will connect")
       ->capture_default_str()->check(AtLeast(1));

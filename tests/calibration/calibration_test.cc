@@ -525,6 +525,11 @@ TEST(NetnsRun, CalibratedLinkPredictsTransfers) {
   EXPECT_EQ(f.network.queue_limit_bytes, shipped.queue_limit_bytes);
   EXPECT_EQ(f.network.model, shipped.model);
   EXPECT_GT(f.network.fairness_alpha, 0);
+  EXPECT_EQ(f.network.host_cores, shipped.host_cores);
+  EXPECT_DOUBLE_EQ(f.network.host_ns_per_byte, shipped.host_ns_per_byte);
+  EXPECT_DOUBLE_EQ(f.network.host_wakeup_ns, shipped.host_wakeup_ns);
+  EXPECT_DOUBLE_EQ(f.network.host_kernel_ns_per_byte, shipped.host_kernel_ns_per_byte);
+  EXPECT_GT(f.network.host_wakeup_ns, 0);
   EXPECT_NE(f.provenance["sharing"].find("emulated_100mbit.yaml"), std::string::npos);
   out = RunCapture(Root() + "/scripts/netns-run -n 3 --rate 100mbit --cmd 'timeout 120 " + bin +
                        " calibrate-net --receive 7071 --senders 2 --sizes 1048576 --reps 3 "
