@@ -147,6 +147,8 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
     out << "host_ns_per_byte: " << YamlScalarNumber(n.host_ns_per_byte) << "\n";
     if (n.host_wakeup_ns > 0) {
       out << "host_wakeup_us: " << YamlScalarNumber(n.host_wakeup_ns / 1e3) << "\n";
+    }
+    if (n.host_handoff_ns > 0) {
       out << "host_handoff_us: " << YamlScalarNumber(n.host_handoff_ns / 1e3) << "\n";
     }
     if (n.host_kernel_ns_per_byte > 0) {
