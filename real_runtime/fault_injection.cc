@@ -41,9 +41,15 @@ FaultSpec ParseFaultSpec(const std::string& spec) {
     f.action = FaultSpec::Action::kStop;
   } else if (act == "linkdown") {
     f.action = FaultSpec::Action::kLinkDown;
+  } else if (act == "malform") {
+    if (f.phase != "push" && f.phase != "pull") {
+      throw std::invalid_argument("--inject-fault '" + spec +
+                                  "': malform needs PHASE push or pull (a message it sends)");
+    }
+    f.action = FaultSpec::Action::kMalform;
   } else {
     throw std::invalid_argument("--inject-fault '" + spec +
-                                "': ACTION must be kill, killnockpt, stop or linkdown");
+                                "': ACTION must be kill, killnockpt, stop, linkdown or malform");
   }
   return f;
 }
@@ -55,9 +61,23 @@ FaultInjector::FaultInjector(FaultSpec spec, std::string who, std::string checkp
       armed_(!spec_.phase.empty()) {}
 
 void FaultInjector::At(const char* phase, int64_t clock) {
-  if (!armed_ || spec_.phase != phase || clock < spec_.clock) return;
+  if (!armed_ || spec_.action == FaultSpec::Action::kMalform || spec_.phase != phase ||
+      clock < spec_.clock) {
+    return;
+  }
   armed_ = false;  // once (a stopped process may be continued)
   Act(phase, clock);
+}
+
+bool FaultInjector::MalformsSend(const char* phase, int64_t clock) {
+  if (!armed_ || spec_.action != FaultSpec::Action::kMalform || spec_.phase != phase ||
+      clock < spec_.clock) {
+    return false;
+  }
+  armed_ = false;
+  spdlog::warn("{}: injected fault: a malformed message (an unknown chunk) at {} of clock {}", who_,
+               phase, clock);
+  return true;
 }
 
 void FaultInjector::Act(const char* phase, int64_t clock) {

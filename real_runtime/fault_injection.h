@@ -12,7 +12,10 @@
 //           checkpoint covering the clock to its temporary file, not yet renamed it), heartbeat
 //           (the coordinator hears a heartbeat of that clock); at CLOCK or the first later one
 //   ACTION  kill (SIGKILL), stop (SIGSTOP), killnockpt (a shard deletes its checkpoint, then
-//           SIGKILL), linkdown (the machine's link, eth0 of its network namespace, goes down)
+//           SIGKILL), linkdown (the machine's link, eth0 of its network namespace, goes down),
+//           malform (the process's message of that phase goes out naming a chunk that does not
+//           exist, as a buggy or hostile peer's would: a worker's push, a shard's pull; its
+//           receiver's core refuses it and that connection closes)
 #pragma once
 
 #include <cstdint>
@@ -21,7 +24,7 @@
 namespace poseidon::rt {
 
 struct FaultSpec {
-  enum class Action { kKill, kKillNoCheckpoint, kStop, kLinkDown };
+  enum class Action { kKill, kKillNoCheckpoint, kStop, kLinkDown, kMalform };
   int rank = -1;
   std::string phase;
   int64_t clock = 0;
@@ -39,8 +42,11 @@ class FaultInjector {
 
   bool armed() const { return armed_; }
   bool at_checkpoint() const { return armed_ && spec_.phase == "checkpoint"; }
-  // The host reached `phase` of `clock`: acts (once) if that is the spec's.
+  // The host reached `phase` of `clock`: acts (once) if that is the spec's (not malform).
   void At(const char* phase, int64_t clock);
+  // The host is about to send a message of `phase` and `clock`: true (once) if a malform spec
+  // says to send it malformed (the host then does).
+  bool MalformsSend(const char* phase, int64_t clock);
 
  private:
   void Act(const char* phase, int64_t clock);

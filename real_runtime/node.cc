@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -270,6 +271,11 @@ void NodeHost::Send(core::Message msg) {
   if (!o_.decisions_file.empty()) decisions_.Send(o_.rank, msg);
   if (msg.type == core::MsgType::kPushGrad) fault_.At("push", msg.clock);
   if (msg.type == core::MsgType::kParams && msg.step == -1) fault_.At("pull", msg.clock);
+  const bool pull = msg.type == core::MsgType::kParams && msg.step == -1;
+  if ((msg.type == core::MsgType::kPushGrad || pull) &&
+      fault_.MalformsSend(pull ? "pull" : "push", msg.clock)) {
+    msg.chunk = std::numeric_limits<int32_t>::max();  // names no chunk of any job
+  }
   if (msg.type == core::MsgType::kMembership && o_.rank == 0 &&
       !announced_.count({msg.clock, msg.step})) {
     announced_.insert({msg.clock, msg.step});

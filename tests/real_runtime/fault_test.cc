@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "real_runtime/fault_injection.h"
 #include "tests/real_runtime/live_helpers.h"
 
 namespace poseidon::rt {
@@ -204,6 +205,52 @@ TEST_F(FaultTest, AJobThatMakesNoProgressEndsWithWhatEachProcessWaitsFor) {
       << coord;
   EXPECT_NE(coord.find("worker 1: no answer (connected)"), std::string::npos) << coord;
   EXPECT_NE(coord.find("worker 0: at clock "), std::string::npos) << coord;
+}
+
+TEST(FaultSpec, MalformIsAnActionOnAMessageTheProcessSends) {
+  EXPECT_EQ(ParseFaultSpec("1:push:5:malform").action, FaultSpec::Action::kMalform);
+  EXPECT_EQ(ParseFaultSpec("3:pull:2:malform").action, FaultSpec::Action::kMalform);
+  try {
+    ParseFaultSpec("3:checkpoint:2:malform");
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("malform needs PHASE push or pull"), std::string::npos)
+        << e.what();
+  }
+  // Armed for a malformed send, the injector acts only there, once.
+  FaultInjector f(ParseFaultSpec("1:push:5:malform"), "worker 0", "");
+  f.At("push", 7);  // not a send: nothing happens (the process is still here)
+  EXPECT_FALSE(f.MalformsSend("push", 4));
+  EXPECT_FALSE(f.MalformsSend("pull", 5));
+  EXPECT_TRUE(f.MalformsSend("push", 6));
+  EXPECT_FALSE(f.MalformsSend("push", 7));
+}
+
+// A worker sends a push naming a chunk that does not exist (`malform`, as a buggy or hostile
+// peer would): the shard's core refuses it and closes that connection, every process then loses
+// a peer and none has another cause, so `launch` ends with exit code 3 and says where to look.
+TEST_F(FaultTest, AMalformedPushClosesItsConnectionAndTheJobEndsWithExitCode3) {
+  const std::string d = Dir() + "/malform";
+  Result r = Shell(kBin + " launch " + kRoot + "/scenarios/live/fmnist_mlp.yaml --data-dir " +
+                   Dir() + "/data --log-dir " + d + " --set iterations=" +
+                   std::to_string(kIterations) + " --no-test --inject-fault 1:push:5:malform");
+  EXPECT_EQ(r.rc, 3) << r.out;
+  const bool all_lost = r.out.find("every process ended having lost a peer and none gave another "
+                                   "cause") != std::string::npos;
+  const bool none_said = r.out.find("no other process says why within 5 s") != std::string::npos;
+  EXPECT_TRUE(all_lost || none_said) << r.out;
+  EXPECT_NE(r.out.find("(it lost a peer)"), std::string::npos) << r.out;
+  EXPECT_NE(ReadFile(d + "/rank-1-worker.log").find("injected fault: a malformed message"),
+            std::string::npos);
+  // The shard that got it names the sender, the message and why it was refused.
+  std::string shards;
+  for (const auto& e : fs::directory_iterator(d)) {
+    if (e.path().filename().string().find("-shard.log") != std::string::npos) {
+      shards += ReadFile(e.path().string());
+    }
+  }
+  EXPECT_NE(shards.find("closing the connection with worker 0: its "), std::string::npos) << shards;
+  EXPECT_NE(shards.find("unknown chunk 2147483647"), std::string::npos) << shards;
 }
 
 // SSP evicts a dead worker: a stopped one is silent like a killed one, so after the timeout the
