@@ -481,6 +481,41 @@ class PlotValidationTest(TempDirTest):
                                    "(**-7.63**) | -0.50 / n/a |")
 
 
+class HostLatencyTest(TempDirTest):
+    def trace_folder(self, tasks):
+        folder = self.path("trace")
+        os.makedirs(folder)
+        events = [{"ph": "M", "name": "thread_name", "pid": 0, "tid": 8,
+                   "args": {"name": "worker 0 compute"}},
+                  {"ph": "M", "name": "thread_name", "pid": 0, "tid": 9,
+                   "args": {"name": "worker 0 protocol"}},
+                  {"ph": "X", "cat": "compute", "name": "other", "pid": 0, "tid": 9, "ts": 0,
+                   "dur": 1, "args": {"clock": 2}}]  # not a compute thread: left out
+        for ts, dur, clock in tasks:
+            events.append({"ph": "X", "cat": "compute", "name": "forward x", "pid": 0, "tid": 8,
+                           "ts": ts, "dur": dur, "args": {"clock": clock}})
+        with open(os.path.join(folder, "rank-1.json"), "w") as f:
+            json.dump({"traceEvents": events}, f)
+        return folder
+
+    def test_reads_one_wake_up_and_one_hand_off(self):
+        # a seen at 150; b starts at 100 (absorbed) and its modelled end, c's start (300), lies
+        # after a was seen: b's thread slept, seen at 400, a wake-up of 100 us. c's modelled end,
+        # d's start (350), had passed when b was seen (400): seen at 420, a hand-off of 20 us.
+        folder = self.trace_folder([(-500, 10, 0), (0, 150, 2), (100, 300, 2), (300, 120, 2),
+                                    (350, 200, 2)])
+        r = run_script("host_latency.py", folder)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("wake-up median 100.0 us", r.stdout)
+        self.assertIn("hand-off median 20.0 us", r.stdout)
+        self.assertIn("mean 100.0, 1 samples", r.stdout)
+
+    def test_a_folder_without_traces_is_named(self):
+        r = run_script("host_latency.py", self.dir)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no rank-*.json traces there", r.stderr)
+
+
 class NetReplayTest(TempDirTest):
     def replay_csv(self, rows):
         path = self.path("net-replay.csv")
