@@ -187,6 +187,8 @@ class SimJob {
   core::PhantomShardStore shard_store_;
   std::vector<StreamState> streams_;  // actor * kNumStreams + stream
   std::vector<Slot> slots_;
+  static constexpr uint64_t kDenseConnections = uint64_t{1} << 22;  // 48 MiB of Connection
+  std::vector<Connection> dense_connections_;
   std::unordered_map<uint64_t, Connection> connections_;
   bool replaying_ = false;  // in ReplayMessages: no actor is told of sends or deliveries
   int32_t free_slot_ = -1;
