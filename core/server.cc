@@ -153,7 +153,7 @@ ProtocolError ServerShard::OnPush(const Message& msg) {
     return {};
   }
   if (!member_[static_cast<size_t>(w)]) return {};  // evicted: its late pushes no longer count
-  std::vector<bool>& who = received_[c.id][msg.clock];
+  std::vector<bool>& who = received_[c.id][msg.clock].who;
   if (who.empty()) who.assign(static_cast<size_t>(layout_.num_workers), false);
   if (who[static_cast<size_t>(w)]) {
     ++duplicates_;  // sent again after a restart, still waiting for the clock's other pushes
@@ -189,12 +189,16 @@ void ServerShard::MaybeUpdate(const Chunk& c) {
   if (updating_[c.id]) return;
   auto it = received_[c.id].find(version_[c.id]);
   if (it == received_[c.id].end()) return;
-  int pushes = 0;
-  for (int w = 0; w < layout_.num_workers; ++w) {
-    const bool got = it->second[static_cast<size_t>(w)];
-    if (member_[static_cast<size_t>(w)] && !got) return;  // a member's push is missing
-    pushes += got ? 1 : 0;
+  ClockPushes& p = it->second;
+  if (p.scan_epoch != member_epoch_) {
+    p.scan_next = 0;
+    p.scan_epoch = member_epoch_;
   }
+  for (; p.scan_next < layout_.num_workers; ++p.scan_next) {
+    const auto w = static_cast<size_t>(p.scan_next);
+    if (member_[w] && !p.who[w]) return;  // a member's push is missing
+  }
+  const int pushes = static_cast<int>(std::count(p.who.begin(), p.who.end(), true));
   updating_[c.id] = true;
   ComputeTask t{TaskKind::kServerUpdate, c.layer, c.id, c.bytes(), version_[c.id]};
   t.peer = pushes;  // BSP/SSP: how many pushes the update averages (P without evictions)
@@ -288,17 +292,20 @@ void ServerShard::OnMembership(const Message& msg) {
   if (msg.chunk == kMemberDead) {
     if (!config_.fault.evict_dead_workers || !member_[w]) return;
     member_[w] = false;
+    ++member_epoch_;
     // The clocks that waited only for it may go now.
     for (int32_t cid : placement_.chunks_of_shard(shard_)) {
       MaybeUpdate(placement_.chunks()[static_cast<size_t>(cid)]);
     }
   } else {
     member_[w] = true;
+    ++member_epoch_;
   }
 }
 
 void ServerShard::OnRejoin(const Message& msg) {  // from a worker (checked)
   member_[static_cast<size_t>(layout_.WorkerIndex(msg.from))] = true;
+  ++member_epoch_;
   const bool asp = config_.consistency == Consistency::kAsp;
   const size_t w = static_cast<size_t>(layout_.WorkerIndex(msg.from));
   for (int32_t cid : placement_.chunks_of_shard(shard_)) {
@@ -336,7 +343,7 @@ std::string ServerShard::WaitingFor() const {
       auto it = received_[cid].find(version_[cid]);
       int got = 0;
       if (it != received_[cid].end()) {
-        for (bool b : it->second) got += b ? 1 : 0;
+        for (bool b : it->second.who) got += b ? 1 : 0;
       }
       return s + ": chunk " + std::to_string(cid) + " at clock " +
              std::to_string(version_[cid]) + " has " + std::to_string(got) + " of " +

@@ -85,8 +85,17 @@ class ServerShard final : public Actor {
 
   // Indexed by chunk id (only this shard's chunks are used).
   std::vector<int64_t> version_;  // BSP/SSP: clocks applied
-  // BSP/SSP: per chunk, the workers whose push of each clock >= version is in (by worker index).
-  std::vector<std::map<int64_t, std::vector<bool>>> received_;
+  // BSP/SSP: per chunk, the workers whose push of each clock >= version is in (by worker index),
+  // and where MaybeUpdate's scan for a missing member stopped: a clock's pushes only come in, so
+  // it resumes there unless the membership changed since (member_epoch_), O(P) per chunk and
+  // clock rather than per push.
+  struct ClockPushes {
+    std::vector<bool> who;
+    int scan_next = 0;  // workers below it have pushed or are not members
+    uint64_t scan_epoch = 0;
+  };
+  std::vector<std::map<int64_t, ClockPushes>> received_;
+  uint64_t member_epoch_ = 0;
   std::vector<bool> updating_;
   // ASP only (empty otherwise): [chunk][worker] clocks applied / received, for this shard's
   // chunks (other chunks' rows stay empty).
