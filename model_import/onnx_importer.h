@@ -125,6 +125,20 @@ class Importer {
     return found;
   }
   bool GraphOutput(const std::string& t) const { return outputs_.count(t) > 0; }
+  // A pattern's nodes may fold into one layer only if nothing outside them reads what they make
+  // but `out` (Shape nodes aside: shapes are static), and none of it is a graph output.
+  bool Sealed(const std::set<int>& nodes, const std::string& out) const {
+    for (int i : nodes) {
+      for (const auto& o : N(i).output()) {
+        if (o == out) continue;
+        if (GraphOutput(o)) return false;
+        for (int c : Consumers(o)) {
+          if (!nodes.count(c) && N(c).op_type() != "Shape") return false;
+        }
+      }
+    }
+    return true;
+  }
   std::optional<std::vector<int64_t> > Dims(const std::string& t) const {
     auto it = dims_.find(t);
     if (it == dims_.end()) return std::nullopt;

@@ -202,16 +202,7 @@ bool Importer::MatchAttention(int softmax, Pattern* p) {
     t = N(c).output(0);
   }
   if (out_proj < 0) return false;
-  // Nothing outside may read what is inside (Shape nodes aside: shapes are static).
-  for (int i : set) {
-    for (const auto& o : N(i).output()) {
-      if (o == p->output) continue;
-      if (GraphOutput(o)) return false;
-      for (int c : Consumers(o)) {
-        if (!set.count(c) && N(c).op_type() != "Shape") return false;
-      }
-    }
-  }
+  if (!Sealed(set, p->output)) return false;
   p->kind = "attention";
   p->nodes = set;
   p->input = x;
@@ -299,14 +290,7 @@ bool Importer::MatchGelu(int erf, Pattern* p) {
     }
     set.insert(half);
   }
-  for (int i : set) {
-    for (const auto& o : N(i).output()) {
-      if (o == out) continue;
-      for (int c : Consumers(o)) {
-        if (!set.count(c)) return false;
-      }
-    }
-  }
+  if (!Sealed(set, out)) return false;
   p->kind = "gelu";
   p->nodes = set;
   p->input = x;

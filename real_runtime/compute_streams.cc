@@ -56,7 +56,7 @@ core::TimeNs ReplayedCompute::Run(const core::ComputeTask& task, core::TimeNs be
     case core::TaskKind::kSfbRebuild: ns = model_.SfbRebuildNs(task.layer, batch_); break;
   }
   core::TimeNs& last_end = stream_end_[static_cast<size_t>(core::StreamOf(task.kind))];
-  const core::TimeNs start = begin - last_end <= sim::kReplayAbsorbNs ? last_end : begin;
+  const core::TimeNs start = sim::ReplayedTaskStart(begin, last_end);
   last_end = start + ns;
   std::this_thread::sleep_for(std::chrono::nanoseconds(std::max<core::TimeNs>(0, last_end - now())));
   return start;

@@ -325,7 +325,7 @@ void SimJob::StartNextTask(ActorId actor, int stream) {
     // previous one's modelled end starts at that end. Its stream thread sleeps to its modelled
     // end and the protocol thread learns of it a wake-up later; a task whose end has passed
     // already is handed back at once, in a hand-off between threads that are awake.
-    if (now_ - s.last_end <= kReplayAbsorbNs) s.started = s.last_end;
+    s.started = ReplayedTaskStart(now_, s.last_end);
     s.last_end = s.started + dur;
     end = s.last_end > now_ ? s.last_end + std::llround(n.host_wakeup_ns)
                             : now_ + std::llround(n.host_handoff_ns);

@@ -88,6 +88,11 @@ namespace poseidon::sim {
 // hand-off latency of the process's threads does not add up along a pass. The simulator does the
 // same where it models that latency (config::NetworkSpec::host_wakeup_ns).
 inline constexpr int64_t kReplayAbsorbNs = 1'000'000;
+// When a replayed task handed over at `handed_over` starts, its stream's previous task having
+// ended (as modelled) at `previous_end`.
+inline int64_t ReplayedTaskStart(int64_t handed_over, int64_t previous_end) {
+  return handed_over - previous_end <= kReplayAbsorbNs ? previous_end : handed_over;
+}
 
 class ComputeModel {
  public:

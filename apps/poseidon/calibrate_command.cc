@@ -204,23 +204,17 @@ int RunNet(const CalibrateCommands& c, const std::string& command) {
                                100.0 * (p.predicted_ms - p.median_ms) / p.median_ms);
     }
     if (sharing) {
-      // The keys on how messages share links are not measured here (docs/validation.md, "The
-      // emulated cluster's network model"): carry them over from the file being replaced.
+      // Only the link figures are measured here; how messages share links (docs/validation.md,
+      // "The emulated cluster's network model") and the emulated hosts' CPU and latencies, which
+      // other tools measure, come from the file being replaced.
       config::NetworkSpec& n = r.network.network;
-      n.model = sharing->model;
-      n.connections = sharing->connections;
-      n.fairness_alpha = sharing->fairness_alpha;
-      n.ack_path_weight = sharing->ack_path_weight;
-      n.burst_bytes = sharing->burst_bytes;
-      n.sender_queue_bytes = sharing->sender_queue_bytes;
-      n.queue_limit_bytes = sharing->queue_limit_bytes;
-      // And the emulated hosts' CPU and latencies, measured by other tools.
-      n.host_cores = sharing->host_cores;
-      n.host_message_ns = sharing->host_message_ns;
-      n.host_ns_per_byte = sharing->host_ns_per_byte;
-      n.host_wakeup_ns = sharing->host_wakeup_ns;
-      n.host_handoff_ns = sharing->host_handoff_ns;
-      n.host_kernel_ns_per_byte = sharing->host_kernel_ns_per_byte;
+      const config::NetworkSpec measured = n;
+      n = *sharing;
+      n.host_bandwidth_Bps = measured.host_bandwidth_Bps;
+      n.latency_ns = measured.latency_ns;
+      n.efficiency = measured.efficiency;
+      n.per_message_overhead_ns = measured.per_message_overhead_ns;
+      n.loc = measured.loc;
       r.network.provenance["sharing"] =
           fmt::format("model, connections, fairness_alpha, ack_path_weight, burst_bytes, "
                       "sender_queue_bytes, queue_limit_bytes and the host_* keys copied from {} "
