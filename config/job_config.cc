@@ -23,15 +23,17 @@ bool EvictsDeadWorkers(const ScenarioSpec& s) {
 }
 
 core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model,
-                                   int workers, int servers, bool device_copies,
-                                   const core::SacpTiming* timing) {
+                                   bool device_copies, const core::SacpTiming* timing) {
+  const int workers = ProtocolWorkers(s);
+  const int servers = s.servers;
   core::ProtocolConfig p;
   p.dwbp = s.dwbp;
   p.chunk_bytes = s.chunk_bytes;
   core::PlacementPolicyFromName(s.placement_policy, &p.placement_policy);
   p.iterations = s.iterations;
   p.device_copies = device_copies;
-  p.batch = s.batch_per_worker;
+  p.devices_per_machine = DevicesPerWorker(s);
+  p.batch = s.batch_per_worker * p.devices_per_machine;
   p.consistency = s.consistency == "ssp"   ? core::Consistency::kSsp
                   : s.consistency == "asp" ? core::Consistency::kAsp
                                            : core::Consistency::kBsp;
@@ -42,7 +44,7 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
   in.workers = workers;
   in.servers = servers;
   in.colocated = s.placement == ServerPlacement::kColocated;
-  in.batch = s.batch_per_worker;
+  in.batch = p.batch;
   core::SchemeRequestFromName(s.scheme, &in.default_request);
   in.allreduce_allowed = s.consistency == "bsp";
   in.ps_only = s.fault.enabled && EvictsDeadWorkers(s);
@@ -75,9 +77,9 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
   return p;
 }
 
-core::JobLayout BuildLayout(const ScenarioSpec& s, int workers, int servers) {
-  return s.placement == ServerPlacement::kColocated ? core::JobLayout::Colocated(workers, servers)
-                                                    : core::JobLayout::Dedicated(workers, servers);
+core::JobLayout BuildLayout(const ScenarioSpec& s) {
+  return core::JobLayout::Build(s.workers, s.client_per_device ? s.devices_per_machine : 1,
+                                s.servers, s.placement == ServerPlacement::kColocated);
 }
 
 }  // namespace poseidon::config

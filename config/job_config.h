@@ -20,11 +20,13 @@ bool EvictsDeadWorkers(const ScenarioSpec& s);
 // the scenario's protocol section) for a plan the model cannot take (sfb on a conv layer, an
 // unknown layer name). `timing`: what `scheme: auto` weighs plans with (core/sacp_time.h; hosts
 // pass sim::SacpTimingFor's); without it `auto` is the paper's byte rule, as `paper` always is.
-core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model, int workers,
-                                   int servers, bool device_copies,
-                                   const core::SacpTiming* timing = nullptr);
+// Workers are the machines' clients (ProtocolWorkers): SACP counts machines, and a worker's
+// sufficient factors have the rows of all its devices (ProtocolConfig::batch).
+core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model,
+                                   bool device_copies, const core::SacpTiming* timing = nullptr);
 
-// Who runs where: colocated (shard j on worker machine j) or dedicated server machines.
-core::JobLayout BuildLayout(const ScenarioSpec& s, int workers, int servers);
+// Who runs where: the worker machines (one worker each, or one per device with client: device),
+// shards colocated (shard j on worker machine j mod machines) or on server machines of their own.
+core::JobLayout BuildLayout(const ScenarioSpec& s);
 
 }  // namespace poseidon::config

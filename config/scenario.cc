@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "config/compute_loader.h"
+#include "config/interconnect_loader.h"
 #include "config/model_loader.h"
 #include "config/network_loader.h"
 
@@ -113,6 +114,130 @@ void ReadNetwork(MapReader& r, NetworkSpec* n, const std::string& scenario_file,
   r.Finish();
 }
 
+// The worker machines, their devices and the shards: machines (or workers), devices_per_machine
+// (or devices), client, servers (or servers_per_machine).
+void ReadMachines(MapReader& c, ScenarioSpec* s) {
+  if (c.Has("machines") && c.Has("workers")) {
+    c.FailKey("machines", "give 'machines' or its older name 'workers', not both");
+  }
+  const std::string machines_key = c.Has("machines") ? "machines" : "workers";
+  s->workers = static_cast<int>(c.PositiveInt(machines_key));
+  if (c.Has("devices") && c.Has("devices_per_machine")) {
+    c.FailKey("devices", "give 'devices' (all of them) or 'devices_per_machine', not both");
+  }
+  if (c.Has("devices")) {
+    const int64_t total = c.PositiveInt("devices");
+    if (total % s->workers != 0) {
+      c.FailKey("devices",
+                fmt::format("{} devices do not divide over {} machines: every machine holds the "
+                            "same number of devices (each machine's reduction and the machines' "
+                            "ring need it); give a multiple of {}, or devices_per_machine",
+                            total, s->workers, s->workers));
+    }
+    s->devices_per_machine = static_cast<int>(total / s->workers);
+  } else {
+    s->devices_per_machine = static_cast<int>(c.PositiveInt("devices_per_machine", 1));
+  }
+  constexpr int kMaxDevices = 1024;
+  if (s->devices_per_machine > kMaxDevices) {
+    c.FailKey(c.Has("devices") ? "devices" : "devices_per_machine",
+              fmt::format("{} devices per machine; at most {}", s->devices_per_machine,
+                          kMaxDevices));
+  }
+  s->client_per_device = c.Choice("client", {"machine", "device"}, "machine") == "device";
+  s->placement = c.Choice("placement", {"colocated", "dedicated"}, "colocated") == "colocated"
+                     ? ServerPlacement::kColocated
+                     : ServerPlacement::kDedicated;
+  if (c.Has("servers") && c.Has("servers_per_machine")) {
+    c.FailKey("servers_per_machine", "give 'servers' or 'servers_per_machine', not both");
+  }
+  if (c.Has("servers_per_machine")) {
+    if (s->placement != ServerPlacement::kColocated) {
+      c.FailKey("servers_per_machine", "'servers_per_machine' places shards on the worker "
+                                       "machines (placement: colocated); with dedicated "
+                                       "shard machines give 'servers'");
+    }
+    s->servers = static_cast<int>(c.PositiveInt("servers_per_machine") * s->workers);
+  } else {
+    s->servers = static_cast<int>(c.PositiveInt("servers", s->workers));
+  }
+  if (s->placement == ServerPlacement::kColocated && s->servers > s->workers &&
+      !c.Has("servers_per_machine")) {
+    c.FailKey("servers",
+              fmt::format("{} co-located shards on {} worker machines: more shards than machines "
+                          "are placed with servers_per_machine (that many on every machine), or "
+                          "on machines of their own with placement: dedicated",
+                          s->servers, s->workers));
+  }
+}
+
+// cluster.interconnect (after the device and profile): how a machine's devices are joined, and
+// whether that fits them.
+void ReadInterconnect(MapReader& c, ScenarioSpec* s) {
+  const std::string& file = c.file();
+  const bool given = c.Has("interconnect");
+  if (given) {
+    const YAML::Node ic = c.Node("interconnect");
+    if (ic.IsScalar()) {
+      s->interconnect_file =
+          FindData("interconnects", AsString(ic, file, "interconnect"), file, LocOf(ic, file));
+      s->interconnect = LoadInterconnectFile(s->interconnect_file);
+    } else {
+      MapReader ir(ic, file, "interconnect");
+      if (ir.Has("file")) {
+        s->interconnect_file = FindData("interconnects", ir.String("file"), file, ir.Loc("file"));
+        s->interconnect = LoadInterconnectFile(s->interconnect_file);
+      }
+      s->interconnect.loc = ir.Loc();
+      ReadInterconnectFigures(ir, &s->interconnect);
+      ir.Finish();
+    }
+  }
+  InterconnectSpec& ic = s->interconnect;
+  if (ic.host_memory_Bps <= 0) ic.host_memory_Bps = s->server_update_Bps;
+  if (s->devices_per_machine == 1 || s->client_per_device) return;
+  // What moves a device's data to the host: the profile's measured copies, else the device's.
+  double device_pcie = 0;
+  if (s->profile && s->profile->pcie_bandwidth_Bps > 0) {
+    device_pcie = s->profile->pcie_bandwidth_Bps;
+  } else if (s->device) {
+    device_pcie = s->device->pcie_bandwidth_Bps;
+  }
+  const bool gpu = device_pcie > 0;
+  if (gpu && !given) {
+    c.FailKey("devices_per_machine",
+              fmt::format("{} GPUs per machine need 'interconnect' (how they are joined): a name "
+                          "from {}/interconnects (e.g. dgx_a100) or a mapping {{kind: nvlink, "
+                          "link_gbs: ..., pcie_gbs: ..., host_memory_gbs: ...}}",
+                          s->devices_per_machine, DefaultDataDir()));
+  }
+  if (gpu && ic.kind == InterconnectKind::kHost) {
+    FailAt(ic.loc, "GPU devices are joined by kind: nvlink or kind: pcie; kind: host is for CPU "
+                   "devices (worker threads sharing host memory)");
+  }
+  if (!gpu && ic.kind != InterconnectKind::kHost) {
+    FailAt(ic.loc, fmt::format("the devices here are CPU devices (no pcie_gbs in the device or "
+                               "profile): worker threads sharing host memory; use kind: host "
+                               "(not {})",
+                               InterconnectKindName(ic.kind)));
+  }
+  if (!gpu) return;
+  if (ic.pcie_Bps <= 0) ic.pcie_Bps = device_pcie;
+  if (s->device) {
+    const double memory = s->device->memory_bandwidth_Bps;
+    auto check = [&](double bps, const core::SourceLoc& loc, const char* key) {
+      if (bps <= memory) return;
+      FailAt(loc.file.empty() ? ic.loc : loc,
+             fmt::format("{} {:g} is faster than the device's memory ({:g} GB/s, {}): a link "
+                         "cannot move data faster than the memory it reads; check the figure "
+                         "(1e9 bytes/s per device, each direction)",
+                         key, bps / 1e9, memory / 1e9, s->device_file));
+    };
+    if (ic.kind == InterconnectKind::kNvlink) check(ic.link_Bps, ic.link_loc, "link_gbs");
+    check(ic.pcie_Bps, ic.pcie_loc, "pcie_gbs");
+  }
+}
+
 }  // namespace
 
 ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
@@ -161,11 +286,7 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
   s.seed = static_cast<uint64_t>(seed);
 
   MapReader c(r.Node("cluster"), file, "cluster");
-  s.workers = static_cast<int>(c.PositiveInt("workers"));
-  s.servers = static_cast<int>(c.PositiveInt("servers", s.workers));
-  s.placement = c.Choice("placement", {"colocated", "dedicated"}, "colocated") == "colocated"
-                    ? ServerPlacement::kColocated
-                    : ServerPlacement::kDedicated;
+  ReadMachines(c, &s);
   if (c.Has("device")) {
     s.device_file = FindData("devices", c.String("device"), file, c.Loc("device"));
     s.device = LoadDeviceFile(s.device_file);
@@ -200,6 +321,7 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
            "'profile' (e.g. profile: profiles/NAME.yaml)");
   }
   s.server_update_Bps = c.PositiveNumber("server_update_gbs", 10) * 1e9;
+  ReadInterconnect(c, &s);
   MapReader n(c.Node("network"), file, "network");
   ReadNetwork(n, &s.network, file, &s.network_file);
   c.Finish();
@@ -271,8 +393,13 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
       MapReader sr(strag[i], file, "straggler");
       ScenarioSpec::Straggler st;
       st.worker = static_cast<int>(sr.Int("worker"));
-      if (st.worker < 0 || st.worker >= s.workers) {
-        sr.FailKey("worker", fmt::format("worker must be between 0 and {} (workers - 1)", s.workers - 1));
+      const int workers = ProtocolWorkers(s);
+      if (st.worker < 0 || st.worker >= workers) {
+        sr.FailKey("worker", fmt::format("worker must be between 0 and {} (workers - 1{})",
+                                         workers - 1,
+                                         s.client_per_device ? "; with client: device, a worker "
+                                                               "is a device"
+                                                             : ""));
       }
       st.slowdown = sr.PositiveNumber("slowdown");
       sr.Finish();

@@ -12,8 +12,18 @@
 //   warmup_iterations: 1           # excluded from the reported statistics
 //   seed: 1
 //   cluster:
-//     workers: 8
-//     servers: 8                   # default: one shard per worker
+//     workers: 8                   # worker machines; `machines: 8` says the same
+//     devices_per_machine: 1       # devices (GPUs, or CPU worker threads) per worker machine
+//                                  # (or `devices: N`, all of them: a multiple of the machines)
+//     client: machine              # machine: one process per machine whose client combines its
+//                                  # devices (Poseidon's three-level hybrid) | device: one
+//                                  # process per device, each a worker of its own (the baseline)
+//     interconnect: dgx_a100       # how a machine's devices are joined (devices_per_machine > 1;
+//                                  # scenarios/interconnects/, or a mapping of its keys, with
+//                                  # `file:` to start from one: config/interconnect_loader.h);
+//                                  # CPU devices default to host memory at server_update_gbs
+//     servers: 8                   # default: one shard per worker machine
+//     servers_per_machine: 1       # colocated: shards on each worker machine (instead of servers)
 //     placement: colocated         # colocated (shard j on worker machine j) | dedicated
 //     device: k20                  # datasheet estimate from scenarios/devices/k20.yaml ...
 //     compute_model: cudnn         # optional: cudnn | roofline, overrides the device file's
@@ -94,7 +104,15 @@ struct ScenarioSpec {
   int64_t warmup_iterations = 1;
   uint64_t seed = 1;
   // cluster
-  int workers = 1;
+  int workers = 1;  // worker machines (YAML: workers or machines)
+  // Devices per worker machine, and who hosts them: the machine's one client (the three-level
+  // hybrid) or one process per device (client: device, each its own worker; ProtocolWorkers).
+  int devices_per_machine = 1;
+  bool client_per_device = false;
+  // How a machine's devices are joined (devices_per_machine > 1; kind host for CPU devices when
+  // the scenario says nothing).
+  InterconnectSpec interconnect;
+  std::string interconnect_file;  // set when it came from a file
   int servers = 1;
   ServerPlacement placement = ServerPlacement::kColocated;
   std::string device_file;              // empty when a profile is given without a device
@@ -135,6 +153,15 @@ struct ScenarioSpec {
 
 // The folder the built-in models, devices and profiles live in.
 std::string DefaultDataDir();
+
+// The core's workers of a scenario: one per machine, or with client: device one per device.
+inline int ProtocolWorkers(const ScenarioSpec& s) {
+  return s.client_per_device ? s.workers * s.devices_per_machine : s.workers;
+}
+// The devices each of the core's workers holds (ProtocolConfig::devices_per_machine).
+inline int DevicesPerWorker(const ScenarioSpec& s) {
+  return s.client_per_device ? 1 : s.devices_per_machine;
+}
 
 ScenarioSpec LoadScenarioFile(const std::string& path);
 // Same, with KEY=VALUE overrides applied first (dotted paths, e.g. "cluster.workers=64"; the

@@ -120,6 +120,41 @@ struct NetworkSpec {
   core::SourceLoc loc;
 };
 
+// ---- inside a machine with several devices ------------------------------------------------
+
+// How a machine's devices are joined (scenarios/interconnects/NAME.yaml, or a scenario's
+// cluster.interconnect mapping; config/interconnect_loader.h).
+//   nvlink  device-to-device links (NVLink, NVSwitch) beside each device's PCIe link to the host;
+//   pcie    no such links: peers talk over the same PCIe links the host copies use;
+//   host    CPU devices: worker threads sharing the host's memory (nothing to copy).
+enum class InterconnectKind { kNvlink, kPcie, kHost };
+// Where a machine sums its devices' gradients (sim/intra_machine.h prices both):
+//   device  a ring among the devices (reduce-scatter), then each device's 1/D of the sum to the
+//           host; fresh values go back as 1/D to each device and an all-gather among them;
+//   host    every device's gradient to the host, summed by the CPU; every device gets the whole
+//           fresh layer from the host.
+enum class ReduceOn { kDevice, kHost };
+
+struct InterconnectSpec {
+  std::string name;
+  std::string description;
+  std::string source;              // required in a file: where the figures come from
+  InterconnectKind kind = InterconnectKind::kHost;
+  double link_Bps = 0;             // nvlink: device-to-device, per device, each direction
+  int64_t link_latency_ns = 0;     // one step between two devices (a ring step), or one copy
+  double pcie_Bps = 0;             // device <-> host memory, per device, each direction; 0: the
+                                   // device file's (or profile's) pcie_gbs
+  double host_memory_Bps = 0;      // shared by copies, the host's sums and the NIC; 0: the
+                                   // scenario's server_update_gbs
+  ReduceOn reduce_on = ReduceOn::kDevice;
+  core::SourceLoc loc;             // the file or mapping
+  core::SourceLoc link_loc;        // link_gbs, for errors about it
+  core::SourceLoc pcie_loc;        // pcie_gbs
+};
+inline const char* InterconnectKindName(InterconnectKind k) {
+  return k == InterconnectKind::kNvlink ? "nvlink" : k == InterconnectKind::kPcie ? "pcie" : "host";
+}
+
 // ---- compute -------------------------------------------------------------------------------
 
 // The constants of the `cudnn` compute model (sim/gpu_kernel_model.h), the same for every device.

@@ -20,12 +20,16 @@ void DecisionLog::Send(ActorId actor, const Message& m) {
 
 void DecisionLog::Compute(ActorId actor, const ComputeTask& t) {
   const std::string kind = TaskKindName(t.kind);
+  // A machine's devices each run their passes in an order the protocol fixes (device 0 and a
+  // machine of one device alike: "compute passes").
+  const std::string device = t.device > 0 ? " device " + std::to_string(t.device) : "";
   if (t.kind == TaskKind::kForward || t.kind == TaskKind::kBackward) {
     // One pass at a time, in an order the protocol fixes.
-    Add(actor, "compute passes", kind + " " + std::to_string(t.layer) + " c" + std::to_string(t.clock));
+    Add(actor, "compute passes" + device,
+        kind + " " + std::to_string(t.layer) + " c" + std::to_string(t.clock));
     return;
   }
-  std::string key = "compute " + kind;
+  std::string key = "compute " + kind + device;
   if (t.layer >= 0) key += " layer " + std::to_string(t.layer);
   if (t.chunk >= 0) key += " chunk " + std::to_string(t.chunk);
   if (t.peer >= 0) key += " peer " + std::to_string(t.peer);

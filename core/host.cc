@@ -10,6 +10,8 @@ const char* TaskKindName(TaskKind k) {
     case TaskKind::kCopyToDevice: return "copy_to_device";
     case TaskKind::kServerUpdate: return "server_update";
     case TaskKind::kSfbRebuild: return "sfb_rebuild";
+    case TaskKind::kLocalReduce: return "local_reduce";
+    case TaskKind::kLocalBroadcast: return "local_broadcast";
   }
   return "unknown";
 }
@@ -22,8 +24,14 @@ Stream StreamOf(TaskKind k) {
     case TaskKind::kCopyToHost:
     case TaskKind::kCopyToDevice: return Stream::kCopy;
     case TaskKind::kServerUpdate: return Stream::kServer;
+    case TaskKind::kLocalReduce: return Stream::kReduce;
+    case TaskKind::kLocalBroadcast: return Stream::kBroadcast;
   }
   return Stream::kCompute;
+}
+
+int StreamSlot(const ComputeTask& task) {
+  return task.device * kNumStreams + static_cast<int>(StreamOf(task.kind));
 }
 
 }  // namespace poseidon::core

@@ -8,9 +8,12 @@
 // (Worker, ServerShard, Coordinator) never know which one they run on. An actor only acts from
 // inside one of its On* calls, and every action takes effect at that call's `now`.
 //
-// Compute streams: StartCompute enqueues a task on one of the actor's streams (see StreamOf);
-// each stream runs its tasks one at a time in the order they were started, like a CUDA stream,
-// and the host calls OnComputeDone when a task finishes. Tasks on different streams overlap.
+// Compute streams: StartCompute enqueues a task on one of the actor's streams (StreamSlot: the
+// task's device and StreamOf its kind); each stream runs its tasks one at a time in the order
+// they were started, like a CUDA stream, and the host calls OnComputeDone when a task finishes.
+// Tasks on different streams overlap. A worker of a machine with D devices (ProtocolConfig::
+// devices_per_machine) has a compute and a copy stream per device; its machine-level streams
+// (the local reduction and broadcast, and a shard's server stream) are device 0's.
 #pragma once
 
 #include <cstdint>
@@ -28,11 +31,15 @@ enum class TaskKind : uint8_t {
   kCopyToDevice,  // host -> device copy of a layer's fresh parameters
   kServerUpdate,  // a shard's optimizer step on one chunk
   kSfbRebuild,    // rebuild one peer's FC weight gradient from its sufficient factors (a GEMM)
+  // Machines with several devices (ProtocolConfig::devices_per_machine > 1) only:
+  kLocalReduce,     // the mean of the devices' gradients of one layer, into the machine's copy
+                    // (host memory; on the devices or the host, as the machine is configured)
+  kLocalBroadcast,  // the machine's fresh parameters of one layer, out to every device
 };
 const char* TaskKindName(TaskKind k);
 
-enum class Stream : uint8_t { kCompute = 0, kCopy = 1, kServer = 2 };
-inline constexpr int kNumStreams = 3;
+enum class Stream : uint8_t { kCompute = 0, kCopy = 1, kServer = 2, kReduce = 3, kBroadcast = 4 };
+inline constexpr int kNumStreams = 5;
 Stream StreamOf(TaskKind k);
 
 struct ComputeTask {
@@ -42,7 +49,13 @@ struct ComputeTask {
   int64_t bytes = 0;   // bytes moved or updated (copies, updates)
   int64_t clock = 0;   // iteration the task belongs to
   ActorId peer = -1;   // the worker a shard update answers (ASP), or whose factors are rebuilt
+  int32_t device = 0;  // the machine's device that runs it (forward, backward, copies); 0 else
 };
+
+// A host's index of the stream that runs `task`: device * kNumStreams + StreamOf(kind), in
+// [0, StreamSlots(devices)).
+int StreamSlot(const ComputeTask& task);
+inline constexpr int StreamSlots(int devices) { return devices * kNumStreams; }
 
 // What a trace event records. Hosts add their own kinds (message flows, link load) to the same
 // stream of events so that a simulated and a live run produce the same event names.
@@ -68,6 +81,7 @@ struct TraceEvent {
   TaskKind task = TaskKind::kForward;           // for kTask
   MsgType msg = MsgType::kRegister;             // for kMessage
   ActorId peer = -1;                            // for kMessage: the receiver
+  int32_t device = 0;                           // for kTask: ComputeTask::device
 };
 
 class Host {

@@ -30,6 +30,23 @@ JobLayout JobLayout::Dedicated(int workers, int servers) {
   return l;
 }
 
+JobLayout JobLayout::Build(int machines, int workers_per_machine, int servers, bool colocated) {
+  POSEIDON_CHECK(machines >= 1 && workers_per_machine >= 1 && servers >= 1)
+      << machines << " machines, " << workers_per_machine << " workers each, " << servers
+      << " servers";
+  JobLayout l;
+  l.num_workers = machines * workers_per_machine;
+  l.num_servers = servers;
+  l.num_machines = colocated ? machines : machines + servers;
+  l.machine_of.resize(l.num_actors());
+  l.machine_of[0] = 0;
+  for (int i = 0; i < l.num_workers; ++i) l.machine_of[l.worker(i)] = i / workers_per_machine;
+  for (int j = 0; j < servers; ++j) {
+    l.machine_of[l.server(j)] = colocated ? j % machines : machines + j;
+  }
+  return l;
+}
+
 const char* ConsistencyName(Consistency c) {
   switch (c) {
     case Consistency::kBsp: return "bsp";

@@ -26,6 +26,11 @@ struct JobLayout {
   static JobLayout Colocated(int workers, int servers);
   // Workers on machines 0..P-1, shards on their own machines P..P+S-1, coordinator on machine 0.
   static JobLayout Dedicated(int workers, int servers);
+  // `machines` worker machines holding `workers_per_machine` workers each (one process per
+  // device: worker i on machine i / workers_per_machine), shards co-located (shard j on machine
+  // j mod machines, any number of them) or on machines of their own; coordinator on machine 0.
+  // With one worker per machine and servers <= machines it is Colocated or Dedicated.
+  static JobLayout Build(int machines, int workers_per_machine, int servers, bool colocated);
 
   static constexpr ActorId coordinator() { return 0; }
   ActorId worker(int i) const { return 1 + i; }
@@ -83,8 +88,18 @@ struct ProtocolConfig {
   // How each layer's parameters are synchronised, indexed by layer id (from PlanSchemes; empty
   // means every layer goes through the parameter server).
   std::vector<Scheme> scheme_of_layer;
-  // Per-worker batch K, for the size of sufficient factors.
+  // The sufficient factors' batch K of one worker: the rows of activations and output gradients
+  // a worker's factors of an FC layer carry. On a machine with several devices it is the
+  // per-device batch x devices_per_machine (the machine sends the factors of all its devices).
   int64_t batch = 1;
+  // Devices (GPUs, or CPU worker threads) each worker machine holds: Poseidon's three-level
+  // hybrid. Every device runs the model on its own batch; the worker actor is the machine's
+  // client, which runs the devices' passes on their own streams, reduces a layer's gradients
+  // once its backward pass has ended on every device (kLocalReduce: the mean, so one push per
+  // chunk per machine), synchronises it as one worker does, and sends fresh parameters out to
+  // the devices (kLocalBroadcast). The devices of a machine begin an iteration together. 1: the
+  // worker is a device, as before (no local tasks at all).
+  int devices_per_machine = 1;
   // Send order by layer depth (layers the next forward pass needs first go first), with at most
   // this many payload bytes in flight per destination; 0 = off (send in the order produced).
   int64_t priority_window_bytes = 0;
@@ -104,7 +119,8 @@ struct ProtocolConfig {
   // Iterations (clocks) each worker runs.
   int64_t iterations = 10;
   // Workers keep parameters on a device: copy gradients to the host before pushing and fresh
-  // parameters back after pulling (the host charges PCIe time; zero-cost on CPU workers).
+  // parameters back after pulling (the host charges PCIe time; zero-cost on CPU workers). With
+  // several devices per machine the local reduction and broadcast include those copies.
   bool device_copies = false;
   FaultConfig fault;
 };

@@ -96,6 +96,10 @@ struct SacpTiming {
   std::vector<double> fwd_s;  // per layer id: forward pass of the worker's batch
   std::vector<double> bwd_s;  // per layer id: backward pass
   std::vector<double> sfb_rebuild_s;  // per layer id: one peer's rebuild GEMM (FC layers)
+  // Machines with several devices (empty otherwise), per layer id: the local reduction of the
+  // devices' gradients before the layer's sync, and the broadcast of its fresh values after;
+  // each machine runs them one layer at a time (two FIFO streams), the same for every scheme.
+  std::vector<double> local_reduce_s, local_broadcast_s;
   double update_s_per_byte = 0;       // a shard's SGD step per parameter byte
   int64_t chunk_bytes = 512 << 10;    // as ProtocolConfig::chunk_bytes
   PlacementPolicy placement_policy = PlacementPolicy::kBalancedChunks;
@@ -105,10 +109,10 @@ struct SacpTiming {
 };
 
 struct SacpInput {
-  int workers = 1;        // P1, one per machine
+  int workers = 1;        // P1, one per machine (a machine's client, whatever its devices)
   int servers = 1;        // P2 shards
   bool colocated = true;  // shard j on worker machine j mod P1; false: each shard on its own machine
-  int64_t batch = 1;      // K, per worker
+  int64_t batch = 1;      // K, per worker: the rows of its factors (per-device batch x devices)
   // Applies to every layer with parameters not named in per_layer. A model-wide kSfb means "SFB
   // for the FC layers" (the 2015 code's switch): other layers get ps.
   SchemeRequest default_request = SchemeRequest::kPs;

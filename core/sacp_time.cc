@@ -139,9 +139,15 @@ double EstimateIteration(const Model& model, const SacpInput& in,
   std::vector<double> done(nl, 0.0);
   double compute = backward;  // the compute stream: the backward pass, then the rebuilds
   double rebuild_total = 0;
+  const bool local = !t.local_reduce_s.empty();  // several devices per machine
+  double reduce_free = 0, broadcast_free = 0;
   for (size_t l = nl; l-- > 0;) {
     if (layers[l].params == 0) continue;
-    const double start = t.dwbp ? ready[l] : backward;
+    double start = t.dwbp ? ready[l] : backward;
+    if (local) {
+      reduce_free = std::max(reduce_free, start) + time_of(t.local_reduce_s, l);
+      start = reduce_free;
+    }
     // SFB factors and ring steps.
     double end = traffic[l].empty() ? start : nics.Run(traffic[l], start, t.nic_Bps) + after[l];
     if (!update[l].empty()) {
@@ -162,6 +168,10 @@ double EstimateIteration(const Model& model, const SacpInput& in,
       compute = std::max(compute, done[l]) + rebuild[l];
       rebuild_total += rebuild[l];
       done[l] = compute;
+    }
+    if (local) {
+      broadcast_free = std::max(broadcast_free, done[l]) + time_of(t.local_broadcast_s, l);
+      done[l] = broadcast_free;
     }
   }
   double forward = 0;

@@ -16,7 +16,10 @@
 //   - the SFB rebuild GEMMs (P1-1 per FC layer) on the compute stream, which delay the next
 //     forward pass;
 //   - the next forward pass: each layer waits for its parameters (per-layer gate) or for all of
-//     them; under SSP/ASP with staleness, for none, and the NICs' busiest total bounds it instead.
+//     them; under SSP/ASP with staleness, for none, and the NICs' busiest total bounds it instead;
+//   - on machines with several devices, the local reduction before a layer's sync and the
+//     broadcast after it, each a FIFO stream of the machine (SacpTiming::local_reduce_s).
+// Workers are machines there: P1 machines whose factors have the machine's rows (batch x devices).
 //
 // EstimateIteration returns that period; SearchPlan starts from the paper's plan and from one
 // scheme for every free layer, keeps the fastest, then moves one layer at a time while the

@@ -4,12 +4,20 @@
 
 #include <charconv>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace poseidon::core {
 namespace {
 
-enum Lane { kLaneCompute = 0, kLaneCopy = 1, kLaneServer = 2, kLaneSend = 3, kLaneProtocol = 4 };
+enum Lane {
+  kLaneCompute = 0, kLaneCopy = 1, kLaneServer = 2, kLaneSend = 3, kLaneProtocol = 4,
+  kLaneReduce = 5, kLaneBroadcast = 6
+};
+inline constexpr int kLanesPerActor = 8;
+// Thread ids of devices 1.. of a machine with several (device 0's lanes are the actor's own).
+inline constexpr int64_t kDeviceTidBase = 1'000'000'000;
+inline constexpr int64_t kMaxDevicesPerMachine = 1024;
 
 void AppendInt(std::string* out, int64_t v) {
   char buf[24];
@@ -57,6 +65,8 @@ int LaneOf(const TraceEvent& e) {
         case Stream::kCompute: return kLaneCompute;
         case Stream::kCopy: return kLaneCopy;
         case Stream::kServer: return kLaneServer;
+        case Stream::kReduce: return kLaneReduce;
+        case Stream::kBroadcast: return kLaneBroadcast;
       }
       return kLaneCompute;
     case TraceKind::kMessage: return kLaneSend;
@@ -70,8 +80,15 @@ const char* LaneName(int lane) {
     case kLaneCopy: return "copy";
     case kLaneServer: return "update";
     case kLaneSend: return "send";
+    case kLaneReduce: return "reduce";
+    case kLaneBroadcast: return "broadcast";
     default: return "protocol";
   }
+}
+
+int64_t ThreadId(ActorId actor, int32_t device, int lane) {
+  if (device == 0) return int64_t{actor} * kLanesPerActor + lane;
+  return kDeviceTidBase + (int64_t{actor} * kMaxDevicesPerMachine + device) * kLanesPerActor + lane;
 }
 
 std::string LayerName(const Model& model, int32_t layer) {
@@ -124,6 +141,7 @@ TraceEvent TaskEvent(ActorId actor, const ComputeTask& task, TimeNs begin, TimeN
   e.clock = task.clock;
   e.bytes = task.bytes;
   e.task = task.kind;
+  e.device = task.device;
   return e;
 }
 
@@ -151,10 +169,10 @@ void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& l
     first = false;
   };
   // Metadata: name every machine and every (actor, lane) that appears, in a stable order.
-  std::set<std::pair<ActorId, int>> lanes;
-  for (const TraceEvent& e : events) lanes.insert({e.actor, LaneOf(e)});
+  std::set<std::tuple<ActorId, int32_t, int>> lanes;  // (actor, device, lane)
+  for (const TraceEvent& e : events) lanes.insert({e.actor, e.device, LaneOf(e)});
   std::set<int> machines;
-  for (const auto& [actor, lane] : lanes) machines.insert(layout.machine_of[actor]);
+  for (const auto& [actor, device, lane] : lanes) machines.insert(layout.machine_of[actor]);
   for (int m : machines) {
     begin_event();
     out->append("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
@@ -163,14 +181,15 @@ void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& l
     AppendInt(out, m);
     out->append("\"}}");
   }
-  for (const auto& [actor, lane] : lanes) {
+  for (const auto& [actor, device, lane] : lanes) {
     begin_event();
     out->append("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
     AppendInt(out, layout.machine_of[actor]);
     out->append(",\"tid\":");
-    AppendInt(out, actor * 8 + lane);
+    AppendInt(out, ThreadId(actor, device, lane));
     out->append(",\"args\":{\"name\":");
-    AppendJsonString(out, layout.ActorName(actor) + " " + LaneName(lane));
+    const std::string on_device = device > 0 ? " device " + std::to_string(device) : "";
+    AppendJsonString(out, layout.ActorName(actor) + on_device + " " + LaneName(lane));
     out->append("}}");
   }
   for (const TraceEvent& e : events) {
@@ -183,7 +202,7 @@ void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& l
     out->append("\",\"pid\":");
     AppendInt(out, layout.machine_of[e.actor]);
     out->append(",\"tid\":");
-    AppendInt(out, e.actor * 8 + LaneOf(e));
+    AppendInt(out, ThreadId(e.actor, e.device, LaneOf(e)));
     out->append(",\"ts\":");
     AppendMicros(out, e.ts);
     if (span) {

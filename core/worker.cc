@@ -18,8 +18,12 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
       shape_{&layout_, &config_, &placement_, &model_, config_.fault},
       host_(host),
       store_(store),
-      send_queue_(host, config.priority_window_bytes) {
+      send_queue_(host, config.priority_window_bytes),
+      devices_(config.devices_per_machine),
+      copies_(config.device_copies && config.devices_per_machine == 1) {
   POSEIDON_CHECK(layout_.IsWorker(id_)) << "actor " << id_ << " is not a worker";
+  POSEIDON_CHECK(devices_ >= 1) << "devices_per_machine " << devices_;
+  dev_.resize(static_cast<size_t>(devices_));
   POSEIDON_CHECK(!model_.layers().empty()) << "model " << model_.name() << " has no layers";
   const int P = layout_.num_workers;
   sync_.resize(model_.layers().size());
@@ -81,49 +85,68 @@ bool Worker::FreshEnough(int layer, int64_t clock) const {
   return sync_[static_cast<size_t>(layer)].version >= clock - config_.Slack();
 }
 
-// Starts whatever compute may start now: the next iteration, the next forward layer.
+// Starts whatever compute may start now: the next iteration, the next forward layer, on every
+// device.
 void Worker::Advance(TimeNs now) {
-  if (computing_ || finished_ || !started_) return;
+  if (finished_ || !started_) return;
+  for (int d = 0; d < devices_ && !finished_; ++d) AdvanceDevice(now, d);
+}
+
+void Worker::AdvanceDevice(TimeNs now, int device) {
+  DeviceRun& dv = dev_[static_cast<size_t>(device)];
+  if (dv.computing) return;
   const int n = static_cast<int>(model_.layers().size());
-  if (phase_ == Phase::kIdle) {
+  if (dv.phase == Phase::kIdle) {
     if (clock_ == config_.iterations) {
-      for (int l : model_.param_layers()) {
-        if (sync_[static_cast<size_t>(l)].version < config_.iterations) return;
-      }
-      TraceInstant(TraceKind::kIterationEnd, now, -1, clock_ - 1);
-      finished_ = true;
-      Message m;
-      m.type = MsgType::kDone;
-      m.from = id_;
-      m.to = JobLayout::coordinator();
-      m.clock = clock_;
-      host_->Send(m);
+      Finish(now);
       return;
     }
+    // The machine's devices begin a clock together, once its gradients are reduced.
+    if (dv.ended || reduces_running_ > 0) return;
     if (config_.gate == Gate::kAllLayers) {
       for (int l : model_.param_layers()) {
         if (!FreshEnough(l, clock_)) return;
       }
     }
-    phase_ = Phase::kForward;
-    fwd_next_ = 0;
+    dv.phase = Phase::kForward;
+    dv.fwd_next = 0;
   }
-  if (phase_ == Phase::kForward) {
-    if (fwd_next_ < n) {
-      if (config_.gate == Gate::kPerLayer && !FreshEnough(fwd_next_, clock_)) return;
-      if (fwd_next_ == 0) {
+  if (dv.phase == Phase::kForward) {
+    if (dv.fwd_next < n) {
+      if (config_.gate == Gate::kPerLayer && !FreshEnough(dv.fwd_next, clock_)) return;
+      if (dv.fwd_next == 0 && begun_ == clock_) {
         // An iteration runs from its first forward task to the next iteration's first.
         if (clock_ > 0) TraceInstant(TraceKind::kIterationEnd, now, -1, clock_ - 1);
         TraceInstant(TraceKind::kIterationBegin, now, -1, clock_);
+        begun_ = clock_ + 1;
       }
-      computing_ = true;
-      host_->StartCompute({TaskKind::kForward, fwd_next_, -1, 0, clock_});
+      dv.computing = true;
+      ComputeTask t{TaskKind::kForward, dv.fwd_next, -1, 0, clock_};
+      t.device = device;
+      host_->StartCompute(t);
       return;
     }
-    phase_ = Phase::kBackward;
-    computing_ = true;
-    host_->StartCompute({TaskKind::kBackward, n - 1, -1, 0, clock_});
+    dv.phase = Phase::kBackward;
+    dv.computing = true;
+    ComputeTask t{TaskKind::kBackward, n - 1, -1, 0, clock_};
+    t.device = device;
+    host_->StartCompute(t);
   }
+}
+
+// After the last iteration: done once every layer holds every update.
+void Worker::Finish(TimeNs now) {
+  for (int l : model_.param_layers()) {
+    if (sync_[static_cast<size_t>(l)].version < config_.iterations) return;
+  }
+  TraceInstant(TraceKind::kIterationEnd, now, -1, clock_ - 1);
+  finished_ = true;
+  Message m;
+  m.type = MsgType::kDone;
+  m.from = id_;
+  m.to = JobLayout::coordinator();
+  m.clock = clock_;
+  host_->Send(m);
 }
 
 ProtocolError Worker::OnMessage(TimeNs now, const Message& msg) {
@@ -229,35 +252,26 @@ ProtocolError Worker::OnMessage(TimeNs now, const Message& msg) {
 
 void Worker::OnComputeDone(TimeNs now, const ComputeTask& task) {
   switch (task.kind) {
-    case TaskKind::kForward:
-      computing_ = false;
-      ++fwd_next_;
+    case TaskKind::kForward: {
+      DeviceRun& dv = dev_[static_cast<size_t>(task.device)];
+      dv.computing = false;
+      ++dv.fwd_next;
       Advance(now);
       return;
-    case TaskKind::kBackward: {
-      computing_ = false;
-      const int l = task.layer;
-      if (!model_.layers()[l].blobs.empty()) {
-        if (config_.dwbp) {
-          StartSync(now, l);
-        } else {
-          deferred_syncs_.push_back(l);
-        }
-      }
-      if (l > 0) {
-        computing_ = true;
-        host_->StartCompute({TaskKind::kBackward, l - 1, -1, 0, clock_});
-        return;
-      }
-      phase_ = Phase::kIdle;
-      ++clock_;
-      std::vector<int> deferred;
-      deferred.swap(deferred_syncs_);
-      for (int d : deferred) {
-        // StartSync uses clock_ - 1: the clock whose backward pass just ended.
-        StartSync(now, d);
-      }
-      Advance(now);
+    }
+    case TaskKind::kBackward:
+      BackwardDone(now, task);
+      return;
+    case TaskKind::kLocalReduce:
+      --reduces_running_;
+      SyncReduced(now, task.layer, task.clock);
+      Advance(now);  // a device may wait for the machine's reductions to begin its next clock
+      return;
+    case TaskKind::kLocalBroadcast: {
+      LayerSync& s = sync_[static_cast<size_t>(task.layer)];
+      s.broadcasting = false;
+      SetVersion(now, task.layer, task.clock + 1);
+      MaybeBroadcast(now, task.layer);
       return;
     }
     case TaskKind::kCopyToHost:
@@ -279,18 +293,63 @@ void Worker::OnComputeDone(TimeNs now, const ComputeTask& task) {
   }
 }
 
+void Worker::BackwardDone(TimeNs now, const ComputeTask& task) {
+  DeviceRun& dv = dev_[static_cast<size_t>(task.device)];
+  dv.computing = false;
+  const int l = task.layer;
+  if (!model_.layers()[l].blobs.empty()) {
+    // DWBP across the devices: the layer's sync starts when its backward has ended on all.
+    LayerSync& s = sync_[static_cast<size_t>(l)];
+    if (++s.devices_ended == devices_) {
+      s.devices_ended = 0;
+      if (config_.dwbp) {
+        StartSync(now, l, clock_);
+      } else {
+        deferred_syncs_.push_back(l);
+      }
+    }
+  }
+  if (l > 0) {
+    dv.computing = true;
+    ComputeTask t{TaskKind::kBackward, l - 1, -1, 0, clock_};
+    t.device = task.device;
+    host_->StartCompute(t);
+    return;
+  }
+  dv.phase = Phase::kIdle;
+  if (devices_ > 1) {
+    dv.ended = true;
+    if (++devices_ended_ < devices_) return;
+    devices_ended_ = 0;
+    for (DeviceRun& d : dev_) d.ended = false;
+  }
+  ++clock_;
+  std::vector<int> deferred;
+  deferred.swap(deferred_syncs_);
+  for (int d : deferred) StartSync(now, d, clock_ - 1);
+  Advance(now);
+}
+
 void Worker::OnSent(TimeNs now, const Message& msg) {
   (void)now;
   send_queue_.OnSent(msg);
 }
 
-void Worker::StartSync(TimeNs now, int layer) {
-  // With DWBP the sync starts inside the backward pass of clock_; without it, after clock_ was
-  // advanced past the finished backward pass.
-  const int64_t clock = phase_ == Phase::kBackward ? clock_ : clock_ - 1;
+// Layer `layer`'s gradient of `clock` is ready on every device: reduce it on the machine first
+// when there are several.
+void Worker::StartSync(TimeNs now, int layer, int64_t clock) {
+  if (devices_ == 1) {
+    SyncReduced(now, layer, clock);
+    return;
+  }
+  ++reduces_running_;
+  host_->StartCompute({TaskKind::kLocalReduce, layer, -1, model_.layers()[layer].params * 4, clock});
+}
+
+void Worker::SyncReduced(TimeNs now, int layer, int64_t clock) {
   LayerSync& s = sync_[static_cast<size_t>(layer)];
   if (s.has_ps) {
-    if (config_.device_copies) {
+    if (copies_) {
       host_->StartCompute(
           {TaskKind::kCopyToHost, layer, -1, placement_.layer_bytes(layer), clock});
     } else {
@@ -448,10 +507,17 @@ ProtocolError Worker::OnRejoinReply(TimeNs now, const Message& msg) {
   rejoin_current_.clear();
   rejoin_previous_.clear();
   clock_ = std::min(v, config_.iterations);
+  begun_ = clock_;
   for (int l : model_.param_layers()) {
     LayerSync& s = sync_[static_cast<size_t>(l)];
     s.ps.ResetTo(clock_);
-    s.version = clock_;
+    if (devices_ == 1) {
+      s.version = clock_;
+    } else {
+      // The values are the machine's; its devices get them by broadcast.
+      s.machine_version = clock_;
+      MaybeBroadcast(now, l);
+    }
   }
   // Answers that came while we waited: take those now in order (older ones are dropped).
   std::map<int32_t, std::map<int64_t, Message>> early;
@@ -468,7 +534,7 @@ ProtocolError Worker::OnRejoinReply(TimeNs now, const Message& msg) {
 void Worker::DrainPs(TimeNs now, int layer) {
   LayerSync& s = sync_[static_cast<size_t>(layer)];
   while (s.ps.FrontComplete() && !s.ps_copying) {
-    if (config_.device_copies) {
+    if (copies_) {
       s.ps_copying = true;
       host_->StartCompute(
           {TaskKind::kCopyToDevice, layer, -1, placement_.layer_bytes(layer), s.ps.version()});
@@ -552,9 +618,30 @@ void Worker::UpdateVersion(TimeNs now, int layer) {
   if (s.has_ps) v = std::min(v, s.ps.version());
   if (s.has_sfb) v = std::min(v, s.sfb.version());
   if (s.has_ring) v = std::min(v, s.ring_version);
-  if (v <= s.version) return;
-  s.version = v;
-  TraceInstant(TraceKind::kLayerSynced, now, layer, v - 1);
+  if (devices_ == 1) {
+    if (v > s.version) SetVersion(now, layer, v);
+    return;
+  }
+  if (v <= s.machine_version) return;
+  s.machine_version = v;
+  MaybeBroadcast(now, layer);
+}
+
+// D > 1: sends the machine's newest version of the layer out to the devices, one broadcast at a
+// time per layer (one that lands covers every version synced meanwhile).
+void Worker::MaybeBroadcast(TimeNs now, int layer) {
+  (void)now;
+  LayerSync& s = sync_[static_cast<size_t>(layer)];
+  if (s.broadcasting || s.machine_version <= s.version) return;
+  s.broadcasting = true;
+  host_->StartCompute({TaskKind::kLocalBroadcast, layer, -1, model_.layers()[layer].params * 4,
+                       s.machine_version - 1});
+}
+
+// The devices hold the layer's updates of clocks 0..version-1.
+void Worker::SetVersion(TimeNs now, int layer, int64_t version) {
+  sync_[static_cast<size_t>(layer)].version = version;
+  TraceInstant(TraceKind::kLayerSynced, now, layer, version - 1);
   Advance(now);
 }
 
@@ -574,7 +661,10 @@ std::string Worker::WaitingFor() const {
   std::string who = layout_.ActorName(id_);
   if (finished_) return who + ": finished";
   if (!started_) return who + ": waiting for the coordinator's start";
-  if (computing_) return who + ": computing clock " + std::to_string(clock_);
+  for (const DeviceRun& d : dev_) {
+    if (d.computing) return who + ": computing clock " + std::to_string(clock_);
+  }
+  if (reduces_running_ > 0) return who + ": reducing its devices' gradients of clock " + std::to_string(clock_ - 1);
   std::string s = who + ": at clock " + std::to_string(clock_) + ", waiting for fresh parameters of";
   int listed = 0;
   for (int l : model_.param_layers()) {

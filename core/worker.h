@@ -21,6 +21,18 @@
 // not cover and sends them again when a shard comes back; and, when it is itself a restarted
 // process (Rejoin), starts from the shards' current values at their clock instead of clock 0.
 // Rejoining needs every layer on the parameter server: SFB and ring state lives in the workers.
+//
+// A machine with D > 1 devices (ProtocolConfig::devices_per_machine; Poseidon's three-level
+// hybrid) is one Worker: its client. Each device runs the forward and backward passes of the
+// machine's clock on its own compute stream (ComputeTask::device). Once layer l's backward pass
+// has ended on every device (DWBP across the devices) a kLocalReduce task makes the mean of their
+// gradients, and layer l then syncs exactly as a one-device worker's does, the machine sending
+// one push per chunk (or its devices' D x K factor rows, or one ring share). When a layer's
+// machine-level sync reaches a new version a kLocalBroadcast task sends the values out to the
+// devices, and the layer's version (what the devices' passes wait for) is the broadcast one. A
+// device begins the next clock once every device has ended this clock's backward pass and every
+// local reduction of it has ended (the gradient buffers are free again); SSP clocks are the
+// machine's. With D = 1 none of this exists: no local task is ever started.
 #pragma once
 
 #include <deque>
@@ -76,6 +88,9 @@ class Worker final : public Actor {
   };
   struct LayerSync {
     Scheme scheme = Scheme::kPs;
+    int devices_ended = 0;          // D > 1: devices whose backward of the machine's clock ended
+    int64_t machine_version = 0;    // D > 1: version synced at the machine, not yet broadcast
+    bool broadcasting = false;      // D > 1: a kLocalBroadcast of this layer is running
     bool has_ps = false, has_sfb = false, has_ring = false;
     ClockCounter ps;       // chunk replies per clock
     bool ps_copying = false;
@@ -89,10 +104,23 @@ class Worker final : public Actor {
   };
 
   enum class Phase { kIdle, kForward, kBackward };
+  // One device's passes of the machine's clock.
+  struct DeviceRun {
+    Phase phase = Phase::kIdle;
+    bool computing = false;  // a forward or backward task is in flight
+    bool ended = false;      // its backward pass of clock_ ended; waits for the other devices
+    int fwd_next = 0;
+  };
 
   void Advance(TimeNs now);
+  void AdvanceDevice(TimeNs now, int device);
+  void Finish(TimeNs now);
+  void BackwardDone(TimeNs now, const ComputeTask& task);
   bool FreshEnough(int layer, int64_t clock) const;
-  void StartSync(TimeNs now, int layer);
+  void StartSync(TimeNs now, int layer, int64_t clock);
+  void SyncReduced(TimeNs now, int layer, int64_t clock);
+  void MaybeBroadcast(TimeNs now, int layer);
+  void SetVersion(TimeNs now, int layer, int64_t version);
   void PushLayer(TimeNs now, int layer, int64_t clock);
   void OnParams(TimeNs now, const Message& msg);
   void TakeParams(TimeNs now, const Message& msg);
@@ -118,13 +146,16 @@ class Worker final : public Actor {
   Host* const host_;
   WorkerStore* const store_;
   SendQueue send_queue_;
+  const int devices_;   // ProtocolConfig::devices_per_machine
+  const bool copies_;   // one device whose parameters live on it: copy to and from the host
 
   bool started_ = false;
   bool finished_ = false;
-  int64_t clock_ = 0;
-  Phase phase_ = Phase::kIdle;
-  bool computing_ = false;  // a forward or backward task is in flight
-  int fwd_next_ = 0;
+  int64_t clock_ = 0;               // the machine's clock: the iteration its devices run
+  int64_t begun_ = 0;               // clocks whose begin was traced
+  std::vector<DeviceRun> dev_;      // per device
+  int devices_ended_ = 0;           // D > 1: devices whose backward pass of clock_ ended
+  int reduces_running_ = 0;         // D > 1: kLocalReduce tasks started and not ended
   std::vector<int> deferred_syncs_;  // layers whose sync waits for the end of backward (no DWBP)
   std::vector<LayerSync> sync_;      // per layer
 

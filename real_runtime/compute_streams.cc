@@ -41,8 +41,12 @@ void Executor::Loop() {
   }
 }
 
-ReplayedCompute::ReplayedCompute(sim::ComputeModel model, int64_t batch)
-    : model_(std::move(model)), batch_(batch) {}
+ReplayedCompute::ReplayedCompute(sim::ComputeModel model, int64_t batch, int devices,
+                                 std::optional<sim::IntraMachine> intra)
+    : model_(std::move(model)),
+      batch_(batch),
+      intra_(std::move(intra)),
+      stream_end_(static_cast<size_t>(core::StreamSlots(devices)), 0) {}
 
 core::TimeNs ReplayedCompute::Run(const core::ComputeTask& task, core::TimeNs begin,
                                   const std::function<core::TimeNs()>& now) {
@@ -54,8 +58,16 @@ core::TimeNs ReplayedCompute::Run(const core::ComputeTask& task, core::TimeNs be
     case core::TaskKind::kCopyToDevice: ns = model_.CopyNs(task.bytes); break;
     case core::TaskKind::kServerUpdate: ns = model_.UpdateNs(task.bytes); break;
     case core::TaskKind::kSfbRebuild: ns = model_.SfbRebuildNs(task.layer, batch_); break;
+    case core::TaskKind::kLocalReduce:
+    case core::TaskKind::kLocalBroadcast:
+      ns = intra_ ? intra_->AloneNs(task.kind == core::TaskKind::kLocalReduce
+                                        ? sim::IntraOp::kReduce
+                                        : sim::IntraOp::kBroadcast,
+                                    task.bytes)
+                  : 0;
+      break;
   }
-  core::TimeNs& last_end = stream_end_[static_cast<size_t>(core::StreamOf(task.kind))];
+  core::TimeNs& last_end = stream_end_.at(static_cast<size_t>(core::StreamSlot(task)));
   const core::TimeNs start = sim::ReplayedTaskStart(begin, last_end);
   last_end = start + ns;
   std::this_thread::sleep_for(std::chrono::nanoseconds(std::max<core::TimeNs>(0, last_end - now())));

@@ -6,15 +6,17 @@
 // compute model gives it: ReplayedCompute sleeps until the task's modelled end.
 #pragma once
 
-#include <array>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "core/host.h"
 #include "sim/compute_model.h"
+#include "sim/intra_machine.h"
 
 namespace poseidon::rt {
 
@@ -37,8 +39,11 @@ class Executor {
 
 class ReplayedCompute {
  public:
-  // `batch`: the worker's batch (the SFB rebuild GEMMs' size).
-  ReplayedCompute(sim::ComputeModel model, int64_t batch);
+  // `batch`: the rows of a worker's sufficient factors (the SFB rebuild GEMMs' size). `devices`:
+  // the worker's devices; with several, `intra` prices their local reductions and broadcasts as
+  // the simulator does on an idle machine (sim/intra_machine.h).
+  ReplayedCompute(sim::ComputeModel model, int64_t batch, int devices = 1,
+                  std::optional<sim::IntraMachine> intra = std::nullopt);
 
   // On the task's stream thread: sleeps until the task's modelled end and returns when it
   // started. A task started within 1 ms of the previous one's end on its stream (the loop's
@@ -53,7 +58,8 @@ class ReplayedCompute {
  private:
   sim::ComputeModel model_;
   int64_t batch_;
-  std::array<core::TimeNs, core::kNumStreams> stream_end_{};  // each touched by its stream only
+  std::optional<sim::IntraMachine> intra_;
+  std::vector<core::TimeNs> stream_end_;  // per core::StreamSlot, each touched by its stream only
 };
 
 }  // namespace poseidon::rt

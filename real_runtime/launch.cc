@@ -115,7 +115,7 @@ int RunLaunch(const LaunchOptions& o) {
   if (o.servers > 0) overrides.push_back(fmt::format("cluster.servers={}", o.servers));
   const config::ScenarioSpec s = config::LoadScenarioFile(o.scenario_file, overrides);
   CheckLiveScenario(s);
-  const core::JobLayout layout = config::BuildLayout(s, s.workers, s.servers);
+  const core::JobLayout layout = config::BuildLayout(s);
   const std::string exe = o.self_exe.empty() ? "/proc/self/exe" : o.self_exe;
 
   std::error_code ec;

@@ -23,7 +23,7 @@ using config::ConfigError;
 NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
   const config::ScenarioSpec& s = o_.scenario;
   model_ = config::BuildScenarioModel(s);
-  layout_ = config::BuildLayout(s, s.workers, s.servers);
+  layout_ = config::BuildLayout(s);
   if (o_.rank < 0 || o_.rank >= layout_.num_actors()) {
     throw ConfigError(fmt::format(
         "error: rank {} is out of range: scenario {} has {} processes "
@@ -39,6 +39,7 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
   // and in the simulator), and, replayed, what tasks take.
   const sim::ComputeModel planned = sim::BuildComputeModel(s, model_);
   bool device_copies = false;
+  const int protocol_devices = config::DevicesPerWorker(s);
   if (replay_) {
     // With the straggler slowdowns the scenario gives.
     sim::ComputeModel cm = planned;
@@ -48,10 +49,15 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
         if (st.worker == layout_.WorkerIndex(o_.rank)) cm = cm.ScaledBy(st.slowdown);
       }
     }
-    replayed_.emplace(std::move(cm), s.batch_per_worker);
+    std::optional<sim::IntraMachine> intra;
+    if (protocol_devices > 1) {
+      intra.emplace(s.interconnect, protocol_devices, 1, s.network.host_bandwidth_Bps);
+    }
+    replayed_.emplace(std::move(cm), s.batch_per_worker * protocol_devices, protocol_devices,
+                      std::move(intra));
     o_.training.test = false;
   }
-  protocol_ = sim::BuildTimedProtocol(s, model_, s.workers, s.servers, device_copies, planned);
+  protocol_ = sim::BuildTimedProtocol(s, model_, device_copies, planned);
   ft_ = protocol_.fault.enabled();
   if (protocol_.fault.checkpoint_every > 0 && o_.checkpoint_dir.empty()) {
     throw ConfigError(
@@ -273,8 +279,7 @@ void CheckLiveScenario(const config::ScenarioSpec& s) {
   // Every scheme runs live (ps, sfb, allreduce); what is left to check is that the model and the
   // protocol plan build, so that a bad scenario fails once here, not in every process.
   const core::Model model = config::BuildScenarioModel(s);
-  (void)sim::BuildTimedProtocol(s, model, s.workers, s.servers, false,
-                                sim::BuildComputeModel(s, model));
+  (void)sim::BuildTimedProtocol(s, model, false, sim::BuildComputeModel(s, model));
 }
 
 }  // namespace poseidon::rt

@@ -78,6 +78,8 @@ std::optional<double> WorkerCompute::Run(const core::ComputeTask& task) {
     case core::TaskKind::kCopyToHost:
     case core::TaskKind::kCopyToDevice:
     case core::TaskKind::kServerUpdate:
+    case core::TaskKind::kLocalReduce:
+    case core::TaskKind::kLocalBroadcast:
       return std::nullopt;  // host-memory nets: nothing to copy; no update runs on a worker
   }
   return std::nullopt;

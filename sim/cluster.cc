@@ -68,7 +68,22 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
     actors_.push_back(std::make_unique<core::ServerShard>(a, placement_, layout, config_.protocol,
                                                           hosts_[a].get(), &shard_store_));
   }
-  streams_.resize(static_cast<size_t>(n) * core::kNumStreams);
+  // Every actor has the streams of one device; a worker has those of each of its devices.
+  const int devices = config_.protocol.devices_per_machine;
+  stream_base_.resize(static_cast<size_t>(n));
+  int slots = 0;
+  for (ActorId a = 0; a < n; ++a) {
+    stream_base_[static_cast<size_t>(a)] = slots;
+    slots += core::StreamSlots(layout.IsWorker(a) ? devices : 1);
+  }
+  streams_.resize(static_cast<size_t>(slots));
+  if (devices > 1) {
+    intra_ = std::make_unique<IntraMachine>(config_.interconnect, devices, layout.num_machines,
+                                            config_.network.host_bandwidth_Bps);
+    intra_generation_.assign(static_cast<size_t>(layout.num_machines), 0);
+    nic_tx_.assign(static_cast<size_t>(layout.num_machines), 0);
+    nic_rx_.assign(static_cast<size_t>(layout.num_machines), 0);
+  }
   nic_active_.assign(layout.num_machines, 0);
   sending_.assign(layout.num_machines, 0);
   nic_since_.assign(layout.num_machines, 0);
@@ -243,7 +258,34 @@ void SimJob::StartFlow(int src, int dst, uint32_t slot) {
   network_->StartFlow(now_, src, dst, slots_[slot].msg.wire_bytes(), slot);
   NicChange(src, +1);
   NicChange(dst, +1);
+  if (intra_ && replaying_ == false) {
+    if (nic_tx_[static_cast<size_t>(src)]++ == 0) NicDirections(src);
+    if (nic_rx_[static_cast<size_t>(dst)]++ == 0) NicDirections(dst);
+  }
   ScheduleNetworkNow();
+}
+
+void SimJob::NicDirections(int machine) {
+  const auto m = static_cast<size_t>(machine);
+  const int directions = (nic_tx_[m] > 0 ? 1 : 0) + (nic_rx_[m] > 0 ? 1 : 0);
+  ScheduleIntra(machine, intra_->SetNic(now_, machine, directions));
+}
+
+void SimJob::ScheduleIntra(int machine, TimeNs at) {
+  // Every call re-solves the machine's rates: the events scheduled before are superseded.
+  const uint64_t generation = ++intra_generation_[static_cast<size_t>(machine)];
+  if (at != kNever) queue_.Push(std::max(at, now_), kIntra, static_cast<uint32_t>(machine), generation);
+}
+
+void SimJob::OnIntraEvent(int machine, uint64_t generation) {
+  if (generation != intra_generation_[static_cast<size_t>(machine)]) return;  // superseded
+  intra_done_.clear();
+  const TimeNs next = intra_->Advance(now_, machine, &intra_done_);
+  ScheduleIntra(machine, next);
+  const std::vector<uint64_t> done = intra_done_;  // TaskDone may start more ops
+  for (uint64_t tag : done) {
+    TaskDone(static_cast<ActorId>(tag >> 32), static_cast<int>(tag & 0xffffffffu));
+  }
 }
 
 void SimJob::ScheduleNetworkNow() {
@@ -264,6 +306,10 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
     const int dst = config_.layout.machine_of[s.msg.to];
     NicChange(src, -1);
     NicChange(dst, -1);
+    if (intra_ && !replaying_) {
+      if (--nic_tx_[static_cast<size_t>(src)] == 0) NicDirections(src);
+      if (--nic_rx_[static_cast<size_t>(dst)] == 0) NicDirections(dst);
+    }
     if (config_.network.sender_queue_bytes > 0 &&
         s.msg.wire_bytes() >= config_.network.sender_queue_bytes) {
       --sending_[static_cast<size_t>(src)];
@@ -303,21 +349,30 @@ void SimJob::NicChange(int machine, int delta) {
 }
 
 void SimJob::StartCompute(ActorId actor, const ComputeTask& task) {
-  const int stream = static_cast<int>(core::StreamOf(task.kind));
-  StreamState& s = streams_[static_cast<size_t>(actor) * core::kNumStreams + stream];
+  const int slot = core::StreamSlot(task);
+  StreamState& s = StreamAt(actor, slot);
   s.queue.push_back(task);
-  if (!s.busy) StartNextTask(actor, stream);
+  if (!s.busy) StartNextTask(actor, slot);
 }
 
-void SimJob::StartNextTask(ActorId actor, int stream) {
-  StreamState& s = streams_[static_cast<size_t>(actor) * core::kNumStreams + stream];
+void SimJob::StartNextTask(ActorId actor, int slot) {
+  StreamState& s = StreamAt(actor, slot);
   if (s.queue.empty()) {
     s.busy = false;
     return;
   }
   s.busy = true;
   s.started = now_;
-  const TimeNs dur = TaskDuration(actor, s.queue.front());
+  const ComputeTask& task = s.queue.front();
+  if (task.kind == TaskKind::kLocalReduce || task.kind == TaskKind::kLocalBroadcast) {
+    // Shares the machine's links and host memory: it ends when the intra-machine model says.
+    const int machine = config_.layout.machine_of[static_cast<size_t>(actor)];
+    const IntraOp op = task.kind == TaskKind::kLocalReduce ? IntraOp::kReduce : IntraOp::kBroadcast;
+    const uint64_t tag = (static_cast<uint64_t>(actor) << 32) | static_cast<uint32_t>(slot);
+    ScheduleIntra(machine, intra_->Start(now_, machine, op, task.bytes, tag));
+    return;
+  }
+  const TimeNs dur = TaskDuration(actor, task);
   TimeNs end = now_ + dur;
   const config::NetworkSpec& n = config_.network;
   if (n.host_cores > 0 && n.host_wakeup_ns > 0) {
@@ -330,7 +385,7 @@ void SimJob::StartNextTask(ActorId actor, int stream) {
     end = s.last_end > now_ ? s.last_end + std::llround(n.host_wakeup_ns)
                             : now_ + std::llround(n.host_handoff_ns);
   }
-  queue_.Push(end, kTaskDone, static_cast<uint32_t>(actor), static_cast<uint64_t>(stream));
+  queue_.Push(end, kTaskDone, static_cast<uint32_t>(actor), static_cast<uint64_t>(slot));
 }
 
 TimeNs SimJob::TaskDuration(ActorId actor, const ComputeTask& task) {
@@ -355,6 +410,9 @@ TimeNs SimJob::TaskDuration(ActorId actor, const ComputeTask& task) {
       return config_.worker_compute[static_cast<size_t>(layout.WorkerIndex(actor))].CopyNs(task.bytes);
     case TaskKind::kServerUpdate:
       return config_.worker_compute[0].UpdateNs(task.bytes);
+    case TaskKind::kLocalReduce:
+    case TaskKind::kLocalBroadcast:
+      break;  // the intra-machine model times them (StartNextTask)
   }
   return 0;
 }
@@ -480,6 +538,43 @@ std::vector<TimeNs> SimJob::ReplayMessages(const std::vector<ReplayMessage>& mes
   return delivered;
 }
 
+void SimJob::TaskDone(ActorId actor, int slot) {
+  StreamState& s = StreamAt(actor, slot);
+  const ComputeTask task = s.queue.front();
+  s.queue.pop_front();
+  // The figures of a worker are its device 0's (every device of a machine runs alike).
+  if (slot == static_cast<int>(core::Stream::kCompute) && config_.layout.IsWorker(actor)) {
+    const int w = config_.layout.WorkerIndex(actor);
+    compute_busy_total_[static_cast<size_t>(w)] += now_ - s.started;
+    if (task.layer >= 0 && task.clock >= config_.warmup_iterations) {
+      LayerRun& lr = run_.layers[static_cast<size_t>(task.layer)];
+      if (task.kind == TaskKind::kForward) lr.fwd += now_ - s.started;
+      if (task.kind == TaskKind::kBackward) lr.bwd += now_ - s.started;
+    }
+    if (task.kind == TaskKind::kForward || task.kind == TaskKind::kBackward) {
+      ++iterations_done_;
+    }
+    if (task.kind == TaskKind::kBackward) {
+      backward_end_[static_cast<size_t>(w) * run_.layers.size() +
+                    static_cast<size_t>(task.layer)]
+          .push_back(now_);
+    }
+  }
+  if (config_.record_trace) run_.trace.push_back(core::TaskEvent(actor, task, s.started, now_));
+  StartNextTask(actor, slot);
+  if (config_.network.host_cores > 0 && config_.network.host_wakeup_ns > 0) {
+    // The end reaches a protocol thread still busy with a message once it is free.
+    EnsureHostCpuState();
+    const TimeNs free = process_free_[static_cast<size_t>(actor)];
+    if (free > now_) {
+      done_pending_[static_cast<size_t>(actor)].push_back(task);
+      queue_.Push(free, kComputeDone, static_cast<uint32_t>(actor), 0);
+      return;
+    }
+  }
+  actors_[actor]->OnComputeDone(now_, task);
+}
+
 SimRun SimJob::Run() {
   for (ActorId a = 0; a < config_.layout.num_actors(); ++a) {
     queue_.Push(0, kStartActor, static_cast<uint32_t>(a), 0);
@@ -511,45 +606,9 @@ SimRun SimJob::Run() {
         }
         break;
       }
-      case kTaskDone: {
-        const ActorId actor = static_cast<ActorId>(ev.target);
-        const int stream = static_cast<int>(ev.arg);
-        StreamState& s = streams_[static_cast<size_t>(actor) * core::kNumStreams + stream];
-        const ComputeTask task = s.queue.front();
-        s.queue.pop_front();
-        if (stream == static_cast<int>(core::Stream::kCompute) &&
-            config_.layout.IsWorker(actor)) {
-          const int w = config_.layout.WorkerIndex(actor);
-          compute_busy_total_[static_cast<size_t>(w)] += now_ - s.started;
-          if (task.layer >= 0 && task.clock >= config_.warmup_iterations) {
-            LayerRun& lr = run_.layers[static_cast<size_t>(task.layer)];
-            if (task.kind == TaskKind::kForward) lr.fwd += now_ - s.started;
-            if (task.kind == TaskKind::kBackward) lr.bwd += now_ - s.started;
-          }
-          if (task.kind == TaskKind::kForward || task.kind == TaskKind::kBackward) {
-            ++iterations_done_;
-          }
-          if (task.kind == TaskKind::kBackward) {
-            backward_end_[static_cast<size_t>(w) * run_.layers.size() +
-                          static_cast<size_t>(task.layer)]
-                .push_back(now_);
-          }
-        }
-        if (config_.record_trace) run_.trace.push_back(core::TaskEvent(actor, task, s.started, now_));
-        StartNextTask(actor, stream);
-        if (config_.network.host_cores > 0 && config_.network.host_wakeup_ns > 0) {
-          // The end reaches a protocol thread still busy with a message once it is free.
-          EnsureHostCpuState();
-          const TimeNs free = process_free_[static_cast<size_t>(actor)];
-          if (free > now_) {
-            done_pending_[static_cast<size_t>(actor)].push_back(task);
-            queue_.Push(free, kComputeDone, static_cast<uint32_t>(actor), 0);
-            break;
-          }
-        }
-        actors_[actor]->OnComputeDone(now_, task);
+      case kTaskDone:
+        TaskDone(static_cast<ActorId>(ev.target), static_cast<int>(ev.arg));
         break;
-      }
       case kComputeDone: {
         auto& pending = done_pending_[ev.target];
         const ComputeTask task = pending.front();
@@ -568,6 +627,9 @@ SimRun SimJob::Run() {
         break;
       case kArrive:
         ProcessArrival(static_cast<uint32_t>(ev.arg));
+        break;
+      case kIntra:
+        OnIntraEvent(static_cast<int>(ev.target), ev.arg);
         break;
     }
   }

@@ -7,7 +7,10 @@
 // connection leave in order, one flow at a time; a connection joins two machines, or with
 // network.connections: process_pair two actors), turns
 // StartCompute into a task on one of the actor's FIFO streams whose duration comes from the
-// ComputeModel, and turns the engine's events back into the actors' On* calls.
+// ComputeModel, and turns the engine's events back into the actors' On* calls. On machines with
+// several devices a worker has a compute and a copy stream per device, and its local reductions
+// and broadcasts share the machine's links and host memory with each other and the NIC
+// (sim/intra_machine.h).
 //
 //   SimJob job(config);
 //   SimRun run = job.Run();   // iteration times, breakdowns, link load, optional trace
@@ -31,6 +34,7 @@
 #include "core/placement.h"
 #include "sim/compute_model.h"
 #include "sim/engine.h"
+#include "sim/intra_machine.h"
 #include "sim/network/network_model.h"
 
 namespace poseidon::sim {
@@ -40,6 +44,8 @@ struct SimJobConfig {
   core::JobLayout layout;
   core::ProtocolConfig protocol;
   config::NetworkSpec network;
+  // How a machine's devices are joined (protocol.devices_per_machine > 1 only).
+  config::InterconnectSpec interconnect;
   // Compute model of each worker (size num_workers; stragglers have slower ones). Server updates
   // and copies use the worker 0 model's rates.
   std::vector<ComputeModel> worker_compute;
@@ -143,7 +149,7 @@ class SimJob {
   };
   enum EventKind : uint32_t {
     kStartActor, kDeliver, kTaskDone, kNetwork, kTimer, kStartFlow, kReplaySend, kArrive,
-    kComputeDone
+    kComputeDone, kIntra
   };
 
   // Returns the message's slot (kNoSlot if SimJobConfig::drop_message dropped it).
@@ -151,7 +157,16 @@ class SimJob {
   static constexpr uint32_t kNoSlot = 0xffffffffu;
   void StartCompute(core::ActorId actor, const core::ComputeTask& task);
   void Trace(const core::TraceEvent& e);
-  void StartNextTask(core::ActorId actor, int stream);
+  StreamState& StreamAt(core::ActorId actor, int slot) {
+    return streams_[static_cast<size_t>(stream_base_[static_cast<size_t>(actor)] + slot)];
+  }
+  void StartNextTask(core::ActorId actor, int slot);
+  // The task at the front of (actor, slot) has ended now.
+  void TaskDone(core::ActorId actor, int slot);
+  // Machines with several devices: the machine's next local-op event, and its NIC's directions.
+  void ScheduleIntra(int machine, TimeNs at);
+  void OnIntraEvent(int machine, uint64_t generation);
+  void NicDirections(int machine);
   TimeNs TaskDuration(core::ActorId actor, const core::ComputeTask& task);
   TimeNs Jittered(int worker, TimeNs base);
   uint32_t AllocSlot();
@@ -185,7 +200,13 @@ class SimJob {
   std::vector<std::unique_ptr<core::Actor>> actors_;
   core::PhantomWorkerStore worker_store_;
   core::PhantomShardStore shard_store_;
-  std::vector<StreamState> streams_;  // actor * kNumStreams + stream
+  std::vector<StreamState> streams_;  // stream_base_[actor] + core::StreamSlot(task)
+  std::vector<int> stream_base_;      // per actor
+  // Machines with several devices (null otherwise).
+  std::unique_ptr<IntraMachine> intra_;
+  std::vector<uint64_t> intra_generation_;  // per machine: the latest scheduled event's
+  std::vector<int> nic_tx_, nic_rx_;        // per machine: flows it sends, receives
+  std::vector<uint64_t> intra_done_;        // scratch
   std::vector<Slot> slots_;
   static constexpr uint64_t kDenseConnections = uint64_t{1} << 22;  // 48 MiB of Connection
   std::vector<Connection> dense_connections_;

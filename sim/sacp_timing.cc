@@ -1,5 +1,7 @@
 #include "sim/sacp_timing.h"
 
+#include "sim/intra_machine.h"
+
 namespace poseidon::sim {
 
 core::SacpTiming SacpTimingFor(const config::ScenarioSpec& s, const core::Model& model,
@@ -17,9 +19,23 @@ core::SacpTiming SacpTimingFor(const config::ScenarioSpec& s, const core::Model&
     t.fwd_s[l] = static_cast<double>(compute.fwd_ns(id)) * 1e-9;
     t.bwd_s[l] = static_cast<double>(compute.bwd_ns(id)) * 1e-9;
     if (core::HasSufficientFactors(model.layers()[l])) {
-      // One peer's factors: K = batch x tokens rows for a linear layer (batch for fc).
-      const int64_t k = core::SfbFactorRows(model.layers()[l], s.batch_per_worker);
+      // One peer's factors: K = batch x tokens rows for a linear layer (batch for fc), of every
+      // device of the peer's machine.
+      const int64_t k = core::SfbFactorRows(model.layers()[l],
+                                            s.batch_per_worker * config::DevicesPerWorker(s));
       t.sfb_rebuild_s[l] = static_cast<double>(compute.SfbRebuildNs(id, k)) * 1e-9;
+    }
+  }
+  if (config::DevicesPerWorker(s) > 1) {
+    const IntraMachine intra(s.interconnect, s.devices_per_machine, 1, s.network.host_bandwidth_Bps);
+    t.local_reduce_s.assign(n, 0.0);
+    t.local_broadcast_s.assign(n, 0.0);
+    for (int id : model.param_layers()) {
+      const int64_t bytes = model.layers()[static_cast<size_t>(id)].params * 4;
+      t.local_reduce_s[static_cast<size_t>(id)] =
+          static_cast<double>(intra.AloneNs(IntraOp::kReduce, bytes)) * 1e-9;
+      t.local_broadcast_s[static_cast<size_t>(id)] =
+          static_cast<double>(intra.AloneNs(IntraOp::kBroadcast, bytes)) * 1e-9;
     }
   }
   constexpr int64_t kMiB = 1 << 20;
@@ -33,10 +49,9 @@ core::SacpTiming SacpTimingFor(const config::ScenarioSpec& s, const core::Model&
 }
 
 core::ProtocolConfig BuildTimedProtocol(const config::ScenarioSpec& s, const core::Model& model,
-                                        int workers, int servers, bool device_copies,
-                                        const ComputeModel& compute) {
+                                        bool device_copies, const ComputeModel& compute) {
   const core::SacpTiming t = SacpTimingFor(s, model, compute);
-  return config::BuildProtocol(s, model, workers, servers, device_copies, &t);
+  return config::BuildProtocol(s, model, device_copies, &t);
 }
 
 }  // namespace poseidon::sim

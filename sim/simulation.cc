@@ -13,13 +13,14 @@ namespace poseidon::sim {
 namespace {
 
 SimJobConfig JobConfig(const config::ScenarioSpec& s, const core::Model& model,
-                       const ComputeModel& compute, int workers, int servers) {
+                       const ComputeModel& compute) {
   SimJobConfig cfg;
   cfg.model = &model;
-  cfg.layout = config::BuildLayout(s, workers, servers);
-  cfg.protocol =
-      BuildTimedProtocol(s, model, workers, servers, compute.pcie_bandwidth_Bps() > 0, compute);
+  cfg.layout = config::BuildLayout(s);
+  cfg.protocol = BuildTimedProtocol(s, model, compute.pcie_bandwidth_Bps() > 0, compute);
   cfg.network = s.network;
+  cfg.interconnect = s.interconnect;
+  const int workers = cfg.layout.num_workers;
   cfg.worker_compute.assign(static_cast<size_t>(workers), compute);
   for (const auto& st : s.stragglers) {
     if (st.worker < workers) {
@@ -53,10 +54,9 @@ auto RunWithNetworkModel(SimJobConfig cfg, Run run) {
 }
 
 SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const ComputeModel& compute,
-              int workers, int servers, bool record_trace, core::JobLayout* layout_out,
-              core::ProtocolConfig* protocol_out, std::function<void(double)> progress = {},
-              bool record_decisions = false) {
-  SimJobConfig cfg = JobConfig(s, model, compute, workers, servers);
+              bool record_trace, core::JobLayout* layout_out, core::ProtocolConfig* protocol_out,
+              std::function<void(double)> progress = {}, bool record_decisions = false) {
+  SimJobConfig cfg = JobConfig(s, model, compute);
   cfg.record_trace = record_trace;
   cfg.record_decisions = record_decisions;
   cfg.progress = std::move(progress);
@@ -73,7 +73,7 @@ std::vector<TimeNs> ReplayNetwork(const config::ScenarioSpec& s,
                                   const std::vector<SimJob::ReplayMessage>& messages) {
   core::Model model = BuildScenarioModel(s);
   ComputeModel compute = BuildComputeModel(s, model);
-  return RunWithNetworkModel(JobConfig(s, model, compute, s.workers, s.servers),
+  return RunWithNetworkModel(JobConfig(s, model, compute),
                              [&](SimJob& job) { return job.ReplayMessages(messages); });
 }
 
@@ -84,6 +84,8 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   r.name = s.name;
   r.model = model.name();
   r.workers = s.workers;
+  r.devices_per_machine = s.devices_per_machine;
+  r.client_per_device = s.client_per_device;
   r.servers = s.servers;
   r.batch_per_worker = s.batch_per_worker;
   r.compute_source = compute.source();
@@ -92,8 +94,8 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
 
   core::JobLayout layout;
   core::ProtocolConfig proto;  // the plan the job ran (SACP's choices), for the per-layer rows
-  SimRun run = RunJob(s, model, compute, s.workers, s.servers, options.record_trace, &layout,
-                      &proto, options.progress, options.record_decisions);
+  SimRun run = RunJob(s, model, compute, options.record_trace, &layout, &proto, options.progress,
+                      options.record_decisions);
   if (options.record_decisions) r.decisions = run.decisions.Text();
   r.events = run.events;
   r.network_messages = run.network_messages;
@@ -148,11 +150,14 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   r.compute_ms = Ms(compute_sum / n);
   r.communication_ms = Ms(nic_sum / n);
   r.wait_ms = r.iteration_ms - r.compute_ms;
-  r.throughput = static_cast<double>(s.workers * s.batch_per_worker) / (mean / 1e9);
+  // Every device runs a batch.
+  r.throughput = static_cast<double>(int64_t{s.workers} * s.devices_per_machine *
+                                     s.batch_per_worker) /
+                 (mean / 1e9);
   r.network_gb_per_iteration =
       static_cast<double>(run.network_payload_bytes) / static_cast<double>(s.iterations) / 1e9;
   {
-    const double per = static_cast<double>(s.workers) *
+    const double per = static_cast<double>(layout.num_workers) *
                        static_cast<double>(s.iterations - s.warmup_iterations);
     for (int l : model.param_layers()) {
       const LayerRun& lr = run.layers[static_cast<size_t>(l)];
@@ -252,23 +257,36 @@ std::string FormatResult(const ScenarioResult& r, OutputFormat format) {
     for (const auto& w : r.warnings) {
       warnings += fmt::format("{}\"{}\"", warnings.empty() ? "" : ",", JsonEscape(w));
     }
+    const std::string devices =
+        r.devices_per_machine > 1
+            ? fmt::format("\"devices_per_machine\":{},\"client\":\"{}\",", r.devices_per_machine,
+                          r.client_per_device ? "device" : "machine")
+            : "";
     return fmt::format(
-        "{{\"name\":\"{}\",\"model\":\"{}\",\"workers\":{},\"servers\":{},"
+        "{{\"name\":\"{}\",\"model\":\"{}\",\"workers\":{},{}\"servers\":{},"
         "\"batch_per_worker\":{},\"measured_iterations\":{},\"iteration_ms\":{:.6f},"
         "\"iteration_std_ms\":{:.6f},\"iteration_min_ms\":{:.6f},\"iteration_max_ms\":{:.6f},"
         "\"throughput_img_s\":{:.3f},\"speedup\":{:.4f},\"single_node_iteration_ms\":{:.6f},"
         "\"breakdown_ms\":{{\"compute\":{:.6f},\"communication\":{:.6f},\"wait\":{:.6f}}},"
         "\"network_gb_per_iteration\":{:.6f},\"events\":{},\"network_messages\":{},"
         "\"compute_source\":\"{}\",\"warnings\":[{}],\"layers\":[{}],\"links\":[{}]}}\n",
-        JsonEscape(r.name), JsonEscape(r.model), r.workers, r.servers, r.batch_per_worker,
+        JsonEscape(r.name), JsonEscape(r.model), r.workers, devices, r.servers, r.batch_per_worker,
         r.measured_iterations, r.iteration_ms, r.iteration_std_ms, r.iteration_min_ms,
         r.iteration_max_ms, r.throughput, r.speedup, r.single_node_iteration_ms, r.compute_ms,
         r.communication_ms, r.wait_ms, r.network_gb_per_iteration, r.events, r.network_messages,
         JsonEscape(r.compute_source), warnings, layers, links);
   }
   std::string o;
-  o += fmt::format("scenario        {}  (model {}, {} workers, {} shards, batch {}/worker)\n",
-                   r.name, r.model, r.workers, r.servers, r.batch_per_worker);
+  if (r.devices_per_machine > 1) {
+    o += fmt::format("scenario        {}  (model {}, {} machines x {} devices, {}, {} shards, "
+                     "batch {}/device)\n",
+                     r.name, r.model, r.workers, r.devices_per_machine,
+                     r.client_per_device ? "a process per device" : "one client per machine",
+                     r.servers, r.batch_per_worker);
+  } else {
+    o += fmt::format("scenario        {}  (model {}, {} workers, {} shards, batch {}/worker)\n",
+                     r.name, r.model, r.workers, r.servers, r.batch_per_worker);
+  }
   o += fmt::format("compute         {}\n", r.compute_source);
   for (const auto& w : r.warnings) o += fmt::format("warning         {}\n", w);
   o += fmt::format("iteration       {:.3f} ms  (std {:.3f}, min {:.3f}, max {:.3f}; {} measured)\n",
@@ -276,8 +294,8 @@ std::string FormatResult(const ScenarioResult& r, OutputFormat format) {
                    r.measured_iterations);
   o += fmt::format("throughput      {:.1f} images/s\n", r.throughput);
   if (r.speedup > 0) {
-    o += fmt::format("speedup         {:.2f}x over one node ({:.3f} ms/iteration)\n", r.speedup,
-                     r.single_node_iteration_ms);
+    o += fmt::format("speedup         {:.2f}x over one {} ({:.3f} ms/iteration)\n", r.speedup,
+                     r.devices_per_machine > 1 ? "device" : "node", r.single_node_iteration_ms);
   }
   o += fmt::format("breakdown       compute {:.3f} ms, communication {:.3f} ms (NIC busy, "
                    "overlaps compute), wait {:.3f} ms\n",

@@ -9,7 +9,8 @@
 // last worker is synced to the first measured clock until the last worker is synced past the last
 // clock, over the measured clocks (under BSP with the all-layers gate, simply the mean iteration).
 // Its spread (std, min, max) is over the per-worker samples (synced to c -> synced to c+1).
-// Throughput and speedup follow the job's iteration time.
+// Throughput and speedup follow the job's iteration time; every device of every machine runs a
+// batch, and the speedup is over one device.
 // The breakdown is per iteration, averaged over workers and measured clocks:
 //   compute       time the worker's compute stream was busy (forward + backward);
 //   communication time the worker machine's NIC was sending or receiving (may overlap compute);
@@ -50,7 +51,9 @@ struct LayerResult {
 struct ScenarioResult {
   std::string name;
   std::string model;
-  int workers = 0;
+  int workers = 0;              // worker machines
+  int devices_per_machine = 1;  // formats say it only when > 1 (old outputs stay as they were)
+  bool client_per_device = false;
   int servers = 0;
   int64_t batch_per_worker = 0;
   int64_t measured_iterations = 0;

@@ -262,7 +262,7 @@ std::vector<LiveMessage> LiveMessagesFromTrace(const std::string& trace,
 double NetworkReplayError(const config::ScenarioSpec& sim_scenario, const std::string& live_trace,
                           const std::string& dir) {
   const core::JobLayout layout =
-      config::BuildLayout(sim_scenario, sim_scenario.workers, sim_scenario.servers);
+      config::BuildLayout(sim_scenario);
   const std::vector<LiveMessage> live = LiveMessagesFromTrace(live_trace, layout);
   std::vector<sim::SimJob::ReplayMessage> sent;
   for (const LiveMessage& m : live) sent.push_back(m.sent);

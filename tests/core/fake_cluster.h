@@ -148,7 +148,7 @@ class FakeCluster {
   static bool SameChannel(const Action& a, const Action& b) {
     if (a.is_message != b.is_message) return false;
     if (a.is_message) return a.msg.from == b.msg.from && a.msg.to == b.msg.to;
-    return a.actor == b.actor && core::StreamOf(a.task.kind) == core::StreamOf(b.task.kind);
+    return a.actor == b.actor && core::StreamSlot(a.task) == core::StreamSlot(b.task);
   }
 
   core::JobLayout layout_;
