@@ -223,6 +223,29 @@ def group_series(sweep, x):
     return series
 
 
+def concat(sweeps):
+    """One Sweep of the rows of several with the same axes (two sweeps of one study, say one
+    whose points stop at 8 machines); ValueError naming both files when the axes differ."""
+    first = sweeps[0]
+    for other in sweeps[1:]:
+        if other.axes != first.axes:
+            raise ValueError("%s has the axes %s, %s has %s; plot sweeps together only when they "
+                             "vary the same keys" % (first.path, ", ".join(first.axes),
+                                                     other.path, ", ".join(other.axes)))
+    rows = [r for s in sweeps for r in s.rows]
+    return Sweep(" + ".join(s.path for s in sweeps), first.columns, rows,
+                 sum(s.skipped for s in sweeps))
+
+
+def only(sweep, column, value):
+    """The rows with `column` == value, as a Sweep without that axis (one facet of a figure)."""
+    sweep.require(column)
+    columns = [c for c in sweep.columns if c != column]
+    rows = [Row({c: v for c, v in r.items() if c != column}, r.line)
+            for r in sweep.rows if r.get(column) == value]
+    return Sweep("%s (%s=%s)" % (sweep.path, column, format_value(value)), columns, rows, 0)
+
+
 def run_cli(main, argv=None):
     """Runs main(argv); a ValueError becomes one "PROG: error: ..." line on stderr and status 2."""
     try:

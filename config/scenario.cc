@@ -547,7 +547,16 @@ SweepSpec LoadSweepFile(const std::string& path) {
       FailAt(values, path, fmt::format("'{}' must be a non-empty list of values", axis.path));
     }
     for (size_t i = 0; i < values.size(); ++i) axis.values.push_back(values[i]);
-    if (axis.path == "variant") {
+    // A bundle axis: `variant`, or any axis whose values are all {name, set} bundles (several
+    // bundle axes cross, e.g. a workload and a protocol; the axis's name heads its CSV column).
+    size_t bundles = 0;
+    for (const YAML::Node& v : axis.values) bundles += v.IsMap() && v["set"] ? 1 : 0;
+    if (bundles > 0 && bundles < axis.values.size()) {
+      FailAt(values, path, fmt::format("'{}' mixes {{name, set}} bundles and plain values; give "
+                                       "every value as a bundle, or none",
+                                       axis.path));
+    }
+    if (axis.path == "variant" || bundles == axis.values.size()) {
       for (const YAML::Node& v : axis.values) {
         MapReader vr(v, path, "variant");
         axis.variant_names.push_back(vr.String("name"));

@@ -184,8 +184,12 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file);
 //     variant:
 //       - {name: PS, set: {protocol.dwbp: false}}
 //       - {name: Poseidon, set: {protocol.dwbp: true, protocol.scheme: auto}}
+// Any other axis whose values are all such bundles is one too, named by its key (which need not
+// be a scenario key), so that bundles cross bundles:
+//     workload:
+//       - {name: ResNet-50, set: {model: resnet50, batch_per_worker: 64}}
 struct SweepAxis {
-  std::string path;               // "cluster.network.bandwidth_gbps", or "variant"
+  std::string path;               // "cluster.network.bandwidth_gbps", or a bundle axis's name
   std::vector<YAML::Node> values;
   // For a variant axis: per value, its name and its (path, value) settings.
   std::vector<std::string> variant_names;

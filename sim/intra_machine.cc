@@ -107,6 +107,7 @@ TimeNs IntraMachine::Start(TimeNs now, int machine, IntraOp op, int64_t bytes, u
   o.tag = tag;
   o.stages = StagesOf(op, bytes);
   o.event = now + o.stages.front().latency;
+  o.moving = o.stages.front().latency == 0;  // no latency to wait: the bytes move from now
   m.ops.push_back(std::move(o));
   Solve(m, now);
   return NextEvent(m);
@@ -140,8 +141,9 @@ TimeNs IntraMachine::Advance(TimeNs now, int machine, std::vector<uint64_t>* don
         continue;
       }
       if (++o.stage < o.stages.size()) {
-        o.moving = false;
         o.event = now + o.stages[o.stage].latency;
+        o.moving = o.stages[o.stage].latency == 0;
+        o.remaining = 1;
         ++i;
         continue;
       }

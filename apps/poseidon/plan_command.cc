@@ -52,10 +52,12 @@ PlanReport MakePlanReport(const config::ScenarioSpec& s) {
   const core::Model model = core::Model::Build(s.model, options);
 
   core::SacpInput in;
-  in.workers = s.workers;
+  // As config::BuildProtocol: workers are the machines' clients, whose factors have the rows of
+  // all their devices.
+  in.workers = config::ProtocolWorkers(s);
   in.servers = s.servers;
   in.colocated = s.placement == config::ServerPlacement::kColocated;
-  in.batch = s.batch_per_worker;
+  in.batch = s.batch_per_worker * config::DevicesPerWorker(s);
   in.default_request = Request(s.scheme, s.file, "protocol.scheme");
   in.allreduce_allowed = s.consistency == "bsp";
   in.ps_only = s.fault.enabled && config::EvictsDeadWorkers(s);
@@ -77,6 +79,7 @@ PlanReport MakePlanReport(const config::ScenarioSpec& s) {
   r.scenario = s.name;
   r.model = model.name();
   r.workers = in.workers;
+  r.devices_per_worker = config::DevicesPerWorker(s);
   r.servers = in.servers;
   r.colocated = in.colocated;
   r.batch_per_worker = in.batch;
@@ -124,9 +127,13 @@ int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
     thresholds.push_back(fmt::format("{} {:.2f}", name, threshold));
   }
   out << fmt::format(
-      "plan {} (model {}): P1={} workers, P2={} servers, {}, K={} per worker, scheme {}{}; sfb "
-      "threshold 2MN/(K(M+N)): {}\n",
-      r.scenario, r.model, r.workers, r.servers, r.colocated ? "colocated" : "dedicated",
+      "plan {} (model {}): P1={} workers{}, P2={} servers, {}, K={} per worker, scheme {}{}; "
+      "sfb threshold 2MN/(K(M+N)): {}\n",
+      r.scenario, r.model, r.workers,
+      r.devices_per_worker > 1
+          ? fmt::format(" (machines of {} devices; K counts them all)", r.devices_per_worker)
+          : "",
+      r.servers, r.colocated ? "colocated" : "dedicated",
       // A linear layer's K is batch x tokens (old models: the batch, as the line always said).
       r.sfb_rows_per_image == 1
           ? fmt::format("{}", r.batch_per_worker)

@@ -40,7 +40,8 @@ struct PlanLayerRow {
 struct PlanReport {
   std::string scenario;  // the scenario's name
   std::string model;
-  int workers = 0, servers = 0;
+  int workers = 0, servers = 0;   // workers: the protocol's (machines, or devices with client: device)
+  int devices_per_worker = 1;     // a worker machine's devices (its K counts them all)
   bool colocated = true;
   int64_t batch_per_worker = 0;
   // The most rows per image of a layer with sufficient factors (tokens for a linear layer, 1 for

@@ -70,7 +70,7 @@ std::vector<Config> Configurations(const ValidateOptions& o, std::string* base_f
       c.overrides = o.overrides;
       for (size_t i = 0; i < p.values.size(); ++i) {
         const config::SweepAxis& a = sw.axes[i];
-        if (a.path == "variant") {
+        if (!a.variant_names.empty()) {  // a bundle axis
           const auto it = std::find(a.variant_names.begin(), a.variant_names.end(), p.values[i].second);
           const auto& sets = a.variant_sets[static_cast<size_t>(it - a.variant_names.begin())];
           for (const auto& [path, value] : sets) c.overrides.push_back(path + "=" + YamlText(value));

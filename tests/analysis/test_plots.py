@@ -209,6 +209,33 @@ class PlotDataTest(TempDirTest):
         self.assertEqual(lines[0].ys, [1.0, 1.9, 3.7])
         self.assertEqual(len(plot_speedup.speedup_lines(sweep, "cluster.workers", False)), 3)
 
+    def test_speedup_facets_and_two_sweeps_of_machines_of_eight_devices(self):
+        import plot_speedup
+
+        # Two sweeps with the same axes (workload, variant, machines), one stopping at 2.
+        for name, variants, machines in (("a.csv", ("hybrid",), (1, 2, 4)),
+                                         ("b.csv", ("ring",), (1, 2))):
+            points = [((w, v, m), result(m, 8 * m * 0.9))
+                      for w in ("ResNet-50", "BERT") for v in variants for m in machines]
+            write_csv(self.path(name), ("workload", "variant", "cluster.machines"), points)
+        merged = poseidon_csv.concat([poseidon_csv.read_sweep(self.path(n)) for n in ("a.csv", "b.csv")])
+        self.assertEqual(len(merged.rows), 10)
+        panel = poseidon_csv.only(merged, "workload", "BERT")
+        self.assertEqual(panel.axes, ["variant", "cluster.machines"])
+        lines = plot_speedup.speedup_lines(panel, "cluster.machines", slope=8)
+        self.assertEqual([line.label for line in lines], ["hybrid", "ring", "ideal (8 x cluster.machines)"])
+        self.assertEqual(lines[-1].ys, [8.0, 16.0, 32.0])
+        self.assertEqual(lines[1].xs, [1.0, 2.0])
+        # Sweeps of other axes are refused, naming both files.
+        write_csv(self.path("c.csv"), ("variant", "cluster.machines"), [(("x", 1), result(1, 1))])
+        with self.assertRaises(ValueError) as e:
+            poseidon_csv.concat([poseidon_csv.read_sweep(self.path(n)) for n in ("a.csv", "c.csv")])
+        self.assertIn("c.csv has variant, cluster.machines", str(e.exception))
+        if HAVE_MATPLOTLIB:
+            paths = plot_speedup.plot([self.path("a.csv"), self.path("b.csv")], self.path("f"),
+                                      x="cluster.machines", facet="workload", slope=8)
+            self.assertTrue(all(os.path.getsize(p) > 0 for p in paths))
+
     def test_bandwidth_series_per_cluster_size_with_their_ideal(self):
         import plot_bandwidth
 

@@ -223,6 +223,41 @@ TEST(Sweep, ExpandsCartesianProductInOrder) {
   EXPECT_EQ(sw.points[5].values[1].second, "40");
 }
 
+// Two bundle axes cross: `variant` and any other axis whose values are all {name, set} bundles;
+// the CSV column of each holds its names. Mixing bundles and plain values in one axis is refused.
+TEST(Sweep, BundleAxesCross) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("poseidon_sweep_bundles_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string head = "schema_version: 1\nbase: " + kSrc + "/tests/golden/small.yaml\nvary:\n";
+  std::ofstream(dir / "sw.yaml")
+      << head
+      << "  workload:\n    - {name: small, set: {batch_per_worker: 8}}\n"
+         "    - {name: large, set: {batch_per_worker: 32}}\n"
+         "  variant:\n    - {name: PS, set: {protocol.scheme: ps}}\n"
+         "    - {name: ring, set: {protocol.scheme: allreduce}}\n";
+  const SweepSpec sw = LoadSweepFile((dir / "sw.yaml").string());
+  ASSERT_EQ(sw.points.size(), 4u);
+  EXPECT_EQ(sw.points[3].values[0], std::make_pair(std::string("workload"), std::string("large")));
+  EXPECT_EQ(sw.points[3].values[1], std::make_pair(std::string("variant"), std::string("ring")));
+  EXPECT_EQ(sw.points[3].scenario.batch_per_worker, 32);
+  EXPECT_EQ(sw.points[3].scenario.scheme, "allreduce");
+  EXPECT_EQ(sw.points[1].scenario.batch_per_worker, 8);
+  std::ofstream(dir / "sw.yaml") << head
+                                 << "  workload:\n    - {name: small, set: {batch_per_worker: 8}}\n"
+                                    "    - 4\n";
+  try {
+    LoadSweepFile((dir / "sw.yaml").string());
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("sw.yaml:5:5: error: 'workload' mixes {name, set} "
+                                         "bundles and plain values"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Sweep, BadPointNamesThePoint) {
   auto dir = std::filesystem::temp_directory_path() /
              ("poseidon_sweep_test_" + std::to_string(::getpid()));
