@@ -41,6 +41,31 @@ std::vector<std::pair<std::string, std::string>> BackendProvenance(Backend backe
   return {};
 }
 
+int VisibleGpus(std::string* why) {
+#ifdef POSEIDON_WITH_CUDA
+  int count = 0;
+  if (!cuda::CudaDeviceAvailable(why)) return 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+#else
+  if (why != nullptr) *why = "this build is not built with CUDA";
+  return 0;
+#endif
+}
+
+void UseGpu(int device) {
+#ifdef POSEIDON_WITH_CUDA
+  POSEIDON_CUDA_CHECK(cudaSetDevice(device));
+#else
+  throw KernelError("GPU " + std::to_string(device) +
+                    ": this build is not built with CUDA; reconfigure with -DPOSEIDON_WITH_CUDA=ON "
+                    "on a machine with nvcc and cuDNN");
+#endif
+}
+
 bool BackendFromName(const std::string& name, Backend* b) {
   for (Backend c : {Backend::kReference, Backend::kCpu, Backend::kCuda}) {
     if (name == BackendName(c)) {

@@ -70,6 +70,17 @@ class LayerKernel {
 // device is usable.
 std::vector<std::pair<std::string, std::string>> BackendProvenance(Backend backend);
 
+// Machines with several devices (a live worker running one Net per GPU):
+//   VisibleGpus   the GPUs this process may use (cudaGetDeviceCount): 0 without a CUDA build or a
+//                 usable device, with the reason in *why when not null;
+//   UseGpu        makes GPU `device` the calling thread's current device (cudaSetDevice), so
+//                 that a Net built or run on this thread lives on it; throws KernelError naming
+//                 the device when that fails, or without a CUDA build.
+// A Net uses the device that is current on the thread that builds it, and must then run on
+// threads with that same device current.
+int VisibleGpus(std::string* why);
+void UseGpu(int device);
+
 // Throws KernelError when the backend is not built in or the layer kind is not supported by it.
 std::unique_ptr<LayerKernel> MakeKernel(Backend backend, const core::Layer& layer, int64_t batch,
                                         uint64_t seed);
