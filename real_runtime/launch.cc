@@ -21,6 +21,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 #include "config/job_config.h"
 #include "config/scenario.h"
@@ -101,6 +102,21 @@ std::string Capture(const std::vector<std::string>& argv, const std::string& wha
   return out;
 }
 
+// Whether the scenario file or a --set names `cluster.KEY` (a count with two names: machines or
+// workers, devices or devices_per_machine), so that a flag overrides the name in use.
+bool NamesClusterKey(const std::string& file, const std::vector<std::string>& overrides,
+                     const std::string& key) {
+  for (const std::string& o : overrides) {
+    if (o.rfind("cluster." + key + "=", 0) == 0) return true;
+  }
+  try {
+    const YAML::Node root = YAML::LoadFile(file);
+    return root.IsMap() && root["cluster"].IsMap() && root["cluster"][key].IsDefined();
+  } catch (const YAML::Exception&) {
+    return false;  // LoadScenarioFile says what is wrong with the file
+  }
+}
+
 std::string Describe(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
@@ -111,8 +127,31 @@ std::string Describe(int status) {
 
 int RunLaunch(const LaunchOptions& o) {
   std::vector<std::string> overrides = o.overrides;
-  if (o.workers > 0) overrides.push_back(fmt::format("cluster.workers={}", o.workers));
+  if (o.workers > 0 && o.machines > 0) {
+    throw ConfigError("error: --machines and --workers say the same (the worker machines); give "
+                      "one of them");
+  }
+  if (o.devices_per_machine < 0 || o.workers < 0 || o.machines < 0 || o.servers < 0) {
+    throw ConfigError("error: --machines, --workers, --devices-per-machine and --servers must "
+                      "be positive (0 or absent: the scenario's)");
+  }
+  const int machines = o.machines > 0 ? o.machines : o.workers;
+  if (machines > 0) {
+    const bool named = NamesClusterKey(o.scenario_file, overrides, "machines");
+    overrides.push_back(fmt::format("cluster.{}={}", named ? "machines" : "workers", machines));
+  }
   if (o.servers > 0) overrides.push_back(fmt::format("cluster.servers={}", o.servers));
+  if (o.devices_per_machine > 0) {
+    if (NamesClusterKey(o.scenario_file, overrides, "devices")) {
+      // The scenario counts all devices: keep its key, with the machines' total (the scenario's
+      // machines unless a flag gave them: its own device count need not divide those).
+      const int m = machines > 0 ? machines
+                                 : config::LoadScenarioFile(o.scenario_file, overrides).workers;
+      overrides.push_back(fmt::format("cluster.devices={}", m * o.devices_per_machine));
+    } else {
+      overrides.push_back(fmt::format("cluster.devices_per_machine={}", o.devices_per_machine));
+    }
+  }
   const config::ScenarioSpec s = config::LoadScenarioFile(o.scenario_file, overrides);
   CheckLiveScenario(s);
   const core::JobLayout layout = config::BuildLayout(s);
@@ -302,8 +341,18 @@ int RunLaunch(const LaunchOptions& o) {
       throw ConfigError(fmt::format("error: the coordinator {} before it listened: {} (log: {})",
                                     Describe(status), last, coord.log));
     }
-    fmt::print(stderr, "launch: {} workers, {} shards; coordinator on {}:{}; logs in {}\n",
-               s.workers, s.servers, coordinator_host, line, o.log_dir);
+    if (s.devices_per_machine > 1) {
+      fmt::print(stderr,
+                 "launch: {} machines x {} devices ({}), {} shards; coordinator on {}:{}; logs "
+                 "in {}\n",
+                 s.workers, s.devices_per_machine,
+                 s.client_per_device ? "one worker process per device"
+                                     : "one worker process per machine",
+                 s.servers, coordinator_host, line, o.log_dir);
+    } else {
+      fmt::print(stderr, "launch: {} workers, {} shards; coordinator on {}:{}; logs in {}\n",
+                 s.workers, s.servers, coordinator_host, line, o.log_dir);
+    }
     for (int rank = 1; rank < layout.num_actors(); ++rank) {
       auto [c, fd] = open_log(rank);
       std::vector<std::string> a = node_argv(rank);

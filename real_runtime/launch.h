@@ -1,6 +1,10 @@
 // real_runtime/launch.h: start a whole live job on this machine, one process per actor.
 //
 //   poseidon launch --workers 4 --servers 2 scenarios/live/fmnist_mlp.yaml
+//   poseidon launch --machines 2 --devices-per-machine 2 scenarios/live/fmnist_mlp.yaml
+//
+// Processes: 1 coordinator, one per worker machine (its client drives every device of the
+// machine: worker_compute.h) or, with cluster.client: device, one per device, and one per shard.
 //
 // The launcher writes a fresh random secret (mode 0600) into the log folder, starts the
 // coordinator (`poseidon node ... --rank 0 --ready-fd N`), learns the port the OS gave it, then
@@ -10,9 +14,11 @@
 // Ctrl-C (SIGINT) or SIGTERM stops them all and exits with 130. Children die with the launcher
 // (PR_SET_PDEATHSIG).
 //
-// Emulated cluster (--emulate): every process runs in its own network namespace behind one
-// bridge, each namespace's link shaped with tc tbf to the scenario's bandwidth, through
-// scripts/netns-run; the namespaces are removed when the job ends, whatever the outcome.
+// Emulated cluster (--emulate): every machine of the layout (core::JobLayout::machine_of: a worker
+// machine with its co-located shards, and with client: device the processes of all its devices)
+// runs in its own network namespace behind one bridge, each namespace's link shaped with tc tbf
+// to the scenario's bandwidth, through scripts/netns-run; the namespaces are removed when the
+// job ends, whatever the outcome.
 #pragma once
 
 #include <string>
@@ -23,7 +29,9 @@ namespace poseidon::rt {
 struct LaunchOptions {
   std::string scenario_file;
   std::vector<std::string> overrides;  // --set KEY=VALUE, passed to every process
-  int workers = 0;                     // > 0: overrides cluster.workers
+  int workers = 0;                     // > 0: overrides cluster.workers (the worker machines)
+  int machines = 0;                    // > 0: the same (--machines); give one of the two
+  int devices_per_machine = 0;         // > 0: overrides cluster.devices_per_machine
   int servers = 0;                     // > 0: overrides cluster.servers
   std::string log_dir = "out/launch";
   std::string job_id;                  // empty: launch-PID-TIME

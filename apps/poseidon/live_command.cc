@@ -158,7 +158,8 @@ class Commands final : public LiveCommands {
     node_->add_option("scenario", node_scenario_, "scenario YAML file")->required();
     node_->add_option("--set", node_overrides_, "override a scenario key: KEY=VALUE");
     node_->add_option("--rank", rank_,
-                      "0 coordinator, 1..P workers, P+1.. shards (default: from mpirun or Slurm)");
+                      "0 coordinator, 1..P workers (a machine each, or with cluster.client: "
+                      "device a device each), P+1.. shards (default: from mpirun or Slurm)");
     node_->add_option("--coordinator", coordinator_,
                       "HOST:PORT where rank 0 listens; give the same to every rank (srun, mpirun): "
                       "rank 0 listens there, the others dial it (rank 0 alone may use --port)");
@@ -195,8 +196,19 @@ class Commands final : public LiveCommands {
                                            "per coordinator, worker and shard");
     launch_app_->add_option("scenario", launch_.scenario_file, "scenario YAML file")->required();
     launch_app_->add_option("--set", launch_.overrides, "override a scenario key: KEY=VALUE");
-    launch_app_->add_option("--workers", launch_.workers, "workers (default: the scenario's)");
-    launch_app_->add_option("--servers", launch_.servers, "server shards (default: the scenario's)");
+    launch_app_->add_option("--workers", launch_.workers,
+                            "worker machines (default: the scenario's); --machines says the same")
+        ->check(AtLeast(1));
+    launch_app_->add_option("--machines", launch_.machines,
+                            "worker machines (default: the scenario's cluster.machines)")
+        ->check(AtLeast(1));
+    launch_app_->add_option("--devices-per-machine", launch_.devices_per_machine,
+                            "devices (GPUs, or CPU worker threads) per worker machine (default: "
+                            "the scenario's; cluster.client says whether a machine runs one "
+                            "process or one per device)")
+        ->check(AtLeast(1));
+    launch_app_->add_option("--servers", launch_.servers, "server shards (default: the scenario's)")
+        ->check(AtLeast(1));
     launch_app_->add_option("--log-dir", launch_.log_dir, "one log per process, and the job's secret")
         ->capture_default_str();
     launch_app_->add_flag("--emulate", launch_.emulate,
@@ -352,12 +364,19 @@ class Commands final : public LiveCommands {
         throw ConfigError("error: no --rank, and no launcher's rank in the environment "
                           "(OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID); give --rank");
       }
-      const int want = 1 + o.scenario.workers + o.scenario.servers;
+      const int workers = config::ProtocolWorkers(o.scenario);
+      const int want = 1 + workers + o.scenario.servers;
       if (size != want) {
-        throw ConfigError(fmt::format("error: {} says the job has {} processes but scenario {} "
-                                      "needs {} (1 coordinator + {} workers + {} shards)",
-                                      source, size, node_scenario_, want, o.scenario.workers,
-                                      o.scenario.servers));
+        throw ConfigError(fmt::format(
+            "error: {} says the job has {} processes but scenario {} needs {} (1 coordinator + "
+            "{} workers{} + {} shards)",
+            source, size, node_scenario_, want, workers,
+            o.scenario.devices_per_machine == 1 ? ""
+            : o.scenario.client_per_device
+                ? fmt::format(": {} machines x {} devices, one per device", o.scenario.workers,
+                              o.scenario.devices_per_machine)
+                : fmt::format(": one per machine of {} devices", o.scenario.devices_per_machine),
+            o.scenario.servers));
       }
     }
     o.rank = rank_;
