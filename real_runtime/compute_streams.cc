@@ -41,32 +41,37 @@ void Executor::Loop() {
   }
 }
 
-ReplayedCompute::ReplayedCompute(sim::ComputeModel model, int64_t batch, int devices,
-                                 std::optional<sim::IntraMachine> intra)
+ReplayedCompute::ReplayedCompute(sim::ComputeModel model, const core::Model& net, int64_t batch,
+                                 int devices, std::optional<sim::IntraMachine> intra)
     : model_(std::move(model)),
-      batch_(batch),
       intra_(std::move(intra)),
-      stream_end_(static_cast<size_t>(core::StreamSlots(devices)), 0) {}
+      stream_end_(static_cast<size_t>(core::StreamSlots(devices)), 0) {
+  for (const core::Layer& l : net.layers()) sfb_rows_.push_back(core::SfbFactorRows(l, batch));
+}
+
+int64_t ReplayedCompute::TaskNs(const core::ComputeTask& task) const {
+  switch (task.kind) {
+    case core::TaskKind::kForward: return model_.fwd_ns(task.layer);
+    case core::TaskKind::kBackward: return model_.bwd_ns(task.layer);
+    case core::TaskKind::kCopyToHost:
+    case core::TaskKind::kCopyToDevice: return model_.CopyNs(task.bytes);
+    case core::TaskKind::kServerUpdate: return model_.UpdateNs(task.bytes);
+    case core::TaskKind::kSfbRebuild:
+      return model_.SfbRebuildNs(task.layer, sfb_rows_.at(static_cast<size_t>(task.layer)));
+    case core::TaskKind::kLocalReduce:
+    case core::TaskKind::kLocalBroadcast:
+      return intra_ ? intra_->AloneNs(task.kind == core::TaskKind::kLocalReduce
+                                          ? sim::IntraOp::kReduce
+                                          : sim::IntraOp::kBroadcast,
+                                      task.bytes)
+                    : 0;
+  }
+  return 0;
+}
 
 core::TimeNs ReplayedCompute::Run(const core::ComputeTask& task, core::TimeNs begin,
                                   const std::function<core::TimeNs()>& now) {
-  int64_t ns = 0;
-  switch (task.kind) {
-    case core::TaskKind::kForward: ns = model_.fwd_ns(task.layer); break;
-    case core::TaskKind::kBackward: ns = model_.bwd_ns(task.layer); break;
-    case core::TaskKind::kCopyToHost:
-    case core::TaskKind::kCopyToDevice: ns = model_.CopyNs(task.bytes); break;
-    case core::TaskKind::kServerUpdate: ns = model_.UpdateNs(task.bytes); break;
-    case core::TaskKind::kSfbRebuild: ns = model_.SfbRebuildNs(task.layer, batch_); break;
-    case core::TaskKind::kLocalReduce:
-    case core::TaskKind::kLocalBroadcast:
-      ns = intra_ ? intra_->AloneNs(task.kind == core::TaskKind::kLocalReduce
-                                        ? sim::IntraOp::kReduce
-                                        : sim::IntraOp::kBroadcast,
-                                    task.bytes)
-                  : 0;
-      break;
-  }
+  const int64_t ns = TaskNs(task);
   core::TimeNs& last_end = stream_end_.at(static_cast<size_t>(core::StreamSlot(task)));
   const core::TimeNs start = sim::ReplayedTaskStart(begin, last_end);
   last_end = start + ns;

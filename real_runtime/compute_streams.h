@@ -1,7 +1,8 @@
 // real_runtime/compute_streams.h: where a live process runs the core's compute tasks.
 //
-// Each of an actor's core streams (compute, copy, server) is an Executor: one thread running
-// posted jobs in order, as a CUDA stream runs kernels. With replayed compute (`--compute
+// Each of an actor's core streams is an Executor: one thread running posted jobs in order, as a
+// CUDA stream runs kernels. A worker with several devices has a compute and a copy stream per
+// device and the machine's reduce and broadcast streams (core::StreamSlot numbers them). With replayed compute (`--compute
 // replay`, a node emulating a GPU) a task does not run kernels but takes the time the scenario's
 // compute model gives it: ReplayedCompute sleeps until the task's modelled end.
 #pragma once
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/host.h"
+#include "core/model.h"
 #include "sim/compute_model.h"
 #include "sim/intra_machine.h"
 
@@ -39,10 +41,12 @@ class Executor {
 
 class ReplayedCompute {
  public:
-  // `batch`: the rows of a worker's sufficient factors (the SFB rebuild GEMMs' size). `devices`:
-  // the worker's devices; with several, `intra` prices their local reductions and broadcasts as
-  // the simulator does on an idle machine (sim/intra_machine.h).
-  ReplayedCompute(sim::ComputeModel model, int64_t batch, int devices = 1,
+  // `batch`: a worker's sufficient-factor batch (ProtocolConfig::batch); an SFB rebuild of layer
+  // l is priced for core::SfbFactorRows(l, batch) factor rows (tokens x batch for a
+  // transformer's linear layer), as the simulator prices it. `devices`: the worker's devices;
+  // with several, `intra` prices their local reductions and broadcasts as the simulator does on
+  // an idle machine (sim/intra_machine.h).
+  ReplayedCompute(sim::ComputeModel model, const core::Model& net, int64_t batch, int devices = 1,
                   std::optional<sim::IntraMachine> intra = std::nullopt);
 
   // On the task's stream thread: sleeps until the task's modelled end and returns when it
@@ -53,11 +57,14 @@ class ReplayedCompute {
   core::TimeNs Run(const core::ComputeTask& task, core::TimeNs begin,
                    const std::function<core::TimeNs()>& now);
 
+  // The task's modelled duration (what Run sleeps, queueing aside).
+  int64_t TaskNs(const core::ComputeTask& task) const;
+
   const sim::ComputeModel& model() const { return model_; }
 
  private:
   sim::ComputeModel model_;
-  int64_t batch_;
+  std::vector<int64_t> sfb_rows_;  // per layer: its factor rows at the worker's batch
   std::optional<sim::IntraMachine> intra_;
   std::vector<core::TimeNs> stream_end_;  // per core::StreamSlot, each touched by its stream only
 };

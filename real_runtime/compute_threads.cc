@@ -99,7 +99,22 @@ int UsableCores() {
   return h > 0 ? static_cast<int>(h) : 1;
 }
 
-void SetComputeThreads(int threads) { compute_threads.store(threads > 0 ? threads : 0); }
+int DeviceThreads(int process_threads, int devices) {
+  return std::max(1, process_threads / std::max(1, devices));
+}
+
+int SetComputeThreads(int threads, int devices) {
+  if (devices > 1) {
+    int total = threads;
+#ifdef _OPENMP
+    if (total <= 0) total = omp_get_max_threads();  // OMP_NUM_THREADS, else every core
+#endif
+    threads = DeviceThreads(total, devices);
+  }
+  threads = threads > 0 ? threads : 0;
+  compute_threads.store(threads);
+  return threads;
+}
 
 void ApplyComputeThreadsHere() {
 #ifdef _OPENMP

@@ -18,6 +18,14 @@
 //
 // OpenMP keeps the team size per thread, so the choice is applied on each thread that runs
 // kernels, not only on the main one.
+//
+// A worker machine with several devices (cluster.devices_per_machine = D; on a CPU each device is
+// a worker thread with its own net and oneDNN engine) divides the process's share among its
+// devices: every thread sets a team of DeviceThreads(T, D) = max(1, T / D), T being the choice
+// above (or, when that leaves OpenMP alone, the team OpenMP would run: OMP_NUM_THREADS or every
+// core), so that the D devices together use what one process would.
+//
+//   SetComputeThreads(c.threads, /*devices=*/2);
 #pragma once
 
 #include <functional>
@@ -36,8 +44,12 @@ ThreadChoice ChooseComputeThreads(const std::function<const char*(const char*)>&
 // The CPUs this process may run on (sched_getaffinity), at least 1.
 int UsableCores();
 
-// Process-wide: the team size ApplyComputeThreadsHere sets (0 = leave OpenMP alone).
-void SetComputeThreads(int threads);
+// Each device's team when `devices` devices share `process_threads` threads: at least one.
+int DeviceThreads(int process_threads, int devices);
+
+// Process-wide: the team size ApplyComputeThreadsHere sets (0 = leave OpenMP alone); with
+// devices > 1, each device's share of it. Returns the team size set (0: OpenMP's own).
+int SetComputeThreads(int threads, int devices = 1);
 void ApplyComputeThreadsHere();
 
 }  // namespace poseidon::rt

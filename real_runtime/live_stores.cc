@@ -43,16 +43,32 @@ void StepWithMean(const kernels::SgdOptions& sgd, int64_t clock, int contributio
 
 }  // namespace
 
-LiveWorkerStore::LiveWorkerStore(kernels::Net* net, const core::Placement& placement,
+WorkerReplica NetReplica(kernels::Net* net) {
+  WorkerReplica r;
+  r.model = &net->model();
+  for (int i = 0; i < net->num_blobs(); ++i) r.blobs.push_back(net->blob(i));
+  r.factor_batch = net->batch();
+  r.factors = [net](int layer) -> core::FloatBuffer {
+    const kernels::FcFactors f = net->FactorsOf(layer);
+    auto out = std::make_shared<std::vector<float>>();
+    out->reserve(static_cast<size_t>(f.k * (f.n + f.m)));
+    out->insert(out->end(), f.top_grad, f.top_grad + f.k * f.n);
+    out->insert(out->end(), f.bottom, f.bottom + f.k * f.m);
+    return out;
+  };
+  return r;
+}
+
+LiveWorkerStore::LiveWorkerStore(WorkerReplica replica, const core::Placement& placement,
                                  const kernels::SgdOptions& sgd, core::ActorId self)
-    : net_(net),
+    : replica_(std::move(replica)),
+      model_(*replica_.model),
       placement_(placement),
       sgd_(sgd),
       self_(self),
-      blobs_(net->model().layers().size()),
-      layer_mutex_(net->model().layers().size()) {
-  for (int i = 0; i < net->num_blobs(); ++i) {
-    const kernels::BlobRef b = net->blob(i);
+      blobs_(model_.layers().size()),
+      layer_mutex_(model_.layers().size()) {
+  for (const kernels::BlobRef& b : replica_.blobs) {
     auto& v = blobs_.at(static_cast<size_t>(b.layer));
     if (v.size() <= static_cast<size_t>(b.index)) v.resize(static_cast<size_t>(b.index) + 1);
     v[static_cast<size_t>(b.index)] = b;
@@ -63,7 +79,7 @@ const kernels::BlobRef& LiveWorkerStore::Blob(int layer, int index) const {
   if (layer < 0 || static_cast<size_t>(layer) >= blobs_.size() || index < 0 ||
       static_cast<size_t>(index) >= blobs_[static_cast<size_t>(layer)].size()) {
     throw PayloadError(fmt::format("no parameter blob {} in layer {} of model '{}'", index, layer,
-                                   net_->model().name()));
+                                   model_.name()));
   }
   return blobs_[static_cast<size_t>(layer)][static_cast<size_t>(index)];
 }
@@ -80,14 +96,7 @@ void LiveWorkerStore::WriteParams(const core::Chunk& c, const core::Message& par
   std::memcpy(b.value + c.offset, params.data->data(), static_cast<size_t>(c.count) * sizeof(float));
 }
 
-core::FloatBuffer LiveWorkerStore::SfbFactors(int layer) {
-  const kernels::FcFactors f = net_->FactorsOf(layer);
-  auto out = std::make_shared<std::vector<float>>();
-  out->reserve(static_cast<size_t>(f.k * (f.n + f.m)));
-  out->insert(out->end(), f.top_grad, f.top_grad + f.k * f.n);
-  out->insert(out->end(), f.bottom, f.bottom + f.k * f.m);
-  return out;
-}
+core::FloatBuffer LiveWorkerStore::SfbFactors(int layer) { return replica_.factors(layer); }
 
 void LiveWorkerStore::AddPart(int layer, int64_t clock, core::ActorId from,
                               std::vector<float> dw) {
@@ -101,16 +110,17 @@ void LiveWorkerStore::SfbAddOwn(int layer, int64_t clock) {
 }
 
 void LiveWorkerStore::SfbReceive(const core::Message& m) {
-  const core::Layer* L = m.layer >= 0 && static_cast<size_t>(m.layer) < net_->model().layers().size()
-                             ? &net_->model().layers()[static_cast<size_t>(m.layer)]
+  const core::Layer* L = m.layer >= 0 && static_cast<size_t>(m.layer) < model_.layers().size()
+                             ? &model_.layers()[static_cast<size_t>(m.layer)]
                              : nullptr;
   if (!L || !core::HasSufficientFactors(*L)) {
     throw PayloadError(fmt::format("sufficient factors from actor {} name layer {}, which is not "
                                    "an fc layer or a linear layer with its own weight of model "
                                    "'{}'",
-                                   m.from, m.layer, net_->model().name()));
+                                   m.from, m.layer, model_.name()));
   }
-  CheckCount(m, core::SfbFactorFloats(*L, net_->batch()), "sufficient factors");
+  // A peer machine's factors carry the rows of all its devices: the job's factor batch.
+  CheckCount(m, core::SfbFactorFloats(*L, replica_.factor_batch), "sufficient factors");
   std::lock_guard<std::mutex> lock(sfb_mutex_);
   sfb_factors_[{m.layer, m.clock, m.from}] = m.data;
 }
@@ -124,8 +134,8 @@ void LiveWorkerStore::SfbRebuild(int layer, int64_t clock, int peer) {
     f = it->second;
     sfb_factors_.erase(it);
   }
-  const core::Layer& L = net_->model().layers()[static_cast<size_t>(layer)];
-  const int64_t k = core::SfbFactorRows(L, net_->batch()), m = L.fc_in, n = L.fc_out;
+  const core::Layer& L = model_.layers()[static_cast<size_t>(layer)];
+  const int64_t k = core::SfbFactorRows(L, replica_.factor_batch), m = L.fc_in, n = L.fc_out;
   std::vector<float> dw(static_cast<size_t>(n * m));
   kernels::RebuildFcGradient(f->data(), f->data() + k * n, k, m, n, dw.data());
   AddPart(layer, clock, peer, std::move(dw));
@@ -156,7 +166,7 @@ std::vector<float>& LiveWorkerStore::RingSum(int layer, int64_t clock, core::Rin
       blobs_[static_cast<size_t>(layer)].empty()) {
     throw PayloadError(fmt::format("ring all-reduce of layer {}, which has no parameters in "
                                    "model '{}'",
-                                   layer, net_->model().name()));
+                                   layer, model_.name()));
   }
   std::vector<float>& sum = ring_sums_[{layer, clock}];
   if (sum.empty()) {

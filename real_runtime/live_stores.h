@@ -1,10 +1,13 @@
 // real_runtime/live_stores.h: the stores the live runtime injects into the core's actors, backed
 // by real floats (core/param_store.h explains the interface; the simulator injects phantoms).
 //
-// LiveWorkerStore wraps a worker's kernels::Net: push data are copies of the gradient slices the
-// backward pass just wrote, fresh parameters are written into the net, for sufficient-factor
-// layers it keeps the per-clock sums of rebuilt gradients and runs the optimizer step itself, and
-// for ring all-reduce layers it keeps the per-clock sum the ring builds and runs the step on it.
+// LiveWorkerStore wraps a worker's copy of the parameters (WorkerReplica): a one-device worker's
+// kernels::Net itself, or a machine's host copy when the worker has several devices
+// (machine_replica.h). Push data are copies of the gradient slices the backward pass (or the
+// machine's reduction) just wrote, fresh parameters are written into the copy, for
+// sufficient-factor layers it keeps the per-clock sums of rebuilt gradients and runs the optimizer
+// step itself, and for ring all-reduce layers it keeps the per-clock sum the ring builds and runs
+// the step on it.
 // LiveShardStore holds the values, momentum and per-clock gradient sums of the chunks one shard
 // owns and runs the same optimizer (kernels/sgd.h) on them, so a chunk updated by a shard and a
 // weight updated by SFB or by the ring follow the same arithmetic (StepWithMean).
@@ -41,10 +44,24 @@ class PayloadError : public std::runtime_error {
   explicit PayloadError(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// What a LiveWorkerStore syncs: one copy of the parameters and their gradients in host memory,
+// blob by blob, and where the sufficient factors it sends come from.
+struct WorkerReplica {
+  const core::Model* model = nullptr;
+  std::vector<kernels::BlobRef> blobs;  // every parameter blob: values and gradients
+  // The rows K of the factors a peer sends (ProtocolConfig::batch: a machine's are its devices').
+  int64_t factor_batch = 0;
+  // The factors of `layer` of the batch just back-propagated: K x N output-gradient rows, then
+  // K x M input rows (kernels::FcFactors), as a new buffer.
+  std::function<core::FloatBuffer(int layer)> factors;
+};
+// A one-device worker: its net is its copy (factors read from the net, K = its batch).
+WorkerReplica NetReplica(kernels::Net* net);
+
 class LiveWorkerStore final : public core::WorkerStore {
  public:
   // `self` is the worker's actor id (its own SFB contribution is filed under it).
-  LiveWorkerStore(kernels::Net* net, const core::Placement& placement,
+  LiveWorkerStore(WorkerReplica replica, const core::Placement& placement,
                   const kernels::SgdOptions& sgd, core::ActorId self);
 
   core::FloatBuffer GradientChunk(const core::Chunk& chunk) override;
@@ -71,7 +88,8 @@ class LiveWorkerStore final : public core::WorkerStore {
   // The ring buffer of (layer, clock), zeros on first use; `span` must lie inside it.
   std::vector<float>& RingSum(int layer, int64_t clock, core::RingSpan span);
 
-  kernels::Net* const net_;
+  const WorkerReplica replica_;
+  const core::Model& model_;
   const core::Placement& placement_;
   const kernels::SgdOptions sgd_;
   const core::ActorId self_;
@@ -151,6 +169,8 @@ class LiveShardStore final : public core::ShardStore {
 // loaded. Buffers of zeros, shared per size.
 class ReplayWorkerStore final : public core::WorkerStore {
  public:
+  // `batch`: the rows of the worker's sufficient factors (ProtocolConfig::batch: per-device batch
+  // x devices on a machine with several).
   ReplayWorkerStore(const core::Model& model, int64_t batch) : model_(model), batch_(batch) {}
   core::FloatBuffer GradientChunk(const core::Chunk& chunk) override { return Zeros(chunk.count); }
   void WriteParams(const core::Chunk&, const core::Message&) override {}

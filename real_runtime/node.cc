@@ -385,15 +385,24 @@ int RunNode(const NodeOptions& options) {
   auto logger = spdlog::stderr_logger_mt(fmt::format("rank-{}", options.rank));
   logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v");
   spdlog::set_default_logger(logger);
-  // The kernels' share of this machine's cores (compute_threads.h), said once.
+  // The kernels' share of this machine's cores (compute_threads.h), said once; a worker with
+  // several devices divides it among them.
   const ThreadChoice threads = ChooseComputeThreads(std::getenv, UsableCores());
-  SetComputeThreads(threads.threads);
+  const config::ScenarioSpec& s = options.scenario;
+  const int devices = options.rank >= 1 && options.rank <= config::ProtocolWorkers(s)
+                          ? config::DevicesPerWorker(s)
+                          : 1;
+  const int team = SetComputeThreads(threads.threads, devices);
   ApplyComputeThreadsHere();
-  spdlog::info("kernels use {}: {}",
-               threads.threads > 0 ? fmt::format("{} OpenMP thread{}", threads.threads,
-                                                 threads.threads == 1 ? "" : "s")
-                                   : std::string("OpenMP's team size"),
-               threads.why);
+  if (devices > 1) {
+    spdlog::info("kernels use {} OpenMP thread{} per device ({} devices): {}", team,
+                 team == 1 ? "" : "s", devices, threads.why);
+  } else {
+    spdlog::info("kernels use {}: {}",
+                 team > 0 ? fmt::format("{} OpenMP thread{}", team, team == 1 ? "" : "s")
+                          : std::string("OpenMP's team size"),
+                 threads.why);
+  }
   NodeHost host(options);
   return host.Run();
 }

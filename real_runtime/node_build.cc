@@ -28,7 +28,8 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     throw ConfigError(fmt::format(
         "error: rank {} is out of range: scenario {} has {} processes "
         "(coordinator 0, workers 1..{}, shards {}..{})",
-        o_.rank, s.file, layout_.num_actors(), s.workers, s.workers + 1, layout_.num_actors() - 1));
+        o_.rank, s.file, layout_.num_actors(), layout_.num_workers, layout_.num_workers + 1,
+        layout_.num_actors() - 1));
   }
   CheckLiveScenario(s);
   if (o_.compute != "real" && o_.compute != "replay") {
@@ -53,8 +54,8 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
     if (protocol_devices > 1) {
       intra.emplace(s.interconnect, protocol_devices, 1, s.network.host_bandwidth_Bps);
     }
-    replayed_.emplace(std::move(cm), s.batch_per_worker * protocol_devices, protocol_devices,
-                      std::move(intra));
+    replayed_.emplace(std::move(cm), model_, s.batch_per_worker * protocol_devices,
+                      protocol_devices, std::move(intra));
     o_.training.test = false;
   }
   protocol_ = sim::BuildTimedProtocol(s, model_, device_copies, planned);
@@ -143,7 +144,7 @@ NodeHost::NodeHost(const NodeOptions& o) : o_(o) {
 void NodeHost::BuildActor(kernels::Backend backend) {
   const config::ScenarioSpec& s = o_.scenario;
   if (replay_ && is_worker_) {
-    replay_worker_store_ = std::make_unique<ReplayWorkerStore>(model_, s.batch_per_worker);
+    replay_worker_store_ = std::make_unique<ReplayWorkerStore>(model_, protocol_.batch);
     actor_ = std::make_unique<core::Worker>(o_.rank, model_, *placement_, layout_, protocol_, this,
                                             replay_worker_store_.get());
   } else if (replay_ && is_server_) {
@@ -164,8 +165,21 @@ void NodeHost::BuildActor(kernels::Backend backend) {
     w.backend = backend;
     w.sgd = o_.training.sgd;
     w.batch = s.batch_per_worker;
-    w.workers = s.workers;
+    w.workers = layout_.num_workers;
     w.worker_index = layout_.WorkerIndex(o_.rank);
+    w.devices = protocol_.devices_per_machine;
+    for (size_t l = 0; l < model_.layers().size(); ++l) {
+      w.sfb_layers.push_back(protocol_.SchemeOf(static_cast<int>(l)) == core::Scheme::kSfb);
+    }
+    // client: device puts D one-device workers on a machine: worker i uses GPU i mod D.
+    w.first_gpu = s.client_per_device ? w.worker_index % s.devices_per_machine : 0;
+    if (backend == kernels::Backend::kCuda && (w.devices > 1 || w.first_gpu > 0)) {
+      std::string why;
+      const int visible = kernels::VisibleGpus(&why);
+      if (std::string e = GpuShortfall(w.devices, w.first_gpu, visible, why); !e.empty()) {
+        throw ConfigError(e);
+      }
+    }
     w.seed = s.seed;
     w.test = o_.training.test && w.worker_index == 0;
     w.checkpoint_file = fmt::format("{}/worker-{}.ckpt", o_.checkpoint_dir, w.worker_index);
@@ -182,7 +196,8 @@ void NodeHost::BuildActor(kernels::Backend backend) {
     coordinator_actor_ = coordinator.get();
     actor_ = std::move(coordinator);
     try {
-      report_.emplace(layout_.num_workers, protocol_.iterations, s.batch_per_worker,
+      // A worker's images per iteration: its devices' (ProtocolConfig::batch).
+      report_.emplace(layout_.num_workers, protocol_.iterations, protocol_.batch,
                       o_.training.print_interval, o_.training.csv, start_);
       if (o_.resume) report_->ResumeAtFirstLoss();
     } catch (const std::runtime_error& e) {
@@ -276,6 +291,17 @@ NodeHost::~NodeHost() {
 }
 
 void CheckLiveScenario(const config::ScenarioSpec& s) {
+  // A machine's client with several devices cannot restart yet: a restarted machine would have
+  // to restore every device's place in the data stream (the worker's checkpoint holds one), and
+  // nothing has tested its rejoin live. One process per device restarts as any worker does.
+  if (config::DevicesPerWorker(s) > 1 && s.fault.enabled) {
+    throw ConfigError(fmt::format(
+        "error: {}: protocol.fault_tolerance with {} devices per machine (client: machine) does "
+        "not run live: a worker machine with several devices cannot be restarted or rejoin yet; "
+        "drop protocol.fault_tolerance, or run one process per device (cluster.client: device), "
+        "whose workers restart as one-device workers do",
+        s.file, s.devices_per_machine));
+  }
   // Every scheme runs live (ps, sfb, allreduce); what is left to check is that the model and the
   // protocol plan build, so that a bad scenario fails once here, not in every process.
   const core::Model model = config::BuildScenarioModel(s);

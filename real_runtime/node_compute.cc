@@ -1,6 +1,8 @@
 // real_runtime/node_compute.cc: where a live process runs the core's compute tasks (node_host.h):
-// on one Executor per core stream, with real kernels (WorkerCompute) or replayed times
-// (ReplayedCompute); and what a finished worker does (saves its parameters, measures accuracy).
+// on one Executor per core stream (core::StreamSlot: a worker with several devices has a compute
+// and a copy stream per device, and the machine's reduce and broadcast streams), with real
+// kernels (WorkerCompute) or replayed times (ReplayedCompute); and what a finished worker does
+// (saves its parameters, measures accuracy).
 #include "real_runtime/node_host.h"
 
 #include <cmath>
@@ -16,8 +18,7 @@ namespace poseidon::rt {
 
 void NodeHost::StartCompute(const core::ComputeTask& task) {
   if (!o_.decisions_file.empty()) decisions_.Compute(o_.rank, task);
-  const int stream = static_cast<int>(core::StreamOf(task.kind));
-  std::unique_ptr<Executor>& ex = streams_[stream];
+  std::unique_ptr<Executor>& ex = streams_[core::StreamSlot(task)];
   if (!ex) ex = std::make_unique<Executor>();
   const core::TimeNs begin = Now();
   ex->Post([this, task, begin] { RunTask(task, begin); });
@@ -67,7 +68,8 @@ void NodeHost::TaskDone(const core::ComputeTask& task, core::TimeNs begin,
       return;
     }
     transport_->SendControl(0, kCtlLoss, EncodeLoss(task.clock, *loss));
-  } else if (replay_ && task.kind == core::TaskKind::kBackward && task.layer == 0) {
+  } else if (replay_ && task.kind == core::TaskKind::kBackward && task.layer == 0 &&
+             task.device == 0) {
     // An iteration's end, for the coordinator's progress watchdog.
     transport_->SendControl(0, kCtlProgress, EncodeI64(task.clock));
   }
@@ -110,15 +112,16 @@ void NodeHost::SaveParams() {
   }
 }
 
-// A finished worker saves its parameters and worker 1 measures test accuracy (on its compute
-// stream, after everything queued there).
+// A finished worker saves its parameters and worker 1 measures test accuracy (on device 0's
+// compute stream, after everything queued there).
 void NodeHost::Evaluate() {
   evaluated_ = true;
   if ((!o_.training.save_params.empty() || !o_.training.save_dir.empty()) && worker_compute_) {
     SaveParams();
   }
   if (!worker_compute_ || !worker_compute_->tests()) return;
-  std::unique_ptr<Executor>& ex = streams_[static_cast<int>(core::Stream::kCompute)];
+  core::ComputeTask device0;  // device 0's compute stream
+  std::unique_ptr<Executor>& ex = streams_[core::StreamSlot(device0)];
   if (!ex) ex = std::make_unique<Executor>();
   ex->Post([this] {
     double acc = NAN;

@@ -61,5 +61,18 @@ TEST(ComputeThreads, NoLauncherLeavesOpenMpsDefaultAndSaysHowToChoose) {
   EXPECT_GE(UsableCores(), 1);
 }
 
+// A worker machine with several (CPU) devices divides the process's share among them.
+TEST(ComputeThreads, TheDevicesOfAMachineShareItsThreads) {
+  EXPECT_EQ(DeviceThreads(8, 1), 8);
+  EXPECT_EQ(DeviceThreads(8, 2), 4);
+  EXPECT_EQ(DeviceThreads(8, 3), 2);
+  EXPECT_EQ(DeviceThreads(2, 4), 1) << "at least one each";
+  EXPECT_EQ(DeviceThreads(0, 2), 1);
+  EXPECT_EQ(SetComputeThreads(6, 2), 3);
+  EXPECT_EQ(SetComputeThreads(6, 1), 6);
+  EXPECT_EQ(SetComputeThreads(0, 1), 0) << "one device: OpenMP's own team, as always";
+  SetComputeThreads(0);
+}
+
 }  // namespace
 }  // namespace poseidon::rt

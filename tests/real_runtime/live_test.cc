@@ -440,7 +440,8 @@ std::vector<std::string> SortedLines(const std::string& text) {
 // decisions, actor by actor: every message each actor sent to each destination for each chunk
 // and layer, in order, with its clock and size; every compute task; every clock begun and every
 // layer version reached (core/decision_log.h says what is compared and why interleavings across
-// keys are not). BSP only: under SSP/ASP which clock a worker computes on is timing.
+// keys are not). BSP only: under SSP/ASP which clock a worker computes on is timing. Machines
+// with several devices included: each device's passes and the machine's local tasks.
 TEST_F(LiveTest, SimulatorAndLiveRunMakeTheSameProtocolDecisions) {
   const std::vector<std::string> configs = {
       "--set cluster.workers=2 --set cluster.servers=1 --set protocol.scheme=auto",
@@ -451,6 +452,12 @@ TEST_F(LiveTest, SimulatorAndLiveRunMakeTheSameProtocolDecisions) {
       "--set cluster.workers=3 --set cluster.servers=1 --set protocol.scheme=allreduce "
       "--set protocol.chunk_kib=100",
       "--set cluster.workers=3 --set cluster.servers=1 --set protocol.scheme=auto",
+      // Machines of 2 devices (the three-level hybrid: per-device passes, local reductions and
+      // broadcasts, the machines' factors with 2 x K rows), and one process per device.
+      "--set cluster.workers=2 --set cluster.devices_per_machine=2 --set "
+      "cluster.interconnect=dgx1_v100 --set cluster.servers=1 --set protocol.scheme=auto",
+      "--set cluster.workers=2 --set cluster.devices_per_machine=2 --set cluster.client=device "
+      "--set cluster.servers=2 --set protocol.scheme=auto",
   };
   int n = 0;
   for (const std::string& c : configs) {
