@@ -18,6 +18,34 @@ namespace {
 // Longest transmission we represent (~127 years); keeps finish times far from overflow.
 constexpr double kMaxDurationNs = 4e18;
 
+// Sifts of an indexed binary min-heap; place(i, e) stores e at h[i] and records the index.
+template <class E, class Place>
+void SiftUpIn(std::vector<E>& h, size_t i, Place&& place) {
+  const E e = h[i];
+  while (i > 0) {
+    const size_t parent = (i - 1) / 2;
+    if (!(e < h[parent])) break;
+    place(i, h[parent]);
+    i = parent;
+  }
+  place(i, e);
+}
+
+template <class E, class Place>
+void SiftDownIn(std::vector<E>& h, size_t i, Place&& place) {
+  const E e = h[i];
+  const size_t n = h.size();
+  for (;;) {
+    size_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && h[child + 1] < h[child]) ++child;
+    if (!(h[child] < e)) break;
+    place(i, h[child]);
+    i = child;
+  }
+  place(i, e);
+}
+
 }  // namespace
 
 TimeNs RoundUpNs(double ns) {
@@ -52,6 +80,7 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
   // Prices are rate^-alpha in units of the fastest link, far from overflow and underflow.
   for (size_t l = 0; l < n; ++l) af_unit_ = std::max(af_unit_, capacity_[l]);
   link_scratch_.resize(n);
+  groups_.resize(n + 1);
 }
 
 // ---- public interface ------------------------------------------------------------------------
@@ -80,7 +109,7 @@ void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
   if (payload_bytes == 0) {
     // Nothing to transmit: never enters the solver, ends now.
     fl.finish = now;
-    HeapPush(f);
+    HeapPush(f, 0);
     return;
   }
   h.nlinks = static_cast<uint8_t>(route.size);
@@ -109,7 +138,7 @@ TimeNs FlowNetwork::NextEventTime() const {
   Flush();
   // Retired by a later StartFlow but not reported yet: due now (they ended earlier).
   if (!done_.empty()) return std::max(done_.front().finish, now_);
-  return heap_.empty() ? kNever : heap_[0].finish;
+  return tops_.empty() ? kNever : tops_[0].finish;
 }
 
 void FlowNetwork::AdvanceTo(TimeNs now, std::vector<FlowDone>* done) {
@@ -170,6 +199,15 @@ std::vector<FlowNetwork::FlowInfo> FlowNetwork::ActiveFlows() const {
   return out;
 }
 
+std::vector<uint64_t> FlowNetwork::LinkFlowTags(int l) const {
+  Flush();
+  std::vector<uint64_t> tags;
+  for (int32_t f : link_flows_.at(static_cast<size_t>(l))) {
+    tags.push_back(flows_[static_cast<size_t>(f)].tag);
+  }
+  return tags;
+}
+
 // ---- flows and links -------------------------------------------------------------------------
 
 int32_t FlowNetwork::AllocFlow() {
@@ -182,8 +220,10 @@ int32_t FlowNetwork::AllocFlow() {
     flows_.emplace_back();
     hot_.emplace_back();
     heap_pos_.push_back(-1);
+    flow_group_.push_back(-1);
   }
   heap_pos_[static_cast<size_t>(f)] = -1;
+  flow_group_[static_cast<size_t>(f)] = -1;
   flows_[static_cast<size_t>(f)] = Flow{};
   flows_[static_cast<size_t>(f)].live = true;
   hot_[static_cast<size_t>(f)] = Hot{};  // stamp 0: never a live round epoch (they start at 1)
@@ -243,15 +283,20 @@ void FlowNetwork::Complete(int32_t f, TimeNs t) {
 void FlowNetwork::ProcessUntil(TimeNs t, bool inclusive) {
   Flush();
   const size_t first = done_.size();
-  while (!heap_.empty()) {
-    const TimeNs finish = heap_[0].finish;
+  while (!tops_.empty()) {
+    const TimeNs finish = tops_[0].finish;
     if (finish > t || (!inclusive && finish == t)) break;
-    // Every flow ending at this ns leaves together; one solve for all of them.
-    while (!heap_.empty() && heap_[0].finish == finish) {
-      const int32_t f = HeapPop();
-      const Flow& fl = flows_[static_cast<size_t>(f)];
-      done_.push_back(Done{finish, fl.seq, fl.tag, finish + fl.extra});
-      Complete(f, finish);
+    // Every flow ending at this ns leaves together, in start order (a flow's detach moves others
+    // within the link lists, whose order the next solve's sums follow); one solve for all.
+    const size_t batch = done_.size();
+    TakeEnding(finish);
+    const size_t batch_end = done_.size();  // Complete adds to none of these vectors
+    for (size_t j = batch; j < batch_end; ++j) {
+      Done& d = done_[j];
+      const Flow& fl = flows_[static_cast<size_t>(d.flow)];
+      d.tag = fl.tag;
+      d.delivered = finish + fl.extra;
+      Complete(d.flow, finish);
     }
     pending_t_ = finish;
     Solve(finish);
@@ -321,36 +366,117 @@ void FlowNetwork::Solve(TimeNs now) {
     fl.last_t = now;
     h.rate = h.new_rate;
     fl.finish = now + RoundUpNs(fl.remaining / h.rate * 1e9);
-    changed_.push_back(f);
+    changed_.push_back(Changed{f, GroupFor(h.bottleneck), flow_group_[static_cast<size_t>(f)]});
     ++stats_.rate_changes;
   }
-  // New finish times into the completion heap: one sift each when few moved; when many did (an
-  // incast end changes every sender's rate) set the keys in place and rebuild the heap bottom-up
-  // (Floyd, O(n)) instead of O(k log n) sifts. Pops depend only on the keys, which are unique
-  // (finish, start sequence), so both ways give the same order.
-  if (changed_.size() * 16 > heap_.size() + 64) {
-    for (int32_t f : changed_) {
-      Flow& fl = flows_[static_cast<size_t>(f)];
-      int32_t& pos = heap_pos_[static_cast<size_t>(f)];
-      if (pos < 0) {
-        pos = static_cast<int32_t>(heap_.size());
-        heap_.push_back(HeapEntry{fl.finish, fl.seq, f});
-      } else {
-        heap_[static_cast<size_t>(pos)].finish = fl.finish;
-      }
+  CommitFinishTimes();
+}
+
+void FlowNetwork::CommitFinishTimes() {
+  if (changed_.empty()) return;
+  if (changed_.size() <= 4) {
+    // Few (sparse traffic): every entry sifted, as the rule below would have it (4 x 16 <= 64),
+    // without its counting passes.
+    for (const Changed& c : changed_) {
+      SetEntry(c, /*sift_from=*/true, /*sift_to=*/true);
+      if (c.from >= 0 && c.from != c.group) FixTop(c.from);
+      FixTop(c.group);
     }
-    for (size_t i = heap_.size() / 2; i-- > 0;) SiftDown(i);
-    ++stats_.heap_rebuilds;
-  } else {
-    for (int32_t f : changed_) {
-      if (heap_pos_[static_cast<size_t>(f)] < 0) {
-        HeapPush(f);
-      } else {
-        HeapFix(f);
+    changed_.clear();
+    return;
+  }
+  if (++commit_epoch_ == 0) {  // wrapped: forget all stamps
+    for (Group& g : groups_) g.stamp = 0;
+    commit_epoch_ = 1;
+  }
+  touched_.clear();
+  auto touch = [this](int32_t gi) -> Group& {
+    Group& g = groups_[static_cast<size_t>(gi)];
+    if (g.stamp != commit_epoch_) {
+      g.stamp = commit_epoch_;
+      g.changes = 0;
+      g.adds = 0;
+      touched_.push_back(gi);
+    }
+    return g;
+  };
+  // Count first: a group where many entries change (an incast end changes every sender's rate) has
+  // its keys set in place and is rebuilt bottom-up (Floyd, O(size)) instead of O(k log size)
+  // sifts. Pops depend only on the keys, which are unique, so both ways give the same order.
+  // Runs of one group (the usual case) count in registers, not through memory on every flow.
+  int32_t run_group = -1;
+  uint32_t run_changes = 0, run_adds = 0;
+  for (const Changed& c : changed_) {
+    if (c.group != run_group) {
+      if (run_group >= 0) {
+        Group& g = touch(run_group);
+        g.changes += run_changes;
+        g.adds += run_adds;
       }
+      run_group = c.group;
+      run_changes = run_adds = 0;
+    }
+    ++run_changes;
+    if (c.from != c.group) {
+      ++run_adds;
+      if (c.from >= 0) ++touch(c.from).changes;
     }
   }
+  Group& last = touch(run_group);
+  last.changes += run_changes;
+  last.adds += run_adds;
+  for (int32_t gi : touched_) {
+    Group& g = groups_[static_cast<size_t>(gi)];
+    g.rebuild = static_cast<size_t>(g.changes) * 16 > g.heap.size() + 64;
+    // Room for exactly the entries that come in: no doubling's slack on a burst of starts (the
+    // groups' spare capacity adds up, each group keeping its own high-water mark).
+    if (g.heap.capacity() < g.heap.size() + g.adds) g.heap.reserve(g.heap.size() + g.adds);
+  }
+  for (const Changed& c : changed_) {
+    Group& g = groups_[static_cast<size_t>(c.group)];
+    if (c.from == c.group && g.rebuild) {  // the bulk of an incast: a key set in place
+      const size_t f = static_cast<size_t>(c.flow);
+      g.heap[static_cast<size_t>(heap_pos_[f])].finish = flows_[f].finish;
+      continue;
+    }
+    SetEntry(c, c.from >= 0 && !groups_[static_cast<size_t>(c.from)].rebuild, !g.rebuild);
+  }
+  for (int32_t gi : touched_) {
+    Group& g = groups_[static_cast<size_t>(gi)];
+    if (g.rebuild) {
+      for (size_t i = g.heap.size() / 2; i-- > 0;) GroupSiftDown(g, i);
+      ++stats_.heap_rebuilds;
+    }
+    FixTop(gi);
+  }
   changed_.clear();
+}
+
+void FlowNetwork::SetEntry(const Changed& c, bool sift_from, bool sift_to) {
+  const size_t f = static_cast<size_t>(c.flow);
+  const Flow& fl = flows_[f];
+  Group& g = groups_[static_cast<size_t>(c.group)];
+  if (c.from == c.group) {
+    const size_t i = static_cast<size_t>(heap_pos_[f]);
+    const TimeNs old = g.heap[i].finish;
+    g.heap[i].finish = fl.finish;
+    if (!sift_to) return;
+    if (fl.finish < old) {
+      GroupSiftUp(g, i);
+    } else {
+      GroupSiftDown(g, i);
+    }
+    return;
+  }
+  if (c.from >= 0) {
+    // Its bottleneck changed: the entry follows it to the new link's group.
+    GroupErase(groups_[static_cast<size_t>(c.from)], static_cast<size_t>(heap_pos_[f]), sift_from);
+    ++stats_.group_moves;
+  }
+  flow_group_[f] = c.group;
+  heap_pos_[f] = static_cast<int32_t>(g.heap.size());
+  g.heap.push_back(HeapEntry{fl.finish, fl.seq, c.flow});
+  if (sift_to) GroupSiftUp(g, g.heap.size() - 1);
 }
 
 double FlowNetwork::Tokens(TimeNs now, size_t l) const {
@@ -683,64 +809,137 @@ void FlowNetwork::ActivateLink(int32_t link) {
 
 // ---- completion heap -------------------------------------------------------------------------
 
-void FlowNetwork::HeapSet(size_t i, const HeapEntry& e) {
-  heap_[i] = e;
-  heap_pos_[static_cast<size_t>(e.flow)] = static_cast<int32_t>(i);
+void FlowNetwork::GroupSiftUp(Group& g, size_t i) {
+  SiftUpIn(g.heap, i, [&](size_t k, const HeapEntry& e) {
+    g.heap[k] = e;
+    heap_pos_[static_cast<size_t>(e.id)] = static_cast<int32_t>(k);
+  });
 }
 
-void FlowNetwork::SiftUp(size_t i) {
-  const HeapEntry e = heap_[i];
-  while (i > 0) {
-    const size_t parent = (i - 1) / 2;
-    if (!(e < heap_[parent])) break;
-    HeapSet(i, heap_[parent]);
-    i = parent;
-  }
-  HeapSet(i, e);
+void FlowNetwork::GroupSiftDown(Group& g, size_t i) {
+  SiftDownIn(g.heap, i, [&](size_t k, const HeapEntry& e) {
+    g.heap[k] = e;
+    heap_pos_[static_cast<size_t>(e.id)] = static_cast<int32_t>(k);
+  });
 }
 
-void FlowNetwork::SiftDown(size_t i) {
-  const HeapEntry e = heap_[i];
-  const size_t n = heap_.size();
-  for (;;) {
-    size_t child = 2 * i + 1;
-    if (child >= n) break;
-    if (child + 1 < n && heap_[child + 1] < heap_[child]) ++child;
-    if (!(heap_[child] < e)) break;
-    HeapSet(i, heap_[child]);
-    i = child;
-  }
-  HeapSet(i, e);
-}
-
-void FlowNetwork::HeapPush(int32_t f) {
-  const Flow& fl = flows_[static_cast<size_t>(f)];
-  heap_.push_back(HeapEntry{fl.finish, fl.seq, f});
-  SiftUp(heap_.size() - 1);
-}
-
-void FlowNetwork::HeapFix(int32_t f) {
-  const Flow& fl = flows_[static_cast<size_t>(f)];
-  const size_t i = static_cast<size_t>(heap_pos_[static_cast<size_t>(f)]);
-  const TimeNs old = heap_[i].finish;
-  heap_[i].finish = fl.finish;
-  if (fl.finish < old) {
-    SiftUp(i);
+void FlowNetwork::GroupErase(Group& g, size_t i, bool sift) {
+  const int32_t gone = g.heap[i].id;
+  heap_pos_[static_cast<size_t>(gone)] = -1;
+  flow_group_[static_cast<size_t>(gone)] = -1;
+  const HeapEntry last = g.heap.back();
+  g.heap.pop_back();
+  if (i == g.heap.size()) return;
+  g.heap[i] = last;
+  heap_pos_[static_cast<size_t>(last.id)] = static_cast<int32_t>(i);
+  if (!sift) return;
+  if (i > 0 && last < g.heap[(i - 1) / 2]) {
+    GroupSiftUp(g, i);
   } else {
-    SiftDown(i);
+    GroupSiftDown(g, i);
   }
 }
 
-int32_t FlowNetwork::HeapPop() {
-  const int32_t top = heap_[0].flow;
-  const HeapEntry last = heap_.back();
-  heap_.pop_back();
-  if (!heap_.empty()) {
-    HeapSet(0, last);
-    SiftDown(0);
+void FlowNetwork::FixTop(int32_t gi) {
+  Group& g = groups_[static_cast<size_t>(gi)];
+  auto place = [this](size_t k, const HeapEntry& e) {
+    tops_[k] = e;
+    groups_[static_cast<size_t>(e.id)].top_pos = static_cast<int32_t>(k);
+  };
+  size_t i;
+  if (g.heap.empty()) {
+    // An empty group gives its memory back: flows change bottlenecks between waves (senders'
+    // uplinks, then receivers' downlinks), and every group keeping its high-water capacity added
+    // up to twice the entries ever live at once.
+    if (g.heap.capacity() > 64) std::vector<HeapEntry>().swap(g.heap);
+    if (g.top_pos < 0) return;
+    i = static_cast<size_t>(g.top_pos);
+    g.top_pos = -1;
+    const HeapEntry last = tops_.back();
+    tops_.pop_back();
+    if (i == tops_.size()) return;
+    place(i, last);
+  } else if (g.top_pos < 0) {
+    i = tops_.size();
+    tops_.push_back(HeapEntry{g.heap[0].finish, g.heap[0].seq, gi});
+    g.top_pos = static_cast<int32_t>(i);
+  } else {
+    i = static_cast<size_t>(g.top_pos);
+    if (tops_[i].finish == g.heap[0].finish && tops_[i].seq == g.heap[0].seq) return;  // same head
+    tops_[i].finish = g.heap[0].finish;
+    tops_[i].seq = g.heap[0].seq;
   }
-  heap_pos_[static_cast<size_t>(top)] = -1;
-  return top;
+  if (i > 0 && tops_[i] < tops_[(i - 1) / 2]) {
+    SiftUpIn(tops_, i, place);
+  } else {
+    SiftDownIn(tops_, i, place);
+  }
+}
+
+void FlowNetwork::HeapPush(int32_t f, int32_t gi) {
+  const Flow& fl = flows_[static_cast<size_t>(f)];
+  Group& g = groups_[static_cast<size_t>(gi)];
+  flow_group_[static_cast<size_t>(f)] = gi;
+  heap_pos_[static_cast<size_t>(f)] = static_cast<int32_t>(g.heap.size());
+  g.heap.push_back(HeapEntry{fl.finish, fl.seq, f});
+  GroupSiftUp(g, g.heap.size() - 1);
+  FixTop(gi);
+}
+
+void FlowNetwork::TakeEnding(TimeNs finish) {
+  const size_t batch = done_.size();
+  while (!tops_.empty() && tops_[0].finish == finish) {
+    const int32_t gi = tops_[0].id;
+    Group& g = groups_[static_cast<size_t>(gi)];
+    // `finish` is the smallest key of all, so the group's entries at it are a subtree at the root.
+    const size_t first = done_.size();
+    auto ends_at = [&](size_t i) { return i < g.heap.size() && g.heap[i].finish == finish; };
+    if (!ends_at(1) && !ends_at(2)) {  // the root alone (sparse traffic): a pop
+      done_.push_back(Done{finish, g.heap[0].seq, 0, 0, g.heap[0].id});
+      GroupErase(g, 0, /*sift=*/true);
+      FixTop(gi);
+      continue;
+    }
+    dfs_.clear();
+    dfs_.push_back(0);
+    while (!dfs_.empty()) {
+      const size_t i = dfs_.back();
+      dfs_.pop_back();
+      if (!ends_at(i)) continue;
+      done_.push_back(Done{finish, g.heap[i].seq, 0, 0, g.heap[i].id});  // ProcessUntil fills in
+      dfs_.push_back(2 * i + 1);
+      dfs_.push_back(2 * i + 2);
+    }
+    const size_t k = done_.size() - first;
+    if (k * 8 < g.heap.size()) {
+      // Few: k erases, O(log size) each.
+      for (size_t j = first; j < done_.size(); ++j) {
+        GroupErase(g, static_cast<size_t>(heap_pos_[static_cast<size_t>(done_[j].flow)]),
+                   /*sift=*/true);
+      }
+    } else {
+      // Many (often all: an incast's equal shares): keep the rest in place order and rebuild,
+      // O(size).
+      for (size_t j = first; j < done_.size(); ++j) {
+        heap_pos_[static_cast<size_t>(done_[j].flow)] = -1;
+        flow_group_[static_cast<size_t>(done_[j].flow)] = -1;
+      }
+      size_t n = 0;
+      for (size_t i = 0; i < g.heap.size(); ++i) {
+        if (g.heap[i].finish == finish) continue;
+        g.heap[n] = g.heap[i];
+        heap_pos_[static_cast<size_t>(g.heap[n].id)] = static_cast<int32_t>(n);
+        ++n;
+      }
+      g.heap.resize(n);
+      for (size_t i = n / 2; i-- > 0;) GroupSiftDown(g, i);
+    }
+    FixTop(gi);
+  }
+  // One ns's ends in start order; the groups' entries interleave.
+  auto by_seq = [](const Done& a, const Done& b) { return a.seq < b.seq; };
+  const auto from = done_.begin() + static_cast<std::ptrdiff_t>(batch);
+  if (!std::is_sorted(from, done_.end(), by_seq)) std::sort(from, done_.end(), by_seq);
 }
 
 // ---- factory ---------------------------------------------------------------------------------

@@ -33,9 +33,23 @@
 //
 // Memory: flows live in slot vectors with a free list (the solver's 48-byte working set apart from
 // the rest), links in flat arrays; the per-solve scratch vectors are reused, so the hot path
-// allocates nothing once warm. Completion order is an indexed
-// binary heap keyed by (finish ns, start sequence): a rate change moves the flow's entry in place
-// (no stale entries to skip or compact).
+// allocates nothing once warm (but a completion group that empties frees its heap, and a burst
+// refills it with one allocation).
+//
+// Completion order: every flow's finish ns is its own (computed from its own remaining bytes and
+// rate, rounded up), and flows end in (finish ns, start sequence) order. The entries are kept in
+// two levels of indexed binary min-heaps on that key: one heap per completion GROUP, the flows
+// whose finish was last set while they were bottlenecked at one busy link (kMinGroupFlows flows
+// or more on it), and group 0 for all the others (no bottleneck: zero-byte flows, alpha-fair
+// rates; or a lightly shared one, where groups would mostly hold one flow each and only add a
+// level); over them a heap of the non-empty groups keyed by their heads. Under max-min the flows
+// of a bottleneck change rate together (an incast end moves all n), so a solve rewrites whole
+// groups: a group where many entries moved is rebuilt bottom-up (O(size)), and the top heap is
+// fixed once per group, instead of sifting n entries through one heap of all flows; the flows of
+// one ns leave a group at once (O(size) when they are many). A flow whose bottleneck changes
+// moves to the new link's group with its next finish time. The groups only partition the
+// entries: the keys, hence the pops, are exactly those of one heap, and the ends of one ns are
+// detached in start order as they were from one heap (sums over a link follow its list order).
 //
 // Three options of NetworkSpec change the sharing (all off by default, and the solver above is
 // then all there is):
@@ -59,6 +73,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -99,6 +114,9 @@ class FlowNetwork final : public NetworkModel {
     TimeNs finish = 0;           // transmission end at the current rates
   };
   std::vector<FlowInfo> ActiveFlows() const;
+  // The tags of the flows on link l in the solver's list order. Sums over a link follow it, so a
+  // result is byte-identical only if ends detach in the same order: (finish ns, start order).
+  std::vector<uint64_t> LinkFlowTags(int l) const;
 
   // Work counters of the solver (for benchmarks and for tests that the solver stays local).
   struct SolverStats {
@@ -107,7 +125,8 @@ class FlowNetwork final : public NetworkModel {
     uint64_t link_visits = 0;   // links set up in R, summed over passes
     uint64_t flow_visits = 0;   // flow-on-link entries scanned, summed over passes
     uint64_t rate_changes = 0;  // flows whose rate was updated
-    uint64_t heap_rebuilds = 0; // solves that rebuilt the completion heap (many rates moved)
+    uint64_t heap_rebuilds = 0; // completion groups rebuilt bottom-up (many of their rates moved)
+    uint64_t group_moves = 0;   // flows whose entry moved to another completion group
   };
   const SolverStats& solver_stats() const { return stats_; }
 
@@ -138,13 +157,25 @@ class FlowNetwork final : public NetworkModel {
     int32_t src = 0, dst = 0;
     int32_t pos[kMaxRouteLinks] = {};  // index of this flow in link_flows_[link[i]]
   };
+  // Key of the completion order; unique (start sequences are), so pops never depend on how the
+  // heaps are laid out. id: the flow slot in a group's heap, the group in tops_.
   struct HeapEntry {
     TimeNs finish;
     uint64_t seq;
-    int32_t flow;
+    int32_t id;
     bool operator<(const HeapEntry& o) const {
       return finish != o.finish ? finish < o.finish : seq < o.seq;
     }
+  };
+  // Completion group (file comment): group l + 1 holds the flows whose finish was last set while
+  // link l, busy, was their bottleneck; group 0 the others.
+  struct Group {
+    std::vector<HeapEntry> heap;  // min-heap; heap_pos_[flow] is each entry's index
+    int32_t top_pos = -1;         // index of this group's head in tops_; -1 when empty
+    uint32_t stamp = 0;           // == commit_epoch_: touched by the current commit
+    uint32_t changes = 0;         // entries the current commit adds, moves or removes
+    uint32_t adds = 0;            // of which it adds
+    bool rebuild = false;         // the current commit rebuilds it instead of sifting
   };
   struct LinkScratch {
     uint32_t region_stamp = 0;  // == region_epoch_: link is in R
@@ -157,6 +188,7 @@ class FlowNetwork final : public NetworkModel {
     uint64_t seq;
     uint64_t tag;
     TimeNs delivered;
+    int32_t flow;  // its slot, until Complete frees it
   };
 
   void Flush() const;  // runs the pending solve, if any
@@ -195,18 +227,37 @@ class FlowNetwork final : public NetworkModel {
   int32_t AllocFlow();
   void AttachToLinks(int32_t f, TimeNs now);
   void DetachFromLinks(int32_t f, TimeNs now);
-  // Indexed binary min-heap of HeapEntry; heap_pos_[flow] tracks each flow's entry (a dense
-  // array apart from Flow: every sift level writes one, so they should share cache lines).
-  void HeapSet(size_t i, const HeapEntry& e);
-  void HeapPush(int32_t f);
-  void HeapFix(int32_t f);
-  int32_t HeapPop();
-  void SiftUp(size_t i);
-  void SiftDown(size_t i);
+  // Completion heaps (file comment). changed_ flows' new finish times into their groups.
+  void CommitFinishTimes();
+  struct Changed;
+  // Puts c's flow's new key into its group (moving its entry there from c.from); a heap whose
+  // sift is false is left unordered for the caller to rebuild.
+  void SetEntry(const Changed& c, bool sift_from, bool sift_to);
+  // The group for an entry set while `bottleneck` (-1: none) was the flow's bottleneck.
+  int32_t GroupFor(int32_t bottleneck) const {
+    return bottleneck >= 0 &&
+                   link_flows_[static_cast<size_t>(bottleneck)].size() >= kMinGroupFlows
+               ? bottleneck + 1
+               : 0;
+  }
+  // Adds a flow that has no entry (its finish set) to group g and fixes g's head in tops_.
+  void HeapPush(int32_t f, int32_t g);
+  // Removes the entries of every flow that ends at `finish` (the smallest finish of all) and
+  // appends the flows to done_, in start order.
+  void TakeEnding(TimeNs finish);
+  void GroupSiftUp(Group& g, size_t i);
+  void GroupSiftDown(Group& g, size_t i);
+  // Removes g.heap[i]; sift false leaves the heap unordered (the caller rebuilds it).
+  void GroupErase(Group& g, size_t i, bool sift);
+  // Puts group g's head (or its absence) into tops_.
+  void FixTop(int32_t g);
 
   // Relative tolerance: a rate within it of the old one is unchanged; a fixed flow may exceed a
   // link's level by it. Far above a re-solve's rounding noise (~1e-15), far below anything visible.
   static constexpr double kRelTol = 1e-12;
+  // Flows a bottleneck carries for its flows to get a completion group of their own. Not tuned:
+  // the flow benchmark's sparse cases lost up to half their speed with a group per link.
+  static constexpr size_t kMinGroupFlows = 16;
 
   Topology topo_;
   double efficiency_ = 1;
@@ -218,8 +269,15 @@ class FlowNetwork final : public NetworkModel {
   std::vector<Hot> hot_;
   std::vector<Flow> flows_;
   std::vector<int32_t> free_slots_;
-  std::vector<HeapEntry> heap_;
-  std::vector<int32_t> heap_pos_;  // per flow slot: index in heap_, -1 when not in it
+  // Completion heaps. heap_pos_ and flow_group_ are dense arrays apart from Flow: every sift level
+  // writes a position, so they should share cache lines.
+  std::vector<Group> groups_;        // num_links + 1
+  std::vector<HeapEntry> tops_;      // min-heap of the non-empty groups' heads (id: the group)
+  std::vector<int32_t> heap_pos_;    // per flow slot: index in its group's heap
+  std::vector<int32_t> flow_group_;  // per flow slot: the group holding its entry, -1: none
+  std::vector<int32_t> touched_;     // groups the current commit touches
+  std::vector<size_t> dfs_;          // TakeEnding's scratch
+  uint32_t commit_epoch_ = 0;
 
   // Per link.
   std::vector<double> capacity_;
@@ -257,7 +315,14 @@ class FlowNetwork final : public NetworkModel {
   bool restart_ = false;
   std::vector<int32_t> region_;
   std::vector<int32_t> free_flows_;
-  std::vector<int32_t> changed_;  // flows whose finish time moved in this solve
+  // Flows whose finish time moved in this solve, with the group their entry goes to and the one
+  // it is in (-1: none).
+  struct Changed {
+    int32_t flow;
+    int32_t group;
+    int32_t from;
+  };
+  std::vector<Changed> changed_;
   std::vector<std::pair<double, int32_t>> fill_heap_;
 
   std::vector<Done> done_;  // finished, not yet reported by AdvanceTo

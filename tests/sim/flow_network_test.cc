@@ -710,6 +710,205 @@ TEST(FlowNetworkTest, StartsAndEndsAtTheSameNsShareOneSolve) {
   EXPECT_EQ(net.solver_stats().solves, 2u);
 }
 
+// ---- completion order (groups per bottleneck, flow_network.h) ---------------------------------
+
+TEST(FlowNetworkTest, ManyFlowsOnOneBottleneckEndBySizeThenStartOrder) {
+  // 120 senders into h0 with sizes from a few values, started in a shuffled order: processor
+  // sharing ends them by size, and equal sizes (one ns) in start order. One group holds them all;
+  // some ns end a few of its entries, others many.
+  const int n = 120;
+  const double B = 1e9;
+  FlowNetwork net = StarNet(n + 1, B, 0);
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> size(n);
+  for (int i = 0; i < n; ++i) {
+    // Mostly distinct sizes (one end at a time), and runs of equal ones (many at one ns).
+    size[static_cast<size_t>(i)] =
+        i % 3 == 0 ? 100'000 * (1 + i % 4) : 50'000 + 1'000 * static_cast<int64_t>(rng() % 500);
+  }
+  for (int i = 0; i < n; ++i) net.StartFlow(0, i + 1, 0, size[static_cast<size_t>(i)], i);
+  std::vector<int> expect(n);
+  for (int i = 0; i < n; ++i) expect[static_cast<size_t>(i)] = i;
+  std::stable_sort(expect.begin(), expect.end(), [&](int a, int b) {
+    return size[static_cast<size_t>(a)] < size[static_cast<size_t>(b)];
+  });
+  const std::vector<FlowDone> done = Drain(net);
+  ASSERT_EQ(done.size(), static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) {
+    EXPECT_EQ(done[static_cast<size_t>(k)].tag, static_cast<uint64_t>(expect[static_cast<size_t>(k)]))
+        << "end " << k;
+    if (k > 0) {
+      const auto& prev = done[static_cast<size_t>(k - 1)];
+      const auto& cur = done[static_cast<size_t>(k)];
+      // Equal sizes end at the same ns, different ones not.
+      EXPECT_EQ(cur.delivered_at == prev.delivered_at,
+                size[cur.tag] == size[prev.tag]) << "end " << k;
+    }
+  }
+  // The last flow ends when the receiver has taken every byte.
+  int64_t total = 0;
+  for (int64_t s : size) total += s;
+  EXPECT_NEAR(static_cast<double>(done.back().delivered_at), static_cast<double>(total), n);
+}
+
+TEST(FlowNetworkTest, SameNsEndsOnDifferentBottlenecksComeInStartOrder) {
+  // Two incasts of 20 (into h0 and into h1: busy links, a completion group each) started
+  // interleaved, all the same size: every flow ends at the same ns and is reported in start order.
+  const int64_t S = 1'000'000;
+  const int n = 40;
+  FlowNetwork net = StarNet(n + 2, 1e9, 0);
+  for (int i = 0; i < n; ++i) net.StartFlow(0, 2 + i, i % 2, S, static_cast<uint64_t>(100 + i));
+  const std::vector<FlowDone> done = Drain(net);
+  ASSERT_EQ(done.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(done[static_cast<size_t>(i)].tag, static_cast<uint64_t>(100 + i));
+    EXPECT_EQ(done[static_cast<size_t>(i)].delivered_at, n / 2 * S);
+  }
+}
+
+TEST(FlowNetworkTest, SameNsEndsDetachInStartOrderAcrossGroups) {
+  // h2 sends p->h0, q->h1, r->h0, s->h1 (in that start order) and three long flows z1..z3 to h3.
+  // 20 other senders into each of h0 and h1 make p, r and q, s bottlenecked at two different busy
+  // downlinks (two completion groups) at one rate: all of them end at one ns. Each end removes
+  // its flow from h2's uplink list by moving the last entry into its place, so the list left
+  // shows the detach order: start order leaves z3, z2, z1; group by group (p, r, q, s) would
+  // leave z3, z1, z2.
+  const int64_t S = 1'000'000;
+  FlowNetwork net = StarNet(44, 1e9, 0);
+  net.StartFlow(0, 2, 0, S, 'p');
+  net.StartFlow(0, 2, 1, S, 'q');
+  net.StartFlow(0, 2, 0, S, 'r');
+  net.StartFlow(0, 2, 1, S, 's');
+  for (int i = 1; i <= 3; ++i) net.StartFlow(0, 2, 3, 10 * S, static_cast<uint64_t>(i));
+  for (int i = 0; i < 20; ++i) {
+    net.StartFlow(0, 4 + i, 0, S, static_cast<uint64_t>(100 + i));
+    net.StartFlow(0, 24 + i, 1, S, static_cast<uint64_t>(200 + i));
+  }
+  const int uplink = net.topology().RouteBetween(2, 3).links[0];
+  EXPECT_EQ(net.LinkFlowTags(uplink),
+            (std::vector<uint64_t>{'p', 'q', 'r', 's', 1, 2, 3}));
+  const auto flows = net.ActiveFlows();
+  EXPECT_DOUBLE_EQ(flows[0].rate_Bps, 1e9 / 22);
+  EXPECT_EQ(flows[0].finish, flows[1].finish);
+  std::vector<FlowDone> done;
+  net.AdvanceTo(net.NextEventTime(), &done);
+  ASSERT_EQ(done.size(), 44u);
+  EXPECT_EQ(net.LinkFlowTags(uplink), (std::vector<uint64_t>{3, 2, 1}));
+}
+
+TEST(FlowNetworkTest, AFlowWhoseBottleneckChangesMovesAndEndsOnTime) {
+  // A: h1->h0 shares h0's downlink with 17 others (B/18, bottleneck there, a busy link: a
+  // completion group). Then 19 flows leave h1 too: h1's uplink (20 flows) becomes A's
+  // bottleneck at B/20, and A's entry moves to that link's group. Every end then comes at the
+  // finish the model predicted for it, in (finish, start) order, A last.
+  const double B = 1e9;
+  const int64_t S = 1'000'000;
+  FlowNetwork net = StarNet(38, B, 0);
+  net.StartFlow(0, 1, 0, 4 * S, 0);  // A
+  for (int i = 0; i < 17; ++i) net.StartFlow(0, 2 + i, 0, S, static_cast<uint64_t>(1 + i));
+  auto flows = net.ActiveFlows();
+  ASSERT_EQ(flows.size(), 18u);
+  EXPECT_DOUBLE_EQ(flows[0].rate_Bps, B / 18);
+  const uint64_t moves_before = net.solver_stats().group_moves;
+  std::vector<FlowDone> done;
+  net.AdvanceTo(100'000, &done);
+  for (int i = 0; i < 19; ++i) net.StartFlow(100'000, 1, 19 + i, S, static_cast<uint64_t>(100 + i));
+  flows = net.ActiveFlows();
+  ASSERT_EQ(flows.size(), 37u);
+  EXPECT_DOUBLE_EQ(flows[0].rate_Bps, B / 20);              // A, now limited by h1's uplink
+  EXPECT_DOUBLE_EQ(flows[1].rate_Bps, (B - B / 20) / 17);  // the other 17 share the rest
+  EXPECT_EQ(net.solver_stats().group_moves, moves_before + 1);
+  // Every end at the finish the model predicted for it, in (finish, start) order.
+  std::vector<std::pair<TimeNs, uint64_t>> expect;
+  TimeNs now = 100'000;
+  for (;;) {
+    const TimeNs t = net.NextEventTime();
+    if (t == kNever) break;
+    flows = net.ActiveFlows();  // start order, with their finish at the current rates
+    TimeNs first = kNever;
+    for (const auto& f : flows) first = std::min(first, f.finish);
+    ASSERT_EQ(t, first);
+    std::vector<uint64_t> ending;
+    for (const auto& f : flows) {
+      if (f.finish == first) ending.push_back(f.tag);
+    }
+    done.clear();
+    net.AdvanceTo(t, &done);
+    ASSERT_GE(done.size(), ending.size());
+    for (size_t k = 0; k < ending.size(); ++k) EXPECT_EQ(done[k].tag, ending[k]);
+    now = t;
+  }
+  EXPECT_EQ(net.active_flows(), 0);
+  EXPECT_EQ(done.back().tag, 0u);
+  EXPECT_GT(now, 4 * S);  // A (4 S bytes) never had the whole B
+}
+
+// Random scripts with sizes from a few values (so many ends share a ns) and bottlenecks that
+// move: before every AdvanceTo, the flows the model reports first are exactly those whose
+// predicted finish (ActiveFlows) is the earliest, in start order. A 16-host leaf-spine (busy
+// links: most flows in their bottleneck's group) and a 64-host star (lightly shared: most in
+// group 0, whose ends leave the others' keys as they were).
+TEST(FlowNetworkTest, CompletionOrderIsFinishThenStartOrderUnderChurn) {
+  uint64_t moves = 0, rebuilds = 0;
+  int batches = 0, multi = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    std::mt19937_64 rng(seed);
+    config::NetworkSpec spec = Spec(1e9, 1000);
+    const bool star = seed % 2 == 0;
+    if (!star) {
+      spec.topology = config::TopologyKind::kLeafSpine;
+      spec.hosts_per_leaf = 4;
+      spec.spines = 2;
+      spec.oversubscription = 2;
+    }
+    const int hosts = star ? 64 : 16;
+    FlowNetwork net(Topology::FromSpec(spec, hosts), spec);
+    TimeNs now = 0;
+    std::vector<FlowDone> done;
+    for (int step = 0; step < 600; ++step) {
+      if (net.active_flows() < 150 && rng() % 3 != 0) {
+        // Not past the next end: a start would retire the flows that ended before it unreported.
+        now = std::min(now, net.NextEventTime());
+        const int burst = 1 + static_cast<int>(rng() % 12);  // same-ns starts
+        for (int b = 0; b < burst; ++b) {
+          const int src = static_cast<int>(rng() % static_cast<uint64_t>(hosts));
+          int dst = static_cast<int>(rng() % static_cast<uint64_t>(hosts - 1));
+          if (dst >= src) ++dst;
+          const int64_t size = rng() % 4 == 0 ? 0 : 100'000 * (1 + static_cast<int64_t>(rng() % 3));
+          net.StartFlow(now, src, dst, size, static_cast<uint64_t>(step) * 100 + b);
+        }
+      } else if (net.NextEventTime() != kNever) {
+        const TimeNs t = std::max(now, net.NextEventTime());
+        const auto flows = net.ActiveFlows();
+        TimeNs first = kNever;
+        for (const auto& f : flows) first = std::min(first, f.finish);
+        ASSERT_EQ(net.NextEventTime(), first);
+        std::vector<uint64_t> ending;
+        for (const auto& f : flows) {
+          if (f.finish == first) ending.push_back(f.tag);
+        }
+        done.clear();
+        net.AdvanceTo(t, &done);
+        ASSERT_GE(done.size(), ending.size()) << "seed " << seed << " step " << step;
+        for (size_t k = 0; k < ending.size(); ++k) {
+          ASSERT_EQ(done[k].tag, ending[k]) << "seed " << seed << " step " << step << " end " << k;
+        }
+        ++batches;
+        multi += ending.size() > 1;
+        now = t;
+      }
+      now += static_cast<TimeNs>(rng() % 2000);
+    }
+    moves += net.solver_stats().group_moves;
+    rebuilds += net.solver_stats().heap_rebuilds;
+  }
+  // The script did exercise what it is meant to: ties, moves between groups, group rebuilds.
+  EXPECT_GT(batches, 500);
+  EXPECT_GT(multi, 50);
+  EXPECT_GT(moves, 0u);
+  EXPECT_GT(rebuilds, 0u);
+}
+
 TEST(FlowNetworkTest, SolverStaysLocalOnSparseTraffic) {
   // 300 random pairs among 1024 hosts: components are tiny, so a start or an end should visit
   // a handful of flows, not all of them (work counts, not wall-clock time).
