@@ -182,6 +182,7 @@ class FlowNetwork final : public NetworkModel {
     uint32_t popped_stamp = 0;  // == round_epoch_: link saturated (froze flows) in this round
     int32_t cnt = 0;            // unfrozen free flows
     double rem = 0;             // capacity left for them
+    double max_fixed = 0;       // >= the rate of every fixed flow on it
   };
   struct Done {
     TimeNs finish;
@@ -269,6 +270,7 @@ class FlowNetwork final : public NetworkModel {
   std::vector<Hot> hot_;
   std::vector<Flow> flows_;
   std::vector<int32_t> free_slots_;
+  bool prefetch_ = false;  // the slot arrays outgrew the caches (flow_network.cc, Prefetch)
   // Completion heaps. heap_pos_ and flow_group_ are dense arrays apart from Flow: every sift level
   // writes a position, so they should share cache lines.
   std::vector<Group> groups_;        // num_links + 1
