@@ -208,10 +208,8 @@ void SimJob::Arrive(TimeNs at, uint32_t slot) {
 
 void SimJob::EnsureHostCpuState() {
   if (!core_free_.empty()) return;
-  const auto actors = static_cast<size_t>(config_.layout.num_actors());
   core_free_.assign(static_cast<size_t>(config_.network.host_cores), 0);
-  process_free_.assign(actors, 0);
-  done_pending_.resize(actors);
+  process_free_.assign(static_cast<size_t>(config_.layout.num_actors()), 0);
 }
 
 TimeNs SimJob::ProtocolThreadStart(ActorId actor) const {
@@ -563,12 +561,19 @@ void SimJob::TaskDone(ActorId actor, int slot) {
   if (config_.record_trace) run_.trace.push_back(core::TaskEvent(actor, task, s.started, now_));
   StartNextTask(actor, slot);
   if (config_.network.host_cores > 0 && config_.network.host_wakeup_ns > 0) {
-    // The end reaches a protocol thread still busy with a message once it is free.
+    // The end reaches a protocol thread still busy with a message once it is free. A replayed
+    // compute task's end includes its wake-up (StartNextTask); a local reduction or broadcast
+    // ends when the intra-machine model says, and its stream thread then wakes the protocol
+    // thread as a compute stream's does.
     EnsureHostCpuState();
-    const TimeNs free = process_free_[static_cast<size_t>(actor)];
+    const bool local =
+        task.kind == TaskKind::kLocalReduce || task.kind == TaskKind::kLocalBroadcast;
+    const TimeNs free = local ? ProtocolThreadStart(actor) : process_free_[static_cast<size_t>(actor)];
     if (free > now_) {
-      done_pending_[static_cast<size_t>(actor)].push_back(task);
-      queue_.Push(free, kComputeDone, static_cast<uint32_t>(actor), 0);
+      // Keyed by a sequence number: ends reach the protocol thread in the order of their times,
+      // which need not be the order the tasks ended in.
+      done_pending_.emplace(++done_sequence_, task);
+      queue_.Push(free, kComputeDone, static_cast<uint32_t>(actor), done_sequence_);
       return;
     }
   }
@@ -610,9 +615,9 @@ SimRun SimJob::Run() {
         TaskDone(static_cast<ActorId>(ev.target), static_cast<int>(ev.arg));
         break;
       case kComputeDone: {
-        auto& pending = done_pending_[ev.target];
-        const ComputeTask task = pending.front();
-        pending.pop_front();
+        auto it = done_pending_.find(ev.arg);
+        const ComputeTask task = it->second;
+        done_pending_.erase(it);
         actors_[ev.target]->OnComputeDone(now_, task);
         break;
       }

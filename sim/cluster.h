@@ -221,8 +221,9 @@ class SimJob {
   // Host CPU (NetworkSpec::host_cores): when each shared core and each actor's process is free.
   std::vector<TimeNs> core_free_;
   std::vector<TimeNs> process_free_;
-  // With NetworkSpec::host_wakeup_ns: per actor, its ended tasks whose kComputeDone is pending.
-  std::vector<std::deque<core::ComputeTask>> done_pending_;
+  // With NetworkSpec::host_wakeup_ns: the ended tasks whose kComputeDone is pending.
+  std::unordered_map<uint64_t, core::ComputeTask> done_pending_;  // by sequence number
+  uint64_t done_sequence_ = 0;
   // NIC activity per machine: flows in flight touching it, and busy-time accounting.
   std::vector<int> nic_active_;
   // Per machine: messages of >= sender_queue_bytes it is sending or has queued to send.
