@@ -101,18 +101,24 @@ TEST(IntraMachine, ABusyNicTakesItsShareOfHostMemory) {
   EXPECT_NEAR(static_cast<double>(ends.at(8)), 4.0 * S, 2);
 }
 
-// With nothing but the local operations to do (one machine, zero compute, its own shard), an
-// iteration is one local reduction and one broadcast per layer, back to back.
-TEST(IntraMachine, AJobOfOneMachineIsItsLocalOperations) {
-  const core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
+// Every layer's forward and backward pass take fwd_ms and bwd_ms; a CPU device (no copies).
+ComputeModel Fixed(const core::Model& model, double fwd_ms, double bwd_ms) {
   config::ProfileSpec p;
   p.model = model.name();
   p.batch = 1;
   p.backend = "synthetic";
-  for (const auto& l : model.layers()) p.layers[l.name] = {0, 0};
-  ComputeModel zero = ComputeModel::FromProfile(model, p, 1, "zero");
-  zero.set_host_memory_bandwidth(1e30);
-  zero.set_pcie_bandwidth(0);
+  for (const auto& l : model.layers()) p.layers[l.name] = {fwd_ms, bwd_ms};
+  ComputeModel c = ComputeModel::FromProfile(model, p, 1, "fixed");
+  c.set_pcie_bandwidth(0);
+  return c;
+}
+
+// With nothing but the local operations to do (one machine, zero compute, its own shard), an
+// iteration is one local reduction and one broadcast per layer, back to back.
+TEST(IntraMachine, AJobOfOneMachineIsItsLocalOperations) {
+  const core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
+  ComputeModel zero = Fixed(model, 0, 0);
+  zero.set_host_memory_bandwidth(1e30);  // the shard's update rounds to 0 ns
   for (int devices : {2, 4}) {
     SimJobConfig cfg;
     cfg.model = &model;
@@ -139,13 +145,7 @@ TEST(IntraMachine, AJobOfOneMachineIsItsLocalOperations) {
 // run every iteration exactly as M machines of one device (each device computes its own batch).
 TEST(IntraMachine, FreeLocalOperationsLeaveTheMachinesIterationAsOneDevices) {
   const core::Model model = core::Model::Build(testing::SmallNetSpec());
-  config::ProfileSpec p;
-  p.model = model.name();
-  p.batch = 1;
-  p.backend = "synthetic";
-  for (const auto& l : model.layers()) p.layers[l.name] = {0.05, 0.1};
-  ComputeModel compute = ComputeModel::FromProfile(model, p, 1, "fixed");
-  compute.set_pcie_bandwidth(0);
+  const ComputeModel compute = Fixed(model, 0.05, 0.1);
   auto run = [&](int devices) {
     SimJobConfig cfg;
     cfg.model = &model;
