@@ -25,6 +25,8 @@ constexpr double kMaxDurationNs = 4e18;
 // to them; the 1,024-worker AlexNet run gained about 6% of its time).
 constexpr size_t kAhead = 8;
 constexpr size_t kPrefetchSlots = size_t{1} << 15;  // 4.7 MB of slot records
+// A loop over n flows prefetches while its index is below this.
+inline size_t AheadEnd(bool prefetch, size_t n) { return prefetch && n > kAhead ? n - kAhead : 0; }
 template <class T>
 inline void Prefetch(const T& x) {
   __builtin_prefetch(&x);
@@ -305,8 +307,9 @@ void FlowNetwork::ProcessUntil(TimeNs t, bool inclusive) {
     const size_t batch = done_.size();
     TakeEnding(finish);
     const size_t batch_end = done_.size();  // Complete adds to none of these vectors
+    const size_t ahead_end = batch + AheadEnd(prefetch_, batch_end - batch);
     for (size_t j = batch; j < batch_end; ++j) {
-      if (prefetch_ && j + kAhead < batch_end) {
+      if (j < ahead_end) {
         const size_t next = static_cast<size_t>(done_[j + kAhead].flow);
         Prefetch(flows_[next]);
         Prefetch(hot_[next]);
@@ -372,10 +375,12 @@ void FlowNetwork::Solve(TimeNs now) {
     }
   }
 
-  // Commit: only flows whose rate moved get a new finish time.
+  // Commit: only flows whose rate moved get a new finish time. In a group being rebuilt (the
+  // usual case of an incast), a flow that stays there has its key set in place.
+  PlanCommit();
   const size_t nfree = free_flows_.size();
-  for (size_t k = 0; k < nfree; ++k) {
-    if (prefetch_ && k + kAhead < nfree) {
+  for (size_t k = 0, ahead_end = AheadEnd(prefetch_, nfree); k < nfree; ++k) {
+    if (k < ahead_end) {
       const size_t next = static_cast<size_t>(free_flows_[k + kAhead]);
       Prefetch(hot_[next]);
       Prefetch(flows_[next]);
@@ -392,17 +397,62 @@ void FlowNetwork::Solve(TimeNs now) {
     fl.last_t = now;
     h.rate = h.new_rate;
     fl.finish = now + RoundUpNs(fl.remaining / h.rate * 1e9);
-    changed_.push_back(Changed{f, GroupFor(h.bottleneck), flow_group_[static_cast<size_t>(f)]});
     ++stats_.rate_changes;
+    const int32_t to = GroupFor(h.bottleneck);
+    const int32_t from = flow_group_[static_cast<size_t>(f)];
+    if (from == to && Rebuilding(to)) {
+      Group& g = groups_[static_cast<size_t>(to)];
+      g.heap[static_cast<size_t>(heap_pos_[static_cast<size_t>(f)])].finish = fl.finish;
+      g.dirty = true;
+      continue;
+    }
+    changed_.push_back(Changed{f, to, from});
   }
   CommitFinishTimes();
 }
 
+void FlowNetwork::Touch(int32_t gi) {
+  Group& g = groups_[static_cast<size_t>(gi)];
+  if (g.stamp == commit_epoch_) return;
+  g.stamp = commit_epoch_;
+  g.frozen = 0;
+  g.rebuild = false;
+  g.dirty = false;
+  touched_.push_back(gi);
+}
+
+void FlowNetwork::PlanCommit() {
+  if (++commit_epoch_ == 0) {  // wrapped: forget all stamps
+    for (Group& g : groups_) g.stamp = 0;
+    commit_epoch_ = 1;
+  }
+  touched_.clear();
+  // Four keys or fewer never pass the rule below (sparse traffic): skip the count.
+  if (free_flows_.size() <= 4) return;
+  if (alpha_ > 0) {
+    // No bottlenecks: every entry is in group 0.
+    Touch(0);
+    groups_[0].frozen = static_cast<uint32_t>(free_flows_.size());
+  } else {
+    for (int32_t l : region_) {
+      const int32_t frozen = link_scratch_[static_cast<size_t>(l)].frozen;
+      if (frozen == 0) continue;
+      const int32_t gi = GroupFor(l);
+      Touch(gi);
+      groups_[static_cast<size_t>(gi)].frozen += static_cast<uint32_t>(frozen);
+    }
+  }
+  // The rule of one heap of all flows before the groups (k keys into n entries: rebuild when
+  // 16 k > n + 64), per group. Either way the pops are the same: the keys are unique.
+  for (int32_t gi : touched_) {
+    Group& g = groups_[static_cast<size_t>(gi)];
+    g.rebuild = static_cast<size_t>(g.frozen) * 16 > g.heap.size() + 64;
+  }
+}
+
 void FlowNetwork::CommitFinishTimes() {
-  if (changed_.empty()) return;
-  if (changed_.size() <= 4) {
-    // Few (sparse traffic): every entry sifted, as the rule below would have it (4 x 16 <= 64),
-    // without its counting passes.
+  if (touched_.empty()) {
+    // Sparse traffic (PlanCommit skipped the count): a sift per key.
     for (const Changed& c : changed_) {
       SetEntry(c, /*sift_from=*/true, /*sift_to=*/true);
       if (c.from >= 0 && c.from != c.group) FixTop(c.from);
@@ -411,78 +461,33 @@ void FlowNetwork::CommitFinishTimes() {
     changed_.clear();
     return;
   }
-  if (++commit_epoch_ == 0) {  // wrapped: forget all stamps
-    for (Group& g : groups_) g.stamp = 0;
-    commit_epoch_ = 1;
-  }
-  touched_.clear();
-  auto touch = [this](int32_t gi) -> Group& {
-    Group& g = groups_[static_cast<size_t>(gi)];
-    if (g.stamp != commit_epoch_) {
-      g.stamp = commit_epoch_;
-      g.changes = 0;
-      g.adds = 0;
-      touched_.push_back(gi);
-    }
-    return g;
-  };
-  // Count first: a group where many entries change (an incast end changes every sender's rate) has
-  // its keys set in place and is rebuilt bottom-up (Floyd, O(size)) instead of O(k log size)
-  // sifts. Pops depend only on the keys, which are unique, so both ways give the same order.
-  // Runs of one group (the usual case) count in registers, not through memory on every flow.
-  int32_t run_group = -1;
-  uint32_t run_changes = 0, run_adds = 0;
-  for (const Changed& c : changed_) {
-    if (c.group != run_group) {
-      if (run_group >= 0) {
-        Group& g = touch(run_group);
-        g.changes += run_changes;
-        g.adds += run_adds;
-      }
-      run_group = c.group;
-      run_changes = run_adds = 0;
-    }
-    ++run_changes;
-    if (c.from != c.group) {
-      ++run_adds;
-      if (c.from >= 0) ++touch(c.from).changes;
-    }
-  }
-  Group& last = touch(run_group);
-  last.changes += run_changes;
-  last.adds += run_adds;
-  for (int32_t gi : touched_) {
-    Group& g = groups_[static_cast<size_t>(gi)];
-    g.rebuild = static_cast<size_t>(g.changes) * 16 > g.heap.size() + 64;
-    // Room for exactly the entries that come in: no doubling's slack on a burst of starts (the
-    // groups' spare capacity adds up, each group keeping its own high-water mark).
-    if (g.heap.capacity() < g.heap.size() + g.adds) g.heap.reserve(g.heap.size() + g.adds);
-  }
   const size_t nchanged = changed_.size();
-  for (size_t k = 0; k < nchanged; ++k) {
-    if (prefetch_ && k + kAhead < nchanged) {
+  for (size_t k = 0, ahead_end = AheadEnd(prefetch_, nchanged); k < nchanged; ++k) {
+    if (k < ahead_end) {
       const size_t next = static_cast<size_t>(changed_[k + kAhead].flow);
       __builtin_prefetch(&heap_pos_[next]);
       Prefetch(flows_[next]);
     }
     const Changed& c = changed_[k];
-    Group& g = groups_[static_cast<size_t>(c.group)];
-    if (c.from == c.group && g.rebuild) {  // the bulk of an incast: a key set in place
-      const size_t f = static_cast<size_t>(c.flow);
-      g.heap[static_cast<size_t>(heap_pos_[f])].finish = flows_[f].finish;
-      continue;
+    const bool sift_from = c.from >= 0 && !Rebuilding(c.from);
+    const bool sift_to = !Rebuilding(c.group);
+    SetEntry(c, sift_from, sift_to);
+    Touch(c.group);
+    if (!sift_to) groups_[static_cast<size_t>(c.group)].dirty = true;
+    if (c.from >= 0 && c.from != c.group) {
+      Touch(c.from);
+      if (!sift_from) groups_[static_cast<size_t>(c.from)].dirty = true;
     }
-    SetEntry(c, c.from >= 0 && !groups_[static_cast<size_t>(c.from)].rebuild, !g.rebuild);
   }
+  changed_.clear();
   for (int32_t gi : touched_) {
     Group& g = groups_[static_cast<size_t>(gi)];
-    if (g.rebuild) {
+    if (g.dirty) {
       for (size_t i = g.heap.size() / 2; i-- > 0;) GroupSiftDown(g, i);
       ++stats_.heap_rebuilds;
     }
     FixTop(gi);
   }
-  changed_.clear();
 }
 
 void FlowNetwork::SetEntry(const Changed& c, bool sift_from, bool sift_to) {
@@ -711,9 +716,10 @@ bool FlowNetwork::FillRound() {
     s.cnt = 0;
     s.rem = capacity_[static_cast<size_t>(l)];
     s.max_fixed = 0;
+    s.frozen = 0;
     const std::vector<int32_t>& on = link_flows_[static_cast<size_t>(l)];
-    for (size_t k = 0, n = on.size(); k < n; ++k) {
-      if (prefetch_ && k + kAhead < n) Prefetch(hot_[static_cast<size_t>(on[k + kAhead])]);
+    for (size_t k = 0, n = on.size(), ahead_end = AheadEnd(prefetch_, n); k < n; ++k) {
+      if (k < ahead_end) Prefetch(hot_[static_cast<size_t>(on[k + kAhead])]);
       const int32_t f = on[k];
       Hot& h = hot_[static_cast<size_t>(f)];
       if (h.stamp != round_epoch_) {
@@ -774,14 +780,15 @@ bool FlowNetwork::FillRound() {
       continue;
     }
     s.popped_stamp = round_epoch_;
-    for (size_t k = 0, n = on.size(); k < n; ++k) {
-      if (prefetch_ && k + kAhead < n) Prefetch(hot_[static_cast<size_t>(on[k + kAhead])]);
+    for (size_t k = 0, n = on.size(), ahead_end = AheadEnd(prefetch_, n); k < n; ++k) {
+      if (k < ahead_end) Prefetch(hot_[static_cast<size_t>(on[k + kAhead])]);
       const int32_t f = on[k];
       Hot& h = hot_[static_cast<size_t>(f)];
       if ((h.flags & (kFree | kFrozen)) != kFree) continue;
       h.flags |= kFrozen;
       h.new_rate = share;
       h.new_bottleneck = l;
+      ++s.frozen;
       for (int i = 0; i < h.nlinks; ++i) {
         const int32_t m = h.link[i];
         if (!InRegion(m)) continue;
@@ -808,12 +815,13 @@ void FlowNetwork::ActivateLink(int32_t link) {
   s.cnt = 0;
   s.rem = capacity_[static_cast<size_t>(link)];
   s.max_fixed = 0;
+  s.frozen = 0;
   const double floor = water_ * (1 - kRelTol);
   const std::vector<int32_t>& on = link_flows_[static_cast<size_t>(link)];
   stats_.flow_visits += on.size();
   ++stats_.link_visits;
-  for (size_t k = 0, n = on.size(); k < n; ++k) {
-    if (prefetch_ && k + kAhead < n) Prefetch(hot_[static_cast<size_t>(on[k + kAhead])]);
+  for (size_t k = 0, n = on.size(), ahead_end = AheadEnd(prefetch_, n); k < n; ++k) {
+    if (k < ahead_end) Prefetch(hot_[static_cast<size_t>(on[k + kAhead])]);
     const int32_t f = on[k];
     Hot& h = hot_[static_cast<size_t>(f)];
     if (h.stamp != round_epoch_) {

@@ -33,8 +33,7 @@
 //
 // Memory: flows live in slot vectors with a free list (the solver's 48-byte working set apart from
 // the rest), links in flat arrays; the per-solve scratch vectors are reused, so the hot path
-// allocates nothing once warm (but a completion group that empties frees its heap, and a burst
-// refills it with one allocation).
+// allocates nothing once warm (but a completion group that empties frees its heap).
 //
 // Completion order: every flow's finish ns is its own (computed from its own remaining bytes and
 // rate, rounded up), and flows end in (finish ns, start sequence) order. The entries are kept in
@@ -44,12 +43,13 @@
 // rates; or a lightly shared one, where groups would mostly hold one flow each and only add a
 // level); over them a heap of the non-empty groups keyed by their heads. Under max-min the flows
 // of a bottleneck change rate together (an incast end moves all n), so a solve rewrites whole
-// groups: a group where many entries moved is rebuilt bottom-up (O(size)), and the top heap is
-// fixed once per group, instead of sifting n entries through one heap of all flows; the flows of
-// one ns leave a group at once (O(size) when they are many). A flow whose bottleneck changes
-// moves to the new link's group with its next finish time. The groups only partition the
-// entries: the keys, hence the pops, are exactly those of one heap, and the ends of one ns are
-// detached in start order as they were from one heap (sums over a link follow its list order).
+// groups: a group where the solve froze many flows has its new keys set in place and is rebuilt
+// bottom-up (O(size)), and the top heap is fixed once per group, instead of sifting n entries
+// through one heap of all flows; the flows of one ns leave a group at once (O(size) when they
+// are many). A flow whose bottleneck changes moves to the new link's group with its next finish
+// time. The groups only partition the entries: the keys, hence the pops, are exactly those of
+// one heap, and the ends of one ns are detached in start order as they were from one heap (sums
+// over a link follow its list order).
 //
 // Three options of NetworkSpec change the sharing (all off by default, and the solver above is
 // then all there is):
@@ -172,10 +172,10 @@ class FlowNetwork final : public NetworkModel {
   struct Group {
     std::vector<HeapEntry> heap;  // min-heap; heap_pos_[flow] is each entry's index
     int32_t top_pos = -1;         // index of this group's head in tops_; -1 when empty
-    uint32_t stamp = 0;           // == commit_epoch_: touched by the current commit
-    uint32_t changes = 0;         // entries the current commit adds, moves or removes
-    uint32_t adds = 0;            // of which it adds
-    bool rebuild = false;         // the current commit rebuilds it instead of sifting
+    uint32_t stamp = 0;           // == commit_epoch_: in touched_, the fields below valid
+    uint32_t frozen = 0;          // flows the solve froze with this group as theirs
+    bool rebuild = false;         // the commit sets keys unsorted and rebuilds it
+    bool dirty = false;           // it did: the heap is out of order until rebuilt
   };
   struct LinkScratch {
     uint32_t region_stamp = 0;  // == region_epoch_: link is in R
@@ -183,6 +183,7 @@ class FlowNetwork final : public NetworkModel {
     int32_t cnt = 0;            // unfrozen free flows
     double rem = 0;             // capacity left for them
     double max_fixed = 0;       // >= the rate of every fixed flow on it
+    int32_t frozen = 0;         // free flows frozen here (the solve's last round)
   };
   struct Done {
     TimeNs finish;
@@ -228,7 +229,18 @@ class FlowNetwork final : public NetworkModel {
   int32_t AllocFlow();
   void AttachToLinks(int32_t f, TimeNs now);
   void DetachFromLinks(int32_t f, TimeNs now);
-  // Completion heaps (file comment). changed_ flows' new finish times into their groups.
+  // Completion heaps (file comment). Before a solve's new finish times are set: which groups
+  // take so many keys that they are rebuilt (O(size)) rather than sifted, counted from the flows
+  // the solve froze on each link (a bound of the keys set into its group).
+  void PlanCommit();
+  bool Rebuilding(int32_t g) const {
+    const Group& gr = groups_[static_cast<size_t>(g)];
+    return gr.stamp == commit_epoch_ && gr.rebuild;
+  }
+  // Adds group g to touched_ (rebuild false) unless it is there.
+  void Touch(int32_t g);
+  // The rest of changed_ (keys that were not set in place) into the heaps; rebuilds and fixes
+  // the heads of the touched groups.
   void CommitFinishTimes();
   struct Changed;
   // Puts c's flow's new key into its group (moving its entry there from c.from); a heap whose
