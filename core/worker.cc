@@ -71,12 +71,7 @@ void Worker::OnStart(TimeNs now) {
 
 void Worker::OnTimer(TimeNs now, uint64_t timer_id) {
   if (timer_id != kHeartbeatTimer || finished_) return;
-  Message m;
-  m.type = MsgType::kHeartbeat;
-  m.from = id_;
-  m.to = JobLayout::coordinator();
-  m.clock = clock_;
-  host_->Send(m);
+  TellCoordinator(MsgType::kHeartbeat);
   host_->SetTimer(now + config_.fault.heartbeat_ns, kHeartbeatTimer);
 }
 
@@ -141,8 +136,12 @@ void Worker::Finish(TimeNs now) {
   }
   TraceInstant(TraceKind::kIterationEnd, now, -1, clock_ - 1);
   finished_ = true;
+  TellCoordinator(MsgType::kDone);
+}
+
+void Worker::TellCoordinator(MsgType type) {
   Message m;
-  m.type = MsgType::kDone;
+  m.type = type;
   m.from = id_;
   m.to = JobLayout::coordinator();
   m.clock = clock_;

@@ -115,6 +115,8 @@ class Worker final : public Actor {
   void Advance(TimeNs now);
   void AdvanceDevice(TimeNs now, int device);
   void Finish(TimeNs now);
+  // A heartbeat or the done message, stamped with this worker's clock.
+  void TellCoordinator(MsgType type);
   void BackwardDone(TimeNs now, const ComputeTask& task);
   bool FreshEnough(int layer, int64_t clock) const;
   void StartSync(TimeNs now, int layer, int64_t clock);

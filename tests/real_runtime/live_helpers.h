@@ -1,6 +1,7 @@
 // tests/real_runtime/live_helpers.h: what the end-to-end tests of live jobs share (live_test.cc,
-// security_test.cc, fault_test.cc): running the poseidon binary, reading its files, a Fashion-MNIST subset that
-// loads in milliseconds, a job running in the background, and the job's processes in /proc.
+// multi_device_test.cc, security_test.cc, fault_test.cc, ...): running the poseidon binary,
+// reading its files, a Fashion-MNIST subset that loads in milliseconds (and a suite folder that
+// holds it), a job running in the background, and the job's processes in /proc.
 //
 //   Result r = Shell(kBin + " launch " + kRoot + "/scenarios/live/fmnist_mlp.yaml ...");
 //   BackgroundJob job(kBin + " launch ...", dir + "/out.txt");  // polled, then job.Wait()
@@ -24,6 +25,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "kernels/data/idx.h"
 
@@ -106,6 +109,29 @@ inline void WriteFashionMnistSubset(const std::string& dir) {
   cut("t10k-images-idx3-ubyte.gz", 1000);
   cut("t10k-labels-idx1-ubyte.gz", 1000);
 }
+
+// A test suite whose jobs share one folder under the temp directory (Suite::kDirName, "_", the
+// pid) with the Fashion-MNIST subset above in data/: made before the suite's first test, removed
+// after its last. Each suite has its own folder (the template keeps one per Suite).
+//   class LiveTest : public live::DataSuite<LiveTest> { static constexpr char kDirName[] = "x"; };
+template <class Suite>
+class DataSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(std::filesystem::temp_directory_path() /
+                           (std::string(Suite::kDirName) + "_" + std::to_string(getpid())));
+    WriteFashionMnistSubset(*dir_ + "/data");
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string Dir() { return *dir_; }
+
+ private:
+  static inline std::string* dir_ = nullptr;
+};
 
 // A shell command running in the background (`exec CMD > out 2>&1`, so the pid is the
 // command's own); stopped with SIGTERM if still running when destroyed.

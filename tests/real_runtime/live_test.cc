@@ -42,27 +42,19 @@ std::vector<float> Floats(const std::string& path) {
   return v;
 }
 
-class LiveTest : public ::testing::Test {
+// 4,096 training and 1,000 test images of the real data set, so that every process loads its
+// data in milliseconds (DataSuite).
+class LiveTest : public DataSuite<LiveTest> {
+ public:
+  static constexpr char kDirName[] = "poseidon_live";
+
  protected:
-  // 4,096 training and 1,000 test images of the real data set, so that every process loads
-  // its data in milliseconds.
-  static void SetUpTestSuite() {
-    dir_ = new std::string(fs::temp_directory_path() / ("poseidon_live_" + std::to_string(getpid())));
-    WriteFashionMnistSubset(*dir_ + "/data");
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  static std::string Dir() { return *dir_; }
   // `poseidon launch` of scenarios/live/fmnist_mlp.yaml with these extra arguments.
   static Result Launch(const std::string& name, const std::string& args) {
     return Shell(kBin + " launch " + kRoot + "/scenarios/live/fmnist_mlp.yaml --data-dir " + Dir() +
                  "/data --log-dir " + Dir() + "/" + name + " " + args);
   }
-  static std::string* dir_;
 };
-std::string* LiveTest::dir_ = nullptr;
 
 // BSP with the same global batch and seed is the same computation as one process, whatever the
 // number of workers: the loss of every iteration matches `poseidon train` to float rounding

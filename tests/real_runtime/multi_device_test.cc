@@ -184,26 +184,17 @@ double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
-class LiveDevicesTest : public ::testing::Test {
+class LiveDevicesTest : public DataSuite<LiveDevicesTest> {
+ public:
+  static constexpr char kDirName[] = "poseidon_live_devices";
+
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(fs::temp_directory_path() /
-                           ("poseidon_live_devices_" + std::to_string(getpid())));
-    WriteFashionMnistSubset(*dir_ + "/data");
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  static std::string Dir() { return *dir_; }
   // `poseidon launch` of scenarios/live/fmnist_mlp_2x2.yaml with these extra arguments.
   static Result Launch(const std::string& name, const std::string& args) {
     return Shell(kBin + " launch " + kScenario + " --data-dir " + Dir() + "/data --log-dir " +
                  Dir() + "/" + name + " " + args);
   }
-  static std::string* dir_;
 };
-std::string* LiveDevicesTest::dir_ = nullptr;
 
 class SchemeTest : public LiveDevicesTest, public ::testing::WithParamInterface<std::string> {};
 
@@ -339,10 +330,15 @@ TEST_F(LiveDevicesTest, BadDeviceCountsAndWhatIsNotSupportedAreRefused) {
   Result both = Launch("both", "--machines 2 --workers 2");
   EXPECT_EQ(both.rc, 2) << both.out;
   EXPECT_NE(both.out.find("give one of them"), std::string::npos) << both.out;
-  // More GPUs than any test machine has: refused in the worker, before a net is built.
+  // More GPUs than any test machine has: refused in the worker, before a net is built. Both
+  // workers refuse; the first to exit is the one launch names (the other may be stopped first).
   Result gpus = Launch("gpus", "--devices-per-machine 16 --backend cuda --no-test");
   EXPECT_EQ(gpus.rc, 2) << gpus.out;
-  const std::string log = ReadFile(Dir() + "/gpus/rank-1-worker.log");
+  std::smatch first;
+  ASSERT_TRUE(std::regex_search(gpus.out, first,
+                                std::regex("exited with code 2; stopping the others; see (\\S+)")))
+      << gpus.out;
+  const std::string log = ReadFile(first[1].str());
   EXPECT_NE(log.find("error: --backend cuda: this worker's 16 devices need GPUs 0..15"),
             std::string::npos)
       << log;
