@@ -52,7 +52,8 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
     return Err(C::kOutOfRange, "sender " + S(m.from) + " is not another actor of this job");
   }
   if (m.to != me) return Err(C::kNotForThisActor, "addressed to actor " + S(m.to));
-  const std::string me_name = L.ActorName(me);
+  // Named only in an error (this check runs on every message).
+  auto me_name = [&] { return L.ActorName(me); };
   switch (m.type) {
     case MsgType::kRegister:
       if (me != JobLayout::coordinator()) return Err(C::kNotForThisActor, "only the coordinator takes register");
@@ -65,7 +66,7 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       return ProtocolError::Ok();
     case MsgType::kHeartbeat:
       if (!ft || me != JobLayout::coordinator()) {
-        return Err(C::kNotForThisActor, "a heartbeat, but " + me_name + " takes none");
+        return Err(C::kNotForThisActor, "a heartbeat, but " + me_name() + " takes none");
       }
       return ProtocolError::Ok();
     case MsgType::kStart:
@@ -76,7 +77,7 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       return ProtocolError::Ok();
     case MsgType::kMembership:
       if (!ft || me == JobLayout::coordinator()) {
-        return Err(C::kNotForThisActor, "a membership change, but " + me_name + " takes none");
+        return Err(C::kNotForThisActor, "a membership change, but " + me_name() + " takes none");
       }
       if (m.from != JobLayout::coordinator()) {
         return Err(C::kWrongSender, "a membership change not from the coordinator");
@@ -88,11 +89,11 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       }
       return ProtocolError::Ok();
     case MsgType::kRejoin:
-      if (!ft || !L.IsServer(me)) return Err(C::kNotForThisActor, "a rejoin, but " + me_name + " takes none");
+      if (!ft || !L.IsServer(me)) return Err(C::kNotForThisActor, "a rejoin, but " + me_name() + " takes none");
       if (!L.IsWorker(m.from)) return Err(C::kWrongSender, "a rejoin not from a worker");
       return ProtocolError::Ok();
     case MsgType::kPushGrad: {
-      if (!L.IsServer(me)) return Err(C::kNotForThisActor, "a push, but " + me_name + " is no shard");
+      if (!L.IsServer(me)) return Err(C::kNotForThisActor, "a push, but " + me_name() + " is no shard");
       if (!L.IsWorker(m.from)) return Err(C::kWrongSender, "a push not from a worker");
       const auto& chunks = job.placement->chunks();
       if (m.chunk < 0 || m.chunk >= static_cast<int32_t>(chunks.size())) {
@@ -107,7 +108,7 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       return Sized(m, c.count, c.bytes(), "a push for chunk " + S(m.chunk));
     }
     case MsgType::kParams: {
-      if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "parameters, but " + me_name + " is no worker");
+      if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "parameters, but " + me_name() + " is no worker");
       if (!L.IsServer(m.from)) return Err(C::kWrongSender, "parameters not from a shard");
       const auto& chunks = job.placement->chunks();
       if (m.chunk < 0 || m.chunk >= static_cast<int32_t>(chunks.size())) {
@@ -124,7 +125,7 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       return Sized(m, c.count, c.bytes(), "parameters of chunk " + S(m.chunk));
     }
     case MsgType::kFactors: {
-      if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "factors, but " + me_name + " is no worker");
+      if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "factors, but " + me_name() + " is no worker");
       if (!L.IsWorker(m.from)) return Err(C::kWrongSender, "factors not from another worker");
       const int layers = static_cast<int>(job.model->layers().size());
       if (m.layer < 0 || m.layer >= layers || job.config->SchemeOf(m.layer) != Scheme::kSfb) {
@@ -136,7 +137,7 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       return Sized(m, floats, floats * 4, "factors of layer " + layer.name);
     }
     case MsgType::kRing: {
-      if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "a ring step, but " + me_name + " is no worker");
+      if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "a ring step, but " + me_name() + " is no worker");
       const int P = L.num_workers;
       if (!L.IsWorker(m.from) || L.WorkerIndex(m.from) != (L.WorkerIndex(me) + P - 1) % P) {
         return Err(C::kWrongSender, "a ring step not from the previous worker of the ring");

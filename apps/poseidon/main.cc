@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/poseidon/allocator.h"
 #include "apps/poseidon/cli_checks.h"
 #include "apps/poseidon/calibrate_command.h"
 #include "apps/poseidon/evaluate_command.h"
@@ -305,6 +306,9 @@ int main(int argc, char** argv) {
     }
     if (models_import->parsed()) {
       return poseidon::app::RunModelsImport(import_onnx, import_output, import_name, std::cout);
+    }
+    if (simulate->parsed() || sweep->parsed() || plan->parsed()) {
+      poseidon::app::KeepFreedMemoryForReuse();
     }
     if (simulate->parsed()) {
       return Simulate(scenario, overrides, format, trace, output, !no_baseline, sim_progress,
