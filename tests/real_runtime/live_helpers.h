@@ -59,6 +59,15 @@ inline std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+// The float32 values of a raw parameter file (`launch --save-params`), in order.
+inline std::vector<float> ReadFloats(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<float> v;
+  float x;
+  while (f.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
+  return v;
+}
+
 // Losses by iteration from a learning-curve CSV (iteration,loss,test_accuracy,seconds).
 inline std::vector<double> Losses(const std::string& csv) {
   std::vector<double> v;

@@ -33,15 +33,6 @@ namespace fs = std::filesystem;
 
 using namespace live;  // Shell, ReadFile, Losses, kBin, kRoot, ...
 
-
-std::vector<float> Floats(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::vector<float> v;
-  float x;
-  while (f.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
-  return v;
-}
-
 // 4,096 training and 1,000 test images of the real data set, so that every process loads its
 // data in milliseconds (DataSuite).
 class LiveTest : public DataSuite<LiveTest> {
@@ -126,10 +117,10 @@ TEST_F(LiveTest, PsAndSfbPathsGiveTheSameWeights) {
                    " --no-test --save-params " + Dir() + "/w-" + scheme + "-{rank}.bin");
     ASSERT_EQ(r.rc, 0) << r.out;
   }
-  const std::vector<float> ps = Floats(Dir() + "/w-ps-1.bin");
-  const std::vector<float> sfb1 = Floats(Dir() + "/w-sfb-1.bin");
-  const std::vector<float> sfb2 = Floats(Dir() + "/w-sfb-2.bin");
-  const std::vector<float> ps2 = Floats(Dir() + "/w-ps-2.bin");
+  const std::vector<float> ps = ReadFloats(Dir() + "/w-ps-1.bin");
+  const std::vector<float> sfb1 = ReadFloats(Dir() + "/w-sfb-1.bin");
+  const std::vector<float> sfb2 = ReadFloats(Dir() + "/w-sfb-2.bin");
+  const std::vector<float> ps2 = ReadFloats(Dir() + "/w-ps-2.bin");
   ASSERT_EQ(ps.size(), 1863690u);
   ASSERT_EQ(sfb1.size(), ps.size());
   ASSERT_EQ(sfb2.size(), ps.size());
@@ -163,14 +154,14 @@ TEST_F(LiveTest, AllreduceGivesThePsWeightsAndIdenticalReplicas) {
                         " --no-test --save-params " + Dir() + "/ar-" + scheme + n + "-{rank}.bin");
       ASSERT_EQ(r.rc, 0) << r.out;
     }
-    const std::vector<float> ps = Floats(Dir() + "/ar-ps" + n + "-1.bin");
+    const std::vector<float> ps = ReadFloats(Dir() + "/ar-ps" + n + "-1.bin");
     ASSERT_EQ(ps.size(), 1863690u);
     double ps_ar = 0, max_abs = 0;
     for (int w = 1; w <= p; ++w) {
-      const std::vector<float> ar = Floats(Dir() + "/ar-allreduce" + n + "-" + std::to_string(w) + ".bin");
+      const std::vector<float> ar = ReadFloats(Dir() + "/ar-allreduce" + n + "-" + std::to_string(w) + ".bin");
       ASSERT_EQ(ar.size(), ps.size()) << "worker " << w;
       if (w > 1) {
-        EXPECT_TRUE(ar == Floats(Dir() + "/ar-allreduce" + n + "-1.bin"))
+        EXPECT_TRUE(ar == ReadFloats(Dir() + "/ar-allreduce" + n + "-1.bin"))
             << "replica " << w << " of " << p << " differs from replica 1";
       }
       for (size_t i = 0; i < ps.size(); ++i) {
@@ -475,7 +466,6 @@ TEST_F(LiveTest, SimulatorAndLiveRunMakeTheSameProtocolDecisions) {
   }
 }
 
-
 // `launch --emulate`: one network namespace per machine behind a bridge, links shaped with tbf;
 // the job trains and every namespace is gone afterwards, also when the job fails.
 TEST_F(LiveTest, EmulatedClusterTrainsAndLeavesNothingBehind) {
@@ -501,7 +491,6 @@ TEST_F(LiveTest, EmulatedClusterTrainsAndLeavesNothingBehind) {
   EXPECT_NE(bad.rc, 0) << bad.out;
   EXPECT_EQ(leftovers(bad.out), "") << bad.out;
 }
-
 
 // Ctrl-C on the launcher stops every process of the job and says so in the exit code.
 TEST_F(LiveTest, InterruptStopsTheWholeJob) {
@@ -541,7 +530,6 @@ TEST(RankFromEnvironment, ReadsOpenMpiMpichAndSlurmInThatOrder) {
     unsetenv(v);
   }
 }
-
 
 std::set<std::string> EventNames(const std::string& trace) {
   std::set<std::string> names;

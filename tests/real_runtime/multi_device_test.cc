@@ -168,14 +168,6 @@ TEST(ReplayedCompute, PricesAnSfbRebuildForTheLayersFactorRows) {
   EXPECT_GT(checked, 0) << "the ViT has linear layers over tokens";
 }
 
-std::vector<float> Floats(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::vector<float> v;
-  float x;
-  while (f.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
-  return v;
-}
-
 double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -238,9 +230,9 @@ TEST_P(SchemeTest, TwoMachinesOfTwoDevicesTrainLikeFourOneDeviceWorkers) {
   }
   EXPECT_GT(want.front() - want.back(), 0.2) << "the curve must descend";
 
-  const std::vector<float> one = Floats(Dir() + "/" + tag + "4x1-1.bin");
-  const std::vector<float> m1 = Floats(Dir() + "/" + tag + "2x2-1.bin");
-  const std::vector<float> m2 = Floats(Dir() + "/" + tag + "2x2-2.bin");
+  const std::vector<float> one = ReadFloats(Dir() + "/" + tag + "4x1-1.bin");
+  const std::vector<float> m1 = ReadFloats(Dir() + "/" + tag + "2x2-1.bin");
+  const std::vector<float> m2 = ReadFloats(Dir() + "/" + tag + "2x2-2.bin");
   ASSERT_EQ(one.size(), 1863690u);
   ASSERT_EQ(m1.size(), one.size());
   ASSERT_EQ(m2.size(), one.size());
