@@ -122,6 +122,11 @@ struct ProtocolConfig {
   // parameters back after pulling (the host charges PCIe time; zero-cost on CPU workers). With
   // several devices per machine the local reduction and broadcast include those copies.
   bool device_copies = false;
+  // The job's messages carry their values (the live runtime; replayed compute sends zeros of the
+  // real sizes). A push, parameters, factors or ring step without them is then refused
+  // (message_rules.h) before any actor counts it. False: size-only (phantom) payloads, the
+  // simulator's.
+  bool real_payloads = false;
   FaultConfig fault;
 };
 

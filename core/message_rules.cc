@@ -11,8 +11,14 @@ ProtocolError Err(C code, std::string what) { return ProtocolError::Of(code, std
 
 std::string S(int64_t v) { return std::to_string(v); }
 
-// A message carries `floats` values, or, phantom (no data), `phantom_bytes` bytes.
-ProtocolError Sized(const Message& m, int64_t floats, int64_t phantom_bytes, const std::string& what) {
+// A message carries `floats` values, or, phantom (no data) in a job whose payloads are not real
+// (ProtocolConfig::real_payloads: the simulator's), `phantom_bytes` bytes.
+ProtocolError Sized(const Message& m, const ProtocolConfig& config, int64_t floats,
+                    int64_t phantom_bytes, const std::string& what) {
+  if (!m.data && config.real_payloads) {
+    return Err(C::kWrongShape, what + " with no values (this job's messages carry " + S(floats) +
+                                   " of them; only a simulated job's are size-only)");
+  }
   if (m.data) {
     const int64_t got = static_cast<int64_t>(m.data->size());
     if (got == floats) return ProtocolError::Ok();
@@ -105,7 +111,7 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
         return Err(C::kOutOfRange, "a push of an unknown kind " + S(m.step));
       }
       if (ProtocolError e = ClockInRange(m, *job.config)) return e;
-      return Sized(m, c.count, c.bytes(), "a push for chunk " + S(m.chunk));
+      return Sized(m, *job.config, c.count, c.bytes(), "a push for chunk " + S(m.chunk));
     }
     case MsgType::kParams: {
       if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "parameters, but " + me_name() + " is no worker");
@@ -122,7 +128,7 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
         return Err(C::kOutOfRange, "parameters of an unknown kind " + S(m.step));
       }
       if (ProtocolError e = ClockInRange(m, *job.config)) return e;
-      return Sized(m, c.count, c.bytes(), "parameters of chunk " + S(m.chunk));
+      return Sized(m, *job.config, c.count, c.bytes(), "parameters of chunk " + S(m.chunk));
     }
     case MsgType::kFactors: {
       if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "factors, but " + me_name() + " is no worker");
@@ -134,7 +140,7 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       const Layer& layer = job.model->layers()[static_cast<size_t>(m.layer)];
       if (ProtocolError e = ClockInRange(m, *job.config)) return e;
       const int64_t floats = SfbFactorFloats(layer, job.config->batch);
-      return Sized(m, floats, floats * 4, "factors of layer " + layer.name);
+      return Sized(m, *job.config, floats, floats * 4, "factors of layer " + layer.name);
     }
     case MsgType::kRing: {
       if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "a ring step, but " + me_name() + " is no worker");
@@ -161,7 +167,7 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       const RingSpan span = RingSegmentFloats(layer_bytes, chunk_bytes, m.chunk, seg, P);
       const int64_t piece_bytes =
           std::min(chunk_bytes, layer_bytes - static_cast<int64_t>(m.chunk) * chunk_bytes);
-      return Sized(m, span.count, RingSegmentBytes(piece_bytes, seg, P),
+      return Sized(m, *job.config, span.count, RingSegmentBytes(piece_bytes, seg, P),
                    "ring step " + S(m.step) + " of layer " + layer.name + " piece " + S(m.chunk));
     }
   }
