@@ -22,6 +22,16 @@ bool EvictsDeadWorkers(const ScenarioSpec& s) {
   return s.fault.enabled && (policy.empty() ? s.consistency != "bsp" : policy == "evict");
 }
 
+core::FaultConfig BuildFault(const ScenarioSpec& s) {
+  core::FaultConfig f;
+  if (!s.fault.enabled) return f;
+  f.heartbeat_ns = std::llround(s.fault.heartbeat_ms * 1e6);
+  f.failure_timeout_ns = std::llround(s.fault.timeout_ms * 1e6);
+  f.evict_dead_workers = EvictsDeadWorkers(s);
+  f.checkpoint_every = s.fault.checkpoint_every;
+  return f;
+}
+
 core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model,
                                    bool device_copies, const core::SacpTiming* timing) {
   const int workers = ProtocolWorkers(s);
@@ -59,11 +69,8 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
   } catch (const std::invalid_argument& e) {
     FailAt(s.protocol_loc, std::string(e.what()) + "; fix protocol.scheme or layer_schemes");
   }
+  p.fault = BuildFault(s);
   if (s.fault.enabled) {
-    p.fault.heartbeat_ns = std::llround(s.fault.heartbeat_ms * 1e6);
-    p.fault.failure_timeout_ns = std::llround(s.fault.timeout_ms * 1e6);
-    p.fault.evict_dead_workers = EvictsDeadWorkers(s);
-    p.fault.checkpoint_every = s.fault.checkpoint_every;
     if (p.fault.evict_dead_workers) {
       if (const int l = core::FirstLayerOffPs(model, p); l >= 0) {
         FailAt(s.protocol_loc,

@@ -16,6 +16,10 @@ core::Model BuildScenarioModel(const ScenarioSpec& s);
 // on_worker_failure: evict) rather than wait for its restart.
 bool EvictsDeadWorkers(const ScenarioSpec& s);
 
+// protocol.fault_tolerance as the core's FaultConfig (all off without the section). It does not
+// depend on the model, so a process knows it before the job's model is known.
+core::FaultConfig BuildFault(const ScenarioSpec& s);
+
 // The protocol configuration: SACP plan, consistency, gate, priorities. Throws ConfigError (at
 // the scenario's protocol section) for a plan the model cannot take (sfb on a conv layer, an
 // unknown layer name). `timing`: what `scheme: auto` weighs plans with (core/sacp_time.h; hosts

@@ -18,6 +18,12 @@ Executor::~Executor() {
   thread_.join();
 }
 
+Executor& Streams::Of(const core::ComputeTask& task) {
+  std::unique_ptr<Executor>& ex = executors_[core::StreamSlot(task)];
+  if (!ex) ex = std::make_unique<Executor>();
+  return *ex;
+}
+
 void Executor::Post(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);

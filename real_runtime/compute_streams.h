@@ -10,6 +10,8 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -37,6 +39,17 @@ class Executor {
   std::deque<std::function<void()>> jobs_;
   bool stop_ = false;
   std::thread thread_;
+};
+
+// An actor's streams: one Executor per core::StreamSlot, made on first use. Loop thread.
+class Streams {
+ public:
+  Executor& Of(const core::ComputeTask& task);
+  // Runs what was posted and joins every stream's thread.
+  void Stop() { executors_.clear(); }
+
+ private:
+  std::map<int, std::unique_ptr<Executor>> executors_;
 };
 
 class ReplayedCompute {

@@ -22,9 +22,11 @@
 // job's shapes (core/message_rules.h) and returns a ProtocolError for one that does not fit;
 // the host then closes that peer's connection and reports it (a lost peer), and never aborts.
 //
-// The implementation (node_host.h) is split by job: node.cc (connections, messages, control
-// frames, the job's end), node_build.cc (the actor and its stores), node_compute.cc (compute
-// streams), rendezvous.h (rendezvous and clock sync), progress_watchdog.h, worker_compute.h.
+// The implementation is split by role: node_process.h (what every process shares: connections,
+// messages, control frames, timers, the job's end) hosts a NodeRole (node_role.h):
+// coordinator_role.h, shard_role.h or worker_role.h (whose compute runs on a WorkerRunner:
+// worker_runners.h, or a program's own, poseidon.torch's); rendezvous.h (rendezvous and clock
+// sync), progress_watchdog.h, live_job.h (what a worker or shard knows of its job).
 #pragma once
 
 #include <cstdint>

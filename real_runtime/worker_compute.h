@@ -20,7 +20,7 @@
 // 1/D). The machine's loss of an iteration is the mean of its devices' losses (in device order);
 // test accuracy, --save and --save-params use device 0, which after the last broadcast holds
 // what every device holds. Fault tolerance (the worker's own checkpoint, rejoining) is for
-// D = 1 only: node_build.cc refuses it for D > 1.
+// D = 1 only: CheckLiveScenario (node.h) refuses it for D > 1.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,148 @@
+#include "real_runtime/coordinator_role.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "config/job_config.h"
+#include "config/yaml_reader.h"
+#include "real_runtime/control.h"
+
+namespace poseidon::rt {
+
+using config::ConfigError;
+
+CoordinatorRole::CoordinatorRole(NodeProcess& process)
+    : p_(process),
+      layout_(process.layout()),
+      model_(config::BuildScenarioModel(process.options().scenario)),
+      fault_(config::BuildFault(process.options().scenario)),
+      iterations_(process.options().scenario.iterations),
+      replay_(process.options().compute == "replay"),
+      coordinator_(layout_, &process, fault_) {
+  const NodeOptions& o = p_.options();
+  const config::ScenarioSpec& s = o.scenario;
+  try {
+    // A worker's images per iteration: its devices' (ProtocolConfig::batch).
+    report_.emplace(layout_.num_workers, iterations_,
+                    s.batch_per_worker * config::DevicesPerWorker(s), o.training.print_interval,
+                    o.training.csv, p_.start());
+    if (o.resume) report_->ResumeAtFirstLoss();
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(e.what());
+  }
+  ProgressWatchdog::Callbacks w;
+  w.ask = [this] {
+    if (p_.failed() || p_.shutting_down() || coordinator_.finished()) return false;
+    for (int r = 1; r < layout_.num_actors(); ++r) {
+      if (p_.transport().is_up(r)) p_.transport().SendControl(r, kCtlStatusAsk, {});
+    }
+    return true;
+  };
+  w.stuck = [this](const std::map<int, std::string>& answers) { OnStuck(answers); };
+  watchdog_ = std::make_unique<ProgressWatchdog>(p_.io(), o.progress_timeout,
+                                                 layout_.num_actors() - 1, std::move(w));
+}
+
+void CoordinatorRole::OnProcessStart() {
+  p_.StartActor();
+  watchdog_->Progress();  // the watchdog starts with the job
+  if (layout_.num_actors() == 1) MaybeFinishJob();
+}
+
+void CoordinatorRole::StartCompute(const core::ComputeTask& task) {
+  POSEIDON_CHECK(false) << "the coordinator runs no compute task ("
+                        << core::TaskKindName(task.kind) << ")";
+}
+
+void CoordinatorRole::OnPeerUp(int peer) {
+  if (coordinator_.started() && fault_.enabled()) {
+    spdlog::info("{}: {} connected in epoch {}", p_.Who(0), p_.Who(peer),
+                 p_.transport().peer_epoch(peer));
+  }
+}
+
+bool CoordinatorRole::Counts(int worker) const {
+  return !fault_.evict_dead_workers || coordinator_.alive(worker);
+}
+
+bool CoordinatorRole::OnControl(int peer, uint8_t type, const std::vector<uint8_t>& body) {
+  switch (type) {
+    case kCtlLoss: {
+      int64_t clock = 0;
+      double loss = 0;
+      if (!layout_.IsWorker(peer) || !DecodeLoss(body, &clock, &loss) || clock < 0 ||
+          clock >= iterations_) {
+        return false;
+      }
+      watchdog_->Progress();
+      report_->OnLoss(peer, clock, loss, [this](int w) { return Counts(w); });
+      MaybeFinishJob();
+      return true;
+    }
+    case kCtlProgress: {
+      int64_t clock = 0;
+      if (!layout_.IsWorker(peer) || !DecodeI64(body, &clock)) return false;
+      watchdog_->Progress();
+      return true;
+    }
+    case kCtlStatus: {
+      std::string text;
+      if (!watchdog_->asking() || !DecodeStatus(body, &text)) return false;
+      watchdog_->Answer(peer, std::move(text));
+      return true;
+    }
+    case kCtlAccuracy: {
+      double acc = 0;
+      if (!DecodeF64(body, &acc)) return false;
+      report_->SetAccuracy(acc);
+      MaybeFinishJob();
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+// The watchdog found no progress: end the job with what every process waits for.
+void CoordinatorRole::OnStuck(const std::map<int, std::string>& answers) {
+  std::string lines = "\n  " + coordinator_.WaitingFor();
+  for (int r = 1; r < layout_.num_actors(); ++r) {
+    auto it = answers.find(r);
+    lines += "\n  " + (it != answers.end()
+                           ? it->second
+                           : fmt::format("{}: no answer ({})", p_.Who(r),
+                                         p_.transport().is_up(r) ? "connected" : "not connected"));
+  }
+  p_.Fail(kExitNoProgress,
+          fmt::format("no worker finished an iteration for {} s; the job is stuck. What each "
+                      "process waits for:{}\n(--progress-timeout SECONDS changes the bound, 0 "
+                      "turns it off)",
+                      p_.options().progress_timeout.count(), lines));
+}
+
+void CoordinatorRole::AfterActorCall() {
+  // The first progress window counts from the job's start, not the process's: start-up
+  // (processes, data, rendezvous) is not training throughput.
+  if (coordinator_.started()) report_->OnJobStarted();
+  // An eviction may complete rows.
+  report_->Flush([this](int w) { return Counts(w); });
+  MaybeFinishJob();
+}
+
+void CoordinatorRole::MaybeFinishJob() {
+  if (job_finished_ || !coordinator_.finished()) return;
+  const bool all_losses = replay_ || report_->all_losses();
+  const bool want_accuracy = p_.options().training.test && !replay_ &&
+                             layout_.num_workers > 0 && Counts(layout_.worker(0));
+  if (!all_losses || (want_accuracy && !report_->accuracy())) return;
+  job_finished_ = true;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - p_.start()).count();
+  if (!report_->Finish(layout_.num_servers, seconds)) {
+    p_.Fail(kExitConfig, p_.options().training.csv + ": error: writing the CSV failed");
+    return;
+  }
+  p_.EndJob();
+}
+
+}  // namespace poseidon::rt

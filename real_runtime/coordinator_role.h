@@ -1,0 +1,52 @@
+// real_runtime/coordinator_role.h: rank 0 of a live job (node_role.h): the core's Coordinator
+// (registration, start, membership), the job's report (progress lines, the learning curve, the
+// test accuracy: job_report.h), the progress watchdog (progress_watchdog.h), and the job's end:
+// once every worker finished and reported, every process is told to exit.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/coordinator.h"
+#include "core/model.h"
+#include "real_runtime/job_report.h"
+#include "real_runtime/node_process.h"
+#include "real_runtime/node_role.h"
+#include "real_runtime/progress_watchdog.h"
+
+namespace poseidon::rt {
+
+class CoordinatorRole final : public NodeRole {
+ public:
+  // Throws config::ConfigError when the learning-curve CSV cannot be created.
+  explicit CoordinatorRole(NodeProcess& process);
+
+  core::Actor& actor() override { return coordinator_; }
+  const core::Model& model() const override { return model_; }
+  void OnProcessStart() override;
+  void StartCompute(const core::ComputeTask& task) override;
+  bool OnControl(int peer, uint8_t type, const std::vector<uint8_t>& body) override;
+  void AfterActorCall() override;
+  void OnPeerUp(int peer) override;
+
+ private:
+  bool Counts(int worker) const;  // the worker still counts (not evicted)
+  void OnStuck(const std::map<int, std::string>& answers);
+  void MaybeFinishJob();
+
+  NodeProcess& p_;
+  const core::JobLayout& layout_;
+  core::Model model_;  // the scenario's, for the trace's layer names
+  const core::FaultConfig fault_;
+  const int64_t iterations_;
+  const bool replay_;  // replayed compute: no losses, no accuracy
+  core::Coordinator coordinator_;
+  std::optional<JobReport> report_;
+  std::unique_ptr<ProgressWatchdog> watchdog_;
+  bool job_finished_ = false;
+};
+
+}  // namespace poseidon::rt
