@@ -109,6 +109,7 @@ std::vector<std::string> LayerKeys(core::LayerKind kind) {
     case core::LayerKind::kAttention: add({"heads", "causal", "bias"}); break;
     case core::LayerKind::kPatchEmbed: add({"num_output", "patch", "bias"}); break;
     case core::LayerKind::kTokenPool: add({"method"}); break;
+    case core::LayerKind::kModule: add({"params", "linear"}); break;
     case core::LayerKind::kConcat:
     case core::LayerKind::kAdd:
     case core::LayerKind::kRelu:
@@ -132,6 +133,43 @@ void CheckKeys(const YAML::Node& node, const std::string& file, const std::strin
     FailAt(it->first, file,
            fmt::format("unknown key '{}' in {}{}; known keys: {}", key, what,
                        hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint), Join(known)));
+  }
+}
+
+// A module layer's `params: [{name: weight, dims: [64, 784]}, ...]` and, for a module that
+// applies its first parameter as a GEMM weight, `linear: {in: M, out: N, rows: R}`.
+void ReadModuleParams(MapReader& r, core::LayerSpec* l) {
+  YAML::Node params = r.Node("params");
+  if (!params.IsSequence() || params.size() == 0) {
+    FailAt(params, r.file(), r.what() + ": params: expected a list of {name, dims}");
+  }
+  for (const auto& p : params) {
+    if (!p.IsMap()) FailAt(p, r.file(), r.what() + ": params: expected {name: N, dims: [...]}");
+    MapReader pr(p, r.file(), r.what() + " parameter");
+    CheckKeys(p, r.file(), pr.what(), {"name", "dims"});
+    core::ModuleParam mp;
+    mp.name = pr.String("name");
+    YAML::Node dims = pr.Node("dims");
+    if (!dims.IsSequence()) FailAt(dims, r.file(), pr.what() + ": dims: expected a list");
+    for (const auto& d : dims) {
+      int64_t v = 0;
+      const std::string t = d.IsScalar() ? d.Scalar() : "";
+      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      if (ec != std::errc() || end != t.data() + t.size() || v <= 0) {
+        FailAt(d, r.file(), pr.what() + " '" + mp.name + "': dims: expected positive integers, got '" +
+                                t + "'");
+      }
+      mp.dims.push_back(v);
+    }
+    l->module_params.push_back(std::move(mp));
+  }
+  if (r.Has("linear")) {
+    YAML::Node lin = r.Node("linear");
+    CheckKeys(lin, r.file(), r.what() + " linear", {"in", "out", "rows"});
+    MapReader lr(lin, r.file(), r.what() + " linear");
+    l->linear_in = lr.PositiveInt("in");
+    l->linear_out = lr.PositiveInt("out");
+    l->linear_rows = lr.PositiveInt("rows", 1);
   }
 }
 
@@ -262,6 +300,9 @@ core::LayerSpec ReadLayer(const YAML::Node& node, const std::string& file, const
       break;
     case core::LayerKind::kTokenPool:
       l.pool_first = r.Choice("method", {"mean", "first"}, "mean") == "first";
+      break;
+    case core::LayerKind::kModule:
+      ReadModuleParams(r, &l);
       break;
     case core::LayerKind::kRelu:
     case core::LayerKind::kSoftmaxLoss:
@@ -508,7 +549,8 @@ core::ModelSpec ReadModel(const YamlFile& f) {
                                             version, kModelSchemaVersion));
   }
   CheckKeys(f.root(), file, "the model file",
-            {"schema_version", "name", "description", "input", "num_classes", "layers"});
+            {"schema_version", "name", "description", "input", "num_classes", "value_words",
+             "layers"});
   spec.name = r.String("name", Stem(file));
   spec.description = r.String("description", "");
   {
@@ -550,6 +592,11 @@ core::ModelSpec ReadModel(const YamlFile& f) {
     in.Finish();
   }
   spec.num_classes = NonNegativeInt(r, "num_classes", 0);
+  spec.value_words = static_cast<int>(r.PositiveInt("value_words", 1));
+  if (spec.value_words > 2) {
+    r.FailKey("value_words", "value_words is the 32-bit words of one parameter value: 1 (fp32) "
+                             "or 2 (fp64)");
+  }
   YAML::Node layers = r.Node("layers");
   if (!layers.IsSequence()) {
     FailAt(layers, file, "layers: expected a list of layers ('- {name: conv1, type: conv, ...}')");

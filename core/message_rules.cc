@@ -140,6 +140,19 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       const Layer& layer = job.model->layers()[static_cast<size_t>(m.layer)];
       if (ProtocolError e = ClockInRange(m, *job.config)) return e;
       const int64_t floats = SfbFactorFloats(layer, job.config->batch);
+      if (m.data && job.config->real_payloads) {
+        // Real factors carry as many rows as the worker's batches had (a smaller last batch,
+        // several micro-batches of gradient accumulation), up to SfbMaxRows.
+        const int64_t got = static_cast<int64_t>(m.data->size());
+        const int64_t row = SfbRowWords(layer, 1);
+        const int64_t most = SfbMaxRows(layer, job.config->batch);
+        if (got == 0 || got % row != 0 || got / row > most) {
+          return Err(C::kWrongShape, "factors of layer " + layer.name + " with " + S(got) +
+                                         " values (needs a whole number of rows of " + S(row) +
+                                         ", 1 to " + S(most) + " of them)");
+        }
+        return ProtocolError::Ok();
+      }
       return Sized(m, *job.config, floats, floats * 4, "factors of layer " + layer.name);
     }
     case MsgType::kRing: {
@@ -164,7 +177,8 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       }
       if (ProtocolError e = ClockInRange(m, *job.config)) return e;
       const int seg = RingSegmentSent(L.WorkerIndex(m.from), m.step, P);
-      const RingSpan span = RingSegmentFloats(layer_bytes, chunk_bytes, m.chunk, seg, P);
+      const RingSpan span =
+          RingSegmentFloats(layer_bytes, chunk_bytes, m.chunk, seg, P, layer.value_words);
       const int64_t piece_bytes =
           std::min(chunk_bytes, layer_bytes - static_cast<int64_t>(m.chunk) * chunk_bytes);
       return Sized(m, *job.config, span.count, RingSegmentBytes(piece_bytes, seg, P),

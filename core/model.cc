@@ -52,6 +52,7 @@ constexpr KindName kKinds[] = {
     {LayerKind::kPatchEmbed, "patch_embed"},
     {LayerKind::kClsToken, "cls_token"},
     {LayerKind::kTokenPool, "token_pool"},
+    {LayerKind::kModule, "module"},
 };
 
 constexpr int64_t kBytesPerValue = 4;  // fp32
@@ -439,11 +440,42 @@ void InferLayer(Layer& layer, const std::vector<Layer>& built, std::vector<std::
       layer.out = Vec(in[0].w);
       layer.fwd_flops = l.pool_first ? 0 : in[0].count();
       break;
+    case LayerKind::kModule: {
+      RequireBottoms(l, in.size(), 1, 1);
+      layer.out = in[0];
+      if (l.module_params.empty()) {
+        FailLayer(l, "has no parameters; a module layer lists its parameters under 'params'");
+      }
+      for (const ModuleParam& p : l.module_params) {
+        if (p.name.empty()) FailLayer(l, "a parameter has an empty name");
+        for (int64_t d : p.dims) {
+          if (d <= 0) FailLayer(l, "parameter '" + p.name + "' has a dimension " + Str(d));
+        }
+        layer.blobs.push_back(MakeBlob(l.name + "." + p.name, p.dims));
+      }
+      if (l.linear_in > 0 || l.linear_out > 0) {
+        const ParamBlob& w = layer.blobs[0];
+        if (l.linear_in <= 0 || l.linear_out <= 0 || l.linear_rows <= 0 ||
+            w.count != l.linear_in * l.linear_out) {
+          FailLayer(l, "linear: in " + Str(l.linear_in) + ", out " + Str(l.linear_out) +
+                           ", rows " + Str(l.linear_rows) + " do not describe its first " +
+                           "parameter '" + w.name + "' of " + Str(w.count) + " values as an " +
+                           "out x in weight");
+        }
+        layer.fc_in = l.linear_in;
+        layer.fc_out = l.linear_out;
+        layer.fc_rows = l.linear_rows;
+      }
+      break;
+    }
   }
   if (layer.out.c <= 0 || layer.out.h <= 0 || layer.out.w <= 0) {
     FailLayer(l, "output shape " + ShapeStr(layer.out) + " is empty; check kernel, stride and pad");
   }
-  for (const ParamBlob& b : layer.blobs) layer.params += b.count;
+  for (ParamBlob& b : layer.blobs) {
+    b.count *= layer.value_words;
+    layer.params += b.count;
+  }
   layer.out_bytes = layer.out.count() * kBytesPerValue;
   if (l.kind == LayerKind::kAttention) {
     // What the forward pass writes and the backward pass reads: Q, K, V, the scores and the
@@ -523,6 +555,9 @@ Model Model::Build(const ModelSpec& spec, const BuildOptions& options) {
       (spec.input_rank < 2 && spec.input_h != 1)) {
     FailModel(spec, "input shape " + ShapeStr(input) +
                         " must be positive; set input channels, height and width");
+  }
+  if (spec.value_words != 1 && spec.value_words != 2) {
+    FailModel(spec, "value_words must be 1 (fp32) or 2 (fp64), got " + Str(spec.value_words));
   }
 
   // 1. Names: unique, not the reserved input name. Groups: every group left out must exist.
@@ -671,6 +706,7 @@ Model Model::Build(const ModelSpec& spec, const BuildOptions& options) {
       layer.spec.bottoms.push_back(layer.bottoms.empty() ? kInputName
                                                          : m.layers_[layer.bottoms[0]].name);
     }
+    layer.value_words = spec.value_words;
     InferLayer(layer, m.layers_, &m.warnings_);
     id_of_vertex[v] = layer.id;
     m.total_params_ += layer.params;

@@ -14,6 +14,7 @@
 // fp32 bytes (4 per value). Thread-safety: a built Model is immutable and may be shared.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -63,13 +64,17 @@ enum class LayerKind {
   kPatchEmbed,
   kClsToken,
   kTokenPool,
+  // A framework module's own parameters, as the framework declares them (a PyTorch job's layer
+  // table, poseidon.torch): no computation is known, the shape passes through.
+  kModule,
 };
 // The last kind, for loops over the registry.
-constexpr LayerKind kLastLayerKind = LayerKind::kTokenPool;
+constexpr LayerKind kLastLayerKind = LayerKind::kModule;
 
 // Registry of layer kinds by name ("conv", "pool", "relu", "lrn", "fc", "dropout", "concat",
 // "softmax_loss", "batchnorm", "add", "embedding", "pos_embedding", "layernorm", "linear",
-// "attention", "gelu", "tanh", "softmax", "patch_embed", "cls_token", "token_pool"). Returns false
+// "attention", "gelu", "tanh", "softmax", "patch_embed", "cls_token", "token_pool", "module").
+// Returns false
 // for an unknown name.
 bool LayerKindFromName(const std::string& name, LayerKind* kind);
 const char* LayerKindName(LayerKind kind);
@@ -85,6 +90,12 @@ enum class PoolMethod { kMax, kAvg };
 //   kFloor  PyTorch's and oneDNN's default: out = floor((H + 2p - k) / s) + 1; every window lies
 //           inside the padded input.
 enum class PoolRound { kCeil, kFloor };
+
+// One parameter of a `module` layer: its name within the module and its dims (values).
+struct ModuleParam {
+  std::string name;
+  std::vector<int64_t> dims;
+};
 
 // One layer as written in the model file. Fields that do not apply to a kind are left at their
 // defaults; config/ rejects keys that do not belong to the kind.
@@ -135,6 +146,12 @@ struct LayerSpec {
   // linear: the name of an embedding layer whose table is this layer's weight (GPT-2's LM head);
   // the weight is then that layer's blob, counted and synced once, there.
   std::string tie;
+  // module: the module's parameters in the framework's order. When the module applies a weight
+  // as a GEMM (an nn.Linear), linear_in / linear_out are M and N of its N x M weight (the first
+  // parameter) and linear_rows the rows per example its input carries (the tokens of a
+  // sequence; 1 for a vector): its weight may then go by sufficient factors.
+  std::vector<ModuleParam> module_params;
+  int64_t linear_in = 0, linear_out = 0, linear_rows = 1;
 
   SourceLoc loc;
 };
@@ -149,6 +166,10 @@ struct ModelSpec {
   int input_rank = 3;
   int64_t num_classes = 0;
   std::vector<LayerSpec> layers;
+  // 32-bit words one parameter value takes: 1 (fp32, every model file) or 2 (a float64 PyTorch
+  // model's layer table). Blob counts, chunks and messages are in words; a value is never split
+  // between two chunks, ring segments or messages.
+  int value_words = 1;
   SourceLoc loc;  // where the model file starts
 };
 
@@ -174,7 +195,7 @@ struct Shape {
 struct ParamBlob {
   std::string name;           // "conv1.weight", "conv1.bias", "bn1.scale", ...
   std::vector<int64_t> dims;  // e.g. {out, in/groups, kh, kw}
-  int64_t count = 0;          // product of dims
+  int64_t count = 0;          // 32-bit words: the product of dims x the model's value_words
   int64_t bytes() const { return count * 4; }
 };
 
@@ -200,21 +221,35 @@ struct Layer {
   int64_t fc_in = 0, fc_out = 0, fc_rows = 1;
   // For a linear layer with `tie`: the id of the embedding layer whose blob is its weight.
   int tied_to = -1;
+  // 32-bit words per parameter value (ModelSpec::value_words).
+  int value_words = 1;
   // The layer as written, except that `bottoms` always names its inputs: an implicit bottom is
   // filled in with the previous layer's name, or "data" for the model input.
   LayerSpec spec;
 };
 
-// Whether SACP may send a layer's gradient as sufficient factors (an fc layer, or a linear layer
-// with its own weight; K per worker is then batch x fc_rows).
+// Whether SACP may send a layer's gradient as sufficient factors (an fc layer, a linear layer
+// with its own weight, or a module that applies its weight as a GEMM; K per worker is then
+// batch x fc_rows).
 inline bool HasSufficientFactors(const Layer& l) {
-  return (l.kind == LayerKind::kFc || l.kind == LayerKind::kLinear) && l.tied_to < 0;
+  return (l.kind == LayerKind::kFc || l.kind == LayerKind::kLinear ||
+          (l.kind == LayerKind::kModule && l.fc_in > 0)) &&
+         l.tied_to < 0;
 }
 // K, the rows of a worker's sufficient factors for `batch` images: batch x fc_rows.
 inline int64_t SfbFactorRows(const Layer& l, int64_t batch) { return batch * l.fc_rows; }
-// The floats of one worker's factors of the layer: K x (M + N).
+// The 32-bit words of `rows` factor rows of the layer: rows x (M + N) values.
+inline int64_t SfbRowWords(const Layer& l, int64_t rows) {
+  return rows * (l.fc_in + l.fc_out) * l.value_words;
+}
+// The words of one worker's factors of the layer: K x (M + N) values.
 inline int64_t SfbFactorFloats(const Layer& l, int64_t batch) {
-  return SfbFactorRows(l, batch) * (l.fc_in + l.fc_out);
+  return SfbRowWords(l, SfbFactorRows(l, batch));
+}
+// The most factor rows one message may carry: the plan's K, or min(M, N), enough for any
+// gradient (a sum of more rows is sent as min(M, N) rows: the identity and the gradient).
+inline int64_t SfbMaxRows(const Layer& l, int64_t batch) {
+  return std::max(SfbFactorRows(l, batch), std::min(l.fc_in, l.fc_out));
 }
 
 struct BuildOptions {

@@ -44,7 +44,9 @@ Placement Placement::Build(const Model& model, int num_shards, int64_t chunk_byt
     if (scheme == Scheme::kAllreduce) continue;
     for (size_t b = scheme == Scheme::kSfb ? 1 : 0; b < layer.blobs.size(); ++b) {
       const int64_t count = layer.blobs[b].count;
-      const int64_t step = whole ? count : chunk_count;
+      // A value of several words (fp64) is never split between two chunks.
+      const int64_t w = layer.value_words;
+      const int64_t step = whole ? count : std::max(w, chunk_count / w * w);
       for (int64_t off = 0; off < count; off += step) {
         Chunk c;
         c.id = static_cast<int32_t>(p.chunks_.size());

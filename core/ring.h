@@ -46,14 +46,18 @@ inline int64_t RingSegmentBytes(int64_t piece_bytes, int seg, int P) {
   return piece_bytes * (seg + 1) / P - piece_bytes * seg / P;
 }
 
-// The floats of segment `seg` of piece `piece` of a layer of `layer_bytes` bytes.
+// The floats (32-bit words) of segment `seg` of piece `piece` of a layer of `layer_bytes` bytes.
+// With values of `value_words` words (2: fp64) a segment holds the whole values that start in
+// its bytes, so that no value is split between two segments (pieces start on a whole value when
+// chunk_bytes is a multiple of the value's bytes).
 inline RingSpan RingSegmentFloats(int64_t layer_bytes, int64_t chunk_bytes, int piece, int seg,
-                                  int P) {
+                                  int P, int value_words = 1) {
   const int64_t piece_begin = static_cast<int64_t>(piece) * chunk_bytes;
   const int64_t piece_bytes = std::min(chunk_bytes, layer_bytes - piece_begin);
   const int64_t b0 = piece_begin + piece_bytes * seg / P;
   const int64_t b1 = piece_begin + piece_bytes * (seg + 1) / P;
-  return {b0 / 4, b1 / 4 - b0 / 4};
+  const int64_t v = 4 * static_cast<int64_t>(value_words);
+  return {b0 / v * value_words, (b1 / v - b0 / v) * value_words};
 }
 
 }  // namespace poseidon::core

@@ -20,6 +20,7 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
       store_(store),
       send_queue_(host, config.priority_window_bytes),
       devices_(config.devices_per_machine),
+      end_(config.iterations),
       copies_(config.device_copies && config.devices_per_machine == 1) {
   POSEIDON_CHECK(layout_.IsWorker(id_)) << "actor " << id_ << " is not a worker";
   POSEIDON_CHECK(devices_ >= 1) << "devices_per_machine " << devices_;
@@ -49,6 +50,13 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
   }
   chunk_version_.assign(placement_.chunks().size(), 0);
   pushed_.assign(placement_.chunks().size(), 0);
+}
+
+void Worker::EndAt(TimeNs now, int64_t clocks) {
+  POSEIDON_CHECK(clocks >= clock_ && clocks <= config_.iterations)
+      << "worker " << id_ << " cannot end after " << clocks << " clocks at clock " << clock_;
+  end_ = clocks;
+  Advance(now);
 }
 
 void Worker::Rejoin() {
@@ -92,7 +100,7 @@ void Worker::AdvanceDevice(TimeNs now, int device) {
   if (dv.computing) return;
   const int n = static_cast<int>(model_.layers().size());
   if (dv.phase == Phase::kIdle) {
-    if (clock_ == config_.iterations) {
+    if (clock_ == end_) {
       Finish(now);
       return;
     }
@@ -132,7 +140,7 @@ void Worker::AdvanceDevice(TimeNs now, int device) {
 // After the last iteration: done once every layer holds every update.
 void Worker::Finish(TimeNs now) {
   for (int l : model_.param_layers()) {
-    if (sync_[static_cast<size_t>(l)].version < config_.iterations) return;
+    if (sync_[static_cast<size_t>(l)].version < end_) return;
   }
   TraceInstant(TraceKind::kIterationEnd, now, -1, clock_ - 1);
   finished_ = true;
@@ -199,16 +207,18 @@ ProtocolError Worker::OnMessage(TimeNs now, const Message& msg) {
                                  "factors of clock " + std::to_string(msg.clock) +
                                      ", which this layer has complete already");
       }
-      std::vector<bool>& from = s.sfb_from[msg.clock];
-      from.resize(static_cast<size_t>(layout_.num_workers), false);
       const size_t w = static_cast<size_t>(layout_.WorkerIndex(msg.from));
-      if (from[w]) {
+      auto seen = s.sfb_from.find(msg.clock);
+      if (seen != s.sfb_from.end() && seen->second[w]) {
         return ProtocolError::Of(ProtocolErrorCode::kWrongState,
                                  "a second factors message of clock " +
                                      std::to_string(msg.clock) + " from that worker");
       }
-      from[w] = true;
+      // The floats first (the store may refuse them: then nothing counts).
       store_->SfbReceive(msg);
+      std::vector<bool>& from = s.sfb_from[msg.clock];
+      from.resize(static_cast<size_t>(layout_.num_workers), false);
+      from[w] = true;
       ComputeTask t{TaskKind::kSfbRebuild, msg.layer, -1, msg.payload_bytes, msg.clock};
       t.peer = msg.from;
       host_->StartCompute(t);
@@ -231,10 +241,10 @@ ProtocolError Worker::OnMessage(TimeNs now, const Message& msg) {
       }
       // The floats first (they may be refused: then the step does not count).
       const int seg = RingSegmentSent(layout_.WorkerIndex(msg.from), msg.step, P);
-      store_->RingReceive(msg,
-                          RingSegmentFloats(model_.layers()[msg.layer].params * 4,
-                                            config_.chunk_bytes, msg.chunk, seg, P),
-                          /*reduce=*/msg.step < P - 1);
+      const Layer& L = model_.layers()[msg.layer];
+      store_->RingReceive(
+          msg, RingSegmentFloats(L.params * 4, config_.chunk_bytes, msg.chunk, seg, P, L.value_words),
+          /*reduce=*/msg.step < P - 1);
       if (msg.clock == s.ring_version) {
         ++p.recv;
       } else {
@@ -367,7 +377,9 @@ void Worker::SyncReduced(TimeNs now, int layer, int64_t clock) {
       m.to = layout_.worker(w);
       m.clock = clock;
       m.layer = layer;
-      m.payload_bytes = SfbFactorFloats(L, config_.batch) * 4;
+      // Real factors have the rows of the batches just back-propagated (message_rules.h).
+      m.payload_bytes = factors ? static_cast<int64_t>(factors->size()) * 4
+                                : SfbFactorFloats(L, config_.batch) * 4;
       m.data = factors;
       Send(std::move(m), layer);
     }
@@ -505,7 +517,7 @@ ProtocolError Worker::OnRejoinReply(TimeNs now, const Message& msg) {
   }
   rejoin_current_.clear();
   rejoin_previous_.clear();
-  clock_ = std::min(v, config_.iterations);
+  clock_ = std::min(v, end_);
   begun_ = clock_;
   for (int l : model_.param_layers()) {
     LayerSync& s = sync_[static_cast<size_t>(l)];
@@ -588,9 +600,10 @@ void Worker::RingStep(TimeNs now, int layer, int piece) {
     m.chunk = piece;
     m.step = t;
     m.payload_bytes = RingSegmentBytes(p.bytes, seg, P);
-    m.data = store_->RingSegment(
-        layer, s.ring_version,
-        RingSegmentFloats(model_.layers()[layer].params * 4, config_.chunk_bytes, piece, seg, P));
+    const Layer& L = model_.layers()[layer];
+    m.data = store_->RingSegment(layer, s.ring_version,
+                                 RingSegmentFloats(L.params * 4, config_.chunk_bytes, piece, seg,
+                                                   P, L.value_words));
     Send(std::move(m), layer);
     ++p.sent;
   }
@@ -667,7 +680,7 @@ std::string Worker::WaitingFor() const {
   std::string s = who + ": at clock " + std::to_string(clock_) + ", waiting for fresh parameters of";
   int listed = 0;
   for (int l : model_.param_layers()) {
-    const int64_t need = clock_ == config_.iterations ? config_.iterations : clock_ - config_.Slack();
+    const int64_t need = clock_ == end_ ? end_ : clock_ - config_.Slack();
     if (sync_[static_cast<size_t>(l)].version < need) {
       if (listed++ < 4) {
         s += " " + model_.layers()[l].name + " (version " +

@@ -70,6 +70,11 @@ class Worker final : public Actor {
   // the worker recomputes clock v exactly as the first time). Throws CheckError for a plan
   // with SFB or all-reduce layers.
   void Rejoin();
+  // Ends the job after `clocks` iterations rather than the configuration's (a program whose own
+  // loop decides when to stop, poseidon.torch: the configuration then has a bound no loop
+  // reaches). clock() <= clocks <= ProtocolConfig::iterations; the worker finishes once every
+  // layer holds every update of those clocks.
+  void EndAt(TimeNs now, int64_t clocks);
   // Pushes kept for shards that may restart (tests).
   size_t retained_pushes() const;
   std::string WaitingFor() const override;
@@ -149,6 +154,7 @@ class Worker final : public Actor {
   WorkerStore* const store_;
   SendQueue send_queue_;
   const int devices_;   // ProtocolConfig::devices_per_machine
+  int64_t end_;         // the clocks it runs: ProtocolConfig::iterations, or EndAt's
   const bool copies_;   // one device whose parameters live on it: copy to and from the host
 
   bool started_ = false;

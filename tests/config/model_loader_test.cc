@@ -717,3 +717,38 @@ TEST(ModelLoaderRepeatErrorTest, BlockShape) {
 
 }  // namespace
 }  // namespace poseidon::config
+
+namespace poseidon::config {
+namespace {
+
+// A framework's layer table (poseidon.torch writes one): module layers with their parameters and
+// an nn.Linear's GEMM shape, fp64 values as two words.
+TEST(ModelLoaderTest, ModuleLayersOfAFrameworksTable) {
+  const std::string text =
+      "schema_version: 1\nname: table\ninput: {tokens: 1}\nvalue_words: 2\nlayers:\n"
+      "  - {name: enc.0, type: module, params: [{name: weight, dims: [4, 6]}, {name: bias, dims: "
+      "[4]}], linear: {in: 6, out: 4, rows: 3}}\n"
+      "  - {name: norm, type: module, params: [{name: weight, dims: [4]}]}\n";
+  const core::Model m = core::Model::Build(LoadModelText(text, "table.yaml"));
+  ASSERT_EQ(m.layers().size(), 2u);
+  EXPECT_EQ(m.layers()[0].blobs[0].name, "enc.0.weight");
+  EXPECT_EQ(m.layers()[0].fc_rows, 3);
+  EXPECT_EQ(m.total_params(), 2 * (24 + 4 + 4));
+}
+
+TEST(ModelLoaderErrorTest, AModuleParameterWithoutDimsIsLocated) {
+  const std::string text =
+      "schema_version: 1\nname: t\ninput: {tokens: 1}\nlayers:\n"
+      "  - {name: m, type: module, params: [{name: weight, dims: [4, x]}]}\n";
+  std::string msg;
+  try {
+    LoadModelText(text, "t.yaml");
+  } catch (const ConfigError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("t.yaml:5:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected positive integers, got 'x'"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace poseidon::config

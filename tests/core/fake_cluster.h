@@ -89,6 +89,10 @@ class FakeCluster {
   const core::Worker& worker(int w) const {
     return static_cast<const core::Worker&>(*actors_[static_cast<size_t>(layout_.worker(w))]);
   }
+  core::Worker& mutable_worker(int w) {
+    return static_cast<core::Worker&>(*actors_[static_cast<size_t>(layout_.worker(w))]);
+  }
+  core::TimeNs now() const { return now_; }
 
   bool AllFinished() const {
     for (const auto& a : actors_) {
