@@ -255,10 +255,19 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
   s.name = r.String("name", fs::path(file).stem().string());
   s.description = r.String("description", "");
 
-  // model: NAME | PATH | {name: NAME, without: [GROUP, ...]}
+  // model: NAME | PATH | {name: NAME, without: [GROUP, ...]} | torch
   YAML::Node model = r.Node("model");
   std::string model_name;
-  if (model.IsMap()) {
+  if (model.IsScalar() && model.Scalar() == kModelFromWorkers) {
+    // A PyTorch job (poseidon.torch): the workers bring the model; the file says how many, on
+    // what network, with which protocol defaults. Its loop decides how long it runs.
+    s.model_from_workers = true;
+    s.model.name = kModelFromWorkers;
+    if (r.Has("iterations")) {
+      r.FailKey("iterations", "a job whose model comes from its workers ('model: torch') runs as "
+                              "long as their training loop; remove 'iterations'");
+    }
+  } else if (model.IsMap()) {
     MapReader m(model, file, "model");
     model_name = m.String("name");
     YAML::Node without = m.OptionalNode("without");
@@ -270,11 +279,15 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
   } else {
     model_name = AsString(model, file, "model");
   }
-  s.model_file = FindData("models", model_name, file, LocOf(model, file));
-  s.model = LoadModelFile(s.model_file);
+  if (!s.model_from_workers) {
+    s.model_file = FindData("models", model_name, file, LocOf(model, file));
+    s.model = LoadModelFile(s.model_file);
+  }
 
-  s.batch_per_worker = r.PositiveInt("batch_per_worker");
-  s.iterations = r.PositiveInt("iterations", 10);
+  // A torch job's batch is its data loader's (the workers report the rows they send).
+  s.batch_per_worker = s.model_from_workers ? r.PositiveInt("batch_per_worker", 1)
+                                            : r.PositiveInt("batch_per_worker");
+  s.iterations = s.model_from_workers ? kUnboundedIterations : r.PositiveInt("iterations", 10);
   s.warmup_iterations = r.Int("warmup_iterations", 1);
   if (s.warmup_iterations < 0 || s.warmup_iterations >= s.iterations) {
     r.FailKey("warmup_iterations",
@@ -316,7 +329,7 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
     s.profile_file = FindData("profiles", c.String("profile"), file, c.Loc("profile"));
     s.profile = LoadProfileFile(s.profile_file);
   }
-  if (!s.device && !s.profile) {
+  if (!s.device && !s.profile && !s.model_from_workers) {
     c.Fail("cluster needs a 'device' (datasheet estimate, e.g. device: k20) or a measured "
            "'profile' (e.g. profile: profiles/NAME.yaml)");
   }

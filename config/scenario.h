@@ -6,7 +6,8 @@
 //
 //   schema_version: 1
 //   name: alexnet-8x-40g
-//   model: alexnet                 # or {name: googlenet, without: [aux]}, or a path
+//   model: alexnet                 # or {name: googlenet, without: [aux]}, a path, or torch
+//                                  # (the workers bring it: poseidon.torch, docs/torch.md)
 //   batch_per_worker: 256
 //   iterations: 10                 # clocks each worker runs
 //   warmup_iterations: 1           # excluded from the reported statistics
@@ -92,13 +93,19 @@ inline constexpr int64_t kScenarioSchemaVersion = 1;
 
 enum class ServerPlacement { kColocated, kDedicated };
 
+// `model: torch`: the workers bring the model (poseidon.torch) and their loop decides how long
+// the job runs (iterations is then kUnboundedIterations, a bound no loop reaches).
+inline constexpr const char* kModelFromWorkers = "torch";
+inline constexpr int64_t kUnboundedIterations = int64_t{1} << 40;
+
 struct ScenarioSpec {
   std::string file;  // where it was read from
   std::string name;
   std::string description;
   std::string model_file;
   std::set<std::string> model_without;
-  core::ModelSpec model;
+  core::ModelSpec model;               // empty until the workers send it (model_from_workers)
+  bool model_from_workers = false;     // model: torch
   int64_t batch_per_worker = 0;
   int64_t iterations = 10;
   int64_t warmup_iterations = 1;

@@ -112,6 +112,12 @@ class ShardStore {
   virtual void Apply(const Chunk& chunk, int64_t clock, int num_pushes) = 0;
   // The chunk's current parameter values (null when phantom).
   virtual FloatBuffer Read(const Chunk& chunk) = 0;
+  // ASP: the values the update of `worker`'s push answers it with (the chunk's current values,
+  // unless the store keeps something per worker).
+  virtual FloatBuffer ReadFor(const Chunk& chunk, ActorId worker) {
+    (void)worker;
+    return Read(chunk);
+  }
   // Fault tolerance. The chunk's values before its last update, for stores that keep them (a
   // BSP job with fault tolerance on; null otherwise).
   virtual FloatBuffer ReadPrevious(const Chunk& chunk) {

@@ -230,11 +230,11 @@ void ServerShard::OnComputeDone(TimeNs now, const ComputeTask& task) {
   }
   // Durable before anyone hears of the update that completed it.
   MaybeCheckpoint();
-  FloatBuffer values = store_->Read(c);
   if (asp) {
-    SendParams(c, task.peer, task.clock, -1, values);
+    SendParams(c, task.peer, task.clock, -1, store_->ReadFor(c, task.peer));
     return;
   }
+  FloatBuffer values = store_->Read(c);
   for (int w = 0; w < layout_.num_workers; ++w) {
     if (member_[static_cast<size_t>(w)]) SendParams(c, layout_.worker(w), task.clock, -1, values);
   }

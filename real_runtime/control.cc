@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 namespace poseidon::rt {
 namespace {
@@ -56,6 +57,11 @@ const char* ControlName(uint8_t type) {
     case kCtlProgress: return "progress";
     case kCtlStatusAsk: return "status request";
     case kCtlStatus: return "status";
+    case kCtlModelTable: return "layer table";
+    case kCtlTableAgreed: return "table agreed";
+    case kCtlJobRefused: return "job refused";
+    case kCtlJobSpec: return "job";
+    case kCtlValues: return "values";
     default: return "unknown";
   }
 }
@@ -152,6 +158,42 @@ std::vector<uint8_t> EncodeStatus(const std::string& text) {
 bool DecodeStatus(const std::vector<uint8_t>& body, std::string* text) {
   if (body.size() > kMaxStatusBytes) return false;
   text->assign(body.begin(), body.end());
+  return true;
+}
+
+std::vector<uint8_t> EncodeJobText(const std::string& text) {
+  if (text.empty() || text.size() > kMaxJobBytes) {
+    throw std::length_error("a job text of " + std::to_string(text.size()) +
+                            " bytes (1 to " + std::to_string(kMaxJobBytes) + ")");
+  }
+  return std::vector<uint8_t>(text.begin(), text.end());
+}
+
+bool DecodeJobText(const std::vector<uint8_t>& body, std::string* text) {
+  if (body.empty() || body.size() > kMaxJobBytes) return false;
+  text->assign(body.begin(), body.end());
+  return true;
+}
+
+std::vector<uint8_t> EncodeValuesPart(const ValuesPart& v) {
+  std::vector<uint8_t> b;
+  b.reserve(16 + v.bytes.size());
+  Put<uint64_t>(&b, v.tag);
+  Put<uint32_t>(&b, v.part);
+  Put<uint32_t>(&b, v.parts);
+  PutBytes(&b, v.bytes.data(), v.bytes.size());
+  return b;
+}
+
+bool DecodeValuesPart(const std::vector<uint8_t>& body, ValuesPart* out) {
+  Reader r(body);
+  ValuesPart v;
+  if (!r.Get(&v.tag) || !r.Get(&v.part) || !r.Get(&v.parts) || v.parts == 0 ||
+      v.part >= v.parts || r.left() > kMaxValuesPart) {
+    return false;
+  }
+  v.bytes.assign(body.end() - static_cast<long>(r.left()), body.end());
+  *out = std::move(v);
   return true;
 }
 

@@ -31,11 +31,21 @@ enum Control : uint8_t {
                        // compute, which reports no loss)
   kCtlStatusAsk = 72,  // coordinator -> any: what do you wait for? (the watchdog; empty)
   kCtlStatus = 73,     // any -> coordinator: that, as text (at most kMaxStatusBytes)
+  // A job whose workers bring the model (scenario `model: torch`; config/worker_job.h):
+  kCtlModelTable = 74,  // worker -> coordinator: its layer table (text, at most kMaxJobBytes)
+  kCtlTableAgreed = 75, // coordinator -> worker: every worker's table is the same (empty)
+  kCtlJobRefused = 76,  // coordinator -> any: the job cannot run, and why (text); exit
+  kCtlJobSpec = 77,     // worker 1 -> coordinator -> every other process: the job (text)
+  kCtlValues = 78,      // worker 1 -> worker: u64 tag, u32 part, u32 parts, bytes (at most
+                        // kMaxValuesPart): its initial parameters and buffers, or its buffers
+                        // before a forward pass (tag: the clock + 1; 0 for the initial ones)
 };
 const char* ControlName(uint8_t type);  // "hello", ..., "unknown"
 
 inline constexpr size_t kMaxHostBytes = 255;
 inline constexpr size_t kMaxStatusBytes = 4096;
+inline constexpr size_t kMaxJobBytes = 64u << 20;      // a layer table or a job, as text
+inline constexpr size_t kMaxValuesPart = 32u << 20;    // bytes of values per kCtlValues frame
 
 struct PeerAddress {
   std::string host;  // 1..kMaxHostBytes bytes
@@ -66,5 +76,19 @@ bool DecodePong(const std::vector<uint8_t>& body, int64_t* ping_time, int64_t* c
 // Text of at most kMaxStatusBytes bytes (longer text is cut when encoded).
 std::vector<uint8_t> EncodeStatus(const std::string& text);
 bool DecodeStatus(const std::vector<uint8_t>& body, std::string* text);
+
+// A layer table, a job or a refusal: 1..kMaxJobBytes bytes of text (EncodeJobText refuses longer
+// text with std::length_error).
+std::vector<uint8_t> EncodeJobText(const std::string& text);
+bool DecodeJobText(const std::vector<uint8_t>& body, std::string* text);
+
+// One part of a values transfer: part < parts, at most kMaxValuesPart bytes.
+struct ValuesPart {
+  uint64_t tag = 0;
+  uint32_t part = 0, parts = 1;
+  std::vector<uint8_t> bytes;
+};
+std::vector<uint8_t> EncodeValuesPart(const ValuesPart& v);
+bool DecodeValuesPart(const std::vector<uint8_t>& body, ValuesPart* out);
 
 }  // namespace poseidon::rt

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/job_config.h"
+#include "config/worker_job.h"
 #include "config/yaml_reader.h"
 #include "real_runtime/control.h"
 
@@ -14,13 +15,17 @@ using config::ConfigError;
 CoordinatorRole::CoordinatorRole(NodeProcess& process)
     : p_(process),
       layout_(process.layout()),
-      model_(config::BuildScenarioModel(process.options().scenario)),
       fault_(config::BuildFault(process.options().scenario)),
       iterations_(process.options().scenario.iterations),
-      replay_(process.options().compute == "replay"),
+      losses_(process.options().compute != "replay" && !process.options().scenario.model_from_workers),
       coordinator_(layout_, &process, fault_) {
   const NodeOptions& o = p_.options();
   const config::ScenarioSpec& s = o.scenario;
+  if (s.model_from_workers) {
+    tables_.emplace(layout_.num_workers, [this](int rank) { return p_.Who(rank); });
+  } else {
+    model_ = config::BuildScenarioModel(s);
+  }
   try {
     // A worker's images per iteration: its devices' (ProtocolConfig::batch).
     report_.emplace(layout_.num_workers, iterations_,
@@ -98,10 +103,54 @@ bool CoordinatorRole::OnControl(int peer, uint8_t type, const std::vector<uint8_
       MaybeFinishJob();
       return true;
     }
+    case kCtlModelTable:
+      return OnModelTable(peer, body);
+    case kCtlJobSpec:
+      return OnJobSpec(peer, body);
     default:
       return false;
   }
 }
+
+bool CoordinatorRole::OnModelTable(int peer, const std::vector<uint8_t>& body) {
+  std::string table;
+  if (!tables_ || !layout_.IsWorker(peer) || !DecodeJobText(body, &table)) return false;
+  const std::optional<std::string> verdict = tables_->Add(peer, table);
+  if (!verdict) return true;
+  if (!verdict->empty()) {
+    Refuse(*verdict);
+    return true;
+  }
+  spdlog::info("{}: every worker built the same model ({} workers)", p_.Who(0),
+               layout_.num_workers);
+  for (int w = 0; w < layout_.num_workers; ++w) {
+    p_.transport().SendControl(layout_.worker(w), kCtlTableAgreed, {});
+  }
+  return true;
+}
+
+// Worker 1's job goes to every other process (shards and workers), which build their parts of it.
+bool CoordinatorRole::OnJobSpec(int peer, const std::vector<uint8_t>& body) {
+  std::string text;
+  if (!tables_ || peer != layout_.worker(0) || job_relayed_ || !DecodeJobText(body, &text)) {
+    return false;
+  }
+  job_relayed_ = true;
+  try {
+    (void)config::DecodeWorkerJob(text, p_.Who(peer));
+  } catch (const ConfigError& e) {
+    Refuse(e.what());
+    return true;
+  }
+  for (int r = 2; r < layout_.num_actors(); ++r) {
+    p_.transport().SendControl(r, kCtlJobSpec, body);
+  }
+  return true;
+}
+
+// Every process hears why (and exits with code 2), so that the user reads it from the worker
+// whose model differs, not only from this log.
+void CoordinatorRole::Refuse(const std::string& why) { p_.EndJob(kExitConfig, why); }
 
 // The watchdog found no progress: end the job with what every process waits for.
 void CoordinatorRole::OnStuck(const std::map<int, std::string>& answers) {
@@ -131,8 +180,8 @@ void CoordinatorRole::AfterActorCall() {
 
 void CoordinatorRole::MaybeFinishJob() {
   if (job_finished_ || !coordinator_.finished()) return;
-  const bool all_losses = replay_ || report_->all_losses();
-  const bool want_accuracy = p_.options().training.test && !replay_ &&
+  const bool all_losses = !losses_ || report_->all_losses();
+  const bool want_accuracy = p_.options().training.test && losses_ &&
                              layout_.num_workers > 0 && Counts(layout_.worker(0));
   if (!all_losses || (want_accuracy && !report_->accuracy())) return;
   job_finished_ = true;

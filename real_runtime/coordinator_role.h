@@ -16,6 +16,7 @@
 #include "real_runtime/node_process.h"
 #include "real_runtime/node_role.h"
 #include "real_runtime/progress_watchdog.h"
+#include "real_runtime/table_agreement.h"
 
 namespace poseidon::rt {
 
@@ -36,13 +37,21 @@ class CoordinatorRole final : public NodeRole {
   bool Counts(int worker) const;  // the worker still counts (not evicted)
   void OnStuck(const std::map<int, std::string>& answers);
   void MaybeFinishJob();
+  // A job whose workers bring the model: a worker's layer table, worker 1's job.
+  bool OnModelTable(int peer, const std::vector<uint8_t>& body);
+  bool OnJobSpec(int peer, const std::vector<uint8_t>& body);
+  void Refuse(const std::string& why);
 
   NodeProcess& p_;
   const core::JobLayout& layout_;
   core::Model model_;  // the scenario's, for the trace's layer names
   const core::FaultConfig fault_;
   const int64_t iterations_;
-  const bool replay_;  // replayed compute: no losses, no accuracy
+  // Replayed compute, or a job whose workers bring the model (their own loop reports progress
+  // only): no losses, no accuracy.
+  const bool losses_;
+  std::optional<TableAgreement> tables_;  // model_from_workers
+  bool job_relayed_ = false;
   core::Coordinator coordinator_;
   std::optional<JobReport> report_;
   std::unique_ptr<ProgressWatchdog> watchdog_;

@@ -14,6 +14,41 @@ namespace poseidon::rt {
 
 using config::ConfigError;
 
+namespace {
+
+// A job whose workers brought the model (config/worker_job.h applied to the scenario): its first
+// worker planned every layer's scheme, so the plan needs no compute model here; no replay, no
+// fault tolerance (a restarted Python worker would have to rebuild its optimizer's state).
+LiveJob BuildWorkerDescribedJob(const NodeOptions& o, LiveJob job) {
+  const config::ScenarioSpec& s = o.scenario;
+  if (o.compute != "real") {
+    throw ConfigError(fmt::format("error: {}: a job whose workers bring the model ('model: "
+                                  "torch') runs their compute; --compute replay does not apply",
+                                  s.file));
+  }
+  if (s.fault.enabled || o.rejoin || o.resume) {
+    throw ConfigError(fmt::format(
+        "error: {}: protocol.fault_tolerance, --rejoin and --resume do not apply to a job whose "
+        "workers bring the model ('model: torch'): save with torch.save and start a new job from "
+        "the saved state (docs/torch.md)",
+        s.file));
+  }
+  const int words = job.model.layers().empty() ? 1 : job.model.layers()[0].value_words;
+  if (s.chunk_bytes % (4 * words) != 0) {
+    throw ConfigError(fmt::format("error: {}: protocol.chunk_kib must cut whole {}-byte values",
+                                  s.file, 4 * words));
+  }
+  job.protocol = config::BuildProtocol(s, job.model, /*device_copies=*/false);
+  job.protocol.real_payloads = true;
+  job.sgd = o.training.sgd;  // unused: the workers' own optimizers step
+  job.placement = core::Placement::Build(job.model, s.servers, job.protocol.chunk_bytes,
+                                         job.protocol.scheme_of_layer,
+                                         job.protocol.placement_policy);
+  return job;
+}
+
+}  // namespace
+
 LiveJob BuildLiveJob(const NodeOptions& o) {
   const config::ScenarioSpec& s = o.scenario;
   const core::JobLayout layout = config::BuildLayout(s);
@@ -23,6 +58,7 @@ LiveJob BuildLiveJob(const NodeOptions& o) {
     throw ConfigError(fmt::format("error: --compute must be real or replay, got '{}'", o.compute));
   }
   const bool replay = o.compute == "replay";
+  if (s.model_from_workers) return BuildWorkerDescribedJob(o, std::move(job));
   // The simulator's compute model: what SACP's auto plans with (the same plan in every process
   // and in the simulator), and, replayed, what tasks take.
   const sim::ComputeModel planned = sim::BuildComputeModel(s, job.model);

@@ -10,8 +10,10 @@
 #include <spdlog/spdlog.h>
 
 #include "config/job_config.h"
+#include "config/worker_job.h"
 #include "config/yaml_reader.h"
 #include "real_runtime/compute_threads.h"
+#include "real_runtime/control.h"
 #include "real_runtime/coordinator_role.h"
 #include "real_runtime/live_job.h"
 #include "real_runtime/node_process.h"
@@ -69,11 +71,40 @@ int RunNode(const NodeOptions& options) {
   NodeProcess process(options);
   // Every rank checks the scenario, so that a bad one fails once everywhere with exit code 2.
   CheckLiveScenario(s);
-  process.SetRole(MakeRole(process));
+  if (s.model_from_workers && options.rank != 0) {
+    if (!process.layout().IsServer(options.rank)) {
+      throw ConfigError(fmt::format(
+          "error: rank {} of {} is a worker, and the workers of a 'model: torch' job are the "
+          "training script's processes (poseidon.torch): give `poseidon node` the script after "
+          "'--' (docs/torch.md), or start it with `poseidon launch --torch`",
+          options.rank, s.file));
+    }
+    // A shard of a job whose workers bring the model: built once worker 1's job arrives.
+    process.SetControlHandler([&process](int peer, uint8_t type, const std::vector<uint8_t>& body) {
+      std::string text;
+      if (type != kCtlJobSpec || peer != 0 || process.has_role() || !DecodeJobText(body, &text)) {
+        return false;
+      }
+      NodeOptions o = process.options();
+      try {
+        config::ApplyWorkerJob(config::DecodeWorkerJob(text, "worker 1"), "worker 1", &o.scenario);
+        spdlog::info("{}: the job's model arrived ({} modules)", process.Who(o.rank),
+                     o.scenario.model.layers.size());
+        process.SetRole(std::make_unique<ShardRole>(process, BuildLiveJob(o)));
+      } catch (const ConfigError& e) {
+        process.Fail(kExitConfig, e.what());
+      }
+      return true;
+    });
+  } else {
+    process.SetRole(MakeRole(process));
+  }
   return process.Run();
 }
 
 void CheckLiveScenario(const config::ScenarioSpec& s) {
+  // The workers bring the model: what can be checked is checked when it arrives.
+  if (s.model_from_workers) return;
   // A machine's client with several devices cannot restart yet: a restarted machine would have
   // to restore every device's place in the data stream (the worker's checkpoint holds one), and
   // nothing has tested its rejoin live. One process per device restarts as any worker does.

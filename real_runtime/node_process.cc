@@ -51,7 +51,7 @@ NodeProcess::NodeProcess(const NodeOptions& o)
     OnControl(peer, type, std::move(body));
   };
   cb.on_sent = [this](const core::Message& m) {
-    if (actor_started_ && !failed_) {
+    if (actor_started_ && !failed_ && role_) {
       role_->actor().OnSent(Now(), m);
       AfterActorCall();
     }
@@ -70,6 +70,11 @@ void NodeProcess::SetRole(std::unique_ptr<NodeRole> role) {
   role_ = std::move(role);
   if (o_.rank == 0) coordinator_ = dynamic_cast<core::Coordinator*>(&role_->actor());
   POSEIDON_CHECK(o_.rank != 0 || coordinator_) << "rank 0 hosts the coordinator";
+  MaybeStartActor();
+}
+
+void NodeProcess::Stop(int code, const std::string& why) {
+  asio::post(io_, [this, code, why] { Fail(code, why); });
 }
 
 void NodeProcess::BuildRendezvous() {
@@ -99,13 +104,16 @@ void NodeProcess::Fail(int code, const std::string& why) {
   if (failed_) return;
   failed_ = true;
   exit_code_ = code;
+  failure_ = why;
   spdlog::error("{}: {}", Who(o_.rank), why);
   transport_->Close();
   io_.stop();
 }
 
 int NodeProcess::Run() {
-  POSEIDON_CHECK(role_) << "NodeProcess::Run without a role";
+  POSEIDON_CHECK(role_ || o_.scenario.model_from_workers)
+      << "NodeProcess::Run without a role, in a job whose model is known";
+  POSEIDON_CHECK(o_.rank != 0 || role_) << "rank 0 runs the coordinator from the start";
   const uint16_t port = rendezvous_->Start();
   if (o_.rank == 0 && o_.ready_fd >= 0) {
     const std::string line = fmt::format("{}\n", port);
@@ -114,9 +122,9 @@ int NodeProcess::Run() {
       throw ConfigError("error: cannot report the coordinator's port to the launcher");
     }
   }
-  role_->OnProcessStart();
+  if (role_) role_->OnProcessStart();
   io_.run();
-  role_->StopCompute();
+  if (role_) role_->StopCompute();
   WriteTrace();
   if (!o_.decisions_file.empty()) {
     std::ofstream f(o_.decisions_file, std::ios::binary);
@@ -134,7 +142,7 @@ void NodeProcess::StartActor() {
 
 void NodeProcess::OnPeerUp(int peer) {
   known_epoch_[peer] = transport_->peer_epoch(peer);
-  role_->OnPeerUp(peer);
+  if (role_) role_->OnPeerUp(peer);
   rendezvous_->OnPeerUp(peer);
   MaybeStartActor();
 }
@@ -209,8 +217,12 @@ void NodeProcess::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
     case kCtlStatusAsk: {
       if (peer != 0 || !body.empty()) return bad();
       std::string s = actor_started_ ? role_->actor().WaitingFor()
-                                     : fmt::format("{}: not started (rendezvous)", Who(o_.rank));
-      if (const std::string note = role_->StatusNote(); !note.empty()) s += "; " + note;
+                      : role_        ? fmt::format("{}: not started (rendezvous)", Who(o_.rank))
+                                     : fmt::format("{}: waiting for the job from the workers",
+                                                   Who(o_.rank));
+      if (role_) {
+        if (const std::string note = role_->StatusNote(); !note.empty()) s += "; " + note;
+      }
       transport_->SendControl(0, kCtlStatus, EncodeStatus(s));
       return;
     }
@@ -220,14 +232,31 @@ void NodeProcess::OnControl(int peer, uint8_t type, std::vector<uint8_t> body) {
       transport_->Close();
       io_.stop();
       return;
+    case kCtlJobRefused: {
+      std::string why;
+      if (peer != 0 || o_.rank == 0 || !DecodeJobText(body, &why)) return bad();
+      Fail(kExitConfig, "the coordinator refused the job: " + why);
+      return;
+    }
     default:
-      if (!role_->OnControl(peer, type, body)) bad();
+      if (role_ && role_->OnControl(peer, type, body)) return;
+      if (control_handler_ && control_handler_(peer, type, body)) return;
+      bad();
   }
+}
+
+void NodeProcess::WhenConnected(std::function<void()> f) {
+  when_connected_.push_back(std::move(f));
+  MaybeStartActor();
 }
 
 // A non-coordinator starts its actor once it is connected to every other process.
 void NodeProcess::MaybeStartActor() {
-  if (o_.rank == 0 || actor_started_ || failed_ || !rendezvous_->Complete()) return;
+  if (o_.rank == 0 || failed_ || !rendezvous_->Complete()) return;
+  std::vector<std::function<void()>> ready;
+  ready.swap(when_connected_);
+  for (auto& f : ready) f();
+  if (!role_ || actor_started_ || failed_) return;
   spdlog::info("{}: connected to all {} peers{}", Who(o_.rank), rendezvous_->peers(),
                o_.rejoin ? fmt::format(" (rejoining in epoch {})", o_.transport.epoch) : "");
   StartActor();
@@ -353,15 +382,24 @@ void NodeProcess::RecordTask(const core::ComputeTask& task, core::TimeNs begin,
 }
 
 void NodeProcess::AfterActorCall() {
-  if (failed_) return;
+  if (failed_ || !role_) return;
   role_->AfterActorCall();
 }
 
-void NodeProcess::EndJob() {
+void NodeProcess::EndJob(int code, const std::string& why) {
+  if (shutting_down_ || failed_) return;
   shutting_down_ = true;
+  if (code != kExitOk) {
+    exit_code_ = code;
+    spdlog::error("{}: {}", Who(o_.rank), why);
+  }
   for (int r = 1; r < layout_.num_actors(); ++r) {
     if (transport_->is_up(r)) ++peers_up_at_shutdown_;
-    transport_->SendControl(r, kCtlShutdown, {});
+    if (code == kExitOk) {
+      transport_->SendControl(r, kCtlShutdown, {});
+    } else {
+      transport_->SendControl(r, kCtlJobRefused, EncodeJobText(why));
+    }
   }
   if (peers_up_at_shutdown_ == 0) io_.stop();
   // Peers close on shutdown; stop when all have, or after a grace period.
@@ -375,7 +413,7 @@ void NodeProcess::EndJob() {
 }
 
 void NodeProcess::WriteTrace() {
-  if (o_.trace_file.empty()) return;
+  if (o_.trace_file.empty() || !role_) return;
   std::string json;
   core::AppendChromeTrace(trace_, layout_, role_->model(), &json);
   std::ofstream f(o_.trace_file, std::ios::binary);

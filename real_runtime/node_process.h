@@ -46,11 +46,24 @@ class NodeProcess final : public core::Host {
   explicit NodeProcess(const NodeOptions& o);
   ~NodeProcess() override;
 
-  // The role this process hosts; before Run.
+  // The role this process hosts: before Run, or, in a job whose workers bring the model
+  // (`model: torch`), once the job is known (on the loop thread): the actor then starts as soon as
+  // the rendezvous is complete.
   void SetRole(std::unique_ptr<NodeRole> role);
+  bool has_role() const { return role_ != nullptr; }
+  // Control frames no role takes yet (the job's description, before the role exists): true when
+  // the handler took the frame. Before Run.
+  using ControlHandler = std::function<bool(int peer, uint8_t type, const std::vector<uint8_t>&)>;
+  void SetControlHandler(ControlHandler handler) { control_handler_ = std::move(handler); }
+  // Runs `f` on the loop thread once this process is connected to every other (now, if it is).
+  // Loop thread.
+  void WhenConnected(std::function<void()> f);
   // Listens, runs the loop until the job ends, writes the trace and the decision log; returns a
   // NodeExit.
   int Run();
+  // Ends the loop from another thread (a program embedding a worker that gives up); Run returns
+  // `code`.
+  void Stop(int code, const std::string& why);
 
   // core::Host.
   void Send(core::Message msg) override;
@@ -71,6 +84,8 @@ class NodeProcess final : public core::Host {
   std::string Who(int rank) const { return layout_.ActorName(rank); }
   int rank() const { return o_.rank; }
   bool failed() const { return failed_; }
+  // Why the process failed (Fail's `why`), once it has.
+  const std::string& failure() const { return failure_; }
   bool shutting_down() const { return shutting_down_; }
   bool actor_started() const { return actor_started_; }
   // Protocol.fault_tolerance is on: a lost peer is the coordinator's to judge.
@@ -81,9 +96,10 @@ class NodeProcess final : public core::Host {
   void AfterActorCall();
   // A compute task of this process ran [begin, end) (the trace).
   void RecordTask(const core::ComputeTask& task, core::TimeNs begin, core::TimeNs end);
-  // The coordinator ends the job: every process is told to exit; the loop stops once all closed,
-  // or after a grace period.
-  void EndJob();
+  // The coordinator ends the job: every process is told to exit (kCtlShutdown), or that the job
+  // cannot run and why (kCtlJobRefused, `code` kExitConfig, `why` logged); the loop stops once
+  // all closed, or after a grace period.
+  void EndJob(int code = kExitOk, const std::string& why = "");
   // Starts the actor now (the coordinator's role, at OnProcessStart).
   void StartActor();
 
@@ -112,10 +128,13 @@ class NodeProcess final : public core::Host {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Rendezvous> rendezvous_;
   std::unique_ptr<NodeRole> role_;
+  ControlHandler control_handler_;
+  std::vector<std::function<void()>> when_connected_;
   core::Coordinator* coordinator_ = nullptr;  // rank 0: the role's actor
   FaultInjector fault_;                       // tests only: nothing unless given one
   int exit_code_ = kExitOk;
   bool failed_ = false;
+  std::string failure_;
   bool actor_started_ = false;
   bool shutting_down_ = false;
 

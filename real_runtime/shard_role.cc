@@ -7,6 +7,7 @@
 
 #include "config/yaml_reader.h"
 #include "kernels/net.h"
+#include "real_runtime/gradient_stores.h"
 
 namespace poseidon::rt {
 
@@ -22,6 +23,15 @@ ShardRole::ShardRole(NodeProcess& process, LiveJob job) : p_(process), job_(std:
           o.resume ? "--resume" : "--rejoin"));
     }
     store_ = std::make_unique<ReplayShardStore>();
+    shard_ = std::make_unique<core::ServerShard>(o.rank, *job_.placement, p_.layout(),
+                                                 job_.protocol, &p_, store_.get());
+    return;
+  }
+  if (o.scenario.model_from_workers) {
+    // The workers step their own optimizers: the shard averages their gradients.
+    store_ = std::make_unique<MeanGradientShardStore>(
+        job_.model, *job_.placement, p_.layout().ServerIndex(o.rank), job_.protocol.consistency,
+        p_.layout().num_workers);
     shard_ = std::make_unique<core::ServerShard>(o.rank, *job_.placement, p_.layout(),
                                                  job_.protocol, &p_, store_.get());
     return;

@@ -52,6 +52,7 @@ void WorkerRole::TaskEnded(const core::ComputeTask& task, core::TimeNs start,
 
 // A finished worker saves its parameters and worker 1 measures test accuracy (the runner's).
 void WorkerRole::AfterActorCall() {
+  runner_->AfterActorCall();
   if (finished_ || !worker_->finished()) return;
   finished_ = true;
   runner_->Finished();

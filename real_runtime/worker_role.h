@@ -35,6 +35,8 @@ class WorkerRunner {
   virtual bool reports_loss() const = 0;
   // Once, when the worker has finished its last iteration (save parameters, test accuracy).
   virtual void Finished() {}
+  // After every call into the worker (its versions may have moved).
+  virtual void AfterActorCall() {}
   // The loop ended: run what was posted and join the threads.
   virtual void Stop() {}
 };

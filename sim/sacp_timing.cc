@@ -4,12 +4,42 @@
 
 namespace poseidon::sim {
 
+namespace {
+
+// What a plan's timing takes from the scenario rather than from the compute: the NIC, message
+// latency, chunking, placement and the protocol's gating.
+void NetworkAndProtocol(const config::ScenarioSpec& s, core::SacpTiming* t) {
+  t->nic_Bps = s.network.host_bandwidth_Bps * s.network.efficiency;
+  t->message_s =
+      static_cast<double>(s.network.latency_ns + s.network.per_message_overhead_ns) * 1e-9;
+  t->chunk_bytes = s.chunk_bytes;
+  core::PlacementPolicyFromName(s.placement_policy, &t->placement_policy);
+  t->dwbp = s.dwbp;
+  t->per_layer_gate = s.gate == "per_layer";
+  t->waits_for_fresh = s.consistency == "bsp" || s.staleness == 0;
+}
+
+}  // namespace
+
+core::SacpTiming SacpTimingMeasured(const config::ScenarioSpec& s, const core::Model& model,
+                                    std::vector<double> fwd_s, std::vector<double> bwd_s,
+                                    std::vector<double> sfb_rebuild_s) {
+  const size_t n = model.layers().size();
+  POSEIDON_CHECK(fwd_s.size() == n && bwd_s.size() == n && sfb_rebuild_s.size() == n)
+      << "times for " << fwd_s.size() << " layers of " << n;
+  core::SacpTiming t;
+  NetworkAndProtocol(s, &t);
+  t.fwd_s = std::move(fwd_s);
+  t.bwd_s = std::move(bwd_s);
+  t.sfb_rebuild_s = std::move(sfb_rebuild_s);
+  t.update_s_per_byte = 1.0 / s.server_update_Bps;
+  return t;
+}
+
 core::SacpTiming SacpTimingFor(const config::ScenarioSpec& s, const core::Model& model,
                                const ComputeModel& compute) {
   core::SacpTiming t;
-  t.nic_Bps = s.network.host_bandwidth_Bps * s.network.efficiency;
-  t.message_s =
-      static_cast<double>(s.network.latency_ns + s.network.per_message_overhead_ns) * 1e-9;
+  NetworkAndProtocol(s, &t);
   const size_t n = model.layers().size();
   t.fwd_s.resize(n);
   t.bwd_s.resize(n);
@@ -40,11 +70,6 @@ core::SacpTiming SacpTimingFor(const config::ScenarioSpec& s, const core::Model&
   }
   constexpr int64_t kMiB = 1 << 20;
   t.update_s_per_byte = static_cast<double>(compute.UpdateNs(kMiB)) * 1e-9 / kMiB;
-  t.chunk_bytes = s.chunk_bytes;
-  core::PlacementPolicyFromName(s.placement_policy, &t.placement_policy);
-  t.dwbp = s.dwbp;
-  t.per_layer_gate = s.gate == "per_layer";
-  t.waits_for_fresh = s.consistency == "bsp" || s.staleness == 0;
   return t;
 }
 

@@ -5,6 +5,8 @@
 // them on an idle machine (sim/intra_machine.h).
 #pragma once
 
+#include <vector>
+
 #include "config/job_config.h"
 #include "config/scenario.h"
 #include "core/job.h"
@@ -16,6 +18,13 @@ namespace poseidon::sim {
 
 core::SacpTiming SacpTimingFor(const config::ScenarioSpec& s, const core::Model& model,
                                const ComputeModel& compute);
+
+// The same with the compute times given per layer (seconds; sfb_rebuild_s 0 for layers without
+// sufficient factors): what a worker that measured its own layers plans with (poseidon.torch).
+// No local reductions (one device per worker); a shard's update at server_update_gbs.
+core::SacpTiming SacpTimingMeasured(const config::ScenarioSpec& s, const core::Model& model,
+                                    std::vector<double> fwd_s, std::vector<double> bwd_s,
+                                    std::vector<double> sfb_rebuild_s);
 
 // config::BuildProtocol, with `auto` weighed in time by SacpTimingFor.
 core::ProtocolConfig BuildTimedProtocol(const config::ScenarioSpec& s, const core::Model& model,

@@ -1,0 +1,326 @@
+#include "real_runtime/gradient_stores.h"
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+
+#include <fmt/format.h>
+
+#include "real_runtime/live_stores.h"
+#include "real_runtime/value_words.h"
+
+namespace poseidon::rt {
+namespace {
+
+std::vector<float> Copy(const core::FloatBuffer& b) { return std::vector<float>(b->begin(), b->end()); }
+
+void CheckCount(const core::Message& m, int64_t want, const char* what) {
+  const int64_t got = m.data ? static_cast<int64_t>(m.data->size()) : -1;
+  if (got != want) {
+    throw PayloadError(fmt::format("{} from actor {} for layer {} chunk {} clock {} carries {} "
+                                   "values; the job's model needs {}",
+                                   what, m.from, m.layer, m.chunk, m.clock, got, want));
+  }
+}
+
+}  // namespace
+
+// --- MeanGradientShardStore ---
+
+MeanGradientShardStore::MeanGradientShardStore(const core::Model& model,
+                                               const core::Placement& placement, int shard,
+                                               core::Consistency consistency, int workers)
+    : placement_(placement), asp_(consistency == core::Consistency::kAsp), workers_(workers) {
+  for (int32_t cid : placement_.chunks_of_shard(shard)) {
+    const core::Chunk& c = placement_.chunks()[static_cast<size_t>(cid)];
+    ChunkState& st = state_[cid];
+    st.value_words = model.layers()[static_cast<size_t>(c.layer)].value_words;
+    st.mean.assign(static_cast<size_t>(c.count), 0.f);
+    if (asp_) st.asp_sum.assign(static_cast<size_t>(c.count), 0.f);
+  }
+}
+
+MeanGradientShardStore::ChunkState& MeanGradientShardStore::State(const core::Chunk& chunk) {
+  auto it = state_.find(chunk.id);
+  if (it == state_.end()) {
+    throw PayloadError(fmt::format("chunk {} is not held by this shard", chunk.id));
+  }
+  return it->second;
+}
+
+void MeanGradientShardStore::Accumulate(const core::Chunk& chunk, const core::Message& push) {
+  CheckCount(push, chunk.count, "gradient push");
+  ChunkState& st = State(chunk);
+  if (asp_) {
+    st.asp_queue.push_back(push.data);
+  } else {
+    st.pushes[push.clock][push.from] = push.data;
+  }
+}
+
+void MeanGradientShardStore::Apply(const core::Chunk& chunk, int64_t clock, int num_pushes) {
+  ChunkState& st = State(chunk);
+  if (asp_) {
+    // One push, as one P-th of a clock's update (the core's ASP): into the running sum.
+    std::vector<float> g = Copy(st.asp_queue.front());
+    st.asp_queue.erase(st.asp_queue.begin());
+    ScaleValues(st.value_words, g.data(), chunk.count, 1.0 / workers_);
+    AddValues(st.value_words, st.asp_sum.data(), g.data(), chunk.count);
+    return;
+  }
+  auto it = st.pushes.find(clock);
+  if (it == st.pushes.end()) {
+    throw PayloadError(fmt::format("no pushes of clock {} for chunk {}", clock, chunk.id));
+  }
+  // In worker order, whatever the order of arrival: every run sums the same way.
+  auto p = it->second.begin();
+  st.mean = Copy(p->second);
+  for (++p; p != it->second.end(); ++p) {
+    AddValues(st.value_words, st.mean.data(), p->second->data(), chunk.count);
+  }
+  ScaleValues(st.value_words, st.mean.data(), chunk.count, 1.0 / num_pushes);
+  st.pushes.erase(it);
+}
+
+core::FloatBuffer MeanGradientShardStore::Read(const core::Chunk& chunk) {
+  ChunkState& st = State(chunk);
+  return std::make_shared<const std::vector<float>>(asp_ ? st.asp_sum : st.mean);
+}
+
+// ASP: what was applied since this worker's last answer (its own push included).
+core::FloatBuffer MeanGradientShardStore::ReadFor(const core::Chunk& chunk, core::ActorId worker) {
+  if (!asp_) return Read(chunk);
+  ChunkState& st = State(chunk);
+  std::vector<float>& seen = st.asp_seen[worker];
+  if (seen.empty()) seen.assign(st.asp_sum.size(), 0.f);
+  std::vector<float> delta = st.asp_sum;
+  ScaleValues(st.value_words, seen.data(), chunk.count, -1.0);
+  AddValues(st.value_words, delta.data(), seen.data(), chunk.count);
+  seen = st.asp_sum;
+  return std::make_shared<const std::vector<float>>(std::move(delta));
+}
+
+// --- ExternalWorkerStore ---
+
+ExternalWorkerStore::ExternalWorkerStore(const core::Model& model,
+                                         const core::Placement& placement, core::ActorId self)
+    : model_(model),
+      placement_(placement),
+      self_(self),
+      value_words_(model.layers().empty() ? 1 : model.layers()[0].value_words),
+      grads_(model.layers().size()),
+      factors_(model.layers().size()) {
+  int64_t words = 0;
+  for (const core::Layer& l : model.layers()) {
+    layer_offset_.push_back(words);
+    blob_offset_.emplace_back();
+    for (const core::ParamBlob& b : l.blobs) {
+      blob_offset_.back().push_back(words - layer_offset_.back());
+      words += b.count;
+    }
+  }
+}
+
+const core::Layer& ExternalWorkerStore::LayerOf(int layer) const {
+  if (layer < 0 || static_cast<size_t>(layer) >= model_.layers().size() ||
+      model_.layers()[static_cast<size_t>(layer)].blobs.empty()) {
+    throw PayloadError(fmt::format("layer {} of model '{}' has no parameters", layer,
+                                   model_.name()));
+  }
+  return model_.layers()[static_cast<size_t>(layer)];
+}
+
+void ExternalWorkerStore::SetGradients(int layer, std::vector<const float*> blobs) {
+  POSEIDON_CHECK(blobs.size() == LayerOf(layer).blobs.size()) << "layer " << layer;
+  grads_[static_cast<size_t>(layer)] = std::move(blobs);
+}
+
+void ExternalWorkerStore::SetFactors(int layer, std::vector<float> rows_then_inputs,
+                                     int64_t rows) {
+  const core::Layer& L = LayerOf(layer);
+  POSEIDON_CHECK(static_cast<int64_t>(rows_then_inputs.size()) == core::SfbRowWords(L, rows))
+      << "layer " << L.name << ": " << rows_then_inputs.size() << " words for " << rows << " rows";
+  factors_[static_cast<size_t>(layer)] = {
+      std::make_shared<const std::vector<float>>(std::move(rows_then_inputs)), rows};
+}
+
+float* ExternalWorkerStore::MeanAt(int64_t clock, int layer) {
+  std::vector<float>& m = mean_[clock];
+  if (m.empty()) m.assign(static_cast<size_t>(model_.total_params()), 0.f);
+  return m.data() + layer_offset_[static_cast<size_t>(layer)];
+}
+
+void ExternalWorkerStore::TakeMean(int64_t clock, const std::vector<float*>& out) {
+  std::vector<float> m;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = mean_.find(clock);
+    POSEIDON_CHECK(it != mean_.end()) << "no mean gradient of clock " << clock;
+    m = std::move(it->second);
+    mean_.erase(it);
+  }
+  size_t i = 0;
+  for (const core::Layer& l : model_.layers()) {
+    for (size_t b = 0; b < l.blobs.size(); ++b, ++i) {
+      POSEIDON_CHECK(i < out.size()) << "TakeMean: " << out.size() << " buffers";
+      const float* from = m.data() + layer_offset_[static_cast<size_t>(l.id)] + blob_offset_[l.id][b];
+      std::memcpy(out[i], from, static_cast<size_t>(l.blobs[b].count) * sizeof(float));
+    }
+  }
+}
+
+core::FloatBuffer ExternalWorkerStore::GradientChunk(const core::Chunk& c) {
+  const float* g = grads_.at(static_cast<size_t>(c.layer)).at(static_cast<size_t>(c.blob));
+  return std::make_shared<const std::vector<float>>(g + c.offset, g + c.offset + c.count);
+}
+
+void ExternalWorkerStore::WriteParams(const core::Chunk& c, const core::Message& params) {
+  CheckCount(params, c.count, "mean gradient");
+  std::lock_guard<std::mutex> lock(mu_);
+  float* to = MeanAt(params.clock, c.layer) + blob_offset_[static_cast<size_t>(c.layer)][c.blob] +
+              c.offset;
+  std::memcpy(to, params.data->data(), static_cast<size_t>(c.count) * sizeof(float));
+}
+
+// The program's rows, or, when they are more than min(M, N), min(M, N) rows that carry the whole
+// gradient exactly: the identity and the gradient (N <= M: g = I_N, x = dW; else g = dW^T,
+// x = I_M), whose product g^T x is dW.
+core::FloatBuffer ExternalWorkerStore::SfbFactors(int layer) {
+  const core::Layer& L = LayerOf(layer);
+  const auto& [mine, rows] = factors_[static_cast<size_t>(layer)];
+  POSEIDON_CHECK(mine) << "no factors of layer " << L.name;
+  const int64_t m = L.fc_in, n = L.fc_out, k = std::min(m, n), w = value_words_;
+  if (rows <= k) return mine;
+  const float* dw = grads_[static_cast<size_t>(layer)][0];  // n x m values
+  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(core::SfbRowWords(L, k)), 0.f);
+  float* g = out->data();          // k x n values
+  float* x = g + k * n * w;        // k x m values
+  auto one = [w](float* at) {
+    if (w == 2) {
+      const double v = 1.0;
+      std::memcpy(at, &v, sizeof v);
+    } else {
+      *at = 1.f;
+    }
+  };
+  if (n <= m) {
+    for (int64_t r = 0; r < n; ++r) one(g + (r * n + r) * w);  // g = I_N
+    std::memcpy(x, dw, static_cast<size_t>(n * m * w) * sizeof(float));  // x = dW
+  } else {
+    for (int64_t r = 0; r < m; ++r) {  // g = dW^T: row r of g is column r of dW
+      for (int64_t c = 0; c < n; ++c) {
+        std::memcpy(g + (r * n + c) * w, dw + (c * m + r) * w, static_cast<size_t>(w) * sizeof(float));
+      }
+      one(x + (r * m + r) * w);  // x = I_M
+    }
+  }
+  return out;
+}
+
+void ExternalWorkerStore::SfbAddOwn(int layer, int64_t clock) {
+  const core::Layer& L = LayerOf(layer);
+  const float* dw = grads_[static_cast<size_t>(layer)][0];
+  std::vector<float> own(dw, dw + L.blobs[0].count);
+  std::lock_guard<std::mutex> lock(mu_);
+  sfb_parts_[{layer, clock}][self_] = std::move(own);
+}
+
+void ExternalWorkerStore::SfbReceive(const core::Message& m) {
+  const core::Layer& L = LayerOf(m.layer);
+  const int64_t row = core::SfbRowWords(L, 1);
+  const int64_t got = m.data ? static_cast<int64_t>(m.data->size()) : 0;
+  if (!core::HasSufficientFactors(L) || got == 0 || got % row != 0) {
+    throw PayloadError(fmt::format("sufficient factors of layer '{}' from actor {} carry {} "
+                                   "values, not whole rows of {}",
+                                   L.name, m.from, got, row));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  sfb_factors_[{m.layer, m.clock, m.from}] = m.data;
+}
+
+void ExternalWorkerStore::SfbRebuild(int layer, int64_t clock, int peer) {
+  core::FloatBuffer f;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sfb_factors_.find({layer, clock, peer});
+    if (it == sfb_factors_.end()) return;  // refused on arrival
+    f = it->second;
+    sfb_factors_.erase(it);
+  }
+  const core::Layer& L = LayerOf(layer);
+  const int64_t m = L.fc_in, n = L.fc_out, w = value_words_;
+  const int64_t k = static_cast<int64_t>(f->size()) / core::SfbRowWords(L, 1);
+  std::vector<float> dw(static_cast<size_t>(n * m * w));
+  RebuildFromFactors(value_words_, f->data(), f->data() + k * n * w, k, m, n, dw.data());
+  std::lock_guard<std::mutex> lock(mu_);
+  sfb_parts_[{layer, clock}][peer] = std::move(dw);
+}
+
+void ExternalWorkerStore::SfbApply(int layer, int64_t clock, int contributions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sfb_parts_.find({layer, clock});
+  POSEIDON_CHECK(it != sfb_parts_.end()) << "no SFB parts of layer " << layer << " clock " << clock;
+  // In worker order: every replica sums alike.
+  auto p = it->second.begin();
+  std::vector<float> sum = std::move(p->second);
+  for (++p; p != it->second.end(); ++p) {
+    AddValues(value_words_, sum.data(), p->second.data(), static_cast<int64_t>(sum.size()));
+  }
+  ScaleValues(value_words_, sum.data(), static_cast<int64_t>(sum.size()), 1.0 / contributions);
+  sfb_parts_.erase(it);
+  std::memcpy(MeanAt(clock, layer), sum.data(), sum.size() * sizeof(float));  // the weight, blob 0
+}
+
+std::vector<float>& ExternalWorkerStore::RingSum(int layer, int64_t clock, core::RingSpan span) {
+  const core::Layer& L = LayerOf(layer);
+  std::vector<float>& sum = ring_sums_[{layer, clock}];
+  if (sum.empty()) sum.assign(static_cast<size_t>(L.params), 0.f);
+  if (span.offset < 0 || span.count < 0 ||
+      span.offset + span.count > static_cast<int64_t>(sum.size())) {
+    throw PayloadError(fmt::format("ring all-reduce words [{}, {}) of layer '{}', which has {}",
+                                   span.offset, span.offset + span.count, L.name, sum.size()));
+  }
+  return sum;
+}
+
+void ExternalWorkerStore::RingBegin(int layer, int64_t clock) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<float>& sum = RingSum(layer, clock, {});
+  const core::Layer& L = LayerOf(layer);
+  float* out = sum.data();
+  for (size_t b = 0; b < L.blobs.size(); ++b) {
+    AddValues(value_words_, out, grads_[static_cast<size_t>(layer)][b], L.blobs[b].count);
+    out += L.blobs[b].count;
+  }
+}
+
+core::FloatBuffer ExternalWorkerStore::RingSegment(int layer, int64_t clock, core::RingSpan span) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::vector<float>& sum = RingSum(layer, clock, span);
+  const auto begin = sum.begin() + span.offset;
+  return std::make_shared<const std::vector<float>>(begin, begin + span.count);
+}
+
+void ExternalWorkerStore::RingReceive(const core::Message& step, core::RingSpan span, bool reduce) {
+  CheckCount(step, span.count, "ring step");
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<float>& sum = RingSum(step.layer, step.clock, span);
+  float* at = sum.data() + span.offset;
+  if (reduce) {
+    AddValues(value_words_, at, step.data->data(), span.count);
+  } else {
+    std::memcpy(at, step.data->data(), static_cast<size_t>(span.count) * sizeof(float));
+  }
+}
+
+void ExternalWorkerStore::RingApply(int layer, int64_t clock, int workers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ring_sums_.find({layer, clock});
+  POSEIDON_CHECK(it != ring_sums_.end()) << "no ring sum of layer " << layer << " clock " << clock;
+  std::vector<float> sum = std::move(it->second);
+  ring_sums_.erase(it);
+  ScaleValues(value_words_, sum.data(), static_cast<int64_t>(sum.size()), 1.0 / workers);
+  std::memcpy(MeanAt(clock, layer), sum.data(), sum.size() * sizeof(float));
+}
+
+}  // namespace poseidon::rt

@@ -1,0 +1,117 @@
+// real_runtime/gradient_stores.h: the stores of a job whose workers step their own optimizer
+// (poseidon.torch: the user's torch.optim optimizer on every worker, as with DDP), in the
+// values' own type (value_words.h).
+//
+// What crosses the network is the gradient, as in Poseidon; what comes back is not parameters but
+// the workers' mean gradient, which every worker's optimizer then applies (so Adam, or any other
+// optimizer, steps exactly as one process stepping on the global batch would):
+//
+//   MeanGradientShardStore  a shard: BSP/SSP, the mean of the P workers' pushes of a chunk for
+//                           one clock (summed in worker order, so every run is bit-identical);
+//                           ASP, to each worker the sum of every push since that worker's last
+//                           answer, over P (what the workers' optimizers step on: see docs/torch.md)
+//   ExternalWorkerStore     a worker whose gradients live in another program's buffers (the
+//                           tensors' memory, or pinned copies of GPU tensors): pushes copy them,
+//                           sufficient factors are the program's rows (or, past min(M, N) rows, the
+//                           identity and the gradient), and every clock's mean gradient (PS chunks,
+//                           rebuilt SFB weights, ring sums) gathers in one buffer per clock, which
+//                           the program takes when the clock is complete.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "core/job.h"
+#include "core/model.h"
+#include "core/param_store.h"
+#include "core/placement.h"
+
+namespace poseidon::rt {
+
+class MeanGradientShardStore final : public core::ShardStore {
+ public:
+  MeanGradientShardStore(const core::Model& model, const core::Placement& placement, int shard,
+                         core::Consistency consistency, int workers);
+
+  void Accumulate(const core::Chunk& chunk, const core::Message& push) override;
+  void Apply(const core::Chunk& chunk, int64_t clock, int num_pushes) override;
+  core::FloatBuffer Read(const core::Chunk& chunk) override;
+  core::FloatBuffer ReadFor(const core::Chunk& chunk, core::ActorId worker) override;
+
+ private:
+  struct ChunkState {
+    int value_words = 1;
+    std::vector<float> mean;  // BSP/SSP: the last applied clock's mean
+    std::map<int64_t, std::map<core::ActorId, core::FloatBuffer>> pushes;  // BSP/SSP
+    std::vector<core::FloatBuffer> asp_queue;           // ASP: in arrival order
+    std::vector<float> asp_sum;                         // ASP: every push applied, over P
+    std::map<core::ActorId, std::vector<float>> asp_seen;  // ASP: asp_sum at the last answer
+  };
+  ChunkState& State(const core::Chunk& chunk);
+
+  const core::Placement& placement_;
+  const bool asp_;
+  const int workers_;
+  std::map<int, ChunkState> state_;  // owned chunks by id
+};
+
+class ExternalWorkerStore final : public core::WorkerStore {
+ public:
+  ExternalWorkerStore(const core::Model& model, const core::Placement& placement,
+                      core::ActorId self);
+
+  // The program's side (before it reports the layer's backward pass done; the buffers stay valid
+  // until the core has consumed the clock's gradients): the layer's gradient, one buffer of words
+  // per blob, and, for a layer synced by sufficient factors, its factor rows (rows x N output
+  // gradients, then rows x M inputs, words) of the clock's batches.
+  void SetGradients(int layer, std::vector<const float*> blobs);
+  void SetFactors(int layer, std::vector<float> rows_then_inputs, int64_t rows);
+
+  // Whether `clock`'s mean gradient is complete (the worker's versions say so: the caller's),
+  // and taking it: a copy of each blob's words into `out` (one buffer per blob of the model, in
+  // model order), then the clock's buffer is freed. Any thread.
+  void TakeMean(int64_t clock, const std::vector<float*>& out);
+
+  core::FloatBuffer GradientChunk(const core::Chunk& chunk) override;
+  void WriteParams(const core::Chunk& chunk, const core::Message& params) override;
+  core::FloatBuffer SfbFactors(int layer) override;
+  void SfbAddOwn(int layer, int64_t clock) override;
+  void SfbReceive(const core::Message& factors) override;
+  void SfbApply(int layer, int64_t clock, int contributions) override;
+  void RingBegin(int layer, int64_t clock) override;
+  core::FloatBuffer RingSegment(int layer, int64_t clock, core::RingSpan span) override;
+  void RingReceive(const core::Message& step, core::RingSpan span, bool reduce) override;
+  void RingApply(int layer, int64_t clock, int workers) override;
+
+  // Any thread (the host's rebuild stream): peer's weight gradient of (layer, clock) from its
+  // factors, added to that clock's parts.
+  void SfbRebuild(int layer, int64_t clock, int peer);
+
+ private:
+  const core::Layer& LayerOf(int layer) const;
+  // The clock's mean buffer at the layer's first word (made on first use). Holds mu_.
+  float* MeanAt(int64_t clock, int layer);
+  std::vector<float>& RingSum(int layer, int64_t clock, core::RingSpan span);
+
+  const core::Model& model_;
+  const core::Placement& placement_;
+  const core::ActorId self_;
+  const int value_words_;
+  std::vector<int64_t> layer_offset_;               // words before each layer's first blob
+  std::vector<std::vector<int64_t>> blob_offset_;   // [layer][blob]: words before it
+  std::vector<std::vector<const float*>> grads_;    // [layer][blob]: the program's buffers
+  // [layer]: the program's factors of the clock and their rows (written before the layer is
+  // reported done, read by the loop thread after).
+  std::vector<std::pair<core::FloatBuffer, int64_t>> factors_;
+
+  std::mutex mu_;  // what follows: the loop thread, the rebuild stream and the program meet here
+  std::map<int64_t, std::vector<float>> mean_;  // clock -> every blob's mean gradient
+  std::map<std::pair<int, int64_t>, std::map<core::ActorId, std::vector<float>>> sfb_parts_;
+  std::map<std::tuple<int, int64_t, int>, core::FloatBuffer> sfb_factors_;
+  std::map<std::pair<int, int64_t>, std::vector<float>> ring_sums_;
+};
+
+}  // namespace poseidon::rt
