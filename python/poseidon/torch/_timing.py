@@ -10,10 +10,11 @@ carried over to PyTorch):
 - Every timed iteration is a real training iteration of the model: optimizer.zero_grad(), the
   forward pass, the loss, backward(), optimizer.step(). The parameters change between iterations
   as in training, so no weight stays warm in a cache for the next layer's timing.
-- Forward: the traced graph runs node by node (a torch.fx Interpreter) with a clock mark after
-  each node. The time between two marks is that node's; a node that is not a layer (a reshape, a
-  size, a scaling folded away, _mapping.py) gives its time to the next layer, the one that reads
-  it. So the forward times add up to the whole forward pass, Python and dispatch included.
+- Forward: the traced graph runs as fx's generated Python code with a call to
+  _Marker.mark(i, value) after layer i's node (timed_module). The time between two marks is that
+  layer's; nodes that are not a layer (a reshape, a size, a scaling folded away, _mapping.py) sit
+  between the marks of the layer before and the layer that reads them, and count for the latter.
+  So the forward times add up to the whole forward pass, Python and dispatch included.
 - Backward: a pre-hook on the autograd node (grad_fn) of each layer's output marks when that
   layer's backward starts. On one thread autograd runs the nodes in the reverse of the order they
   were created, which is the reverse of the forward's layer order, so each layer's backward is the
@@ -35,9 +36,11 @@ carried over to PyTorch):
   interquartile range drops rare preemptions as a median would. The whole iterations get the
   same statistic (interquartile mean) and their median.
 
-What the per-layer times leave out is measured rather than assumed: `whole_ms` minus the sum
-(the instrumented iteration's own marks and interpreter, against the module's own forward), which
-profile() records in the provenance and returns.
+What the per-layer times and the whole iteration do not share is measured rather than assumed:
+the whole iteration minus the sum, which profile() records in the provenance and returns as
+`unattributed_ms`. It holds the marks' own cost (about 3 us a layer forward, a Python call a
+layer backward, measured here) on one side, and on the other the Python calls of the user's
+container modules (a residual block's own forward), which the flat traced graph does not make.
 """
 
 import time
