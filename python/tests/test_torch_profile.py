@@ -270,6 +270,31 @@ def test_residual_on_the_input_gets_an_input_layer_and_no_loss_is_allowed(tmp_pa
     assert [l["type"] for l in layers][-1] == "fc"  # no target, no loss: no softmax_loss
 
 
+def bench_twins():
+    """bench/torch_profile_check.py's models: PyTorch twins of shipped model files."""
+    import importlib.util
+    path = os.path.join(ROOT, "bench", "torch_profile_check.py")
+    spec = importlib.util.spec_from_file_location("torch_profile_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.TWINS
+
+
+@pytest.mark.parametrize("shipped", ["fmnist_cnn", "fmnist_mlp", "fmnist_vit"])
+def test_twins_of_shipped_models_give_the_shipped_files(shipped, tmp_path):
+    # The accuracy figures of docs/torch.md are for these models: the files profile() writes for
+    # them must describe the shipped models (same layers, parameters, multiply-accumulates).
+    torch.manual_seed(0)
+    model = bench_twins()[shipped]()
+    r = pt.profile(model, torch.randn(2, 1, 28, 28), target=torch.randint(0, 10, (2,)),
+                   out_dir=str(tmp_path), name=shipped + "_torch", **QUICK)
+    mine, theirs = poseidon.models.show(r["model"]), poseidon.models.show(shipped)
+    assert list(mine["layers"]["type"]) == list(theirs["layers"]["type"])
+    for key in ("parameters", "forward_macs_per_image", "forward_flops_per_image",
+                "activation_bytes_per_image"):
+        assert mine["totals"][key] == theirs["totals"][key], key
+
+
 # --- refusals ---------------------------------------------------------------------------------
 
 class WithActivation(nn.Module):

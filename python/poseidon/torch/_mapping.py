@@ -56,18 +56,25 @@ class Layer:
         self.sample = sample
         self.keys = list(keys)
         self.params = params
+        self.patch = None  # conv: the patch size when kernel = stride and no padding
+        self.conv_sample = None
 
 
 class _Ref:
     """A value computed from the model input: the layer that produced it (or "data"), its
-    per-sample shape now, and whether folded operations changed its layout since that layer
-    (a reshape or a transposition of per-sample dimensions; a layer other than fc or a loss
-    cannot read such a value: the schema has no reshape)."""
+    per-sample shape now, and the folded operations that changed its layout since that layer:
+    `steps`, one (per-sample shape after it, "reshape" or "permute") each. A layer other than fc
+    or a loss cannot read a value with steps (the schema has no reshape), except a conv's patches
+    turned into tokens (patch_tokens)."""
 
-    __slots__ = ("layer", "sample", "moved")
+    __slots__ = ("layer", "sample", "steps")
 
-    def __init__(self, layer, sample, moved=False):
-        self.layer, self.sample, self.moved = layer, sample, moved
+    def __init__(self, layer, sample, steps=()):
+        self.layer, self.sample, self.steps = layer, sample, steps
+
+    @property
+    def moved(self):
+        return bool(self.steps)
 
 
 class _Param:
@@ -154,6 +161,7 @@ class _Mapper:
         self.facts = facts
         self.env = {}  # node -> _Ref | _Param | _Table | _Refused | tuple | None (a constant)
         self.layers = []
+        self.by_name = {}
         self.names = {"data"}
         self.claims = {}  # id(parameter) -> layer name
         self.calls = {}  # module qualname -> number of calls so far
@@ -192,7 +200,9 @@ class _Mapper:
 
     def plain(self, n, r, kind):
         """Refuses a value whose layout a folded reshape or transposition changed (only fc and
-        the loss flatten their input)."""
+        the loss flatten their input), unless it is a patch conv's output made tokens."""
+        if r.moved and self.patch_tokens(r):
+            return _Ref(r.layer, r.sample)
         if r.moved:
             self.refuse(n, "its input was reshaped or transposed (to %s per sample) after layer "
                            "'%s', and a %s layer would see that layer's shape: the schema has no "
@@ -200,6 +210,27 @@ class _Mapper:
                         "reshape only where an fc layer (nn.Linear on a flattened input) or the "
                         "loss follows, or " + _ALTERNATIVES)
         return r
+
+    def patch_tokens(self, r):
+        """A conv with kernel = stride = P and no padding whose [D, h, w] output was made the
+        sequence [h w, D] (`.flatten(2).transpose(1, 2)`, or `.permute(0, 2, 3, 1)` and a
+        flatten): the schema's patch_embed (ViT). The conv layer becomes one."""
+        layer = self.by_name.get(r.layer)
+        if layer is None or layer.type not in ("conv", "patch_embed") or layer.patch is None:
+            return False
+        d, h, w = layer.conv_sample
+        if r.sample != (h * w, d) or [op for _, op in r.steps] not in (
+                ["reshape", "permute"], ["permute", "reshape"]):
+            return False
+        first = r.steps[0][0]
+        if first not in ((d, h * w), (h, w, d)):
+            return False
+        if layer.type == "conv":
+            layer.type = "patch_embed"
+            layer.keys = [("num_output", str(d)), ("patch", str(layer.patch))] + [
+                kv for kv in layer.keys if kv[0] == "bias"]
+            layer.sample = (h * w, d)
+        return True
 
     def sample_dim(self, n, x_node, dim):
         """A dimension of a full tensor -> the dimension of its per-sample shape."""
@@ -247,6 +278,7 @@ class _Mapper:
                       self.out_sample(n), keys)
         layer.params = self.claim(n, name, params)
         self.layers.append(layer)
+        self.by_name[name] = layer
         self.env[n] = _Ref(name, layer.sample)
         return layer
 
@@ -369,7 +401,12 @@ class _Mapper:
             keys.append(("groups", str(m.groups)))
         if m.bias is None:
             keys.append(("bias", "false"))
-        self.emit(n, "conv", [x], keys, self.params_of(n, m))
+        layer = self.emit(n, "conv", [x], keys, self.params_of(n, m))
+        _, hi, wi = x.sample
+        if (kh == kw == _hw(m.stride)[0] == _hw(m.stride)[1] and pad == (0, 0) and m.groups == 1
+                and hi % kh == 0 and wi % kw == 0):
+            layer.patch = kh  # a patch_embed if its output becomes tokens (patch_tokens)
+        layer.conv_sample = layer.sample
 
     def linear(self, n, m):
         x = self.ref(n, n.args[0])
@@ -594,8 +631,12 @@ class _Mapper:
         if sample is None:
             self.refuse(n, "it merges the batch with another dimension of its input, or drops "
                            "it, so its output describes no single sample")
-        moved = x.moved or sample != x.sample or self.permutes(n, arg)
-        return _Ref(x.layer, sample, moved)
+        steps = x.steps
+        if self.permutes(n, arg):
+            steps += ((sample, "permute"),)
+        elif sample != x.sample:
+            steps += ((sample, "reshape"),)
+        return _Ref(x.layer, sample, steps)
 
     def permutes(self, n, arg):
         """Whether a transpose or permute reorders per-sample dimensions (moving only the batch
