@@ -206,6 +206,32 @@ def test_cli_runs_the_written_scenario(cnn):
     assert json.loads(p.stdout) == poseidon.simulate(r["scenario"], set={"cluster.workers": 8})
 
 
+@pytest.mark.skipif(not hasattr(torch, "is_autocast_cpu_enabled"), reason="no CPU autocast")
+def test_callers_autocast_is_profiled_and_recorded(tmp_path):
+    # Each iteration's forward runs in its own autocast region: the caller's region must not
+    # keep weights cast without gradients from the shape runs (backward() would then fail).
+    x, y = cnn_batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        r = pt.profile(SmallCNN(), x, target=y, out_dir=str(tmp_path), name="m", **QUICK)
+    provenance = read_yaml(r["profile"])["provenance"]
+    assert provenance["autocast"].startswith("on (bfloat16")
+    assert provenance["dtype"] == "float32"
+    assert poseidon.simulate(r["scenario"])["iteration_ms"] > 0
+
+
+def test_model_returning_a_tuple_needs_a_loss(tmp_path):
+    class Pair(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.fc(x), self.fc(x)
+
+    msg = refusal(Pair(), torch.randn(2, 4), tmp_path)
+    assert "not one tensor but a tuple" in msg and "loss_fn" in msg
+
+
 def test_users_model_is_not_trained(cnn):
     model, before, _ = cnn
     after = model.state_dict()

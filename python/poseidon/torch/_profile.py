@@ -30,6 +30,7 @@ import socket
 import sys
 
 import torch
+import torch.fx
 
 from .. import models as _models
 from .. import simulate as _simulate
@@ -96,14 +97,26 @@ def profile(model, example_batch, target=None, *, loss_fn=None, optimizer=None, 
     name = name or type(model).__name__.lower()
     paths = _paths(out_dir, name, model_path, profile_path, scenario_path)
 
+    # The caller's autocast applies to each iteration's forward pass (_timing.Autocast), not to
+    # the shape runs and the rest of profile(): its cache of cast weights must not outlive an
+    # iteration.
+    amp_dtype = _autocast_dtype(device)
+    with torch.autocast(device.type, enabled=False):
+        return _profile(model, x, target, loss_fn, optimizer, name, paths, iterations, warmup,
+                        threads, progress, device, dtype, backend, batch, amp_dtype)
+
+
+def _profile(model, x, target, loss_fn, optimizer, name, paths, iterations, warmup, threads,
+             progress, device, dtype, backend, batch, amp_dtype):
     work = _copy(model)
     work.train()
     if target is not None and loss_fn is None:
         loss_fn = torch.nn.CrossEntropyLoss()
-    args = [x.to(device)] + ([target.to(device)] if target is not None else [])
+    args = [x.detach().to(device)] + ([target.detach().to(device)] if target is not None else [])
     root = _trace.wrap(work, loss_fn, target is not None)
     gm = _trace.trace(root)
     facts = _trace.record(gm, args, batch)
+    _check_output(gm, facts, loss_fn)
     layers, input_yaml = _mapping.map_graph(gm, facts, work)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
 
@@ -124,7 +137,7 @@ def profile(model, example_batch, target=None, *, loss_fn=None, optimizer=None, 
     try:
         clock = _timing.clock_for(device)
         plan = _timing.Plan(gm, {i: l.node for i, l in enumerate(layers) if l.node is not None},
-                            len(layers), clock)
+                            len(layers), clock, _timing.Autocast(device.type, amp_dtype))
         t = _timing.measure(plan, root, args, opt, clock, iterations, warmup, progress)
         fwd, bwd, update_ms = _timing.typical_means(t)
         rows = _rows(layers, shown, t, fwd, bwd, batch, device, dtype, clock, warmup)
@@ -136,9 +149,9 @@ def profile(model, example_batch, target=None, *, loss_fn=None, optimizer=None, 
     whole_iqm = _timing.interquartile_mean(t.whole)
     sum_ms = sum(fwd) + sum(bwd) + update_ms
     param_mb = 4.0 * trainable / 1e6
-    provenance = _provenance(model, x, device, dtype, used_threads, loss_fn, opt_text,
-                             iterations, warmup, whole_iqm, _timing.percentile(t.whole, 0.5),
-                             sum_ms)
+    provenance = _provenance(model, x, device, dtype, amp_dtype, used_threads, loss_fn,
+                             opt_text, iterations, warmup, whole_iqm,
+                             _timing.percentile(t.whole, 0.5), sum_ms)
     _write(paths["profile"], _files.profile_yaml(
         name, batch, _device_text(device), backend,
         update_ms / param_mb if param_mb > 0 else 0, pcie, provenance, rows))
@@ -246,6 +259,17 @@ def _settings(defaults):
 
 # --- checks -----------------------------------------------------------------------------------
 
+def _check_output(gm, facts, loss_fn):
+    """What backward() starts from must be one tensor: the loss, or the model's output."""
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    f = facts.get(out) if isinstance(out, torch.fx.Node) else None
+    if f is None or f.shape is None:
+        raise ValueError("the %s is not one tensor but %s; give a loss_fn that reduces it to the "
+                         "loss (loss_fn=lambda out, y: F.cross_entropy(out[0], y), ...)"
+                         % ("loss" if loss_fn is not None else "model's output",
+                            "a " + type(out).__name__ if f is None else "a tuple"))
+
+
 def _check_model_file(path, layers, trainable):
     """The written file through the project's loader (core::Model::Build): it must build, hold
     the mapped layers by name, PyTorch's parameters layer by layer and in total, and PyTorch's
@@ -322,8 +346,8 @@ def _fc_inputs(layer, shown, by_name):
     return c * h * w if layer.type == "fc" else w
 
 
-def _provenance(model, x, device, dtype, threads, loss_fn, opt_text, iterations, warmup,
-                whole_iqm, whole_median, sum_ms):
+def _provenance(model, x, device, dtype, amp_dtype, threads, loss_fn, opt_text, iterations,
+                warmup, whole_iqm, whole_median, sum_ms):
     p = {
         "label": "%s profile (PyTorch)" % ("GPU" if device.type == "cuda" else "CPU"),
         "tool": "poseidon.torch.profile",
@@ -332,7 +356,8 @@ def _provenance(model, x, device, dtype, threads, loss_fn, opt_text, iterations,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "dtype": str(dtype).replace("torch.", ""),
-        "autocast": _autocast_text(device),
+        "autocast": "off" if amp_dtype is None else "on (%s, the forward pass and the loss)"
+                    % str(amp_dtype).replace("torch.", ""),
         "threads": str(threads),
         "interop_threads": str(torch.get_num_interop_threads()),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
@@ -362,14 +387,13 @@ def _provenance(model, x, device, dtype, threads, loss_fn, opt_text, iterations,
     return p
 
 
-def _autocast_text(device):
-    if device.type == "cuda" and hasattr(torch, "is_autocast_enabled"):
-        on, dt = torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype()
-    elif hasattr(torch, "is_autocast_cpu_enabled"):
-        on, dt = torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype()
-    else:
-        return "unknown"
-    return "on (%s)" % str(dt).replace("torch.", "") if on else "off"
+def _autocast_dtype(device):
+    """The dtype of the caller's autocast region for the device, None outside one."""
+    if device.type == "cuda":
+        return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
+    if hasattr(torch, "is_autocast_cpu_enabled") and torch.is_autocast_cpu_enabled():
+        return torch.get_autocast_cpu_dtype()
+    return None
 
 
 def _loss_text(loss_fn):

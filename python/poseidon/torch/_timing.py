@@ -138,14 +138,36 @@ def timed_module(gm, layer_nodes, clock):
     return timed, marker
 
 
-class Plan:
-    """The timed copy of the graph and the layer count. Nodes that are not a layer's output give
-    their time to the next layer's mark (the layer that reads them); those after the last layer
-    (the output) to the last."""
+class Autocast:
+    """The forward pass (and the loss) of one iteration in its own autocast region, as a
+    training loop runs it, when the caller of profile() was in one (dtype given); backward and
+    step outside. Leaving it clears the cache of cast weights, which the caller's enclosing region
+    would otherwise keep from one iteration to the next, while the step changes the weights."""
 
-    def __init__(self, gm, layer_nodes, n_layers, clock):
+    def __init__(self, device_type, dtype):
+        self.device_type, self.dtype, self.region = device_type, dtype, None
+
+    def __enter__(self):
+        if self.dtype is not None:
+            self.region = torch.autocast(self.device_type, dtype=self.dtype)
+            self.region.__enter__()
+
+    def __exit__(self, *exc):
+        if self.region is not None:
+            self.region.__exit__(*exc)
+            self.region = None
+            torch.clear_autocast_cache()
+
+
+class Plan:
+    """The timed copy of the graph, the layer count and the autocast of the forward. Nodes that
+    are not a layer's output give their time to the next layer's mark (the layer that reads
+    them); those after the last layer (the output) to the last."""
+
+    def __init__(self, gm, layer_nodes, n_layers, clock, autocast):
         self.n_layers = n_layers
         self.module, self.marker = timed_module(gm, layer_nodes, clock)
+        self.autocast = autocast
 
 
 def _backward(out, seed):
@@ -176,7 +198,8 @@ def _instrumented(plan, args, opt, clock, seed, t):
     t0 = clock.mark()
     opt.zero_grad()
     t1 = clock.mark()
-    out = plan.module(*args)
+    with plan.autocast:
+        out = plan.module(*args)
     b0 = clock.mark()
     _backward(out, seed)
     b1 = clock.mark()
@@ -203,10 +226,11 @@ def _instrumented(plan, args, opt, clock, seed, t):
     t.totals.append(clock.ms(t0, t2))
 
 
-def _whole(root, args, opt, clock, seed):
+def _whole(root, args, opt, clock, seed, autocast):
     t0 = clock.mark()
     opt.zero_grad()
-    out = root(*args)
+    with autocast:
+        out = root(*args)
     _backward(out, seed)
     opt.step()
     t1 = clock.mark()
@@ -218,16 +242,17 @@ def measure(plan, root, args, opt, clock, repetitions, warmup, progress=None):
     """Timings of `repetitions` instrumented iterations, each followed by one whole iteration of
     `root` (the module the user runs), after `warmup` of each untimed."""
     with torch.enable_grad():
-        seed = seed_gradient(root(*args))
+        with plan.autocast:
+            seed = seed_gradient(root(*args))
         t = Timings(plan.n_layers)
         for w in range(warmup):
             _instrumented(plan, args, opt, clock, seed, Timings(plan.n_layers))
-            _whole(root, args, opt, clock, seed)
+            _whole(root, args, opt, clock, seed, plan.autocast)
             if progress:
                 progress("warm-up", w + 1, warmup)
         for r in range(repetitions):
             _instrumented(plan, args, opt, clock, seed, t)
-            t.whole.append(_whole(root, args, opt, clock, seed))
+            t.whole.append(_whole(root, args, opt, clock, seed, plan.autocast))
             if progress:
                 progress("layers + whole iterations", r + 1, repetitions)
     return t
