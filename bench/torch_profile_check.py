@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """How well `poseidon simulate` predicts a PyTorch training iteration from a profile written by
 poseidon.torch.profile: per model, profile on this machine, simulate one worker with the profile
-(the CLI, DWBP off: one PyTorch process does forward, backward, then the step), then time the
-real single-process iteration (zero_grad, forward, loss, backward, SGD step) many times in the
-same process and threads, and print both and the error. A benchmark: it measures and asserts
-nothing (docs/torch.md records its output).
+(the CLI, DWBP off: one PyTorch process does forward, backward, then the step), and compare with
+the real single-process iteration of the model (zero_grad, forward, loss, backward, SGD step),
+same process and threads: the whole iterations profile() times one after each profiled one
+(the same seconds, as `poseidon calibrate --check` does), and a separate run after profiling.
+A benchmark: it measures and asserts nothing (docs/torch.md records its output).
 
     PYTHONPATH=build/python /usr/bin/python3 bench/torch_profile_check.py
     OMP_NUM_THREADS=1 PYTHONPATH=build/python /usr/bin/python3 bench/torch_profile_check.py
@@ -156,9 +157,9 @@ def main():
               torch.__version__, torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS",
                                                                         "unset"), o.batch,
               o.warmup, o.iterations, o.measure, out))
-    print("%-11s %9s %9s | %12s %26s %9s %9s | %11s %8s" % (
-        "model", "params", "shipped", "predicted_ms", "measured_ms median (p10,p90)", "err_med",
-        "err_iqm", "interleaved", "err"))
+    print("%-11s %9s %9s | %10s | %10s %10s %8s %8s | %26s %8s" % (
+        "model", "params", "shipped", "predicted", "median", "iqm", "err_med", "err_iqm",
+        "separate: median (p10,p90)", "err"))
     for name in o.models.split(","):
         torch.manual_seed(0)
         model = TWINS[name]()
@@ -170,19 +171,19 @@ def main():
         t = measure_iterations(model, x, y, o.measure, warmup=10)
         med = statistics.median(t)
         q = statistics.quantiles(t, n=20)  # 5% steps: q[1] = p10, q[17] = p90
-        iqm_idx = sorted(t)[len(t) // 4:len(t) - len(t) // 4]
-        iqm = sum(iqm_idx) / len(iqm_idx)
         shipped = poseidon.models.show(name)["totals"]
-        print("%-11s %9d %9d | %12.3f %26s %+8.2f%% %+8.2f%% | %11.3f %+7.2f%%" % (
-            name, r["parameters"], shipped["parameters"], predicted,
-            "%.3f (%.3f, %.3f)" % (med, q[1], q[17]), 100 * (predicted / med - 1),
-            100 * (predicted / iqm - 1), r["iteration_ms"],
-            100 * (predicted / r["iteration_ms"] - 1)))
+        print("%-11s %9d %9d | %10.3f | %10.3f %10.3f %+7.2f%% %+7.2f%% | %26s %+7.2f%%" % (
+            name, r["parameters"], shipped["parameters"], predicted, r["iteration_median_ms"],
+            r["iteration_ms"], 100 * (predicted / r["iteration_median_ms"] - 1),
+            100 * (predicted / r["iteration_ms"] - 1), "%.3f (%.3f, %.3f)" % (med, q[1], q[17]),
+            100 * (predicted / med - 1)))
         sys.stdout.flush()
-    print("predicted: %s (each model's scenario)" % command.replace(r["scenario"], "SCENARIO"))
-    print("err_med / err_iqm: predicted vs the median / interquartile mean of the %d whole "
-          "iterations timed after profiling; interleaved: profile()'s own whole iterations, one "
-          "after each profiled one (interquartile mean)" % o.measure)
+    print("predicted: %s (one worker, each model's scenario)"
+          % command.replace(r["scenario"], "SCENARIO"))
+    print("median, iqm: the %d whole training iterations of the model itself (zero_grad, forward, "
+          "loss, backward, step) that profile() times one after each profiled iteration, in the "
+          "same seconds; separate: %d more, timed after profiling (on a shared machine the load "
+          "may have changed in between)" % (o.iterations, o.measure))
 
 
 if __name__ == "__main__":

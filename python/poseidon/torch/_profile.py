@@ -152,6 +152,8 @@ def _profile(model, x, target, loss_fn, optimizer, name, paths, iterations, warm
     provenance = _provenance(model, x, device, dtype, amp_dtype, used_threads, loss_fn,
                              opt_text, iterations, warmup, whole_iqm,
                              _timing.percentile(t.whole, 0.5), sum_ms)
+    provenance["mark_cost_us"] = "forward %.2f, backward %.2f per layer (subtracted)" % tuple(
+        1e3 * c for c in plan.mark_cost)
     _write(paths["profile"], _files.profile_yaml(
         name, batch, _device_text(device), backend,
         update_ms / param_mb if param_mb > 0 else 0, pcie, provenance, rows))
