@@ -28,6 +28,7 @@ import platform
 import shlex
 import socket
 import sys
+import types
 
 import torch
 import torch.fx
@@ -100,14 +101,21 @@ def profile(model, example_batch, target=None, *, loss_fn=None, optimizer=None, 
     # The caller's autocast applies to each iteration's forward pass (_timing.Autocast), not to
     # the shape runs and the rest of profile(): its cache of cast weights must not outlive an
     # iteration.
-    amp_dtype = _autocast_dtype(device)
+    job = types.SimpleNamespace(
+        model=model, x=x, target=target, loss_fn=loss_fn, optimizer=optimizer, name=name,
+        paths=paths, iterations=iterations, warmup=warmup, threads=threads, progress=progress,
+        device=device, dtype=dtype, backend=backend, batch=batch,
+        amp_dtype=_autocast_dtype(device))
     with torch.autocast(device.type, enabled=False):
-        return _profile(model, x, target, loss_fn, optimizer, name, paths, iterations, warmup,
-                        threads, progress, device, dtype, backend, batch, amp_dtype)
+        return _run(job)
 
 
-def _profile(model, x, target, loss_fn, optimizer, name, paths, iterations, warmup, threads,
-             progress, device, dtype, backend, batch, amp_dtype):
+def _run(job):
+    """profile() once its arguments are checked: trace, map, write and check the model file,
+    measure, write the profile and the scenario, simulate one worker."""
+    model, x, target, loss_fn, name, paths = (job.model, job.x, job.target, job.loss_fn,
+                                              job.name, job.paths)
+    device, dtype, batch, amp_dtype = job.device, job.dtype, job.batch, job.amp_dtype
     work = _copy(model)
     work.train()
     if target is not None and loss_fn is None:
@@ -130,17 +138,18 @@ def _profile(model, x, target, loss_fn, optimizer, name, paths, iterations, warm
         header))
     shown = _check_model_file(paths["model"], layers, trainable)
 
-    opt, opt_text = _optimizer(optimizer, model, work)
+    opt, opt_text = _optimizer(job.optimizer, model, work)
     previous_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(int(threads))
+    if job.threads is not None:
+        torch.set_num_threads(int(job.threads))
     try:
         clock = _timing.clock_for(device)
         plan = _timing.Plan(gm, {i: l.node for i, l in enumerate(layers) if l.node is not None},
                             len(layers), clock, _timing.Autocast(device.type, amp_dtype))
-        t = _timing.measure(plan, root, args, opt, clock, iterations, warmup, progress)
+        t = _timing.measure(plan, root, args, opt, clock, job.iterations, job.warmup,
+                            job.progress)
         fwd, bwd, update_ms = _timing.typical_means(t)
-        rows = _rows(layers, shown, t, fwd, bwd, batch, device, dtype, clock, warmup)
+        rows = _rows(layers, shown, t, fwd, bwd, batch, device, dtype, clock, job.warmup)
         pcie = _timing.pcie_gbs(device, clock) if device.type == "cuda" else 0
         used_threads = torch.get_num_threads()
     finally:
@@ -150,12 +159,12 @@ def _profile(model, x, target, loss_fn, optimizer, name, paths, iterations, warm
     sum_ms = sum(fwd) + sum(bwd) + update_ms
     param_mb = 4.0 * trainable / 1e6
     provenance = _provenance(model, x, device, dtype, amp_dtype, used_threads, loss_fn,
-                             opt_text, iterations, warmup, whole_iqm,
+                             opt_text, job.iterations, job.warmup, whole_iqm,
                              _timing.percentile(t.whole, 0.5), sum_ms)
     provenance["mark_cost_us"] = "forward %.2f, backward %.2f per layer (subtracted)" % tuple(
         1e3 * c for c in plan.mark_cost)
     _write(paths["profile"], _files.profile_yaml(
-        name, batch, _device_text(device), backend,
+        name, batch, _device_text(device), job.backend,
         update_ms / param_mb if param_mb > 0 else 0, pcie, provenance, rows))
     scenario_dir = os.path.dirname(os.path.abspath(paths["scenario"]))
     _write(paths["scenario"], _files.scenario_yaml(
