@@ -232,6 +232,17 @@ def test_model_returning_a_tuple_needs_a_loss(tmp_path):
     assert "not one tensor but a tuple" in msg and "loss_fn" in msg
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (a GPU profile "
+                    "cannot be made on this machine)")
+def test_gpu_profile(tmp_path):
+    # CUDA events instead of the CPU clock, pcie_gbs measured: the files load and simulate.
+    x, y = cnn_batch()
+    r = pt.profile(SmallCNN().cuda(), x, target=y, out_dir=str(tmp_path), name="m", **QUICK)
+    profile = read_yaml(r["profile"])
+    assert profile["backend"] == "cuda" and profile["pcie_gbs"] > 0
+    assert poseidon.simulate(r["scenario"], set={"cluster.workers": 8})["iteration_ms"] > 0
+
+
 def test_users_model_is_not_trained(cnn):
     model, before, _ = cnn
     after = model.state_dict()

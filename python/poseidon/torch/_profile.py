@@ -96,6 +96,9 @@ def profile(model, example_batch, target=None, *, loss_fn=None, optimizer=None, 
                          % (tuple(x.shape),))
     batch = x.shape[0]
     name = name or type(model).__name__.lower()
+    if os.sep in name:
+        raise ValueError("name %r: it names the files and the model; give a name without '%s'"
+                         % (name, os.sep))
     paths = _paths(out_dir, name, model_path, profile_path, scenario_path)
 
     # The caller's autocast applies to each iteration's forward pass (_timing.Autocast), not to
