@@ -28,6 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ._files import quote
 from ._trace import CONST, DATA, LABEL, user_name
 
 
@@ -246,12 +247,10 @@ class _Mapper:
         return d if d < f.batch_dim else d - 1
 
     def unique(self, base):
-        name = base if base not in self.names else None
-        k = 2
-        while name is None:
-            if "%s_%d" % (base, k) not in self.names:
-                name = "%s_%d" % (base, k)
-            k += 1
+        """`base`, or `base_2`, `base_3`, ... when taken (as `poseidon models import` names)."""
+        name, k = base, 2
+        while name in self.names:
+            name, k = "%s_%d" % (base, k), k + 1
         self.names.add(name)
         return name
 
@@ -365,7 +364,8 @@ class _Mapper:
                 self.refuse_loss(n)
             self.refuse(n, "no layer type of the model file corresponds to it (mapped modules: "
                            "%s)" % ", ".join(sorted(c.__name__ for c in _MODULES
-                                                    if c.__name__[0] != "N")))
+                                                    if c.__module__.startswith("torch.nn")
+                                                    and c is not _MHA_LINEAR)))
         handler(self, n, m)
 
     def refuse_loss(self, n):
@@ -424,7 +424,7 @@ class _Mapper:
             if kind != "linear":
                 self.refuse(n, "its weight is embedding '%s''s, which the schema ties to a linear "
                                "layer on a sequence only" % tied)
-            keys.append(("tie", _quote(tied)))
+            keys.append(("tie", quote(tied)))
             params = [(k, p) for k, p in params if p is not m.weight]
         self.emit(n, kind, [x], keys, params)
 
@@ -853,14 +853,12 @@ def _shape(s):
     return "x".join(str(d) for d in s)
 
 
-def _quote(s):
-    return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"')
-
-
+# MultiheadAttention's out_proj class, an nn.Linear (met when a user's model calls it alone).
+_MHA_LINEAR = nn.modules.linear.NonDynamicallyQuantizableLinear
 _MODULES = {
     nn.Conv2d: _Mapper.conv,
     nn.Linear: _Mapper.linear,
-    nn.modules.linear.NonDynamicallyQuantizableLinear: _Mapper.linear,
+    _MHA_LINEAR: _Mapper.linear,
     nn.BatchNorm2d: _Mapper.batchnorm,
     nn.LayerNorm: _Mapper.layernorm,
     nn.ReLU: lambda self, n, m: self.unary(n, "relu"),
