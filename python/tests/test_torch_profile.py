@@ -332,6 +332,88 @@ def test_twins_of_shipped_models_give_the_shipped_files(shipped, tmp_path):
         assert mine["totals"][key] == theirs["totals"][key], key
 
 
+class BasicBlock(nn.Module):
+    """torchvision's ResNet block as torchvision writes it: one ReLU module called twice, an
+    in-place residual add, a downsample branch only where the shape changes."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                            nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+        out += identity
+        return self.relu(out)
+
+
+class ResNet18(nn.Module):
+    """torchvision's resnet18 (no torchvision on Debian 12's python3-torch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        for i, (cin, cout, stride) in enumerate([(64, 64, 1), (64, 128, 2), (128, 256, 2),
+                                                 (256, 512, 2)], 1):
+            setattr(self, "layer%d" % i, nn.Sequential(BasicBlock(cin, cout, stride),
+                                                       BasicBlock(cout, cout, 1)))
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(512, 1000)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def test_torchvision_resnet18_gives_the_shipped_resnet18(tmp_path):
+    r = pt.profile(ResNet18(), torch.randn(2, 3, 224, 224), target=torch.randint(0, 1000, (2,)),
+                   out_dir=str(tmp_path), name="resnet18_torch", **QUICK)
+    mine, theirs = poseidon.models.show(r["model"]), poseidon.models.show("resnet18")
+    for key in ("layers", "parameters", "forward_macs_per_image", "forward_flops_per_image",
+                "activation_bytes_per_image"):
+        assert mine["totals"][key] == theirs["totals"][key], key
+
+
+class Inception(nn.Module):
+    """Branches joined by torch.cat on channels, functional pooling and dropout, a log-softmax
+    and NLL loss: the Caffe-era spellings."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 4, 1)
+        self.b = nn.Conv2d(3, 6, 3, padding="same")
+        self.fc = nn.Linear(10 * 4 * 4, 5)
+
+    def forward(self, x):
+        x = torch.cat([self.a(x), F.relu(self.b(x))], dim=1)
+        x = F.avg_pool2d(F.max_pool2d(x, 3, stride=1, padding=1), 2)
+        return F.log_softmax(self.fc(F.dropout(x.view(x.size(0), -1), 0.3)), dim=1)
+
+
+def test_branches_concat_and_functional_forms(tmp_path):
+    layers = profile_of(Inception(), torch.randn(2, 3, 8, 8), tmp_path,
+                        target=torch.randint(0, 5, (2,)), loss_fn=F.nll_loss)
+    assert [l["type"] for l in layers] == ["conv", "conv", "relu", "concat", "pool", "pool",
+                                           "dropout", "fc", "softmax", "softmax_loss"]
+    concat = layers[3]
+    assert concat["bottom"] == ["a", "relu"]
+    assert (layers[4]["kernel"], layers[4]["pad"], layers[5]["stride"]) == (3, 1, 2)
+    assert layers[1]["pad"] == 1  # padding="same" with a 3x3 kernel
+    assert layers[6]["ratio"] == 0.3
+
+
 # --- refusals ---------------------------------------------------------------------------------
 
 class WithActivation(nn.Module):

@@ -167,6 +167,7 @@ class _Mapper:
         self.claims = {}  # id(parameter) -> layer name
         self.calls = {}  # module qualname -> number of calls so far
         self.input_yaml = None
+        self.input_sample = None
         self.tied = {}  # id(embedding weight) -> embedding layer name
 
     # --- messages -----------------------------------------------------------------------------
@@ -346,6 +347,7 @@ class _Mapper:
         else:
             self.refuse_input("the model file's input is an image [C, H, W], a sequence [S, D] "
                               "or token ids [S] per sample, got %s per sample" % (s,))
+        self.input_sample = s
         return _Ref("data", s)
 
     @staticmethod
@@ -449,15 +451,24 @@ class _Mapper:
                            "[S, D]" % (x.sample,))
         self.emit(n, "layernorm", [x], [], self.params_of(n, m))
 
-    def unary(self, n, type_):
-        """relu, gelu, tanh: one input, the same shape out."""
-        self.emit(n, type_, [self.plain(n, self.ref(n, n.args[0]), type_)])
+    def unary(self, n, type_, arg=None, keys=()):
+        """relu, gelu, tanh, dropout: element by element, so they may read a reshaped value
+        (torchvision's flatten, dropout, linear): the model file's layer keeps the shape of the
+        layer before the reshape, and the reshape moves past it to the layer after (which must
+        be one that may read it, an fc)."""
+        x = self.ref(n, n.args[0] if arg is None else arg)
+        if x.moved and self.patch_tokens(x):
+            x = _Ref(x.layer, x.sample)
+        layer = self.emit(n, type_, [x], keys)
+        if x.moved:
+            layer.sample = (self.by_name[x.layer].sample if x.layer != "data" else
+                            self.input_sample)
+            self.env[n] = _Ref(layer.name, self.out_sample(n), x.steps)
 
     def dropout(self, n, m):
-        x = self.plain(n, self.ref(n, n.args[0]), "dropout")
         if m.p >= 1:
             self.refuse(n, "p=%s drops everything" % m.p)
-        self.emit(n, "dropout", [x], [("ratio", repr(float(m.p)))])
+        self.unary(n, "dropout", keys=[("ratio", repr(float(m.p)))])
 
     def softmax_module(self, n, m):
         self.softmax(n, n.args[0], m.dim if m.dim is not None else -1)
@@ -479,6 +490,21 @@ class _Mapper:
             keys += _window_keys("pad", padding)
         keys.append(("round", "ceil" if ceil_mode else "floor"))
         self.emit(n, "pool", [x], keys)
+
+    def functional_pool(self, n, method):
+        # F.max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+        # return_indices=False); F.avg_pool2d(input, kernel_size, stride=None, padding=0,
+        # ceil_mode=False, ...): by name, as neither has a signature inspect can read.
+        names = (["input", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                  "return_indices"] if method == "max" else
+                 ["input", "kernel_size", "stride", "padding", "ceil_mode"])
+        a = dict(zip(names, n.args))
+        a.update(n.kwargs)
+        if _hw(a.get("dilation", 1)) != (1, 1) or a.get("return_indices"):
+            self.refuse(n, "dilation or return_indices: the schema's pool has neither")
+        x = self.plain(n, self.ref(n, a["input"]), "pool")
+        self.window_pool(n, x, method, a["kernel_size"], a.get("stride") or a["kernel_size"],
+                         a.get("padding", 0), bool(a.get("ceil_mode", False)))
 
     def adaptive_pool(self, n, m):
         method = "max" if isinstance(m, nn.AdaptiveMaxPool2d) else "avg"
@@ -593,8 +619,7 @@ class _Mapper:
             if not b["training"] or b["p"] == 0:
                 self.env[n] = self.fold(n, args[0])
             else:
-                x = self.plain(n, self.ref(n, args[0]), "dropout")
-                self.emit(n, "dropout", [x], [("ratio", repr(float(b["p"])))])
+                self.unary(n, "dropout", arg=args[0], keys=[("ratio", repr(float(b["p"])))])
         elif t in _ADD:
             self.add(n)
         elif t in _SCALE:
@@ -603,6 +628,8 @@ class _Mapper:
             self.cat(n)
         elif t in _MEAN:
             self.mean(n)
+        elif t is F.max_pool2d or t is F.avg_pool2d:
+            self.functional_pool(n, "max" if t is F.max_pool2d else "avg")
         elif t is F.adaptive_avg_pool2d or t is F.adaptive_max_pool2d:
             method = "avg" if t is F.adaptive_avg_pool2d else "max"
             size = n.kwargs.get("output_size", args[1] if len(args) > 1 else None)
