@@ -59,7 +59,7 @@ setup(
     name="poseidon",
     version="0.1.0",
     description="Poseidon: simulate data-parallel deep-learning training (Python module)",
-    packages=["poseidon"],
+    packages=["poseidon", "poseidon.torch"],  # poseidon.torch needs torch only when imported
     ext_modules=[CMakeExtension("poseidon._ext")],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.9",
