@@ -56,6 +56,11 @@ void Worker::EndAt(TimeNs now, int64_t clocks) {
   POSEIDON_CHECK(clocks >= clock_ && clocks <= config_.iterations)
       << "worker " << id_ << " cannot end after " << clocks << " clocks at clock " << clock_;
   end_ = clocks;
+  // A forward pass of clock `clocks` already asked for (its parameters were fresh) will not run:
+  // the host drops it; the devices are idle at the end.
+  for (DeviceRun& dv : dev_) {
+    if (clock_ == end_ && dv.phase == Phase::kForward) dv = DeviceRun{};
+  }
   Advance(now);
 }
 

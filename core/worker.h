@@ -73,7 +73,8 @@ class Worker final : public Actor {
   // Ends the job after `clocks` iterations rather than the configuration's (a program whose own
   // loop decides when to stop, poseidon.torch: the configuration then has a bound no loop
   // reaches). clock() <= clocks <= ProtocolConfig::iterations; the worker finishes once every
-  // layer holds every update of those clocks.
+  // layer holds every update of those clocks. A forward task of clock `clocks` already started
+  // (the worker asked for it once the parameters were fresh) is dropped: the host never reports it.
   void EndAt(TimeNs now, int64_t clocks);
   // Pushes kept for shards that may restart (tests).
   size_t retained_pushes() const;

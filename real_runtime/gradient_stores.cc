@@ -138,7 +138,11 @@ void ExternalWorkerStore::SetGradients(int layer, std::vector<const float*> blob
 void ExternalWorkerStore::SetFactors(int layer, std::vector<float> rows_then_inputs,
                                      int64_t rows) {
   const core::Layer& L = LayerOf(layer);
-  POSEIDON_CHECK(static_cast<int64_t>(rows_then_inputs.size()) == core::SfbRowWords(L, rows))
+  // More rows than min(M, N): the factors go as the identity and the gradient (SfbFactors), and
+  // the program need not have made its rows.
+  const bool identity = rows > std::min(L.fc_in, L.fc_out);
+  POSEIDON_CHECK(rows > 0 && (identity || static_cast<int64_t>(rows_then_inputs.size()) ==
+                                              core::SfbRowWords(L, rows)))
       << "layer " << L.name << ": " << rows_then_inputs.size() << " words for " << rows << " rows";
   factors_[static_cast<size_t>(layer)] = {
       std::make_shared<const std::vector<float>>(std::move(rows_then_inputs)), rows};

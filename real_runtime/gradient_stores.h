@@ -66,7 +66,8 @@ class ExternalWorkerStore final : public core::WorkerStore {
   // The program's side (before it reports the layer's backward pass done; the buffers stay valid
   // until the core has consumed the clock's gradients): the layer's gradient, one buffer of words
   // per blob, and, for a layer synced by sufficient factors, its factor rows (rows x N output
-  // gradients, then rows x M inputs, words) of the clock's batches.
+  // gradients, then rows x M inputs, words) of the clock's batches; none needed past min(M, N)
+  // rows (the factors are then the identity and the gradient).
   void SetGradients(int layer, std::vector<const float*> blobs);
   void SetFactors(int layer, std::vector<float> rows_then_inputs, int64_t rows);
 

@@ -169,3 +169,31 @@ TEST(Worker, EndAtFinishesAfterTheGivenClocks) {
 
 }  // namespace
 }  // namespace poseidon
+
+namespace poseidon {
+namespace {
+
+// The program's loop ends after the core has already asked for the next clock's forward pass
+// (its parameters were fresh): EndAt drops it and the workers still finish.
+TEST(Worker, EndAtDropsAForwardPassAlreadyAskedFor) {
+  const core::Model m = core::Model::Build(TableSpec());
+  core::ProtocolConfig cfg;
+  cfg.iterations = int64_t{1} << 40;
+  testing::FakeCluster c(m, core::JobLayout::Colocated(2, 1), cfg, /*seed=*/9);
+  std::vector<bool> ended(2, false);
+  c.on_task_done = [&](core::TimeNs now, core::ActorId actor, const core::ComputeTask& t) {
+    const int w = actor - 1;
+    if (t.kind == core::TaskKind::kForward && t.layer == 0 && t.clock == 3 && !ended[w]) {
+      ended[w] = true;
+      c.mutable_worker(w).EndAt(now, 3);
+    }
+  };
+  c.Run();
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_TRUE(c.worker(w).finished()) << c.worker(w).WaitingFor();
+    EXPECT_EQ(c.worker(w).clock(), 3);
+  }
+}
+
+}  // namespace
+}  // namespace poseidon

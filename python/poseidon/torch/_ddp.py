@@ -1,0 +1,381 @@
+"""poseidon.torch.DistributedDataParallel: the user's module trained by Poseidon's protocol.
+
+    import poseidon.torch as pt
+    pt.init()
+    model = pt.DistributedDataParallel(net, scheme="auto", consistency="bsp")
+    opt = torch.optim.Adam(model.parameters())          # the user's optimizer, unchanged
+    for x, y in loader:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()          # DWBP: each layer syncs as it is ready
+        opt.step()
+
+What happens, in the core's terms (docs/torch.md):
+
+- Construction: every worker's layer table (_table.py) is compared by the coordinator (a worker
+  whose model differs fails at once, naming the module); worker 1's parameters and buffers are
+  copied to every worker.
+- Forward (with gradients enabled): the clock's gate (BSP: the mean gradient of every earlier clock
+  is in; SSP(s): all but the last s), then the module runs; hooks report each module's forward
+  (the trace) and, for nn.Linear modules synced by sufficient factors, keep their inputs X and,
+  through a hook on their output, the output gradients G.
+- Backward: as autograd accumulates a module's parameters' gradients, the module is reported
+  ready and the core pushes it (PS chunks, SFB factors, ring steps) while the backward pass goes
+  on: distributed wait-free backpropagation. At the end of the backward pass (an autograd
+  callback, inside loss.backward(), as DDP's) modules that got no gradient are reported with
+  zeros and, under BSP, the workers' mean gradient replaces each parameter's .grad: the user's
+  optimizer then steps exactly as one process on the global batch would. Under SSP/ASP the mean
+  gradients are applied in clock order by DistributedOptimizer.step (_optim.py).
+- Iteration 0 runs before the job is planned: worker 1 measures every module's forward and
+  backward time and its linear layers' rows, plans the schemes (SACP's auto) and starts the job.
+- no_sync(): forward and backward passes inside it accumulate gradients (and SFB rows) locally;
+  the next pass outside it syncs them all, as DDP's no_sync.
+- A parameter no worker used keeps .grad None; one some worker used gets the mean (DDP's
+  find_unused_parameters, always on).
+"""
+
+import atexit
+import contextlib
+import time
+
+import torch
+
+from . import _env
+from . import _table
+
+
+def _consistency(consistency):
+    if isinstance(consistency, (tuple, list)) and len(consistency) == 2:
+        name, staleness = consistency
+    elif isinstance(consistency, str) and ":" in consistency:
+        name, _, staleness = consistency.partition(":")
+    else:
+        name, staleness = consistency, 0
+    name = str(name).lower()
+    try:
+        staleness = int(staleness)
+    except (TypeError, ValueError):
+        raise ValueError(f"consistency={consistency!r}: the staleness must be an integer") from None
+    if name not in ("bsp", "ssp", "asp") or staleness < 0 or (name != "ssp" and staleness):
+        raise ValueError(f"consistency={consistency!r}: expected 'bsp', 'asp', ('ssp', s) or "
+                         "'ssp:s' with s >= 0")
+    return name, staleness
+
+
+def _words(t):
+    """A contiguous CPU view of `t`'s values for the C++ side (float32 or float64 numpy)."""
+    return t.detach().numpy()
+
+
+class DistributedDataParallel(torch.nn.Module):
+    """Wraps `module` (its `.module`) for data-parallel training with Poseidon.
+
+    scheme: how every module's gradient is synced unless `layer_schemes` names it: "auto"
+        (SACP, in time, with the measured layer times and the scenario's network), "ps",
+        "sfb" (nn.Linear modules by sufficient factors, the others by ps), "allreduce" (ring;
+        BSP only) or "paper" (the 2015 paper's byte rule).
+    consistency: "bsp" (the default: exactly the single-process result), ("ssp", s) or "ssp:s"
+        (clock c may start with the mean gradients of the last s clocks still missing; needs
+        DistributedOptimizer), or "asp" (no bound; needs DistributedOptimizer).
+    layer_schemes: {module name: scheme} overrides, module names as named_modules() gives them.
+    broadcast_buffers: worker 1's buffers (batch-norm statistics) go to every worker before each
+        forward pass under BSP, as DDP's default; always at construction.
+    """
+
+    def __init__(self, module, scheme="auto", consistency="bsp", *, layer_schemes=None,
+                 broadcast_buffers=True):
+        super().__init__()
+        self.module = module
+        self._s = _env.session()
+        if _env.model() is not None:
+            raise RuntimeError("poseidon.torch: this process already wraps a model; one job, one "
+                               "DistributedDataParallel")
+        self.scheme = scheme
+        self.layer_schemes = dict(layer_schemes or {})
+        self.consistency, self.staleness = _consistency(consistency)
+        self.broadcast_buffers = broadcast_buffers
+        self._table = _table.LayerTable(module)
+        self._words = self._table.value_words
+        self._rank = _env.rank()
+        # Every worker built the same model, or all of them stop here, naming the module.
+        self._s.agree_table(self._table.yaml())
+        state = self._s.share_values(0, _table.pack_state(module))
+        if self._rank != 0:
+            _table.unpack_state(module, state)
+        _env.set_model(self)
+        self._clock = 0            # clocks synced so far: the next synced backward's clock
+        self._in_clock = False     # the current clock's gate passed
+        self._require_sync = True  # False inside no_sync()
+        self._sync_pending = False  # a synced forward ran: its backward syncs
+        self._backward_started = False
+        self._optimizer = None
+        self._applied = 0          # SSP/ASP: clocks whose mean gradient the optimizer stepped on
+        self._job = None
+        self._finished = False
+        self._sfb = None           # entry indices synced by sufficient factors (None: not planned)
+        # Per clock: which entries reported, the gradients held for the core, SFB pairs.
+        self._reported = set()
+        self._held = []
+        self._pairs = {}           # entry index -> [[X, G or None], ...]
+        self._ready_params = {}    # entry index -> set of param positions whose grad is in
+        self._grad_none = set()    # params whose .grad was None at the end of the backward pass
+        # Iteration 0's measurements (worker 1 plans with them).
+        self._t_forward_start = 0.0
+        self._t_fwd_end = {}       # entry index -> time its forward ended (first call)
+        self._t_ready = {}         # entry index -> time its gradients were ready
+        self._order = []           # entry indices in the order the first forward ran them
+        self._rows = {}            # entry index -> rows of the linear's input (first forward)
+        self._batch = 1
+        self._hooks = []
+        self._grad_accs = []       # AccumulateGrad nodes: held, or their hooks would vanish
+        self._install_hooks()
+        atexit.register(self._atexit)
+
+    # --- hooks ---
+
+    def _install_hooks(self):
+        for e in self._table.entries:
+            self._hooks.append(e.module.register_forward_hook(self._make_forward_hook(e)))
+            for pos, (_, p) in enumerate(e.params):
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(self._make_grad_hook(e, pos, p))
+                self._grad_accs.append(acc)
+
+    def _make_forward_hook(self, e):
+        def hook(module, inputs, output):
+            if not torch.is_grad_enabled() or not self._in_clock:
+                return
+            if self._clock == 0 and e.index not in self._t_fwd_end:
+                self._t_fwd_end[e.index] = time.perf_counter()
+                self._order.append(e.index)
+            self._s.forward_done(e.index)
+            if e.linear and self._wants_factors(e) and isinstance(output, torch.Tensor):
+                x = inputs[0].detach() if inputs and isinstance(inputs[0], torch.Tensor) else None
+                if x is None:
+                    return
+                pair = [x, None]
+                self._pairs.setdefault(e.index, []).append(pair)
+                if self._clock == 0 and e.index not in self._rows:
+                    self._rows[e.index] = max(1, (x.numel() // e.in_features) // self._batch)
+                if output.requires_grad:
+                    def grad_hook(g, pair=pair):
+                        pair[1] = g.detach()
+                    output.register_hook(grad_hook)
+        return hook
+
+    def _make_grad_hook(self, e, pos, p):
+        def hook(*_):
+            if not self._sync_pending:
+                return  # a no_sync() backward: gradients accumulate locally
+            if not self._backward_started:
+                self._backward_started = True
+                torch.autograd.Variable._execution_engine.queue_callback(self._backward_end)
+            ready = self._ready_params.setdefault(e.index, set())
+            ready.add(pos)
+            if len(ready) == len(e.params) and e.index not in self._reported:
+                if self._clock == 0:
+                    self._t_ready[e.index] = time.perf_counter()
+                self._report(e)
+        return hook
+
+    def _wants_factors(self, e):
+        # Before the plan, every linear module that might go by SFB; after it, the planned ones.
+        if self._sfb is not None:
+            return e.index in self._sfb
+        return (self.layer_schemes.get(e.name, self.scheme) in ("auto", "sfb", "paper"))
+
+    # --- the clock ---
+
+    def forward(self, *inputs, **kwargs):
+        if not torch.is_grad_enabled():
+            return self.module(*inputs, **kwargs)  # evaluation: the protocol is not involved
+        if self._finished:
+            raise RuntimeError("poseidon.torch: the job has finished (shutdown was called)")
+        if not self._in_clock:
+            self._begin_clock()
+        if self._clock == 0 and not self._t_forward_start:
+            self._t_forward_start = time.perf_counter()
+            first = inputs[0] if inputs else next(iter(kwargs.values()), None)
+            if isinstance(first, torch.Tensor) and first.dim() > 0:
+                self._batch = max(1, first.shape[0])
+        if self._require_sync:
+            self._sync_pending = True
+        out = self.module(*inputs, **kwargs)
+        self._s.forward_ended()
+        return out
+
+    def _begin_clock(self):
+        if self.consistency != "bsp" and self._clock > self.staleness and self._optimizer is None:
+            raise RuntimeError(
+                f"poseidon.torch: consistency {self.consistency} applies the workers' mean "
+                "gradients in clock order through poseidon.torch.DistributedOptimizer(optimizer, "
+                "model); wrap your optimizer with it")
+        self._s.begin_clock(self._clock)
+        if (self.consistency == "bsp" and self.broadcast_buffers and self._clock > 0
+                and any(True for _ in self.module.buffers())):
+            mine = _table.pack_state(self.module, buffers_only=True)
+            got = self._s.share_values(self._clock + 1, mine)
+            if self._rank != 0:
+                _table.unpack_state(self.module, got, buffers_only=True)
+        self._in_clock = True
+
+    def _report(self, e, zeros=False):
+        grads = []
+        for _, p in e.params:
+            g = p.grad
+            if g is None:
+                self._grad_none.add(id(p))
+                g = torch.zeros_like(p)
+            g = g.detach()
+            if g.device.type != "cpu":
+                g = g.to("cpu")  # staged on the host: Poseidon's network path is TCP
+            elif not g.is_contiguous():
+                g = g.contiguous()
+            self._held.append(g)
+            grads.append(_words(g))
+        factors, rows = None, 0
+        if e.linear and self._wants_factors(e):
+            factors, rows = self._factors(e)
+        self._reported.add(e.index)
+        self._s.layer_ready(e.index, self._clock, grads, factors, rows, self._words)
+
+    def _factors(self, e):
+        pairs = [(x, g) for x, g in self._pairs.get(e.index, []) if g is not None]
+        if not pairs:
+            return None, 0
+        dtype = self._table.dtype
+        xs = [x.reshape(-1, e.in_features).to("cpu", dtype) for x, _ in pairs]
+        gs = [g.reshape(-1, e.out_features).to("cpu", dtype) for _, g in pairs]
+        rows = sum(x.shape[0] for x in xs)
+        if rows > min(e.in_features, e.out_features):
+            return None, rows  # the core sends the gradient itself (the identity form)
+        f = torch.cat([torch.cat(gs).reshape(-1), torch.cat(xs).reshape(-1)]).contiguous()
+        self._held.append(f)
+        return _words(f), rows
+
+    def _backward_end(self):
+        """Autograd's callback at the end of a synced backward pass (inside loss.backward())."""
+        clock = self._clock
+        for e in self._table.entries:
+            if e.index not in self._reported:
+                self._report(e)
+        if clock == 0:
+            self._start_job()
+        self._s.backward_done(clock)
+        if self.consistency == "bsp":
+            self._s.wait_complete(clock)
+            self._take_mean(clock)
+        self._clock = clock + 1
+        self._in_clock = False
+        self._sync_pending = False
+        self._backward_started = False
+        self._reported.clear()
+        self._held.clear()
+        self._pairs.clear()
+        self._ready_params.clear()
+
+    def _take_mean(self, clock):
+        """The workers' mean gradient of `clock` into every parameter's .grad."""
+        outs, writes = [], []
+        for p in self._table.params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            g = p.grad
+            if g.device.type != "cpu" or not g.is_contiguous():
+                buf = torch.empty(g.shape, dtype=g.dtype)
+                writes.append((g, buf))
+                g = buf
+            outs.append(_words(g))
+        self._s.take_mean(clock, outs, self._words)
+        for dst, buf in writes:
+            dst.copy_(buf)
+        # BSP: no worker used it: it stays without a gradient, as in one process.
+        if self.consistency == "bsp":
+            for p in self._table.params:
+                if id(p) in self._grad_none and not p.grad.any():
+                    p.grad = None
+        self._grad_none.clear()
+
+    def _start_job(self):
+        """Iteration 0 measured; worker 1 plans the job from it and starts it."""
+        self._sfb = set()
+        if self._rank == 0:
+            entries = self._table.entries
+            order = self._order + [e.index for e in entries if e.index not in self._order]
+            fwd, bwd = {}, {}
+            t = self._t_forward_start
+            for i in order:  # forward: the time since the previous module ended
+                end = self._t_fwd_end.get(i, t)
+                fwd[i] = max(end - t, 0.0)
+                t = end
+            prev = None
+            for i in sorted(self._t_ready, key=self._t_ready.get):  # backward: since the previous
+                bwd[i] = self._t_ready[i] - prev if prev is not None else 2 * fwd.get(i, 0.0)
+                prev = self._t_ready[i]
+            self._s.start_job(self._table.yaml(order, self._rows), str(self.scheme),
+                              {str(k): str(v) for k, v in self.layer_schemes.items()},
+                              self.consistency, self.staleness, int(self._batch),
+                              [fwd.get(i, 0.0) for i in order], [bwd.get(i, 0.0) for i in order])
+        self._job = self._s.job()
+        names = {e.name: e.index for e in self._table.entries}
+        self._sfb = {names[n] for n, s in self._job["schemes"].items() if s == "sfb"}
+
+    # --- the user's side ---
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Forward and backward passes inside accumulate gradients without syncing; the next
+        pass outside syncs the accumulated gradients (DDP's no_sync)."""
+        old = self._require_sync
+        self._require_sync = False
+        try:
+            yield
+        finally:
+            self._require_sync = old
+
+    @property
+    def job(self):
+        """The job as planned (schemes per module, consistency), once iteration 0 ended."""
+        return self._job
+
+    def _attach_optimizer(self, optimizer):
+        self._optimizer = optimizer
+
+    def _apply_pending(self, optimizer, closure=None):
+        """SSP/ASP: steps `optimizer` on each complete mean gradient in clock order, first
+        waiting for those the next clock's bound needs (SSP: clocks < next - s)."""
+        loss = None
+        need = self._clock - self.staleness if self.consistency == "ssp" else 0
+        while self._applied < need:
+            self._s.wait_complete(self._applied)
+            loss = self._step_on(self._applied, optimizer, closure)
+        while self._applied < self._s.complete():
+            loss = self._step_on(self._applied, optimizer, closure)
+        return loss
+
+    def _step_on(self, clock, optimizer, closure):
+        self._take_mean(clock)
+        self._applied = clock + 1
+        return optimizer.step(closure) if closure is not None else optimizer.step()
+
+    def shutdown(self):
+        """Ends this worker's part of the job after the clocks it synced (every worker must have
+        synced as many); the job ends when every worker has. Called at exit if not before.
+        Returns the process's exit code (0: the job ended well)."""
+        if self._finished:
+            return 0
+        self._finished = True
+        for h in self._hooks:
+            h.remove()
+        code = self._s.finish(self._clock)
+        _env._forget()
+        if code != 0:
+            raise RuntimeError(f"poseidon.torch: the job ended with exit code {code}")
+        return code
+
+    def _atexit(self):
+        if not self._finished:
+            try:
+                self.shutdown()
+            except Exception as e:  # noqa: BLE001 (at exit: say it, the process ends anyway)
+                import sys
+                print(f"poseidon.torch: {e}", file=sys.stderr)
