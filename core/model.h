@@ -63,14 +63,16 @@ enum class LayerKind {
   kPatchEmbed,
   kClsToken,
   kTokenPool,
+  // An element-wise product (a squeeze-and-excitation gate; ONNX Mul of two activations).
+  kMul,
 };
 // The last kind, for loops over the registry.
-constexpr LayerKind kLastLayerKind = LayerKind::kTokenPool;
+constexpr LayerKind kLastLayerKind = LayerKind::kMul;
 
 // Registry of layer kinds by name ("conv", "pool", "relu", "lrn", "fc", "dropout", "concat",
 // "softmax_loss", "batchnorm", "add", "embedding", "pos_embedding", "layernorm", "linear",
-// "attention", "gelu", "tanh", "softmax", "patch_embed", "cls_token", "token_pool"). Returns false
-// for an unknown name.
+// "attention", "gelu", "tanh", "softmax", "patch_embed", "cls_token", "token_pool", "mul"). Returns
+// false for an unknown name.
 bool LayerKindFromName(const std::string& name, LayerKind* kind);
 const char* LayerKindName(LayerKind kind);
 // "conv, pool, relu, ..." for error messages that list the known kinds.
