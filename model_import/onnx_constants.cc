@@ -192,7 +192,7 @@ std::optional<ConstValue> Binary(const std::string& op, const ConstValue& a, con
 // ONNX Slice on one axis: the first index and count for start, end, step over a dim of size n.
 bool SliceRange(int64_t start, int64_t end, int64_t step, int64_t n, int64_t* first,
                 int64_t* count) {
-  if (step == 0 || n < 0) return false;
+  if (step == 0 || n < 0 || n > kMaxValues) return false;
   // Negative positions count from the end; then both are clamped to the dim (ONNX's rules: a
   // backward slice may end at -1, before the first element).
   auto from_end = [n](int64_t x) { return x >= 0 ? x : (x < -n ? -1 : x + n); };
@@ -201,8 +201,13 @@ bool SliceRange(int64_t start, int64_t end, int64_t step, int64_t n, int64_t* fi
   const int64_t e = step > 0 ? std::clamp<int64_t>(from_end(end), 0, n)
                              : std::clamp<int64_t>(from_end(end), -1, n - 1);
   *first = s;
-  *count = step > 0 ? std::max<int64_t>(0, (e - s + step - 1) / step)
-                    : std::max<int64_t>(0, (s - e + (-step) - 1) / (-step));
+  // Written so that no step, however large, overflows.
+  if (step > 0) {
+    *count = e > s ? (e - s - 1) / step + 1 : 0;
+  } else {
+    if (step == std::numeric_limits<int64_t>::min()) return false;
+    *count = s > e ? (s - e - 1) / -step + 1 : 0;
+  }
   return true;
 }
 
@@ -343,7 +348,12 @@ std::optional<ConstValue> Importer::Compute(int i, int depth) const {
     v.is_int = s->is_int && l->is_int && d->is_int;
     for (int64_t k = 0; k < m; ++k) {
       if (v.is_int) {
-        v.ints.push_back(s->ints[0] + k * d->ints[0]);
+        int64_t x = 0;
+        if (__builtin_mul_overflow(k, d->ints[0], &x) ||
+            __builtin_add_overflow(x, s->ints[0], &x)) {
+          return std::nullopt;  // a bad file's bounds
+        }
+        v.ints.push_back(x);
       } else {
         v.floats.push_back(s->F(0) + static_cast<double>(k) * d->F(0));
       }
@@ -377,8 +387,8 @@ std::optional<ConstValue> Importer::Compute(int i, int depth) const {
         } else if (x < 0) {
           return std::nullopt;
         } else {
+          if (x > 0 && known > kMaxValues / x) return std::nullopt;
           known *= x;
-          if (known > kMaxValues) return std::nullopt;
         }
         dims.push_back(x);
       }

@@ -173,6 +173,22 @@ void Importer::Index() {
                          n.input_size(), n.output_size(), need),
              "check the file (onnx.checker.check_model)");
     }
+    // ONNX's shape inference (below) divides by these unchecked: a zero stride stops the
+    // process. Windows are sizes in pixels: positive and far below 2^31; pads non-negative.
+    for (const auto& at : n.attribute()) {
+      const std::string& a = at.name();
+      const bool window = a == "kernel_shape" || a == "strides" || a == "dilations";
+      if (!window && a != "pads" && !(a == "group" && n.op_type() == "Conv")) continue;
+      std::vector<int64_t> v(at.ints().begin(), at.ints().end());
+      if (a == "group") v = {at.i()};
+      for (int64_t x : v) {
+        if (x < (window || a == "group" ? 1 : 0) || x >= (int64_t{1} << 31)) {
+          Refuse(i, fmt::format("attribute '{}' holds {}", a, x),
+                 "check the file (windows, strides, dilations and groups are positive, pads "
+                 "are not negative)");
+        }
+      }
+    }
   }
   for (const auto& t : g_.initializer()) {
     int64_t n = 1;

@@ -2,8 +2,8 @@
 // (model_import/onnx_constants.cc), on graphs built here: a conv bias computed by constant
 // arithmetic and Identity copies of one initializer are weights of their own; pads computed by
 // Concat; a learned position table read by Gather at positions from Range (Shape, Gather,
-// Unsqueeze), Expand, Slice or Cast; positions that are not 0 .. S-1, and constants that loop or
-// are too large to evaluate, are refused with one located line.
+// Unsqueeze), Expand, Slice or Cast; positions that are not 0 .. S-1, and constants that loop,
+// overflow or are too large to evaluate, are refused with one located line.
 #include <string>
 #include <vector>
 
@@ -102,7 +102,15 @@ TEST(OnnxConstants, ComputedPadsFoldIntoTheAveragePool) {
 }
 
 // How the positions reach the table's Gather.
-enum class Positions { kRange, kRangeFromOne, kExpanded, kSliced, kCastFromFloats, kSteppedBy0 };
+enum class Positions {
+  kRange,
+  kRangeFromOne,
+  kExpanded,
+  kSliced,
+  kCastFromFloats,
+  kSteppedBy0,
+  kOverflowing,  // Range(-2^63, 2^62, 2^62): its third value would overflow int64
+};
 
 // A sequence x [2, 16, 8] plus nn.Embedding(40, 8)(positions), as torch.onnx writes it when it
 // does not fold the lookup: Shape(x)[1] -> Range(0, S, 1) -> Gather(table) -> Unsqueeze -> Add.
@@ -120,6 +128,11 @@ std::string WithPositions(Positions how) {
     case Positions::kRangeFromOne:
       AddConstant(g, "end", {}, {17});
       AddNode(g, "Range", "/pos/Range", {"zero", "end", "step"}, ids);
+      break;
+    case Positions::kOverflowing:
+      AddConstant(g, "min", {}, {-9223372036854775808.0});
+      AddConstant(g, "big", {}, {4611686018427387904.0});
+      AddNode(g, "Range", "/pos/Range", {"min", "big", "big"}, ids);
       break;
     case Positions::kExpanded:
       // HF's position_ids.expand(batch, S): [2, 16] positions, a [2, 16, 8] lookup.
@@ -176,7 +189,8 @@ TEST(OnnxConstants, PositionsZeroToSMinusOneReadAPositionTable) {
 }
 
 TEST(OnnxConstants, OtherPositionsAreRefused) {
-  for (Positions how : {Positions::kRangeFromOne, Positions::kSteppedBy0}) {
+  for (Positions how :
+       {Positions::kRangeFromOne, Positions::kSteppedBy0, Positions::kOverflowing}) {
     ExpectOneLine(Refusal(WithPositions(how)),
                   "tiny.onnx: error: node '/pos/Add' (Add): adds a constant tensor that is "
                   "neither a MatMul's bias nor a position table");

@@ -31,7 +31,8 @@ using test_graphs::Refusal;
 
 // input [1, 3, 8, 8] -> Conv 4x3x3x3 (+bias, pad 1) -> Relu -> [op] -> GlobalAveragePool ->
 // Flatten -> Gemm 2x4 (+bias): 4*27 + 4 + 8 + 2 = 122 parameters.
-std::string TinyCnn(const std::string& extra_op = "", bool dilated = false) {
+std::string TinyCnn(const std::string& extra_op = "", bool dilated = false,
+                    bool zero_stride = false) {
   onnx::GraphProto* g = nullptr;
   onnx::ModelProto m = NewModel(&g, {1, 3, 8, 8}, onnx::TensorProto::FLOAT, 13, "onnx_import_test");
   AddInit(g, "conv.w", {4, 3, 3, 3});
@@ -42,6 +43,7 @@ std::string TinyCnn(const std::string& extra_op = "", bool dilated = false) {
   AddInts(conv, "kernel_shape", {3, 3});
   AddInts(conv, "pads", {1, 1, 1, 1});
   if (dilated) AddInts(conv, "dilations", {2, 2});
+  if (zero_stride) AddInts(conv, "strides", {0, 1});
   AddNode(g, "Relu", "/relu/Relu", {"c"}, "r");
   std::string last = "r";
   if (!extra_op.empty()) {
@@ -156,6 +158,13 @@ TEST(OnnxImport, UnknownOperatorIsOneLocatedLine) {
 TEST(OnnxImport, UnsupportedAttributeNamesTheNode) {
   const std::string msg = Refusal(TinyCnn("", /*dilated=*/true));
   ExpectOneLine(msg, "tiny.onnx: error: node '/conv/Conv' (Conv): dilated windows");
+}
+
+TEST(OnnxImport, AZeroStrideIsRefusedBeforeShapeInferenceDividesByIt) {
+  // ONNX's shape inference divides by the strides unchecked (SIGFPE); the import refuses first.
+  ExpectOneLine(Refusal(TinyCnn("", false, /*zero_stride=*/true)),
+                "tiny.onnx: error: node '/conv/Conv' (Conv): attribute 'strides' holds 0; check "
+                "the file");
 }
 
 TEST(OnnxImport, NotOnnxTruncatedAndEmptyAreRefused) {
