@@ -13,6 +13,9 @@ and in training mode, the transformers at opsets 14 and 17):
       convs as the module (the ResNet-like and the corpus), and for the corpus as many
       batchnorms (in an eval export, restored after the convs they were folded into) and
       attention layers;
+  (g) an eval export and a training export of one corpus model import as the same layers: types
+      and output shapes in order, and the same FLOPs (the eval export's folded BatchNorms
+      restored where the training export has them);
   (d) importing twice gives byte-identical YAML;
   (f) the shipped scenarios/imported/ files load and simulate with the imported ResNet-like
       next to them, as the demo runs them;
@@ -98,6 +101,22 @@ def imported_scenarios(poseidon, work):
     return 0
 
 
+def same_layers_in_eval_and_train(expected, shapes):
+    """(g): returns the number of failures."""
+    bad = 0
+    for name in sorted(expected):
+        twin = name.replace("_eval", "_train", 1)
+        if "_eval" not in name or twin not in shapes or name not in shapes:
+            continue
+        if shapes[name] != shapes[twin]:
+            print(f"FAIL {name} and {twin}: the layers (type, shape) or FLOPs differ")
+            bad += 1
+        else:
+            print(f"ok   {name} = {twin}: {len(shapes[name][0])} layers of the same types and "
+                  f"shapes, {shapes[name][1]} FLOPs")
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--poseidon", required=True)
@@ -119,6 +138,7 @@ def main():
         return 1
     with open(os.path.join(a.work, "params.json")) as f:
         expected = json.load(f)
+    shapes = {}  # name -> ([(type, output shape) per layer], forward FLOPs), from models show
     for name, e in sorted(expected.items()):
         onnx_path = os.path.join(a.work, e["file"])
         yaml_path = os.path.join(a.work, name + ".yaml")
@@ -152,6 +172,8 @@ def main():
         # The last layer's output is the exported output's shape: a vector [N] is Nx1x1 here
         # (fc), a sequence [S, V] SxV.
         rows = [l.split() for l in show.stdout.splitlines() if re.match(r"^\s+\d+\s", l)]
+        flops = re.search(r"^forward FLOPs/image:\s+([\d,]+)", show.stdout, re.M)
+        shapes[name] = ([(r[2], r[3]) for r in rows], flops.group(1) if flops else None)
         logits = rows[-1][3]
         dims = e["output_shape"] + ([1, 1] if len(e["output_shape"]) == 1 else [])
         want = "x".join(str(d) for d in dims)
@@ -170,6 +192,7 @@ def main():
                 bad += 1
             elif count:
                 print(f"ok   {name}: {count} {kind} layers, as the module")
+    bad += same_layers_in_eval_and_train(expected, shapes)
     bad += imported_scenarios(a.poseidon, a.work)
     print("PASS" if bad == 0 else f"{bad} failures")
     return 1 if bad else 0
