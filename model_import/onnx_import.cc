@@ -87,6 +87,12 @@ std::string ImportResult::Summary() const {
     s += fmt::format("; {} node{} imported as the nearest layer type ({})", n, n == 1 ? "" : "s",
                      as);
   }
+  if (folded_position_tables) {
+    s += fmt::format(
+        "; {} position table{} folded by the export to the rows the sequence reads (a longer "
+        "table's other rows are not in the file)",
+        folded_position_tables, folded_position_tables == 1 ? "" : "s");
+  }
   if (added_pass_through) {
     s += "; 1 pass-through layer 'input' added (the input feeds an add or concat directly)";
   }
@@ -175,10 +181,13 @@ void Importer::Index() {
     }
     // ONNX's shape inference (below) divides by these unchecked: a zero stride stops the
     // process. Windows are sizes in pixels: positive and far below 2^31; pads non-negative.
+    static const std::set<std::string> kWindowed = {"Conv", "ConvTranspose", "MaxPool",
+                                                    "AveragePool", "LpPool"};
+    if (!kWindowed.count(n.op_type())) continue;
     for (const auto& at : n.attribute()) {
       const std::string& a = at.name();
       const bool window = a == "kernel_shape" || a == "strides" || a == "dilations";
-      if (!window && a != "pads" && !(a == "group" && n.op_type() == "Conv")) continue;
+      if (!window && a != "pads" && a != "group") continue;
       std::vector<int64_t> v(at.ints().begin(), at.ints().end());
       if (a == "group") v = {at.i()};
       for (int64_t x : v) {

@@ -68,6 +68,9 @@ struct ImportResult {
   // Operators imported as the nearest layer type, which the YAML notes on their lines
   // ("HardSwish as gelu" -> count).
   std::map<std::string, int> approximated;
+  // Position tables torch.onnx folded into the rows the sequence reads: counted S x D, the
+  // module's table may have had more rows (noted on the layer's line).
+  int folded_position_tables = 0;
   int onnx_nodes = 0;
   std::map<std::string, int> folded;    // op type -> nodes folded away
   std::map<std::string, int> patterns;  // "attention", "layernorm", "gelu" -> subgraphs matched

@@ -384,7 +384,17 @@ void Importer::MapNode(int i) {
       Claim(i, table);
       std::vector<std::pair<std::string, std::string> > keys;
       if (rows != (*d)[d->size() - 2]) keys.emplace_back("max_len", std::to_string(rows));
-      vals_[n.output(0)] = Val{Emit(i, "pos_embedding", {in.layer}, keys, n.name()), 2};
+      const int l = Emit(i, "pos_embedding", {in.layer}, keys, n.name());
+      vals_[n.output(0)] = Val{l, 2};
+      // A table torch.onnx computed (the lookup folded) holds only the rows read: say so, the
+      // module's nn.Embedding may be longer.
+      if (model_.producer_name() == "pytorch" && !NamedParameter(table)) {
+        layers_[static_cast<size_t>(l)].note = fmt::format(
+            "the export folded the lookup into the {} rows read; a longer table's other rows "
+            "are not in the file",
+            rows);
+        result_.folded_position_tables++;
+      }
       return;
     }
     Refuse(i,
@@ -476,7 +486,9 @@ void Importer::MapNode(int i) {
       const auto d = Dims(n.input(0));
       const ConstValue* at = Evaluate(n.input(1));
       const int64_t axis = Int(n, "axis").value_or(0);
-      if (in.rank == 2 && d && d->size() == 3 && (axis == 1 || axis == -2) && at != nullptr &&
+      // Our sequences are [N, S, D] in the file (when shape inference could not tell, as
+      // without constant folding, that holds still).
+      if (in.rank == 2 && (!d || d->size() == 3) && (axis == 1 || axis == -2) && at != nullptr &&
           at->is_int && at->dims.empty() && at->ints[0] == 0) {
         vals_[n.output(0)] =
             Val{Emit(i, "token_pool", {in.layer}, {{"method", "first"}}, n.name()), 1};

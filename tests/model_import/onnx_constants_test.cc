@@ -7,33 +7,12 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "model_import/onnx_import.h"
-
-#if defined(POSEIDON_WITH_ONNX)
-#include <onnx/onnx_pb.h>
-
 #include "tests/model_import/onnx_test_graphs.h"
-#endif
 
 namespace poseidon::model_import {
 namespace {
 
-#if defined(POSEIDON_WITH_ONNX)
-
-using test_graphs::AddConstant;
-using test_graphs::AddInit;
-using test_graphs::AddInt;
-using test_graphs::AddInts;
-using test_graphs::AddNode;
-using test_graphs::ExpectOneLine;
-using test_graphs::NewModel;
-using test_graphs::Refusal;
-
-bool Has(const std::string& yaml, const std::string& line) {
-  return yaml.find(line) != std::string::npos;
-}
+using namespace test_graphs;  // the graph builders of onnx_test_graphs.h
 
 // x [1, 3, 8, 8] -> conv1 (3x3, pad 1; bias b1 * 2 + 1, computed) -> relu -> conv2 (w2) ->
 // conv3 (Identity(w2), the copy torch.onnx writes for an equal tensor). An unused initializer
@@ -220,8 +199,6 @@ TEST(OnnxConstants, LoopingAndHugeConstantsAreRefusedNotEvaluated) {
                   "tiny.onnx: error: node '/pad/Pad' (Pad): padding that is not a zero padding");
   }
 }
-
-#endif
 
 }  // namespace
 }  // namespace poseidon::model_import

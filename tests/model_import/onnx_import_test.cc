@@ -21,13 +21,7 @@ namespace {
 
 #if defined(POSEIDON_WITH_ONNX)
 
-using test_graphs::AddInit;
-using test_graphs::AddInt;
-using test_graphs::AddInts;
-using test_graphs::AddNode;
-using test_graphs::ExpectOneLine;
-using test_graphs::NewModel;
-using test_graphs::Refusal;
+using namespace test_graphs;  // the graph builders of onnx_test_graphs.h
 
 // input [1, 3, 8, 8] -> Conv 4x3x3x3 (+bias, pad 1) -> Relu -> [op] -> GlobalAveragePool ->
 // Flatten -> Gemm 2x4 (+bias): 4*27 + 4 + 8 + 2 = 122 parameters.

@@ -9,33 +9,12 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "model_import/onnx_import.h"
-
-#if defined(POSEIDON_WITH_ONNX)
-#include <onnx/onnx_pb.h>
-
 #include "tests/model_import/onnx_test_graphs.h"
-#endif
 
 namespace poseidon::model_import {
 namespace {
 
-#if defined(POSEIDON_WITH_ONNX)
-
-using test_graphs::AddConstant;
-using test_graphs::AddInit;
-using test_graphs::AddInt;
-using test_graphs::AddInts;
-using test_graphs::AddNode;
-using test_graphs::ExpectOneLine;
-using test_graphs::NewModel;
-using test_graphs::Refusal;
-
-bool Has(const std::string& yaml, const std::string& line) {
-  return yaml.find(line) != std::string::npos;
-}
+using namespace test_graphs;  // the graph builders of onnx_test_graphs.h
 
 // x [1, 3, 8, 8] -> conv1 3x3 (weight w1, bias b1) -> Relu -> conv2 1x1 (weight w2, bias b2),
 // written by `producer`. With torch.onnx's names for computed tensors ("onnx::Conv_N"; b2 an
@@ -223,7 +202,31 @@ TEST(OnnxMapNode, AnLmHeadTiedToTheTokenTableIsCountedOnce) {
   EXPECT_EQ(r.yaml.find("tie:"), std::string::npos) << r.yaml;
 }
 
-#endif
+// A PyTorch file adding to a sequence [2, 16, 8] a table [1, 16, 8] named `table`: a module's
+// parameter (nn.Parameter, "pos") or the lookup torch.onnx folded ("onnx::Add_5").
+std::string AddedTable(const std::string& table) {
+  onnx::GraphProto* g = nullptr;
+  onnx::ModelProto m = NewModel(&g, {2, 16, 8}, onnx::TensorProto::FLOAT, 14, "pytorch");
+  AddInit(g, table, {1, 16, 8});
+  AddNode(g, "Add", "/Add", {"x", table}, "y");
+  g->add_output()->set_name("y");
+  return m.SerializeAsString();
+}
+
+TEST(OnnxMapNode, APositionLookupTheExportFoldedIsNotedOnItsLine) {
+  ImportResult r = ImportOnnxBytes(AddedTable("onnx::Add_5"), "t.onnx", {});
+  EXPECT_EQ(r.params, 16 * 8);
+  EXPECT_EQ(r.folded_position_tables, 1);
+  EXPECT_TRUE(Has(r.yaml,
+                  "{name: \"Add\", type: pos_embedding, bottom: \"data\"}  # the export "
+                  "folded the lookup into the 16 rows read; a longer table's other rows "
+                  "are not in the file\n"))
+      << r.yaml;
+  EXPECT_NE(r.Summary().find("1 position table folded by the export"), std::string::npos);
+  r = ImportOnnxBytes(AddedTable("pos"), "t.onnx", {});
+  EXPECT_EQ(r.folded_position_tables, 0);
+  EXPECT_TRUE(Has(r.yaml, "{name: \"Add\", type: pos_embedding, bottom: \"data\"}\n")) << r.yaml;
+}
 
 }  // namespace
 }  // namespace poseidon::model_import

@@ -106,6 +106,11 @@ inline std::string Refusal(const std::string& bytes, const std::string& file = "
   return "";
 }
 
+// Whether the YAML holds `line` (a layer's, or several in a row).
+inline bool Has(const std::string& yaml, const std::string& line) {
+  return yaml.find(line) != std::string::npos;
+}
+
 inline void ExpectOneLine(const std::string& msg, const std::string& starts) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   EXPECT_EQ(msg.rfind(starts, 0), 0u) << msg;
