@@ -288,13 +288,18 @@ class InceptionNet(nn.Module):
         return self.fc(self.dropout(torch.flatten(self.avgpool(x), 1)))
 
 
-# --- A BERT-style encoder: token and learned position embeddings (positions from arange),
-# LayerNorm, nn.TransformerEncoderLayer blocks (post-LN, GELU), a pooler on the first token.
+# --- A BERT-style encoder: token and learned position embeddings, LayerNorm,
+# nn.TransformerEncoderLayer blocks (post-LN, GELU), a pooler on the first token. Positions
+# from torch.arange in forward, or (position_ids=True) from a buffer of max_positions positions
+# sliced to the sequence, as Hugging Face's BertEmbeddings reads them.
 class BertLike(nn.Module):
-    def __init__(self, vocab=1000, d=64, heads=4, layers=2, max_positions=32, classes=2):
+    def __init__(self, vocab=1000, d=64, heads=4, layers=2, max_positions=32, classes=2,
+                 position_ids=False):
         super().__init__()
         self.tok = nn.Embedding(vocab, d)
         self.pos = nn.Embedding(max_positions, d)
+        if position_ids:
+            self.register_buffer("position_ids", torch.arange(max_positions).expand((1, -1)))
         self.norm = nn.LayerNorm(d)
         self.drop = nn.Dropout(0.1)
         layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.1, activation="gelu",
@@ -304,7 +309,10 @@ class BertLike(nn.Module):
         self.cls = nn.Linear(d, classes)
 
     def forward(self, ids):
-        pos = self.pos(torch.arange(ids.shape[1], device=ids.device))
+        if hasattr(self, "position_ids"):
+            pos = self.pos(self.position_ids[:, :ids.shape[1]])
+        else:
+            pos = self.pos(torch.arange(ids.shape[1], device=ids.device))
         x = self.encoder(self.drop(self.norm(self.tok(ids) + pos)))
         return self.cls(torch.tanh(self.pooler(x[:, 0])))
 
@@ -372,6 +380,9 @@ CORPUS = [
           _image(224), ("eval", "train"), (None,)),
     Entry("inception", lambda: InceptionNet(classes=100), _image(128), ("eval", "train"), (None,)),
     Entry("bert_like", BertLike, _tokens(1000, 32), ("eval", "train"), (None, 17)),
+    # Hugging Face's form: 64 positions in a buffer, the sequence's 32 read (max_len: 64).
+    Entry("bert_like_position_ids", lambda: BertLike(max_positions=64, position_ids=True),
+          _tokens(1000, 32), ("eval", "train"), (None,)),
     Entry("gpt_like", GptLike, _tokens(1000, 32), ("eval", "train"), (None, 17)),
     Entry("gpt_like_tied", lambda: GptLike(tie=True), _tokens(1000, 32), ("eval", "train"),
           (None,)),
