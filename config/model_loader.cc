@@ -112,6 +112,7 @@ std::vector<std::string> LayerKeys(core::LayerKind kind) {
     case core::LayerKind::kModule: add({"params", "linear"}); break;
     case core::LayerKind::kConcat:
     case core::LayerKind::kAdd:
+    case core::LayerKind::kMul:
     case core::LayerKind::kRelu:
     case core::LayerKind::kSoftmaxLoss:
     case core::LayerKind::kLayerNorm:
@@ -271,9 +272,13 @@ core::LayerSpec ReadLayer(const YAML::Node& node, const std::string& file, const
       break;
     case core::LayerKind::kConcat:
     case core::LayerKind::kAdd:
+    case core::LayerKind::kMul:
       if (l.bottoms.empty()) {
         r.Fail(fmt::format("{} is missing required key 'bottom' (the list of layers to {}); add it",
-                           r.what(), l.kind == core::LayerKind::kAdd ? "add" : "concatenate"));
+                           r.what(),
+                           l.kind == core::LayerKind::kAdd   ? "add"
+                           : l.kind == core::LayerKind::kMul ? "multiply"
+                                                             : "concatenate"));
       }
       break;
     case core::LayerKind::kEmbedding:

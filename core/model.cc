@@ -52,6 +52,7 @@ constexpr KindName kKinds[] = {
     {LayerKind::kPatchEmbed, "patch_embed"},
     {LayerKind::kClsToken, "cls_token"},
     {LayerKind::kTokenPool, "token_pool"},
+    {LayerKind::kMul, "mul"},
     {LayerKind::kModule, "module"},
 };
 
@@ -440,6 +441,23 @@ void InferLayer(Layer& layer, const std::vector<Layer>& built, std::vector<std::
       layer.out = Vec(in[0].w);
       layer.fwd_flops = l.pool_first ? 0 : in[0].count();
       break;
+    case LayerKind::kMul: {
+      // x * g: g of x's shape, or a per-channel gate [C, 1, 1] broadcast over an image [C, H, W]
+      // (squeeze-and-excitation: the gate scales each channel).
+      RequireBottoms(l, in.size(), 2, 2);
+      const Shape& x = in[0];
+      const Shape& g = in[1];
+      const bool gate = x.rank == 3 && g.rank == 3 && g.c == x.c && g.h == 1 && g.w == 1;
+      if (!(g == x) && !gate) {
+        FailLayer(l, "the second input must have the shape of the first or be a per-channel gate "
+                     "Cx1x1 of an image CxHxW, but '" + l.bottoms[0] + "' is " + ShapeStr(x) +
+                         " and '" + l.bottoms[1] + "' is " + ShapeStr(g) +
+                         "; list the tensor being scaled first, the gate second");
+      }
+      layer.out = x;
+      layer.fwd_flops = x.count();
+      break;
+    }
     case LayerKind::kModule: {
       RequireBottoms(l, in.size(), 1, 1);
       layer.out = in[0];

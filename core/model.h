@@ -64,6 +64,8 @@ enum class LayerKind {
   kPatchEmbed,
   kClsToken,
   kTokenPool,
+  // An element-wise product (a squeeze-and-excitation gate; ONNX Mul of two activations).
+  kMul,
   // A framework module's own parameters, as the framework declares them (a PyTorch job's layer
   // table, poseidon.torch): no computation is known, the shape passes through.
   kModule,
@@ -73,9 +75,8 @@ constexpr LayerKind kLastLayerKind = LayerKind::kModule;
 
 // Registry of layer kinds by name ("conv", "pool", "relu", "lrn", "fc", "dropout", "concat",
 // "softmax_loss", "batchnorm", "add", "embedding", "pos_embedding", "layernorm", "linear",
-// "attention", "gelu", "tanh", "softmax", "patch_embed", "cls_token", "token_pool", "module").
-// Returns false
-// for an unknown name.
+// "attention", "gelu", "tanh", "softmax", "patch_embed", "cls_token", "token_pool", "mul",
+// "module"). Returns false for an unknown name.
 bool LayerKindFromName(const std::string& name, LayerKind* kind);
 const char* LayerKindName(LayerKind kind);
 // "conv, pool, relu, ..." for error messages that list the known kinds.

@@ -6,9 +6,9 @@
 #include "model_import/onnx_import.h"
 
 #include <cctype>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -51,10 +51,17 @@ std::string Thousands(int64_t v) {
 }  // namespace
 
 std::string ImportResult::Summary() const {
-  std::string s = fmt::format(
-      "{} layers, {} parameters (the ONNX weights; {} values of other "
-      "initializers left out)",
-      layers, Thousands(params), Thousands(other_values));
+  const std::string whose =
+      restored_batchnorm == 0
+          ? std::string("the ONNX weights")
+          : fmt::format(
+                "the ONNX weights' {} and {} of {} BatchNorm{} restored after the convs "
+                "the export folded {} into",
+                Thousands(params - restored_params), Thousands(restored_params), restored_batchnorm,
+                restored_batchnorm == 1 ? "" : "s", restored_batchnorm == 1 ? "it" : "them");
+  std::string s =
+      fmt::format("{} layers, {} parameters ({}; {} values of other initializers left out)",
+                  layers, Thousands(params), whose, Thousands(other_values));
   if (!patterns.empty()) {
     std::vector<std::string> parts;
     for (const auto& [k, n] : patterns) parts.push_back(fmt::format("{} {}", n, k));
@@ -70,6 +77,22 @@ std::string ImportResult::Summary() const {
   }
   s += total ? fmt::format("; {} node{} folded away ({})", total, total == 1 ? "" : "s", joined)
              : std::string("; nothing folded");
+  if (!approximated.empty()) {
+    int n = 0;
+    std::string as;
+    for (const auto& [k, c] : approximated) {
+      as += fmt::format("{}{} {}", n ? ", " : "", c, k);
+      n += c;
+    }
+    s += fmt::format("; {} node{} imported as the nearest layer type ({})", n, n == 1 ? "" : "s",
+                     as);
+  }
+  if (folded_position_tables) {
+    s += fmt::format(
+        "; {} position table{} folded by the export to the rows the sequence reads (a longer "
+        "table's other rows are not in the file)",
+        folded_position_tables, folded_position_tables == 1 ? "" : "s");
+  }
   if (added_pass_through) {
     s += "; 1 pass-through layer 'input' added (the input feeds an add or concat directly)";
   }
@@ -116,30 +139,6 @@ bool OnnxSupported() { return true; }
 
 namespace detail {
 
-std::vector<int64_t> Importer::IntValues(const onnx::TensorProto& t) const {
-  std::vector<int64_t> v;
-  const int64_t n = Numel(t);
-  if (t.data_type() == onnx::TensorProto::INT64) {
-    if (!t.raw_data().empty() && static_cast<int64_t>(t.raw_data().size()) == 8 * n) {
-      v.resize(static_cast<size_t>(n));
-      std::memcpy(v.data(), t.raw_data().data(), static_cast<size_t>(8 * n));
-    } else {
-      v.assign(t.int64_data().begin(), t.int64_data().end());
-    }
-  } else if (t.data_type() == onnx::TensorProto::INT32) {
-    if (!t.raw_data().empty() && static_cast<int64_t>(t.raw_data().size()) == 4 * n) {
-      for (int64_t k = 0; k < n; ++k) {
-        int32_t x;
-        std::memcpy(&x, t.raw_data().data() + 4 * k, 4);
-        v.push_back(x);
-      }
-    } else {
-      v.assign(t.int32_data().begin(), t.int32_data().end());
-    }
-  }
-  return v;
-}
-
 void Importer::Index() {
   // The fewest inputs of the operators the importer reads; the matchers and MapNode index
   // inputs and outputs without looking again (a malformed file is refused here, not crashed on).
@@ -180,6 +179,25 @@ void Importer::Index() {
                          n.input_size(), n.output_size(), need),
              "check the file (onnx.checker.check_model)");
     }
+    // ONNX's shape inference (below) divides by these unchecked: a zero stride stops the
+    // process. Windows are sizes in pixels: positive and far below 2^31; pads non-negative.
+    static const std::set<std::string> kWindowed = {"Conv", "ConvTranspose", "MaxPool",
+                                                    "AveragePool", "LpPool"};
+    if (!kWindowed.count(n.op_type())) continue;
+    for (const auto& at : n.attribute()) {
+      const std::string& a = at.name();
+      const bool window = a == "kernel_shape" || a == "strides" || a == "dilations";
+      if (!window && a != "pads" && a != "group") continue;
+      std::vector<int64_t> v(at.ints().begin(), at.ints().end());
+      if (a == "group") v = {at.i()};
+      for (int64_t x : v) {
+        if (x < (window || a == "group" ? 1 : 0) || x >= (int64_t{1} << 31)) {
+          Refuse(i, fmt::format("attribute '{}' holds {}", a, x),
+                 "check the file (windows, strides, dilations and groups are positive, pads "
+                 "are not negative)");
+        }
+      }
+    }
   }
   for (const auto& t : g_.initializer()) {
     int64_t n = 1;
@@ -204,14 +222,10 @@ void Importer::Index() {
     }
     for (const auto& t : n.output()) producer_[t] = i;
     // Constants: Constant nodes, Shape (shapes are static here), and anything computed from
-    // constants only (the shape arithmetic PyTorch emits around Reshape and Slice).
+    // constants only (the shape arithmetic PyTorch emits around Reshape and Slice, the Identity
+    // copies of equal initializers). Their values are onnx_constants.cc's.
     bool all_const = true;
     for (const auto& t : n.input()) all_const = all_const && IsConst(t);
-    if (n.op_type() == "Constant") {
-      for (const auto& at : n.attribute()) {
-        if (at.name() == "value" && n.output_size() == 1) const_values_[n.output(0)] = &at.t();
-      }
-    }
     if (n.op_type() == "Constant" || n.op_type() == "Shape" || all_const) {
       for (const auto& t : n.output()) constant_.insert(t);
     }
@@ -330,11 +344,17 @@ ImportResult Importer::Run() {
                     "input); nothing to write",
                     file_));
   }
+  // The weights' values, and the initializers they are (or are computed from).
   int64_t claimed = 0;
-  for (const auto& [name, node] : claimed_) claimed += Numel(*Init(name));
-  for (const auto& [name, t] : inits_) {
-    if (!claimed_.count(name)) result_.other_values += Numel(*t);
+  std::set<std::string> weight_inits;
+  for (const auto& [name, node] : claimed_) {
+    claimed += ConstNumel(name);
+    InitializersBehind(name, &weight_inits);
   }
+  for (const auto& [name, t] : inits_) {
+    if (!weight_inits.count(name)) result_.other_values += Numel(*t);
+  }
+  result_.restored_params = restored_params_;
   const std::string name = CleanName(options_.name.empty() ? Stem(file_) : options_.name);
   result_.yaml = WriteYaml(name);
   // The YAML must load and give exactly the ONNX weights' count.
@@ -350,11 +370,11 @@ ImportResult Importer::Run() {
                     "this with the file",
                     file_, e.what()));
   }
-  if (result_.params != claimed) {
+  if (result_.params != claimed + restored_params_) {
     throw ImportError(fmt::format(
-        "{}: error: the imported model has {} parameters but the ONNX weights it maps hold {}; "
-        "report this with the file",
-        file_, Thousands(result_.params), Thousands(claimed)));
+        "{}: error: the imported model has {} parameters but the ONNX weights it maps hold {} "
+        "(and restored BatchNorms {}); report this with the file",
+        file_, Thousands(result_.params), Thousands(claimed), Thousands(restored_params_)));
   }
   result_.onnx_nodes = g_.node_size();
   return result_;

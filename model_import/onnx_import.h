@@ -7,11 +7,17 @@
 //
 // Operators map to our layer types one to one (Conv, Gemm, BatchNormalization, Relu, ...) or as
 // the subgraphs PyTorch 1.13 exports for one module (nn.LayerNorm before opset 17, nn.GELU's
-// Erf form, nn.MultiheadAttention: one `attention` layer). Operators with no parameters and no
-// cost (Identity, Dropout, Flatten, Reshape, Transpose, zero Pad, shape arithmetic, scalar
-// scaling) are folded into their neighbours. The parameters of the YAML are the ONNX
-// initializers that are weights (BatchNormalization's running statistics and constants are not):
-// the import checks that the built model has exactly that many, and refuses otherwise.
+// Erf form, nn.MultiheadAttention: one `attention` layer); ReLU6, HardSwish and HardSigmoid,
+// which have no type of their own, as the nearest one (noted in the YAML). Operators with no
+// parameters and no cost (Identity, Dropout, Flatten, Reshape, Transpose, zero Pad, shape
+// arithmetic, scalar scaling) are folded into their neighbours, and constant subgraphs are
+// evaluated. The parameters of the YAML are the weights of the file: its initializers and
+// the tensors computed from them that layers use as weights (an Identity copy of an
+// initializer, which torch.onnx writes for each of several equal parameters, counts on its own;
+// BatchNormalization's running statistics and constants are not weights), plus, where
+// torch.onnx's eval export folded a BatchNorm into the conv before it, that BatchNorm's scale:
+// the layers are then the module's (conv + batchnorm) and so is the total. The import checks
+// that the built model has exactly that many, and refuses otherwise.
 //
 // Errors: anything that cannot be imported throws ImportError with one line,
 // "FILE: error: node 'NAME' (OpType): why; what to do" (or "FILE: error: why; what to do" for
@@ -51,15 +57,28 @@ struct ImportOptions {
 struct ImportResult {
   std::string yaml;
   int layers = 0;
-  int64_t params = 0;        // parameters of the built model = the ONNX weights
+  // Parameters of the built model: the ONNX weights, plus the scales of restored BatchNorms.
+  int64_t params = 0;
   int64_t other_values = 0;  // initializer values that are not parameters (running stats, ...)
+  // BatchNorms restored after the convolutions torch.onnx's eval export had folded them into
+  // (a conv whose weight and bias the exporter computed): how many, and the parameters they add
+  // that the file no longer holds (each one's scale, C values; its shift is the conv's bias).
+  int restored_batchnorm = 0;
+  int64_t restored_params = 0;
+  // Operators imported as the nearest layer type, which the YAML notes on their lines
+  // ("HardSwish as gelu" -> count).
+  std::map<std::string, int> approximated;
+  // Position tables torch.onnx folded into the rows the sequence reads: counted S x D, the
+  // module's table may have had more rows (noted on the layer's line).
+  int folded_position_tables = 0;
   int onnx_nodes = 0;
   std::map<std::string, int> folded;    // op type -> nodes folded away
   std::map<std::string, int> patterns;  // "attention", "layernorm", "gelu" -> subgraphs matched
   // 1 when the model input feeds an add or concat directly: our schema then needs a layer in
   // between, and the import adds a `dropout` of ratio 0 named `input` (no parameters).
   int added_pass_through = 0;
-  // "63 layers, 11,227,812 parameters; folded 1 Flatten; matched 2 attention" (one line).
+  // "63 layers, 11,227,812 parameters (the ONNX weights; ...); subgraphs matched: 2 attention;
+  // 1 node folded away (1 Flatten)" (one line).
   std::string Summary() const;
 };
 

@@ -1,10 +1,14 @@
 // model_import/onnx_map_node.cc: one ONNX node (outside the patterns of onnx_patterns.cc) -> one
 // layer of ours, or folded into its input, or refused with one line that names the node and what
 // to do. Emit appends a layer (named after the node's module path; a pass-through layer first
-// where the model input feeds an add or concat directly), Claim makes an initializer the weight
-// of exactly one node (shared weights are refused), Linear maps a projection to `fc` or `linear`.
+// where the model input feeds an add or concat directly), Claim makes a constant tensor the weight
+// of exactly one node (shared weights are refused; the Identity copies torch.onnx makes of equal
+// tensors are tensors of their own), Linear maps a projection to `fc` or `linear`. Operators with
+// no layer type of their own but a near one (ReLU6, HardSwish, HardSigmoid) are mapped to it with
+// a note on the layer's line.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,8 +77,8 @@ void Importer::Claim(int node, const std::string& init) {
     Refuse(node,
            fmt::format("its weight '{}' is also the weight of node '{}' (shared weights)", init,
                        NodeName(it->second)),
-           "export the model with untied weights (a tied LM head: write `tie:` in the YAML by "
-           "hand)");
+           "export the model with untied weights (the schema ties only an LM head on a sequence "
+           "to the token embedding, which the import recognises)");
   }
 }
 
@@ -84,12 +88,15 @@ void Importer::Linear(int i, const std::string& x, const std::string& weight,
   if (in.rank == 3 && N(i).op_type() == "MatMul") {
     Refuse(i, "a MatMul over the last axis of an image", "flatten the input first");
   }
-  Claim(i, weight);
-  if (!bias.empty()) Claim(i, bias);
   const bool seq = in.rank == 2;
+  // An LM head tied to the token embedding: its weight is the embedding's blob, counted there.
+  const int tie = seq ? TiedEmbedding(weight, n_out) : -1;
+  if (tie < 0) Claim(i, weight);
+  if (!bias.empty()) Claim(i, bias);
   std::vector<std::pair<std::string, std::string> > keys = {{"num_output", std::to_string(n_out)}};
   if (bias.empty()) keys.emplace_back("bias", "false");
   const int l = Emit(i, seq ? "linear" : "fc", {in.layer}, keys, N(i).name());
+  layers_[static_cast<size_t>(l)].tie = tie;
   vals_[out] = Val{l, seq ? 2 : 1};
 }
 
@@ -97,22 +104,29 @@ void Importer::MapNode(int i) {
   const auto& n = N(i);
   const std::string& op = n.op_type();
   const std::string todo_general =
-      "the importer maps Conv, Gemm, MatMul, BatchNormalization, LayerNormalization, Relu, Gelu, "
-      "Tanh, Softmax, MaxPool, AveragePool, GlobalAveragePool, Add, Concat, Gather (embedding) "
-      "and PyTorch's attention, LayerNorm and GELU subgraphs; change the model, or write its "
-      "YAML by hand (scenarios/models/README.md)";
+      "the importer maps Conv, Gemm, MatMul, BatchNormalization, LayerNormalization, Relu, "
+      "Clip(0, x), HardSwish, HardSigmoid, Gelu, Tanh, Softmax, MaxPool, AveragePool, "
+      "GlobalAveragePool, Add, Mul, Concat, Gather (embedding, first token) and PyTorch's "
+      "attention, LayerNorm and GELU subgraphs; change the model, or write its YAML by hand "
+      "(scenarios/models/README.md)";
   const std::vector<std::string> dyn = Dynamic(i);
   auto one = [&]() -> const std::string& {
     if (dyn.size() != 1) Refuse(i, "expected one non-constant input", todo_general);
     return dyn[0];
   };
-  auto window = [&](std::vector<std::pair<std::string, std::string> >* keys,
-                    const onnx::TensorProto* w) {
+  // The window keys; a Conv's kernel defaults to its weight's (kh, kw > 0), a pool has none.
+  auto window = [&](std::vector<std::pair<std::string, std::string> >* keys, int64_t kh,
+                    int64_t kw) {
     std::vector<int64_t> k = Ints(n, "kernel_shape");
-    if (k.empty() && w != nullptr && w->dims_size() == 4) k = {w->dims(2), w->dims(3)};
+    if (k.empty() && kh > 0 && kw > 0) k = {kh, kw};
     if (k.size() != 2) Refuse(i, "only 2-D windows are imported", "use a 2-D operator");
     const auto s = Ints(n, "strides", {1, 1});
-    const auto pads = Ints(n, "pads", {0, 0, 0, 0});
+    auto pads = Ints(n, "pads", {0, 0, 0, 0});
+    if (auto extra = pending_pads_.find(n.input(0));
+        extra != pending_pads_.end() && pads.size() == 4) {
+      const auto [h, w] = extra->second;  // a Pad before this node (onnx Pad, below)
+      pads = {pads[0] + h, pads[1] + w, pads[2] + h, pads[3] + w};
+    }
     const auto dil = Ints(n, "dilations", {1, 1});
     const std::string ap = Str(n, "auto_pad");
     if (!ap.empty() && ap != "NOTSET" && ap != "VALID") {
@@ -154,42 +168,85 @@ void Importer::MapNode(int i) {
     return;
   }
   if (op == "Pad") {
-    const auto* pads = n.input_size() > 1 ? ConstTensor(n.input(1)) : nullptr;
-    std::vector<int64_t> v = pads ? IntValues(*pads) : Ints(n, "pads");
+    const std::vector<int64_t> v = n.input_size() > 1
+                                       ? IntsOf(n.input(1)).value_or(std::vector<int64_t>{-1})
+                                       : Ints(n, "pads");
     if (std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 0; })) {
       Fold(i, one());
       return;
     }
-    Refuse(i, "padding outside a Conv or pool has no Poseidon layer",
-           "fold the padding into the next Conv or pool's pads");
+    // F.avg_pool2d(x, k, s, padding) with count_include_pad (the default) exports as a zero Pad
+    // of H and W and an AveragePool without pads: one pool with those pads here (a Conv reads a
+    // zero Pad the same way).
+    const std::string mode = Str(n, "mode");
+    const ConstValue* value =
+        n.input_size() > 2 && !n.input(2).empty() ? Evaluate(n.input(2)) : nullptr;
+    const bool zero = (n.input_size() <= 2 || n.input(2).empty() ||
+                       (value && value->size() == 1 && value->F(0) == 0)) &&
+                      Float(n, "value").value_or(0.0f) == 0.0f;
+    const int next = OnlyConsumer(n.output(0));
+    const bool window_next = next >= 0 && !GraphOutput(n.output(0)) &&
+                             (N(next).op_type() == "AveragePool" || N(next).op_type() == "Conv") &&
+                             N(next).input(0) == n.output(0);
+    if ((mode.empty() || mode == "constant") && zero && window_next && v.size() == 8 && v[0] == 0 &&
+        v[1] == 0 && v[4] == 0 && v[5] == 0 && v[2] == v[6] && v[3] == v[7] && v[2] >= 0 &&
+        v[3] >= 0) {
+      pending_pads_[n.output(0)] = {v[2], v[3]};
+      Fold(i, one());
+      return;
+    }
+    Refuse(i,
+           "padding that is not a zero padding of height and width, the same on both sides, "
+           "read by one AveragePool or Conv, has no Poseidon layer",
+           "pad inside the Conv or pool (its padding argument) instead");
   }
   if (op == "Conv") {
     const Val in = Get(i, one());
     need_image(in);
-    const auto* w = Init(n.input(1));
-    if (w == nullptr || w->dims_size() != 4) {
-      Refuse(i, "the weight is not a 4-D initializer", "export with constant weights");
+    const auto w = ConstDims(n.input(1));
+    if (!w || w->size() != 4) {
+      Refuse(i, "the weight is not a constant 4-D tensor", "export with constant weights");
     }
     std::vector<std::pair<std::string, std::string> > keys = {
-        {"num_output", std::to_string(w->dims(0))}};
-    window(&keys, w);
+        {"num_output", std::to_string((*w)[0])}};
+    window(&keys, (*w)[2], (*w)[3]);
     const int64_t group = Int(n, "group").value_or(1);
     if (group != 1) keys.emplace_back("groups", std::to_string(group));
     Claim(i, n.input(1));
-    if (n.input_size() > 2 && !n.input(2).empty()) {
-      if (Init(n.input(2)) == nullptr) Refuse(i, "the bias is not an initializer", "fold it");
+    const bool has_bias = n.input_size() > 2 && !n.input(2).empty();
+    if (has_bias) {
+      if (ConstNumel(n.input(2)) != (*w)[0]) {
+        Refuse(i,
+               fmt::format("the bias is not a constant of {} values (one per output channel)",
+                           (*w)[0]),
+               "export with constant weights");
+      }
       Claim(i, n.input(2));
-    } else {
-      keys.emplace_back("bias", "false");
     }
-    vals_[n.output(0)] = Val{Emit(i, "conv", {in.layer}, keys, n.name()), 3};
+    const bool folded_bn = FoldedBatchNorm(i);
+    if (!has_bias || folded_bn) keys.emplace_back("bias", "false");
+    const int conv = Emit(i, "conv", {in.layer}, keys, n.name());
+    vals_[n.output(0)] = Val{conv, 3};
+    if (folded_bn) {
+      // The conv's bias is the norm's shift; the norm's scale went into the weight. Named after
+      // the conv ("layer1.0.conv1_bn"): the module's name is not in the file.
+      const std::string& name = n.name();
+      const size_t slash = name.rfind('/');
+      const std::string scope = slash == std::string::npos ? name : name.substr(0, slash);
+      vals_[n.output(0)] =
+          Val{Emit(i, "batchnorm", {conv}, {}, scope + "_bn/BatchNormalization"), 3};
+      restored_params_ += (*w)[0];
+      result_.restored_batchnorm++;
+    }
     return;
   }
   if (op == "BatchNormalization") {
     const Val in = Get(i, one());
     need_image(in);
     for (int k = 1; k <= 2; ++k) {
-      if (Init(n.input(k)) == nullptr) Refuse(i, "scale or bias is not an initializer", "fold it");
+      if (!ConstDims(n.input(k))) {
+        Refuse(i, "its scale or shift is not a constant", "export with constant weights");
+      }
       Claim(i, n.input(k));
     }
     vals_[n.output(0)] = Val{Emit(i, "batchnorm", {in.layer}, {}, n.name()), 3};
@@ -200,7 +257,7 @@ void Importer::MapNode(int i) {
     if (Int(n, "axis").value_or(-1) != -1 && in.rank != 2) {
       Refuse(i, "normalizes over more than the last axis", "normalize over the last axis");
     }
-    if (n.input_size() < 3 || Init(n.input(1)) == nullptr || Init(n.input(2)) == nullptr) {
+    if (n.input_size() < 3 || !ConstDims(n.input(1)) || !ConstDims(n.input(2))) {
       Refuse(i, "a layer norm without a learned scale and bias has no Poseidon layer",
              "use elementwise_affine=True");
     }
@@ -218,6 +275,45 @@ void Importer::MapNode(int i) {
     vals_[n.output(0)] = Val{Emit(i, type, {in.layer}, {}, n.name()), in.rank};
     return;
   }
+  // Element-wise activations without a type of their own: the nearest one (no parameters, the
+  // same shape; the simulator prices element-wise layers by the bytes they move), noted on the
+  // layer's line and in the summary. ReLU6 (Clip(0, 6)) is a relu capped at 6; HardSwish,
+  // x * relu6(x + 3) / 6, is a gated identity like GELU, x * P(X <= x); HardSigmoid,
+  // relu6(x + 3) / 6, a saturating curve like tanh.
+  if (op == "Clip" || op == "HardSwish" || op == "HardSigmoid") {
+    const Val in = Get(i, one());
+    std::string type = op == "HardSwish" ? "gelu" : op == "HardSigmoid" ? "tanh" : "relu";
+    std::string note;
+    if (op == "Clip") {
+      // Bounds: inputs 1 and 2 (opset 11 on, optional), or attributes before.
+      auto bound = [&](int k, const char* attr) -> std::optional<double> {
+        if (n.input_size() > k && !n.input(k).empty()) {
+          const ConstValue* v = Evaluate(n.input(k));
+          if (v == nullptr || v->size() != 1) return std::nullopt;
+          return v->F(0);
+        }
+        if (auto f = Float(n, attr)) return *f;
+        return k == 1 ? -HUGE_VAL : HUGE_VAL;
+      };
+      const auto lo = bound(1, "min"), hi = bound(2, "max");
+      if (!lo || !hi || *lo != 0.0 || !(*hi > 0.0)) {
+        Refuse(i,
+               "a Clip that is not a relu (its lower bound is not 0, or a bound is not a constant)",
+               todo_general);
+      }
+      if (*hi != HUGE_VAL) {
+        note = fmt::format("ONNX Clip(0, {}) (ReLU6), imported as relu", *hi);
+        result_.approximated["Clip as relu"]++;
+      }
+    } else {
+      note = fmt::format("ONNX {}, imported as {}", op, type);
+      result_.approximated[op + " as " + type]++;
+    }
+    const int l = Emit(i, type, {in.layer}, {}, n.name());
+    layers_[static_cast<size_t>(l)].note = note;
+    vals_[n.output(0)] = Val{l, in.rank};
+    return;
+  }
   if (op == "MaxPool" || op == "AveragePool") {
     const Val in = Get(i, one());
     need_image(in);
@@ -226,7 +322,7 @@ void Importer::MapNode(int i) {
     }
     std::vector<std::pair<std::string, std::string> > keys = {
         {"method", op == "MaxPool" ? "max" : "avg"}};
-    window(&keys, nullptr);
+    window(&keys, 0, 0);
     keys.emplace_back("round", Int(n, "ceil_mode").value_or(0) ? "ceil" : "floor");
     vals_[n.output(0)] = Val{Emit(i, "pool", {in.layer}, keys, n.name()), 3};
     return;
@@ -280,16 +376,52 @@ void Importer::MapNode(int i) {
       return;
     }
     const Val in = Get(i, x);
-    const auto* table = Init(c);
     auto d = Dims(x);
-    if (table != nullptr && in.rank == 2 && d && d->size() >= 2 && table->dims_size() >= 2 &&
-        Numel(*table) == (*d)[d->size() - 2] * d->back() &&
-        table->dims(table->dims_size() - 1) == d->back()) {
-      Claim(i, c);
-      vals_[n.output(0)] = Val{Emit(i, "pos_embedding", {in.layer}, {}, n.name()), 2};
+    std::string table;
+    int64_t rows = 0;
+    if (in.rank == 2 && d && d->size() >= 2 &&
+        PositionTable(c, (*d)[d->size() - 2], d->back(), &table, &rows)) {
+      Claim(i, table);
+      std::vector<std::pair<std::string, std::string> > keys;
+      if (rows != (*d)[d->size() - 2]) keys.emplace_back("max_len", std::to_string(rows));
+      const int l = Emit(i, "pos_embedding", {in.layer}, keys, n.name());
+      vals_[n.output(0)] = Val{l, 2};
+      // A table torch.onnx computed (the lookup folded) holds only the rows read: say so, the
+      // module's nn.Embedding may be longer.
+      if (model_.producer_name() == "pytorch" && !NamedParameter(table)) {
+        layers_[static_cast<size_t>(l)].note = fmt::format(
+            "the export folded the lookup into the {} rows read; a longer table's other rows "
+            "are not in the file",
+            rows);
+        result_.folded_position_tables++;
+      }
       return;
     }
-    Refuse(i, "adds a constant tensor that is neither a MatMul's bias nor a positional table",
+    Refuse(i,
+           "adds a constant tensor that is neither a MatMul's bias nor a position table (an "
+           "[S, D] weight, or a lookup of positions 0 .. S-1 in one)",
+           todo_general);
+  }
+  if (op == "Mul" && dyn.size() == 2) {
+    // x * gate: two tensors of one shape, or an image and a per-channel gate [N, C, 1, 1]
+    // (squeeze-and-excitation); the tensor scaled comes first in our layer.
+    const auto da = Dims(dyn[0]), db = Dims(dyn[1]);
+    auto gate_of = [](const std::vector<int64_t>& g, const std::vector<int64_t>& x) {
+      return g.size() == 4 && x.size() == 4 && g[0] == x[0] && g[1] == x[1] && g[2] == 1 &&
+             g[3] == 1;
+    };
+    const Val a = Get(i, dyn[0]), b = Get(i, dyn[1]);
+    if (da && db && a.rank == b.rank && (*da == *db || gate_of(*db, *da))) {
+      vals_[n.output(0)] = Val{Emit(i, "mul", {a.layer, b.layer}, {}, n.name()), a.rank};
+      return;
+    }
+    if (da && db && a.rank == b.rank && gate_of(*da, *db)) {
+      vals_[n.output(0)] = Val{Emit(i, "mul", {b.layer, a.layer}, {}, n.name()), b.rank};
+      return;
+    }
+    Refuse(i,
+           "a product of two tensors that neither have one shape nor are an image and a "
+           "per-channel gate (N, C, 1, 1)",
            todo_general);
   }
   if (op == "Mul" || op == "Div" || op == "Sub") {
@@ -299,6 +431,10 @@ void Importer::MapNode(int i) {
     }
     Refuse(i, "an element-wise product or quotient outside the patterns the importer knows",
            todo_general);
+  }
+  if (op == "Concat" && n.input_size() == 1 && dyn.size() == 1) {
+    Fold(i, dyn[0]);  // torch.cat of one tensor (a DenseNet layer's first input): a copy
+    return;
   }
   if (op == "Concat") {
     std::vector<int> bottoms;
@@ -331,20 +467,36 @@ void Importer::MapNode(int i) {
     return;
   }
   if (op == "Gather") {
-    const auto* table = Init(n.input(0));
-    if (table != nullptr && table->dims_size() == 2 && !IsConst(n.input(1)) &&
-        Int(n, "axis").value_or(0) == 0) {
+    const auto table = ConstDims(n.input(0));
+    if (table && table->size() == 2 && !IsConst(n.input(1)) && Int(n, "axis").value_or(0) == 0) {
       const Val in = Get(i, n.input(1));
       if (in.rank != 1) Refuse(i, "an embedding of something other than token ids", todo_general);
       Claim(i, n.input(0));
-      vals_[n.output(0)] = Val{Emit(i, "embedding", {in.layer},
-                                    {{"vocab", std::to_string(table->dims(0))},
-                                     {"num_output", std::to_string(table->dims(1))}},
-                                    n.name()),
-                               2};
+      const int l = Emit(
+          i, "embedding", {in.layer},
+          {{"vocab", std::to_string((*table)[0])}, {"num_output", std::to_string((*table)[1])}},
+          n.name());
+      embeddings_[n.input(0)] = l;
+      vals_[n.output(0)] = Val{l, 2};
       return;
     }
-    Refuse(i, "a Gather that is not a lookup in an embedding table", todo_general);
+    // x[:, 0] of a sequence (N, S, D): the first token (BERT's pooler reads it).
+    if (!IsConst(n.input(0)) && IsConst(n.input(1))) {
+      const Val in = Get(i, n.input(0));
+      const auto d = Dims(n.input(0));
+      const ConstValue* at = Evaluate(n.input(1));
+      const int64_t axis = Int(n, "axis").value_or(0);
+      // Our sequences are [N, S, D] in the file (when shape inference could not tell, as
+      // without constant folding, that holds still).
+      if (in.rank == 2 && (!d || d->size() == 3) && (axis == 1 || axis == -2) && at != nullptr &&
+          at->is_int && at->dims.empty() && at->ints[0] == 0) {
+        vals_[n.output(0)] =
+            Val{Emit(i, "token_pool", {in.layer}, {{"method", "first"}}, n.name()), 1};
+        return;
+      }
+    }
+    Refuse(i, "a Gather that is neither a lookup in an embedding table nor the first token",
+           todo_general);
   }
   Refuse(i, "no Poseidon layer type for this operator", todo_general);
 }

@@ -3,8 +3,11 @@
 // scaled Q K^T, an optional mask, Softmax, P V and an out-projection (`attention`), nn.LayerNorm
 // before opset 17 as ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div, Mul, Add (`layernorm`)
 // and nn.GELU as its Erf form (`gelu`). FindPatterns marks their nodes before MapNode runs; a
-// node belongs to at most one pattern. Projection (a MatMul or Gemm on an initializer weight,
-// with its bias Add) is here too: the matchers find projections with it, and MapNode maps them.
+// node belongs to at most one pattern. Projection (a MatMul or Gemm on a constant weight, with
+// its bias Add) is here too: the matchers find projections with it, and MapNode maps them. So are
+// two conventions of torch.onnx that MapNode asks about: the BatchNorm its eval export folds into
+// the conv before it (FoldedBatchNorm), and the lookup of a learned position table
+// (PositionTable).
 #include <set>
 #include <string>
 #include <utility>
@@ -21,12 +24,12 @@ bool Importer::Projection(int i, std::string* weight, std::string* bias, int64_t
   bias->clear();
   nodes->clear();
   if (n.op_type() == "Gemm" && n.input_size() >= 2 && !IsConst(n.input(0))) {
-    const auto* w = Init(n.input(1));
-    if (w == nullptr || w->dims_size() != 2 || Int(n, "transA").value_or(0) != 0) return false;
+    const auto w = ConstDims(n.input(1));
+    if (!w || w->size() != 2 || Int(n, "transA").value_or(0) != 0) return false;
     *weight = n.input(1);
-    *n_out = Int(n, "transB").value_or(0) ? w->dims(0) : w->dims(1);
+    *n_out = Int(n, "transB").value_or(0) ? (*w)[0] : (*w)[1];
     if (n.input_size() >= 3 && !n.input(2).empty()) {
-      if (Init(n.input(2)) == nullptr) return false;
+      if (ConstNumel(n.input(2)) != *n_out) return false;
       *bias = n.input(2);
     }
     nodes->push_back(i);
@@ -34,19 +37,19 @@ bool Importer::Projection(int i, std::string* weight, std::string* bias, int64_t
     return true;
   }
   if (n.op_type() == "MatMul" && !IsConst(n.input(0))) {
-    const auto* w = Init(n.input(1));
-    if (w == nullptr || w->dims_size() != 2) return false;
+    const auto w = ConstDims(n.input(1));
+    if (!w || w->size() != 2) return false;
     *weight = n.input(1);
-    *n_out = w->dims(1);
+    *n_out = (*w)[1];
     nodes->push_back(i);
     *out = n.output(0);
-    // A bias: the MatMul's only consumer an Add of a 1-D initializer of N values.
+    // A bias: the MatMul's only consumer an Add of a 1-D constant of N values.
     const auto& cons = Consumers(n.output(0));
     if (cons.size() == 1 && N(cons[0]).op_type() == "Add" && !GraphOutput(n.output(0))) {
       const auto& a = N(cons[0]);
       const std::string other = a.input(0) == n.output(0) ? a.input(1) : a.input(0);
-      const auto* b = Init(other);
-      if (b != nullptr && b->dims_size() == 1 && b->dims(0) == *n_out) {
+      const auto b = ConstDims(other);
+      if (b && *b == std::vector<int64_t>{*n_out}) {
         *bias = other;
         nodes->push_back(cons[0]);
         *out = a.output(0);
@@ -116,10 +119,16 @@ bool Importer::MatchAttention(int softmax, Pattern* p) {
   }
   if (scores < 0) return false;
   set.insert(scores);
-  // Forward: the probabilities times V.
-  const int context = OnlyConsumer(N(softmax).output(0));
-  if (context < 0 || N(context).op_type() != "MatMul" ||
-      N(context).input(0) != N(softmax).output(0) || IsConst(N(context).input(1))) {
+  // Forward: the probabilities (after a Dropout in a training export) times V.
+  std::string probs = N(softmax).output(0);
+  int context = OnlyConsumer(probs);
+  if (context >= 0 && N(context).op_type() == "Dropout" && !GraphOutput(probs)) {
+    set.insert(context);
+    probs = N(context).output(0);
+    context = OnlyConsumer(probs);
+  }
+  if (context < 0 || N(context).op_type() != "MatMul" || N(context).input(0) != probs ||
+      IsConst(N(context).input(1))) {
     return false;
   }
   set.insert(context);
@@ -141,10 +150,10 @@ bool Importer::MatchAttention(int softmax, Pattern* p) {
     if (!x.empty() && xin != x) return false;  // cross-attention: not ours
     x = xin;
     params.push_back(w);
-    in_values += Numel(*Init(w));
+    in_values += ConstNumel(w);
     if (!b.empty()) {
       params.push_back(b);
-      in_values += Numel(*Init(b));
+      in_values += ConstNumel(b);
     }
     (b.empty() ? no_bias : bias) = true;
     set.insert(nodes.begin(), nodes.end());
@@ -169,7 +178,7 @@ bool Importer::MatchAttention(int softmax, Pattern* p) {
       set.insert(nodes.begin(), nodes.end());
       p->output = o;
       const int64_t expect = 3 * d * d + (b.empty() ? 0 : 3 * d);
-      if (Numel(*Init(w)) != d * d || in_values != expect) return false;
+      if (ConstNumel(w) != d * d || in_values != expect) return false;
       // Heads: D over the per-head width of Q at the scores (shape inference, else the last
       // Reshape on Q's path).
       int64_t head_dim = -1;
@@ -179,8 +188,7 @@ bool Importer::MatchAttention(int softmax, Pattern* p) {
         const int r = Producer(q);
         if (r < 0 || !set.count(r) || Dynamic(r).size() != 1) break;
         if (N(r).op_type() == "Reshape" && N(r).input_size() > 1) {
-          const auto* shape = ConstTensor(N(r).input(1));
-          const std::vector<int64_t> v = shape ? IntValues(*shape) : std::vector<int64_t>{};
+          const std::vector<int64_t> v = IntsOf(N(r).input(1)).value_or(std::vector<int64_t>{});
           if (!v.empty() && v.back() > 0) head_dim = v.back();
           break;
         }
@@ -250,7 +258,7 @@ bool Importer::MatchLayerNorm(int reduce, Pattern* p) {
   };
   const std::string gamma = other(mul, N(div).output(0));
   const std::string beta = other(add_b, N(mul).output(0));
-  if (Init(gamma) == nullptr || Init(beta) == nullptr) return false;
+  if (!ConstDims(gamma) || !ConstDims(beta)) return false;
   p->kind = "layernorm";
   p->nodes = {reduce, sub, pow, rm2, add_eps, sqrt, div, mul, add_b};
   p->input = x;
@@ -297,6 +305,82 @@ bool Importer::MatchGelu(int erf, Pattern* p) {
   p->output = out;
   p->scope_node = erf;
   return true;
+}
+
+bool Importer::FoldedBatchNorm(int i) const {
+  // torch.onnx writes a parameter it uses as it is under its module path
+  // ("layer1.0.conv1.weight"), and a tensor it computed under "onnx::Conv_12" (a number before
+  // PyTorch 1.13). Its eval export (the default, TrainingMode.EVAL) fuses Conv + BatchNorm into
+  // one Conv whose weight (W scaled by the norm) and bias (the norm's shift) it computed; a conv
+  // of the module keeps its named weight, and a conv without a bias that no BatchNorm follows
+  // has no bias. So a Conv whose weight and bias are both computed ones was a Conv and a
+  // BatchNorm. (A conv that had a bias of its own before the BatchNorm cannot be told: the
+  // export merged it into the shift.) Files of other exporters are taken as they are.
+  const auto& n = N(i);
+  if (model_.producer_name() != "pytorch" || n.input_size() < 3 || n.input(2).empty()) {
+    return false;
+  }
+  return !NamedParameter(n.input(1)) && !NamedParameter(n.input(2));
+}
+
+bool Importer::PositionTable(const std::string& c, int64_t s, int64_t d, std::string* table,
+                             int64_t* rows) const {
+  // nn.Embedding(L, D)(torch.arange(S)) exports as Gather(table, positions); torch.onnx folds it
+  // into an [S, D] initializer where it can, and a broadcast adds Unsqueeze / Expand on the way.
+  static const std::set<std::string> kLayout = {"Unsqueeze", "Reshape", "Expand", "Squeeze",
+                                                "Cast"};
+  std::string t = c;
+  for (int steps = 0; steps < 8; ++steps) {
+    // A table folded by the export: [S, D] values under leading 1s.
+    if (const auto dims = ConstDims(t); dims && Source(t) != nullptr) {
+      const size_t r = dims->size();
+      const bool leading_ones = r >= 2 && Numel(*dims) == (*dims)[r - 2] * (*dims)[r - 1];
+      if (!leading_ones || (*dims)[r - 2] != s || (*dims)[r - 1] != d) return false;
+      *table = t;
+      *rows = s;
+      return true;
+    }
+    const int p = Producer(t);
+    if (p < 0) return false;
+    const auto& n = N(p);
+    if (n.op_type() == "Gather" && Int(n, "axis").value_or(0) == 0) {
+      // A lookup left in the graph: positions 0 .. S-1 (per row, when broadcast over a batch).
+      const auto w = ConstDims(n.input(0));
+      const ConstValue* at = Evaluate(n.input(1));
+      if (!w || w->size() != 2 || (*w)[1] != d || (*w)[0] < s || at == nullptr || !at->is_int ||
+          at->dims.empty() || at->dims.back() != s) {
+        return false;
+      }
+      for (int64_t k = 0; k < at->size(); ++k) {
+        if (at->ints[static_cast<size_t>(k)] != k % s) return false;
+      }
+      *table = n.input(0);
+      *rows = (*w)[0];
+      return true;
+    }
+    if (!kLayout.count(n.op_type()) || n.input_size() < 1) return false;
+    t = n.input(0);
+  }
+  return false;
+}
+
+int Importer::TiedEmbedding(const std::string& weight, int64_t n_out) const {
+  // A tied LM head (lm_head.weight = wte.weight) reads the table [V, D] as it is (Gemm transB),
+  // through a Transpose, or, once torch.onnx has folded that Transpose, as a new initializer
+  // [D, V] of the same values. An untied head of fresh random values is never one.
+  const onnx::TensorProto* w = Source(weight);
+  const int t = Producer(weight);
+  const bool transposed = t >= 0 && N(t).op_type() == "Transpose" && N(t).input_size() == 1 &&
+                          Ints(N(t), "perm", {1, 0}) == std::vector<int64_t>{1, 0};
+  for (const auto& [table, layer] : embeddings_) {
+    const onnx::TensorProto* e = Source(table);
+    if (e == nullptr || e->dims_size() != 2 || e->dims(0) != n_out) continue;
+    if ((w != nullptr && w == e) || (transposed && Source(N(t).input(0)) == e) ||
+        (w != nullptr && TransposedCopy(*w, *e))) {
+      return layer;
+    }
+  }
+  return -1;
 }
 
 void Importer::FindPatterns() {

@@ -1,8 +1,9 @@
 // model_import/onnx_yaml_writer.cc: the importer's layers -> the model YAML
 // (scenarios/models/README.md's schema): unique layer names (the module path where it is one
 // layer's, else the node name), a comment naming the file (its name, not its path: the YAML does
-// not depend on where the file was), the input and one line per layer. Deterministic: the same
-// layers give byte-identical text.
+// not depend on where the file was), the input and one line per layer (with a comment where the
+// layer's type is the nearest one to the operator's). Deterministic: the same layers give
+// byte-identical text.
 #include <filesystem>
 #include <map>
 #include <set>
@@ -68,7 +69,8 @@ std::string Importer::WriteYaml(const std::string& name) {
       line += "]";
     }
     for (const auto& [k, v] : l.keys) line += fmt::format(", {}: {}", k, v);
-    y += line + "}\n";
+    if (l.tie >= 0) line += ", tie: " + Quote(layers_[static_cast<size_t>(l.tie)].name);
+    y += line + "}" + (l.note.empty() ? "" : "  # " + l.note) + "\n";
   }
   return y;
 }

@@ -335,6 +335,26 @@ TEST(ModelLoaderErrorTest, MissingRequiredKey) {
   std::string msg3 =
       ErrorOf<ConfigError>("schema_version: 1\nlayers:\n  - {name: r, type: relu}\n");
   EXPECT_CONTAINS(msg3, "missing required key 'input'");
+  // A product needs its two inputs named; so does a sum.
+  std::string msg4 = ErrorOf<ConfigError>(kHead + "  - {name: m, type: mul}\n");
+  EXPECT_CONTAINS(msg4, "bad.yaml:5:5: error: layer 'm' (mul) is missing required key 'bottom' "
+                        "(the list of layers to multiply)");
+  EXPECT_CONTAINS(ErrorOf<ConfigError>(kHead + "  - {name: s, type: add}\n"),
+                  "(the list of layers to add)");
+}
+
+TEST(ModelLoaderTest, MulLayerLoadsWithItsBottoms) {
+  const core::ModelSpec spec = LoadModelText(
+      kHead + "  - {name: x, type: conv, num_output: 4, kernel: 1}\n"
+              "  - {name: gap, type: pool, global: true}\n"
+              "  - {name: scale, type: mul, bottom: [x, gap]}\n",
+      "se.yaml");
+  ASSERT_EQ(spec.layers.size(), 3u);
+  EXPECT_EQ(spec.layers[2].kind, core::LayerKind::kMul);
+  EXPECT_EQ(spec.layers[2].bottoms, (std::vector<std::string>{"x", "gap"}));
+  EXPECT_EQ(core::Model::Build(spec).FindLayer("scale")->out, (core::Shape{4, 32, 32}));
+  EXPECT_CONTAINS(ErrorOf<ConfigError>(kHead + "  - {name: m, type: mul, bottom: [a, b], ratio: 1}\n"),
+                  "unknown key 'ratio'");
 }
 
 TEST(ModelLoaderErrorTest, ConflictingAndIncompleteWindowKeys) {

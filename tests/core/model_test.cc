@@ -298,6 +298,48 @@ TEST(ModelBuildTest, AddAndProjectionShortcut) {
   EXPECT_EQ(m.FindLayer("c1")->spec.bottoms, (std::vector<std::string>{"data"}));
 }
 
+TEST(ModelBuildTest, MulScalesChannelsByAGate) {
+  // Squeeze-and-excitation: a global pool, a 1x1 conv back to C channels, then x * gate.
+  LayerSpec gap = L("gap", LayerKind::kPool, {"x"});
+  gap.global_pool = true;
+  Model m = Model::Build(Spec(3, 8, 8, {Conv("x", 16, 3, 1, 1), gap, Conv("fc", 16, 1),
+                                        L("scale", LayerKind::kMul, {"x", "fc"}),
+                                        L("same", LayerKind::kMul, {"scale", "x"})}));
+  const Layer* scale = m.FindLayer("scale");
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(scale->out, (Shape{16, 8, 8}));
+  EXPECT_EQ(scale->params, 0);
+  EXPECT_EQ(scale->fwd_macs, 0);
+  EXPECT_EQ(scale->fwd_flops, 16 * 8 * 8);
+  EXPECT_EQ(scale->in_bytes, (16 * 8 * 8 + 16) * 4);
+  EXPECT_EQ(scale->out_bytes, 16 * 8 * 8 * 4);
+  // Two tensors of one shape multiply too (any rank).
+  const Layer* same = m.FindLayer("same");
+  EXPECT_EQ(same->out, (Shape{16, 8, 8}));
+  EXPECT_EQ(same->in_bytes, 2 * 16 * 8 * 8 * 4);
+  EXPECT_EQ(m.total_params(), (16 * 3 * 9 + 16) + (16 * 16 + 16));
+  LayerKind k;
+  ASSERT_TRUE(LayerKindFromName("mul", &k));
+  EXPECT_EQ(k, LayerKind::kMul);
+  EXPECT_EQ(LayerKindName(LayerKind::kMul), std::string("mul"));
+}
+
+TEST(ModelErrorTest, MulGateOfTheWrongShapeOrOrder) {
+  LayerSpec gap = L("gap", LayerKind::kPool, {"x"});
+  gap.global_pool = true;
+  // A gate of 8 channels for an image of 16.
+  ModelSpec s = Spec(3, 8, 8, {Conv("x", 16, 1), gap, Conv("g", 8, 1),
+                               L("scale", LayerKind::kMul, {"x", "g"})});
+  ExpectError(s, {s.layers[3].loc.ToString() + ": error: layer 'scale' (mul)", "'x' is 16x8x8",
+                  "'g' is 8x1x1", "per-channel gate"});
+  // The gate first.
+  s = Spec(3, 8, 8, {Conv("x", 16, 1), gap, Conv("g", 16, 1),
+                     L("scale", LayerKind::kMul, {"g", "x"})});
+  ExpectError(s, {"layer 'scale' (mul)", "list the tensor being scaled first"});
+  s = Spec(3, 8, 8, {Conv("x", 16, 1), L("sq", LayerKind::kMul, {"x"})});
+  ExpectError(s, {"layer 'sq' (mul)", "takes 2 inputs, got 1"});
+}
+
 TEST(ModelBuildTest, TopologicalOrderFollowsTheFileWhenPossible) {
   // "b" reads "c", which comes later in the file: the forward order must put c first.
   Model m = Model::Build(Spec(1, 4, 4, {L("a", LayerKind::kRelu), L("b", LayerKind::kRelu, {"c"}),

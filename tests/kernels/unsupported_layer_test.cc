@@ -1,7 +1,9 @@
 // tests/kernels/unsupported_layer_test.cc: a layer form the host backends do not train is refused
 // when the Net is built, with one line that names the layer and says why: today the embedding on
 // a sequence [S, D] (BERT's token types, which would need a second input of ids the model does
-// not have). Every layer type itself has a reference and a cpu kernel (fmnist_vit builds).
+// not have) and the `mul` layer (a squeeze-and-excitation gate, which ONNX imports write; the
+// simulator models it, no backend trains it yet). Every other layer type has a reference and a
+// cpu kernel (fmnist_vit builds).
 #include "kernels/net.h"
 
 #include <string>
@@ -13,6 +15,18 @@
 
 namespace poseidon::kernels {
 namespace {
+
+// What building a Net of `m` on backend `b` throws; "" where the backend is not built in.
+std::string NetRefusal(const core::Model& m, Backend b) {
+  try {
+    Net net(m, b, 2, 1);
+  } catch (const KernelError& e) {
+    const std::string what = e.what();
+    return what.find("not built in") != std::string::npos ? "" : what;  // e.g. no oneDNN here
+  }
+  ADD_FAILURE() << "expected a KernelError";
+  return "";
+}
 
 TEST(UnsupportedLayerTest, AnEmbeddingOnASequenceIsRefusedNamingTheLayer) {
   core::ModelSpec spec;
@@ -26,16 +40,29 @@ TEST(UnsupportedLayerTest, AnEmbeddingOnASequenceIsRefusedNamingTheLayer) {
   spec.layers = {word, type};
   const core::Model m = core::Model::Build(spec);
   for (Backend b : {Backend::kReference, Backend::kCpu}) {
-    try {
-      Net net(m, b, 2, 1);
-      ADD_FAILURE() << "expected a KernelError";
-    } catch (const KernelError& e) {
-      const std::string what = e.what();
-      if (what.find("not built in") != std::string::npos) continue;  // no oneDNN here
-      EXPECT_NE(what.find("layer 'type_emb' (embedding): "), std::string::npos) << what;
-      EXPECT_NE(what.find("second input of ids"), std::string::npos) << what;
-      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-    }
+    const std::string what = NetRefusal(m, b);
+    if (what.empty()) continue;
+    EXPECT_NE(what.find("layer 'type_emb' (embedding): "), std::string::npos) << what;
+    EXPECT_NE(what.find("second input of ids"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+TEST(UnsupportedLayerTest, AMulLayerIsRefusedNamingTheLayer) {
+  const core::Model m = core::Model::Build(config::LoadModelText(
+      "schema_version: 1\ninput: {channels: 4, height: 6, width: 6}\nlayers:\n"
+      "  - {name: x, type: relu}\n"
+      "  - {name: gap, type: pool, global: true}\n"
+      "  - {name: se, type: mul, bottom: [x, gap]}\n",
+      "se.yaml"));
+  for (Backend b : {Backend::kReference, Backend::kCpu}) {
+    const std::string what = NetRefusal(m, b);
+    if (what.empty()) continue;
+    EXPECT_NE(what.find("layer 'se' (mul): the " + std::string(BackendName(b)) +
+                        " backend has no kernel for layer type 'mul'"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
   }
 }
 

@@ -12,6 +12,8 @@
 
 #if defined(POSEIDON_WITH_ONNX)
 #include <onnx/onnx_pb.h>
+
+#include "tests/model_import/onnx_test_graphs.h"
 #endif
 
 namespace poseidon::model_import {
@@ -19,49 +21,14 @@ namespace {
 
 #if defined(POSEIDON_WITH_ONNX)
 
-void AddInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims) {
-  onnx::TensorProto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    t->add_dims(d);
-    n *= d;
-  }
-  for (int64_t k = 0; k < n; ++k) t->add_float_data(0.01f * static_cast<float>(k % 7));
-}
-
-onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, const std::string& name,
-                         std::vector<std::string> in, std::string out) {
-  onnx::NodeProto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(name);
-  for (const auto& i : in) n->add_input(i);
-  n->add_output(out);
-  return n;
-}
-
-void AddInts(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
+using namespace test_graphs;  // the graph builders of onnx_test_graphs.h
 
 // input [1, 3, 8, 8] -> Conv 4x3x3x3 (+bias, pad 1) -> Relu -> [op] -> GlobalAveragePool ->
 // Flatten -> Gemm 2x4 (+bias): 4*27 + 4 + 8 + 2 = 122 parameters.
-std::string TinyCnn(const std::string& extra_op = "", bool dilated = false) {
-  onnx::ModelProto m;
-  m.set_ir_version(7);
-  m.set_producer_name("onnx_import_test");
-  m.add_opset_import()->set_version(13);
-  onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("tiny");
-  onnx::ValueInfoProto* in = g->add_input();
-  in->set_name("x");
-  auto* tt = in->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {1, 3, 8, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+std::string TinyCnn(const std::string& extra_op = "", bool dilated = false,
+                    bool zero_stride = false) {
+  onnx::GraphProto* g = nullptr;
+  onnx::ModelProto m = NewModel(&g, {1, 3, 8, 8}, onnx::TensorProto::FLOAT, 13, "onnx_import_test");
   AddInit(g, "conv.w", {4, 3, 3, 3});
   AddInit(g, "conv.b", {4});
   AddInit(g, "fc.w", {2, 4});
@@ -70,6 +37,7 @@ std::string TinyCnn(const std::string& extra_op = "", bool dilated = false) {
   AddInts(conv, "kernel_shape", {3, 3});
   AddInts(conv, "pads", {1, 1, 1, 1});
   if (dilated) AddInts(conv, "dilations", {2, 2});
+  if (zero_stride) AddInts(conv, "strides", {0, 1});
   AddNode(g, "Relu", "/relu/Relu", {"c"}, "r");
   std::string last = "r";
   if (!extra_op.empty()) {
@@ -78,26 +46,9 @@ std::string TinyCnn(const std::string& extra_op = "", bool dilated = false) {
   }
   AddNode(g, "GlobalAveragePool", "/gap/GlobalAveragePool", {last}, "p");
   AddNode(g, "Flatten", "/Flatten", {"p"}, "f");
-  onnx::NodeProto* gemm = AddNode(g, "Gemm", "/fc/Gemm", {"f", "fc.w", "fc.b"}, "y");
-  onnx::AttributeProto* tb = gemm->add_attribute();
-  tb->set_name("transB");
-  tb->set_type(onnx::AttributeProto::INT);
-  tb->set_i(1);
+  AddInt(AddNode(g, "Gemm", "/fc/Gemm", {"f", "fc.w", "fc.b"}, "y"), "transB", 1);
   g->add_output()->set_name("y");
   return m.SerializeAsString();
-}
-
-onnx::ModelProto Start(onnx::GraphProto** g) {
-  onnx::ModelProto m;
-  m.set_ir_version(7);
-  m.add_opset_import()->set_version(13);
-  *g = m.mutable_graph();
-  onnx::ValueInfoProto* in = (*g)->add_input();
-  in->set_name("x");
-  auto* tt = in->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {2, 4, 9, 9}) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  return m;
 }
 
 // Two branches (a 1x1 conv; a depthwise 3x3 conv) concatenated, a 3x3 stride-2 max pool with
@@ -105,7 +56,7 @@ onnx::ModelProto Start(onnx::GraphProto** g) {
 // Parameters: 8*4 + 8 (1x1) + 4*9 + 4 (depthwise) + 12*3 + 3 (MatMul, bias) = 119.
 std::string Branches(bool asymmetric_pad = false, bool shared = false) {
   onnx::GraphProto* g = nullptr;
-  onnx::ModelProto m = Start(&g);
+  onnx::ModelProto m = NewModel(&g, {2, 4, 9, 9});
   AddInit(g, "a.w", {8, 4, 1, 1});
   AddInit(g, "a.b", {8});
   AddInit(g, "d.w", {4, 1, 3, 3});
@@ -116,22 +67,12 @@ std::string Branches(bool asymmetric_pad = false, bool shared = false) {
   onnx::NodeProto* d = AddNode(g, "Conv", "/d/Conv", {"x", "d.w", "d.b"}, "d");
   AddInts(d, "pads",
           asymmetric_pad ? std::vector<int64_t>{0, 0, 1, 1} : std::vector<int64_t>{1, 1, 1, 1});
-  onnx::AttributeProto* grp = d->add_attribute();
-  grp->set_name("group");
-  grp->set_type(onnx::AttributeProto::INT);
-  grp->set_i(4);
-  onnx::NodeProto* cat = AddNode(g, "Concat", "/cat/Concat", {"a", "d"}, "c");
-  onnx::AttributeProto* axis = cat->add_attribute();
-  axis->set_name("axis");
-  axis->set_type(onnx::AttributeProto::INT);
-  axis->set_i(1);
+  AddInt(d, "group", 4);
+  AddInt(AddNode(g, "Concat", "/cat/Concat", {"a", "d"}, "c"), "axis", 1);
   onnx::NodeProto* pool = AddNode(g, "MaxPool", "/pool/MaxPool", {"c"}, "p");
   AddInts(pool, "kernel_shape", {3, 3});
   AddInts(pool, "strides", {2, 2});
-  onnx::AttributeProto* ceil = pool->add_attribute();
-  ceil->set_name("ceil_mode");
-  ceil->set_type(onnx::AttributeProto::INT);
-  ceil->set_i(1);
+  AddInt(pool, "ceil_mode", 1);
   AddNode(g, "Tanh", "/act/Tanh", {"p"}, "t");
   AddNode(g, "GlobalAveragePool", "/gap/GlobalAveragePool", {"t"}, "gp");
   AddNode(g, "Flatten", "/Flatten", {"gp"}, "f");
@@ -147,21 +88,6 @@ std::string Branches(bool asymmetric_pad = false, bool shared = false) {
   AddNode(g, "Softmax", "/Softmax", {out}, "y");
   g->add_output()->set_name("y");
   return m.SerializeAsString();
-}
-
-void ExpectOneLine(const std::string& msg, const std::string& starts) {
-  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-  EXPECT_EQ(msg.rfind(starts, 0), 0u) << msg;
-}
-
-std::string Refusal(const std::string& bytes) {
-  try {
-    ImportOnnxBytes(bytes, "tiny.onnx", {});
-  } catch (const ImportError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no ImportError";
-  return "";
 }
 
 TEST(OnnxImport, SmallCnnImportsWithTheInitializersParameters) {
@@ -226,6 +152,13 @@ TEST(OnnxImport, UnknownOperatorIsOneLocatedLine) {
 TEST(OnnxImport, UnsupportedAttributeNamesTheNode) {
   const std::string msg = Refusal(TinyCnn("", /*dilated=*/true));
   ExpectOneLine(msg, "tiny.onnx: error: node '/conv/Conv' (Conv): dilated windows");
+}
+
+TEST(OnnxImport, AZeroStrideIsRefusedBeforeShapeInferenceDividesByIt) {
+  // ONNX's shape inference divides by the strides unchecked (SIGFPE); the import refuses first.
+  ExpectOneLine(Refusal(TinyCnn("", false, /*zero_stride=*/true)),
+                "tiny.onnx: error: node '/conv/Conv' (Conv): attribute 'strides' holds 0; check "
+                "the file");
 }
 
 TEST(OnnxImport, NotOnnxTruncatedAndEmptyAreRefused) {

@@ -1,12 +1,21 @@
 #!/usr/bin/python3
 """`poseidon models import` on the models scripts/make-onnx-models writes (PyTorch 1.13 exports:
-a ResNet-18-like, a MobileNet-like, a transformer encoder, a causal LM):
+a ResNet-18-like, a MobileNet-like, a transformer encoder, a causal LM; and the corpus of
+scripts/onnx_corpus.py, torchvision's ResNet-50, MobileNet v2 and v3, DenseNet-121 and Inception
+layouts and a BERT-like and a GPT-like, each exported with torch.onnx's default settings in eval
+and in training mode, the transformers at opsets 14 and 17):
 
   (a) each import succeeds, with one summary line;
-  (b) `poseidon models show` of the YAML gives the parameter total the ONNX initializers hold
-      (the generator's params.json, counted with the python onnx module, not by the importer);
-  (c) the last layer's shape is the export's output's (the ResNet-like's logits too), and the
-      ResNet-like has as many convs as the module;
+  (b) `poseidon models show` of the YAML gives the PyTorch module's parameter count (the
+      generator's params.json: sum(p.numel() for p in model.parameters()), counted by torch, not
+      by the importer; for the first four also what the ONNX initializers hold, the same);
+  (c) the last layer's shape is the export's output's (the logits), and the YAML has as many
+      convs as the module (the ResNet-like and the corpus), and for the corpus as many
+      batchnorms (in an eval export, restored after the convs they were folded into) and
+      attention layers;
+  (g) an eval export and a training export of one corpus model import as the same layers: types
+      and output shapes in order, and the same FLOPs (the eval export's folded BatchNorms
+      restored where the training export has them);
   (d) importing twice gives byte-identical YAML;
   (f) the shipped scenarios/imported/ files load and simulate with the imported ResNet-like
       next to them, as the demo runs them;
@@ -40,7 +49,7 @@ def refusals(poseidon, work):
     w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], [0.1] * 108)
     graph = helper.make_graph(
         [helper.make_node("Conv", ["x", "w"], ["c"], name="/conv/Conv", kernel_shape=[3, 3]),
-         helper.make_node("HardSwish", ["c"], ["y"], name="/act/HardSwish")],
+         helper.make_node("Hardmax", ["c"], ["y"], name="/act/Hardmax")],
         "unknown_op", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], [w])
     unknown = os.path.join(work, "unknown_op.onnx")
@@ -52,7 +61,7 @@ def refusals(poseidon, work):
     with open(unknown, "rb") as f, open(truncated, "wb") as g:
         g.write(f.read()[:200])
     cases = [
-        (unknown, f"{unknown}: error: node '/act/HardSwish' (HardSwish): no Poseidon layer type"),
+        (unknown, f"{unknown}: error: node '/act/Hardmax' (Hardmax): no Poseidon layer type"),
         (text, f"{text}: error: not an ONNX model"),
         (truncated, f"{truncated}: error: not an ONNX model, or a truncated one"),
         (os.path.join(work, "missing.onnx"), f"{work}/missing.onnx: error: no such file"),
@@ -92,6 +101,22 @@ def imported_scenarios(poseidon, work):
     return 0
 
 
+def same_layers_in_eval_and_train(expected, shapes):
+    """(g): returns the number of failures."""
+    bad = 0
+    for name in sorted(expected):
+        twin = name.replace("_eval", "_train", 1)
+        if "_eval" not in name or twin not in shapes or name not in shapes:
+            continue
+        if shapes[name] != shapes[twin]:
+            print(f"FAIL {name} and {twin}: the layers (type, shape) or FLOPs differ")
+            bad += 1
+        else:
+            print(f"ok   {name} = {twin}: {len(shapes[name][0])} layers of the same types and "
+                  f"shapes, {shapes[name][1]} FLOPs")
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--poseidon", required=True)
@@ -113,6 +138,7 @@ def main():
         return 1
     with open(os.path.join(a.work, "params.json")) as f:
         expected = json.load(f)
+    shapes = {}  # name -> ([(type, output shape) per layer], forward FLOPs), from models show
     for name, e in sorted(expected.items()):
         onnx_path = os.path.join(a.work, e["file"])
         yaml_path = os.path.join(a.work, name + ".yaml")
@@ -137,15 +163,17 @@ def main():
             continue
         m = re.search(r"^parameters:\s+([\d,]+)", show.stdout, re.M)
         got = int(m.group(1).replace(",", "")) if m else -1
-        if got != e["initializer_params"]:
-            print(f"FAIL {name}: models show says {got:,} parameters, the ONNX initializers "
-                  f"hold {e['initializer_params']:,}")
+        if got != e["torch_params"]:
+            print(f"FAIL {name}: models show says {got:,} parameters, the PyTorch module has "
+                  f"{e['torch_params']:,}")
             bad += 1
         else:
-            print(f"ok   {name}: {got:,} parameters = the ONNX initializers'")
+            print(f"ok   {name}: {got:,} parameters = the PyTorch module's")
         # The last layer's output is the exported output's shape: a vector [N] is Nx1x1 here
         # (fc), a sequence [S, V] SxV.
         rows = [l.split() for l in show.stdout.splitlines() if re.match(r"^\s+\d+\s", l)]
+        flops = re.search(r"^forward FLOPs/image:\s+([\d,]+)", show.stdout, re.M)
+        shapes[name] = ([(r[2], r[3]) for r in rows], flops.group(1) if flops else None)
         logits = rows[-1][3]
         dims = e["output_shape"] + ([1, 1] if len(e["output_shape"]) == 1 else [])
         want = "x".join(str(d) for d in dims)
@@ -154,13 +182,17 @@ def main():
             bad += 1
         else:
             print(f"ok   {name}: output {logits}")
-        if "convs" in e:
-            convs = sum(1 for r in rows if r[2] == "conv")
-            if convs != e["convs"]:
-                print(f"FAIL {name}: {convs} convs; the module has {e['convs']}")
+        for key, kind in (("convs", "conv"), ("batchnorms", "batchnorm"),
+                          ("attentions", "attention")):
+            if key not in e:
+                continue
+            count = sum(1 for r in rows if r[2] == kind)
+            if count != e[key]:
+                print(f"FAIL {name}: {count} {kind} layers; the module has {e[key]}")
                 bad += 1
-            else:
-                print(f"ok   {name}: {convs} convs")
+            elif count:
+                print(f"ok   {name}: {count} {kind} layers, as the module")
+    bad += same_layers_in_eval_and_train(expected, shapes)
     bad += imported_scenarios(a.poseidon, a.work)
     print("PASS" if bad == 0 else f"{bad} failures")
     return 1 if bad else 0
