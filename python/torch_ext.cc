@@ -22,6 +22,7 @@
 #include "config/yaml_reader.h"
 #include "real_runtime/embedded_worker.h"
 #include "real_runtime/secret_file.h"
+#include "real_runtime/tls_files.h"
 
 namespace py = pybind11;
 
@@ -76,7 +77,8 @@ class Session {
           const std::string& coordinator_host, int coordinator_port, const std::string& secret_file,
           const std::string& job_id, const std::string& listen_host,
           const std::string& advertise_host, const std::string& trace_file,
-          const std::string& decisions_file, int rendezvous_timeout_s, int progress_timeout_s) {
+          const std::string& decisions_file, const std::string& tls_dir, int rendezvous_timeout_s,
+          int progress_timeout_s) {
     rt::NodeOptions o;
     o.scenario = config::LoadScenarioFile(scenario, overrides);
     o.rank = rank;
@@ -90,6 +92,13 @@ class Session {
       throw config::ConfigError(e.what());
     }
     o.transport.job_id = job_id;
+    if (!tls_dir.empty()) {
+      const rt::TlsFiles f = rt::JobTlsFiles(tls_dir);
+      o.transport.tls = true;
+      o.transport.tls_cert = f.cert;
+      o.transport.tls_key = f.key;
+      o.transport.tls_ca = f.ca;
+    }
     o.trace_file = trace_file;
     o.decisions_file = decisions_file;
     o.rendezvous_timeout = std::chrono::seconds(rendezvous_timeout_s);
@@ -100,6 +109,16 @@ class Session {
 
   int rank() const { return worker_->rank(); }
   int workers() const { return worker_->workers(); }
+  // The scenario's protocol: what DistributedDataParallel uses when not told otherwise.
+  py::dict Protocol() const {
+    const config::ScenarioSpec& s = worker_->scenario();
+    py::dict d;
+    d["scheme"] = s.scheme;
+    d["layer_schemes"] = s.layer_schemes;
+    d["consistency"] = s.consistency;
+    d["staleness"] = s.staleness;
+    return d;
+  }
 
   void AgreeTable(const std::string& table) {
     Blocking([&] { worker_->AgreeTable(table, SignalPending); });
@@ -207,14 +226,17 @@ PYBIND11_MODULE(_torch, m) {
   py::class_<pp::Session>(m, "Session")
       .def(py::init<const std::string&, const std::vector<std::string>&, int, const std::string&,
                     int, const std::string&, const std::string&, const std::string&,
-                    const std::string&, const std::string&, const std::string&, int, int>(),
+                    const std::string&, const std::string&, const std::string&,
+                    const std::string&, int, int>(),
            py::arg("scenario"), py::arg("overrides"), py::arg("rank"),
            py::arg("coordinator_host"), py::arg("coordinator_port"), py::arg("secret_file"),
            py::arg("job_id"), py::arg("listen_host"), py::arg("advertise_host"),
-           py::arg("trace_file"), py::arg("decisions_file"), py::arg("rendezvous_timeout_s"),
+           py::arg("trace_file"), py::arg("decisions_file"), py::arg("tls_dir"),
+           py::arg("rendezvous_timeout_s"),
            py::arg("progress_timeout_s"))
       .def_property_readonly("rank", &pp::Session::rank)
       .def_property_readonly("workers", &pp::Session::workers)
+      .def_property_readonly("protocol", &pp::Session::Protocol)
       .def("agree_table", &pp::Session::AgreeTable)
       .def("share_values", &pp::Session::ShareValues)
       .def("start_job", &pp::Session::StartJob)

@@ -86,8 +86,9 @@ bool CoordinatorRole::OnControl(int peer, uint8_t type, const std::vector<uint8_
     }
     case kCtlProgress: {
       int64_t clock = 0;
-      if (!layout_.IsWorker(peer) || !DecodeI64(body, &clock)) return false;
+      if (!layout_.IsWorker(peer) || !DecodeI64(body, &clock) || clock < 0) return false;
       watchdog_->Progress();
+      clocks_done_ = std::max(clocks_done_, clock + 1);
       return true;
     }
     case kCtlStatus: {
@@ -187,6 +188,14 @@ void CoordinatorRole::MaybeFinishJob() {
   job_finished_ = true;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - p_.start()).count();
+  if (tables_) {
+    // The workers' loop decided how long it ran.
+    fmt::print("job done: {} workers, {} shards, {} iterations in {:.2f} s\n",
+               layout_.num_workers, layout_.num_servers, clocks_done_, seconds);
+    std::fflush(stdout);
+    p_.EndJob();
+    return;
+  }
   if (!report_->Finish(layout_.num_servers, seconds)) {
     p_.Fail(kExitConfig, p_.options().training.csv + ": error: writing the CSV failed");
     return;

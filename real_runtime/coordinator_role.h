@@ -52,6 +52,7 @@ class CoordinatorRole final : public NodeRole {
   const bool losses_;
   std::optional<TableAgreement> tables_;  // model_from_workers
   bool job_relayed_ = false;
+  int64_t clocks_done_ = 0;  // the most iterations a worker reported (progress)
   core::Coordinator coordinator_;
   std::optional<JobReport> report_;
   std::unique_ptr<ProgressWatchdog> watchdog_;

@@ -184,6 +184,10 @@ EmbeddedWorker::~EmbeddedWorker() {
   if (loop_.joinable()) loop_.join();
 }
 
+const config::ScenarioSpec& EmbeddedWorker::scenario() const {
+  return process_->options().scenario;
+}
+
 void EmbeddedWorker::ThrowIfEnded() const {
   if (!ended_) return;
   throw JobFailed(exit_code_ == kExitOk ? kExitPeerLost : exit_code_,

@@ -88,6 +88,8 @@ class EmbeddedWorker {
   int workers() const { return workers_; }
   int worker_index() const { return rank_ - 1; }
   bool first() const { return rank_ == 1; }
+  // The job's scenario as this process loaded it (before the workers' model is applied).
+  const config::ScenarioSpec& scenario() const;
 
   // Sends this worker's layer table (a model file's text in registration order: one `module`
   // layer per module with parameters) and waits until the coordinator has every worker's and

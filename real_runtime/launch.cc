@@ -5,7 +5,10 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -56,8 +59,11 @@ std::string RandomHex(size_t bytes) {
 }
 
 // fork + exec `argv` with stdout/stderr redirected (-1 = inherit); extra_fd stays open in the
-// child (the coordinator's ready pipe). The child dies with the launcher.
-pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int keep_fd) {
+// child (the coordinator's ready pipe); `env` (KEY=VALUE) is added to the child's environment,
+// and argv[0] is looked up in PATH when it has no slash (a user's command). The child dies with
+// the launcher.
+pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int keep_fd,
+            const std::vector<std::string>& env = {}) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -72,7 +78,11 @@ pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int ke
     if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
     // Several processes share the cores: one OpenMP thread each unless the user said otherwise.
     setenv("OMP_NUM_THREADS", "1", /*overwrite=*/0);
-    execv(args[0], args.data());
+    for (const std::string& kv : env) {
+      const size_t eq = kv.find('=');
+      setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+    }
+    execvp(args[0], args.data());
     std::fprintf(stderr, "poseidon launch: cannot run %s: %s\n", args[0], std::strerror(errno));
     _exit(127);
   }
@@ -117,6 +127,29 @@ bool NamesClusterKey(const std::string& file, const std::vector<std::string>& ov
   }
 }
 
+// A TCP port free on this host now (for MASTER_PORT: a script that also starts torch.distributed).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 29500;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+std::string Absolute(const std::string& path) {
+  std::error_code ec;
+  const auto p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.string();
+}
+
 std::string Describe(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
@@ -154,6 +187,20 @@ int RunLaunch(const LaunchOptions& o) {
   }
   const config::ScenarioSpec s = config::LoadScenarioFile(o.scenario_file, overrides);
   CheckLiveScenario(s);
+  const bool torch = !o.worker_command.empty() || o.no_workers;
+  if (torch && !s.model_from_workers) {
+    throw ConfigError(fmt::format(
+        "{}: error: --torch runs a training script's processes as the workers, but this scenario "
+        "names its model ('model: {}'); give a scenario with 'model: torch' (scenarios/live/"
+        "torch.yaml)",
+        o.scenario_file, s.model.name));
+  }
+  if (!torch && s.model_from_workers) {
+    throw ConfigError(fmt::format(
+        "{}: error: this scenario's workers are a training script's processes ('model: torch'): "
+        "poseidon launch --torch {} -- python train.py ARGS (docs/torch.md)",
+        o.scenario_file, o.scenario_file));
+  }
   const core::JobLayout layout = config::BuildLayout(s);
   const std::string exe = o.self_exe.empty() ? "/proc/self/exe" : o.self_exe;
 
@@ -353,7 +400,43 @@ int RunLaunch(const LaunchOptions& o) {
       fmt::print(stderr, "launch: {} workers, {} shards; coordinator on {}:{}; logs in {}\n",
                  s.workers, s.servers, coordinator_host, line, o.log_dir);
     }
+    const std::string master_port = std::to_string(FreePort());
     for (int rank = 1; rank < layout.num_actors(); ++rank) {
+      if (torch && layout.IsWorker(rank)) {
+        if (o.no_workers) continue;
+        // A training script's process, with the job in its environment.
+        auto [c, fd] = open_log(rank);
+        std::string set;
+        for (const std::string& ov : overrides) set += ov + "\n";
+        std::vector<std::string> env = {
+            "POSEIDON_SCENARIO=" + Absolute(o.scenario_file), "POSEIDON_SET=" + set,
+            "POSEIDON_RANK=" + std::to_string(rank),
+            "POSEIDON_COORDINATOR=" + coordinator_host + ":" + line,
+            "POSEIDON_SECRET_FILE=" + Absolute(secret_file), "POSEIDON_JOB_ID=" + job_id,
+            "POSEIDON_LOCAL_RANK=" + std::to_string(layout.WorkerIndex(rank)),
+            "POSEIDON_LOCAL_SIZE=" + std::to_string(layout.num_workers),
+            "RANK=" + std::to_string(layout.WorkerIndex(rank)),
+            "WORLD_SIZE=" + std::to_string(layout.num_workers),
+            "LOCAL_RANK=" + std::to_string(layout.WorkerIndex(rank)),
+            "LOCAL_WORLD_SIZE=" + std::to_string(layout.num_workers),
+            "MASTER_ADDR=" + coordinator_host, "MASTER_PORT=" + master_port};
+        if (!o.trace_dir.empty()) env.push_back("POSEIDON_TRACE_DIR=" + Absolute(o.trace_dir));
+        if (!o.decisions_dir.empty()) {
+          env.push_back("POSEIDON_DECISIONS_DIR=" + Absolute(o.decisions_dir));
+        }
+        if (!o.tls_dir.empty()) env.push_back("POSEIDON_TLS_DIR=" + Absolute(o.tls_dir));
+        std::vector<std::string> a = o.worker_command;
+        if (o.emulate) {
+          env.push_back("POSEIDON_LISTEN=" + addr_of(rank));
+          const std::string ns =
+              fmt::format("{}-{}", netns_prefix, layout.machine_of[static_cast<size_t>(rank)]);
+          a.insert(a.begin(), {"/usr/bin/ip", "netns", "exec", ns});
+        }
+        c.pid = Spawn(a, rank == 1 ? -1 : fd, fd, -1, env);
+        ::close(fd);
+        children[c.pid] = c;
+        continue;
+      }
       auto [c, fd] = open_log(rank);
       std::vector<std::string> a = node_argv(rank);
       a.insert(a.end(), {"--coordinator", coordinator_host + ":" + line});
@@ -361,6 +444,18 @@ int RunLaunch(const LaunchOptions& o) {
       c.pid = Spawn(a, fd, fd, -1);
       ::close(fd);
       children[c.pid] = c;
+    }
+    if (o.no_workers) {
+      std::string set;
+      for (const std::string& ov : overrides) set += (set.empty() ? "" : "\\n") + ov;
+      fmt::print("# the coordinator and shards run; start the {} workers with these (torchrun: "
+                 "RANK becomes the worker):\n"
+                 "export POSEIDON_SCENARIO={} POSEIDON_COORDINATOR={}:{} "
+                 "POSEIDON_SECRET_FILE={} POSEIDON_JOB_ID={}{}\n",
+                 layout.num_workers, Absolute(o.scenario_file), coordinator_host, line,
+                 Absolute(secret_file), job_id,
+                 set.empty() ? "" : fmt::format(" POSEIDON_SET=$'{}'", set));
+      std::fflush(stdout);
     }
     bool stopping = false;
     const bool evict = config::EvictsDeadWorkers(s);

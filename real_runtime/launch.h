@@ -49,6 +49,19 @@ struct LaunchOptions {
   bool resume = false;
   // Tests only: a fault spec (fault_injection.h) for the first incarnation of its rank.
   std::string inject_fault;
+  // A job whose workers bring the model (`model: torch`, --torch): every worker is this command
+  // (the training script: `python train.py ARGS`), run with the job in its environment
+  // (POSEIDON_SCENARIO, POSEIDON_RANK, POSEIDON_COORDINATOR, POSEIDON_SECRET_FILE,
+  // POSEIDON_JOB_ID, ..., and torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+  // MASTER_ADDR, MASTER_PORT: python/poseidon/torch/_env.py). Worker 1's standard output is the
+  // launcher's; every worker's standard error and the others' output go to their logs.
+  std::vector<std::string> worker_command;
+  // --torch --no-workers: the coordinator and shards only; the workers are started elsewhere
+  // (torchrun), with what the launcher prints to export.
+  bool no_workers = false;
+  // What the workers of a --torch job get as POSEIDON_TRACE_DIR, POSEIDON_DECISIONS_DIR and
+  // POSEIDON_TLS_DIR (node_args carries the same for the other processes).
+  std::string trace_dir, decisions_dir, tls_dir;
 };
 
 // Runs the job; returns the exit code (see NodeExit in node.h; 130 after a signal). Throws

@@ -4,7 +4,12 @@
 #include "apps/poseidon/validate_command.h"
 #include "apps/poseidon/validate_draw.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -13,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "config/job_config.h"
 #include "config/scenario.h"
 #include "core/trace.h"
 #include "config/yaml_reader.h"
@@ -156,6 +162,9 @@ class Commands final : public LiveCommands {
     node_ = app.add_subcommand("node", "run one process of a live job (a coordinator, worker or "
                                        "server shard)");
     node_->add_option("scenario", node_scenario_, "scenario YAML file")->required();
+    node_->add_option("command", node_command_,
+                      "a 'model: torch' job: after '--', what a worker rank runs (python "
+                      "train.py ARGS), with the job in its environment (docs/torch.md)");
     node_->add_option("--set", node_overrides_, "override a scenario key: KEY=VALUE");
     node_->add_option("--rank", rank_,
                       "0 coordinator, 1..P workers (a machine each, or with cluster.client: "
@@ -194,7 +203,17 @@ class Commands final : public LiveCommands {
 
     launch_app_ = app.add_subcommand("launch", "run a whole live job on this machine, one process "
                                            "per coordinator, worker and shard");
-    launch_app_->add_option("scenario", launch_.scenario_file, "scenario YAML file")->required();
+    launch_app_->add_option("scenario", launch_.scenario_file,
+                            "scenario YAML file (--torch: default scenarios/live/torch.yaml)");
+    launch_app_->add_option("command", launch_.worker_command,
+                            "--torch: after '--', each worker's command (python train.py ARGS)");
+    launch_app_->add_flag("--torch", launch_torch_,
+                          "the workers are a PyTorch training script's processes "
+                          "(poseidon.torch; docs/torch.md): poseidon launch --torch [SCENARIO] "
+                          "-- python train.py ARGS");
+    launch_app_->add_flag("--no-workers", launch_.no_workers,
+                          "--torch: start the coordinator and shards only, and print what the "
+                          "workers (torchrun's, say) must export");
     launch_app_->add_option("--set", launch_.overrides, "override a scenario key: KEY=VALUE");
     launch_app_->add_option("--workers", launch_.workers,
                             "worker machines (default: the scenario's); --machines says the same")
@@ -313,6 +332,32 @@ class Commands final : public LiveCommands {
         launch_flags_.tls_dir = launch_.log_dir + "/tls";
         WithConfigErrors([&] { return rt::WriteJobTlsFiles(launch_flags_.tls_dir, id); });
       }
+      if (!launch_torch_ && (!launch_.worker_command.empty() || launch_.no_workers)) {
+        throw ConfigError("error: a worker command (after '--') and --no-workers are for a "
+                          "PyTorch job: add --torch");
+      }
+      if (launch_torch_) {
+        // `launch --torch -- python train.py`: CLI11 gives the command's first word to the
+        // scenario; a scenario is a YAML file.
+        const std::string& sc = launch_.scenario_file;
+        const bool yaml = sc.size() > 5 && (sc.ends_with(".yaml") || sc.ends_with(".yml"));
+        if (!sc.empty() && !yaml) {
+          launch_.worker_command.insert(launch_.worker_command.begin(), sc);
+          launch_.scenario_file.clear();
+        }
+        if (launch_.scenario_file.empty()) {
+          launch_.scenario_file = std::string(POSEIDON_DATA_DIR) + "/live/torch.yaml";
+        }
+        if (launch_.worker_command.empty() && !launch_.no_workers) {
+          throw ConfigError("error: --torch needs the workers' command after '--' (poseidon "
+                            "launch --torch [SCENARIO] -- python train.py ARGS), or --no-workers");
+        }
+        launch_.trace_dir = trace_dir_;
+        launch_.decisions_dir = launch_flags_.decisions_dir;
+        launch_.tls_dir = launch_flags_.tls_dir;
+      } else if (launch_.scenario_file.empty()) {
+        throw ConfigError("error: launch needs a scenario file (poseidon launch SCENARIO.yaml)");
+      }
       launch_.node_args = launch_flags_.Args();
       launch_.netns_script = std::string(POSEIDON_DATA_DIR) + "/../scripts/netns-run";
       (void)launch_flags_.Build();  // reject bad flags before anything starts
@@ -391,6 +436,10 @@ class Commands final : public LiveCommands {
                         "got '" + coordinator_ + "'");
     }
     if (rank_ == 0 && !coordinator_.empty() && listen_ == "127.0.0.1") listen_ = o.coordinator_host;
+    if (o.scenario.model_from_workers &&
+        config::BuildLayout(o.scenario).IsWorker(rank_)) {
+      return ExecTorchWorker(o);
+    }
     o.listen_host = listen_;
     o.advertise_host = advertise_;
     try {
@@ -436,7 +485,51 @@ class Commands final : public LiveCommands {
     return rt::RunNode(o);
   }
 
+  // A worker rank of a 'model: torch' job under srun or mpirun: this process becomes the
+  // training script (poseidon.torch.init() reads the job from the environment).
+  int ExecTorchWorker(const rt::NodeOptions& o) {
+    if (node_command_.empty()) {
+      throw ConfigError(fmt::format(
+          "error: rank {} is a worker of a 'model: torch' job ({}): give the training script "
+          "after '--' (poseidon node SCENARIO --coordinator HOST:PORT --secret-file F -- python "
+          "train.py)",
+          rank_, node_scenario_));
+    }
+    auto absolute = [](const std::string& path) {
+      std::error_code ec;
+      const auto p = std::filesystem::absolute(path, ec);
+      return ec ? path : p.string();
+    };
+    std::string set;
+    for (const std::string& ov : node_overrides_) set += ov + "\n";
+    const core::JobLayout layout = config::BuildLayout(o.scenario);
+    const std::map<std::string, std::string> env = {
+        {"POSEIDON_SCENARIO", absolute(node_scenario_)},
+        {"POSEIDON_SET", set},
+        {"POSEIDON_RANK", std::to_string(rank_)},
+        {"POSEIDON_COORDINATOR", coordinator_},
+        {"POSEIDON_SECRET_FILE", absolute(secret_file_)},
+        {"POSEIDON_JOB_ID", job_id_},
+        {"POSEIDON_LISTEN", listen_},
+        {"POSEIDON_ADVERTISE", advertise_},
+        {"POSEIDON_TRACE_DIR", trace_dir_node_.empty() ? "" : absolute(trace_dir_node_)},
+        {"POSEIDON_DECISIONS_DIR",
+         node_flags_.decisions_dir.empty() ? "" : absolute(node_flags_.decisions_dir)},
+        {"POSEIDON_TLS_DIR", node_flags_.tls_dir.empty() ? "" : absolute(node_flags_.tls_dir)},
+        {"RANK", std::to_string(layout.WorkerIndex(rank_))},
+        {"WORLD_SIZE", std::to_string(layout.num_workers)},
+    };
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    for (std::string& a : node_command_) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    throw ConfigError(fmt::format("error: cannot run {}: {}", node_command_[0],
+                                  std::strerror(errno)));
+  }
+
   CLI::App* node_ = nullptr;
+  std::vector<std::string> node_command_;
   std::string node_scenario_;
   std::vector<std::string> node_overrides_;
   int rank_ = -1;
@@ -461,6 +554,7 @@ class Commands final : public LiveCommands {
   CLI::App* launch_app_ = nullptr;
   rt::LaunchOptions launch_;
   bool launch_tls_ = false;
+  bool launch_torch_ = false;
   CLI::App* tls_init_ = nullptr;
   std::string tls_init_dir_;
   rt::TlsIdentityOptions tls_identity_;

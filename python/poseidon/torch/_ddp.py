@@ -69,11 +69,13 @@ def _words(t):
 class DistributedDataParallel(torch.nn.Module):
     """Wraps `module` (its `.module`) for data-parallel training with Poseidon.
 
-    scheme: how every module's gradient is synced unless `layer_schemes` names it: "auto"
+    scheme: how every module's gradient is synced unless `layer_schemes` names it (default: the
+        job's scenario's protocol.scheme, `auto` in scenarios/live/torch.yaml): "auto"
         (SACP, in time, with the measured layer times and the scenario's network), "ps",
         "sfb" (nn.Linear modules by sufficient factors, the others by ps), "allreduce" (ring;
         BSP only) or "paper" (the 2015 paper's byte rule).
-    consistency: "bsp" (the default: exactly the single-process result), ("ssp", s) or "ssp:s"
+    consistency (default: the scenario's): "bsp" (exactly the single-process result), ("ssp", s)
+        or "ssp:s"
         (clock c may start with the mean gradients of the last s clocks still missing; needs
         DistributedOptimizer), or "asp" (no bound; needs DistributedOptimizer).
     layer_schemes: {module name: scheme} overrides, module names as named_modules() gives them.
@@ -81,7 +83,7 @@ class DistributedDataParallel(torch.nn.Module):
         forward pass under BSP, as DDP's default; always at construction.
     """
 
-    def __init__(self, module, scheme="auto", consistency="bsp", *, layer_schemes=None,
+    def __init__(self, module, scheme=None, consistency=None, *, layer_schemes=None,
                  broadcast_buffers=True):
         super().__init__()
         self.module = module
@@ -89,8 +91,13 @@ class DistributedDataParallel(torch.nn.Module):
         if _env.model() is not None:
             raise RuntimeError("poseidon.torch: this process already wraps a model; one job, one "
                                "DistributedDataParallel")
-        self.scheme = scheme
-        self.layer_schemes = dict(layer_schemes or {})
+        scenario = self._s.protocol  # what the job's scenario says, unless told otherwise
+        self.scheme = scheme if scheme is not None else scenario["scheme"]
+        self.layer_schemes = dict(scenario["layer_schemes"])
+        self.layer_schemes.update(layer_schemes or {})
+        if consistency is None:
+            consistency = ((scenario["consistency"], scenario["staleness"])
+                           if scenario["consistency"] == "ssp" else scenario["consistency"])
         self.consistency, self.staleness = _consistency(consistency)
         self.broadcast_buffers = broadcast_buffers
         self._table = _table.LayerTable(module)

@@ -92,7 +92,7 @@ def init(*, rendezvous_timeout=120, progress_timeout=600):
         os.environ.get("POSEIDON_JOB_ID", ""), listen, os.environ.get("POSEIDON_ADVERTISE", ""),
         os.path.join(trace_dir, f"rank-{rank}.json") if trace_dir else "",
         os.path.join(decisions_dir, f"rank-{rank}.txt") if decisions_dir else "",
-        int(rendezvous_timeout), int(progress_timeout))
+        os.environ.get("POSEIDON_TLS_DIR", ""), int(rendezvous_timeout), int(progress_timeout))
     size = _session.workers
     if index >= size:
         raise ConfigError(f"{source} says this is worker {index}, but the job has {size} workers")
