@@ -150,6 +150,19 @@ std::string Absolute(const std::string& path) {
   return ec ? path : p.string();
 }
 
+// The log's last error line, indented, with a newline (empty when there is none): what the
+// user needs first when a process fails.
+std::string LastError(const std::string& log) {
+  std::ifstream f(log);
+  std::string line, last;
+  while (std::getline(f, line)) {
+    if (line.find("[error]") != std::string::npos || line.rfind("poseidon", 0) == 0) last = line;
+  }
+  if (last.empty()) return "";
+  const size_t at = last.find("[error] ");
+  return "  " + (at == std::string::npos ? last : last.substr(at + 8)) + "\n";
+}
+
 std::string Describe(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
@@ -612,8 +625,8 @@ int RunLaunch(const LaunchOptions& o) {
         continue;
       }
       if (!ok && !stopping) {
-        fmt::print(stderr, "launch: {} (rank {}) {}; stopping the others; see {}\n", c.name, c.rank,
-                   Describe(status), c.log);
+        fmt::print(stderr, "launch: {} (rank {}) {}; stopping the others; see {}\n{}", c.name,
+                   c.rank, Describe(status), c.log, LastError(c.log));
         result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         stopping = true;
         stop_all(SIGTERM);

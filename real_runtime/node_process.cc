@@ -173,7 +173,20 @@ void NodeProcess::OnPeerDown(int peer, const std::string& reason) {
     return;
   }
   if (ft && !actor_started_ && o_.rejoin) return rendezvous_->Redial(peer);
-  Fail(kExitPeerLost, fmt::format("lost {} before the job ended: {}", Who(peer), reason));
+  const std::string why = fmt::format("lost {} before the job ended: {}", Who(peer), reason);
+  if (o_.rank != 0 && peer != 0 && transport_->is_up(0)) {
+    // The peer may have closed because the job is over, or refused: the coordinator's word can
+    // reach it first. A process that cannot tell the end itself (a shard of a job whose workers'
+    // loop decides it) waits for that word a moment before calling it a failure.
+    if (!loss_timer_) {
+      loss_timer_ = std::make_unique<asio::steady_timer>(io_, kLossGrace);
+      loss_timer_->async_wait([this, why](const std::error_code& ec) {
+        if (!ec && !shutting_down_) Fail(kExitPeerLost, why);
+      });
+    }
+    return;
+  }
+  Fail(kExitPeerLost, why);
 }
 
 // A membership change the coordinator's core announced (rank 0: as it sends it; others: as it

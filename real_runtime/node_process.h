@@ -150,6 +150,9 @@ class NodeProcess final : public core::Host {
   int peers_down_after_shutdown_ = 0;
   int peers_up_at_shutdown_ = 0;
   std::unique_ptr<asio::steady_timer> shutdown_timer_;
+  // A peer other than the coordinator was lost: the coordinator's shutdown may be on its way.
+  static constexpr std::chrono::seconds kLossGrace{3};
+  std::unique_ptr<asio::steady_timer> loss_timer_;
 };
 
 }  // namespace poseidon::rt
