@@ -404,6 +404,10 @@ void EmbeddedWorker::StartJob(const JobRequest& request, const Poll& poll) {
   for (int l : model.param_layers()) {
     job.schemes[model.layers()[static_cast<size_t>(l)].name] = core::SchemeName(plan.SchemeOf(l));
   }
+  std::string chosen;
+  for (const auto& [layer, scheme] : job.schemes) chosen += fmt::format(" {}:{}", layer, scheme);
+  spdlog::info("worker 0: the job's plan (scheme {}, {} modules):{}", request.scheme,
+               job.schemes.size(), chosen);
   const std::string text = config::EncodeWorkerJob(job);
   auto body = std::make_shared<std::vector<uint8_t>>(EncodeJobText(text));
   asio::post(process_->io(), [this, job, text, body] {
