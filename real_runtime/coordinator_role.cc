@@ -66,6 +66,25 @@ void CoordinatorRole::OnPeerUp(int peer) {
   }
 }
 
+void CoordinatorRole::OnTaken(const core::Message& msg) {
+  if (!tables_ || msg.type != core::MsgType::kDone || !layout_.IsWorker(msg.from)) return;
+  ended_[msg.from] = msg.clock;
+  CheckSameLength();
+}
+
+void CoordinatorRole::CheckSameLength() {
+  for (const auto& [stopped, clocks] : ended_) {
+    for (const auto& [rank, done] : progress_) {
+      if (done <= clocks) continue;
+      return Refuse(fmt::format(
+          "{} ended the job after {} iterations, but {} has run {}: every worker's loop must run "
+          "the same number of iterations (a DistributedSampler with drop_last=True, the same "
+          "epochs and limits), or the workers that go on wait for the one that stopped",
+          p_.Who(stopped), clocks, p_.Who(rank), done));
+    }
+  }
+}
+
 bool CoordinatorRole::Counts(int worker) const {
   return !fault_.evict_dead_workers || coordinator_.alive(worker);
 }
@@ -89,6 +108,8 @@ bool CoordinatorRole::OnControl(int peer, uint8_t type, const std::vector<uint8_
       if (!layout_.IsWorker(peer) || !DecodeI64(body, &clock) || clock < 0) return false;
       watchdog_->Progress();
       clocks_done_ = std::max(clocks_done_, clock + 1);
+      progress_[peer] = std::max(progress_[peer], clock + 1);
+      CheckSameLength();
       return true;
     }
     case kCtlStatus: {

@@ -32,6 +32,7 @@ class CoordinatorRole final : public NodeRole {
   bool OnControl(int peer, uint8_t type, const std::vector<uint8_t>& body) override;
   void AfterActorCall() override;
   void OnPeerUp(int peer) override;
+  void OnTaken(const core::Message& msg) override;
 
  private:
   bool Counts(int worker) const;  // the worker still counts (not evicted)
@@ -41,6 +42,9 @@ class CoordinatorRole final : public NodeRole {
   bool OnModelTable(int peer, const std::vector<uint8_t>& body);
   bool OnJobSpec(int peer, const std::vector<uint8_t>& body);
   void Refuse(const std::string& why);
+  // A job whose workers' loops decide its length: one that stopped and one that went further can
+  // never meet (the shards wait for the first's pushes): refuse the job, naming both.
+  void CheckSameLength();
 
   NodeProcess& p_;
   const core::JobLayout& layout_;
@@ -53,6 +57,8 @@ class CoordinatorRole final : public NodeRole {
   std::optional<TableAgreement> tables_;  // model_from_workers
   bool job_relayed_ = false;
   int64_t clocks_done_ = 0;  // the most iterations a worker reported (progress)
+  std::map<int, int64_t> progress_;  // worker rank -> iterations it finished
+  std::map<int, int64_t> ended_;     // worker rank -> iterations it ended the job after
   core::Coordinator coordinator_;
   std::optional<JobReport> report_;
   std::unique_ptr<ProgressWatchdog> watchdog_;

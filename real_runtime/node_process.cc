@@ -311,6 +311,7 @@ void NodeProcess::OnMessage(core::Message msg) {
     return;
   }
   if (refused) return RefusePeer(msg, refused);
+  role_->OnTaken(msg);
   AfterActorCall();
 }
 

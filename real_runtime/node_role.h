@@ -51,6 +51,8 @@ class NodeRole {
   }
   // After every call into the actor (and after a compute task ended).
   virtual void AfterActorCall() {}
+  // A core message the actor took (after it did).
+  virtual void OnTaken(const core::Message& msg) { (void)msg; }
   // A connection came up (after the process's own bookkeeping).
   virtual void OnPeerUp(int peer) { (void)peer; }
   // Appended to the actor's WaitingFor() when the coordinator's watchdog asks.

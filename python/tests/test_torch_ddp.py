@@ -181,3 +181,11 @@ def test_a_worker_with_another_model_fails_in_seconds_naming_the_module(tmp_path
     text = _logs(logs)
     assert "built different models at module 'fc2'" in text, text
     assert "worker 0" in text and "worker 1" in text
+
+
+def test_workers_whose_loops_run_different_lengths_fail_naming_both(tmp_path):
+    r, logs = run_poseidon(str(tmp_path), model="mlp", longer=True, expect_ok=False)
+    assert r.returncode != 0
+    text = _logs(logs)
+    assert "worker 0 ended the job after 6 iterations, but worker 1 has run 7" in text, text
+    assert "JobError" in text  # worker 1's script hears it (it does not hang)

@@ -117,6 +117,7 @@ def main():
     ap.add_argument("--consistency", default="bsp")
     ap.add_argument("--accumulate", type=int, default=1, help="micro-batches per step (no_sync)")
     ap.add_argument("--different", action="store_true", help="worker 2 builds another model")
+    ap.add_argument("--longer", action="store_true", help="worker 2 runs one step more")
     args = ap.parse_args()
     torch.set_num_threads(1)
     dtype = getattr(torch, args.dtype)
@@ -143,7 +144,8 @@ def main():
     else:
         opt = optimizer(args, model.parameters())
     losses = []
-    for x, y in batches(args.model, args.steps, args.batch, dtype):
+    steps = args.steps + (1 if args.longer and rank == 1 else 0)
+    for x, y in batches(args.model, steps, args.batch, dtype):
         b = args.batch // size
         x, y = x[rank * b:(rank + 1) * b], y[rank * b:(rank + 1) * b] if args.model != "features" else y[rank * b * 6:(rank + 1) * b * 6]
         opt.zero_grad()
