@@ -189,3 +189,14 @@ def test_workers_whose_loops_run_different_lengths_fail_naming_both(tmp_path):
     text = _logs(logs)
     assert "worker 0 ended the job after 6 iterations, but worker 1 has run 7" in text, text
     assert "JobError" in text  # worker 1's script hears it (it does not hang)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="this PyTorch has no CUDA device")
+@pytest.mark.parametrize("scheme", ["ps", "sfb"])
+def test_cuda_parameters_staged_through_the_host(tmp_path, scheme):
+    """CUDA gradients go to the host on a side stream (_staging.py) and the mean comes back:
+    still the one-process result (scripts/gpu-check runs it where PyTorch has CUDA)."""
+    tmp = str(tmp_path)
+    ref = run_single(tmp, model="cnn", device="cuda")
+    runs = run_poseidon(tmp, model="cnn", device="cuda", scheme=scheme)
+    assert_same(ref, runs, 1e-10)

@@ -118,10 +118,11 @@ def main():
     ap.add_argument("--accumulate", type=int, default=1, help="micro-batches per step (no_sync)")
     ap.add_argument("--different", action="store_true", help="worker 2 builds another model")
     ap.add_argument("--longer", action="store_true", help="worker 2 runs one step more")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     args = ap.parse_args()
     torch.set_num_threads(1)
     dtype = getattr(torch, args.dtype)
-    model = build(args.model, dtype)
+    model = build(args.model, dtype).to(args.device)
     rank, size = 0, 1
     wrapped = model
     if args.mode == "poseidon":
@@ -148,6 +149,7 @@ def main():
     for x, y in batches(args.model, steps, args.batch, dtype):
         b = args.batch // size
         x, y = x[rank * b:(rank + 1) * b], y[rank * b:(rank + 1) * b] if args.model != "features" else y[rank * b * 6:(rank + 1) * b * 6]
+        x, y = x.to(args.device), y.to(args.device)
         opt.zero_grad()
         # Gradient accumulation: micro-batches, all but the last without syncing.
         m = args.accumulate
@@ -164,7 +166,7 @@ def main():
             step_loss += loss.item()
         opt.step()
         losses.append(step_loss)
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     torch.save({"losses": losses, "state": state, "size": size}, f"{args.out}.rank{rank}.pt")
     if args.mode == "poseidon":
         import poseidon.torch as pt

@@ -134,6 +134,7 @@ class DistributedDataParallel(torch.nn.Module):
         self._batch = 1
         self._hooks = []
         self._grad_accs = []       # AccumulateGrad nodes: held, or their hooks would vanish
+        self._staging = None       # CUDA parameters: gradients staged to the host (_staging.py)
         self._install_hooks()
         atexit.register(self._atexit)
 
@@ -225,25 +226,36 @@ class DistributedDataParallel(torch.nn.Module):
                 _table.unpack_state(self.module, got, buffers_only=True)
         self._in_clock = True
 
-    def _report(self, e, zeros=False):
+    def _report(self, e):
         grads = []
+        on_device = False
         for _, p in e.params:
             g = p.grad
             if g is None:
                 self._grad_none.add(id(p))
                 g = torch.zeros_like(p)
             g = g.detach()
-            if g.device.type != "cpu":
-                g = g.to("cpu")  # staged on the host: Poseidon's network path is TCP
+            if g.device.type == "cuda":
+                on_device = True
             elif not g.is_contiguous():
                 g = g.contiguous()
             self._held.append(g)
-            grads.append(_words(g))
+            grads.append((p, g))
         factors, rows = None, 0
         if e.linear and self._wants_factors(e):
             factors, rows = self._factors(e)
         self._reported.add(e.index)
-        self._s.layer_ready(e.index, self._clock, grads, factors, rows, self._words)
+        if on_device:
+            # Poseidon's network path is host memory: staged on a side stream (_staging.py).
+            if self._staging is None:
+                from ._staging import CudaStaging
+                self._staging = CudaStaging(self._report_host)
+            self._staging.stage(e.index, self._clock, grads, factors, rows)
+        else:
+            self._report_host(e.index, self._clock, [g for _, g in grads], factors, rows)
+
+    def _report_host(self, index, clock, grads, factors, rows):
+        self._s.layer_ready(index, clock, [_words(g) for g in grads], factors, rows, self._words)
 
     def _factors(self, e):
         pairs = [(x, g) for x, g in self._pairs.get(e.index, []) if g is not None]
@@ -265,6 +277,8 @@ class DistributedDataParallel(torch.nn.Module):
         for e in self._table.entries:
             if e.index not in self._reported:
                 self._report(e)
+        if self._staging is not None:
+            self._staging.flush()  # every CUDA module's gradients are on the host and reported
         if clock == 0:
             self._start_job()
         self._s.backward_done(clock)
@@ -374,6 +388,8 @@ class DistributedDataParallel(torch.nn.Module):
         for h in self._hooks:
             h.remove()
         code = self._s.finish(self._clock)
+        if self._staging is not None:
+            self._staging.close()
         _env._forget()
         if code != 0:
             raise RuntimeError(f"poseidon.torch: the job ended with exit code {code}")
