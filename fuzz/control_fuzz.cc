@@ -13,7 +13,7 @@ namespace poseidon::fuzz {
 int FuzzControl(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::vector<uint8_t> body(data + 1, data + size);
-  switch (data[0] % 7) {
+  switch (data[0] % 9) {
     case 0: {
       rt::PeerAddress a;
       if (rt::DecodeHelloCtl(body, &a)) {
@@ -49,6 +49,21 @@ int FuzzControl(const uint8_t* data, size_t size) {
     case 5: {
       int64_t a = 0, b = 0;
       if (rt::DecodePong(body, &a, &b)) POSEIDON_FUZZ_CHECK(rt::EncodePong(a, b) == body);
+      return 0;
+    }
+    case 7: {  // a layer table, a job or a refusal (model: torch)
+      std::string text;
+      const bool ok = rt::DecodeJobText(body, &text);
+      POSEIDON_FUZZ_CHECK(ok == (!body.empty() && body.size() <= rt::kMaxJobBytes));
+      if (ok) POSEIDON_FUZZ_CHECK(rt::EncodeJobText(text) == body);
+      return 0;
+    }
+    case 8: {  // a part of worker 1's values
+      rt::ValuesPart v;
+      if (rt::DecodeValuesPart(body, &v)) {
+        POSEIDON_FUZZ_CHECK(v.part < v.parts && v.bytes.size() <= rt::kMaxValuesPart);
+        POSEIDON_FUZZ_CHECK(rt::EncodeValuesPart(v) == body);
+      }
       return 0;
     }
     default: {

@@ -31,7 +31,9 @@ class EmbeddedWorker::Runner final : public WorkerRunner {
   Runner(EmbeddedWorker& w, WorkerRole& role)
       : w_(w),
         role_(role),
-        store_(role.job().model, *role.job().placement, role.process().rank()) {}
+        // BSP: the next clock waits for the mean, which then overwrites the gradients in place.
+        store_(role.job().model, *role.job().placement, role.process().rank(),
+               role.job().protocol.consistency == core::Consistency::kBsp) {}
 
   core::WorkerStore* store() override { return &store_; }
   bool reports_loss() const override { return false; }
@@ -85,11 +87,7 @@ class EmbeddedWorker::Runner final : public WorkerRunner {
         // The store reads these when the core takes the task's end, on the loop thread.
         store_.SetGradients(t.layer, r.grads);
         if (role_.job().protocol.SchemeOf(t.layer) == core::Scheme::kSfb) {
-          const core::Layer& L = role_.job().model.layers()[static_cast<size_t>(t.layer)];
-          if (r.rows == 0) {  // the module did not run: one row of zeros adds nothing
-            r.factors.assign(static_cast<size_t>(core::SfbRowWords(L, 1)), 0.f);
-            r.rows = 1;
-          }
+          // No rows (the module's forward did not run): the gradient goes as it is, exactly.
           store_.SetFactors(t.layer, std::move(r.factors), r.rows);
         }
         End(bwd_);

@@ -35,7 +35,7 @@ MeanGradientShardStore::MeanGradientShardStore(const core::Model& model,
     const core::Chunk& c = placement_.chunks()[static_cast<size_t>(cid)];
     ChunkState& st = state_[cid];
     st.value_words = model.layers()[static_cast<size_t>(c.layer)].value_words;
-    st.mean.assign(static_cast<size_t>(c.count), 0.f);
+    st.mean = std::make_shared<std::vector<float>>(static_cast<size_t>(c.count), 0.f);
     if (asp_) st.asp_sum.assign(static_cast<size_t>(c.count), 0.f);
   }
 }
@@ -72,19 +72,20 @@ void MeanGradientShardStore::Apply(const core::Chunk& chunk, int64_t clock, int 
   if (it == st.pushes.end()) {
     throw PayloadError(fmt::format("no pushes of clock {} for chunk {}", clock, chunk.id));
   }
-  // In worker order, whatever the order of arrival: every run sums the same way.
-  auto p = it->second.begin();
-  st.mean = Copy(p->second);
-  for (++p; p != it->second.end(); ++p) {
-    AddValues(st.value_words, st.mean.data(), p->second->data(), chunk.count);
-  }
-  ScaleValues(st.value_words, st.mean.data(), chunk.count, 1.0 / num_pushes);
+  // In worker order, whatever the order of arrival: every run sums the same way. A new buffer:
+  // the last one may still be on its way to the workers.
+  std::vector<const float*> parts;
+  for (const auto& [from, push] : it->second) parts.push_back(push->data());
+  auto mean = std::make_shared<std::vector<float>>(static_cast<size_t>(chunk.count));
+  MeanOfParts(st.value_words, parts, chunk.count, 1.0 / num_pushes, mean->data());
+  st.mean = std::move(mean);
   st.pushes.erase(it);
 }
 
 core::FloatBuffer MeanGradientShardStore::Read(const core::Chunk& chunk) {
   ChunkState& st = State(chunk);
-  return std::make_shared<const std::vector<float>>(asp_ ? st.asp_sum : st.mean);
+  if (asp_) return std::make_shared<const std::vector<float>>(st.asp_sum);
+  return st.mean;
 }
 
 // ASP: what was applied since this worker's last answer (its own push included).
@@ -103,11 +104,13 @@ core::FloatBuffer MeanGradientShardStore::ReadFor(const core::Chunk& chunk, core
 // --- ExternalWorkerStore ---
 
 ExternalWorkerStore::ExternalWorkerStore(const core::Model& model,
-                                         const core::Placement& placement, core::ActorId self)
+                                         const core::Placement& placement, core::ActorId self,
+                                         bool in_place)
     : model_(model),
       placement_(placement),
       self_(self),
       value_words_(model.layers().empty() ? 1 : model.layers()[0].value_words),
+      in_place_(in_place),
       grads_(model.layers().size()),
       factors_(model.layers().size()) {
   int64_t words = 0;
@@ -138,23 +141,27 @@ void ExternalWorkerStore::SetGradients(int layer, std::vector<const float*> blob
 void ExternalWorkerStore::SetFactors(int layer, std::vector<float> rows_then_inputs,
                                      int64_t rows) {
   const core::Layer& L = LayerOf(layer);
-  // More rows than min(M, N): the factors go as the identity and the gradient (SfbFactors), and
-  // the program need not have made its rows.
-  const bool identity = rows > std::min(L.fc_in, L.fc_out);
-  POSEIDON_CHECK(rows > 0 && (identity || static_cast<int64_t>(rows_then_inputs.size()) ==
+  // More rows than min(M, N), or none (the program saw no call of the module, though its weight
+  // may have a gradient: used functionally): the factors go as the identity and the gradient
+  // (SfbFactors), and the program need not have made its rows.
+  const bool identity = rows == 0 || rows > std::min(L.fc_in, L.fc_out);
+  POSEIDON_CHECK(rows >= 0 && (identity || static_cast<int64_t>(rows_then_inputs.size()) ==
                                               core::SfbRowWords(L, rows)))
       << "layer " << L.name << ": " << rows_then_inputs.size() << " words for " << rows << " rows";
   factors_[static_cast<size_t>(layer)] = {
       std::make_shared<const std::vector<float>>(std::move(rows_then_inputs)), rows};
 }
 
-float* ExternalWorkerStore::MeanAt(int64_t clock, int layer) {
+float* ExternalWorkerStore::MeanOf(int64_t clock, int layer, int blob) {
+  const auto l = static_cast<size_t>(layer), b = static_cast<size_t>(blob);
+  if (in_place_) return const_cast<float*>(grads_.at(l).at(b));
   std::vector<float>& m = mean_[clock];
-  if (m.empty()) m.assign(static_cast<size_t>(model_.total_params()), 0.f);
-  return m.data() + layer_offset_[static_cast<size_t>(layer)];
+  if (m.empty()) m.resize(static_cast<size_t>(model_.total_params()));
+  return m.data() + layer_offset_[l] + blob_offset_[l][b];
 }
 
 void ExternalWorkerStore::TakeMean(int64_t clock, const std::vector<float*>& out) {
+  POSEIDON_CHECK(!in_place_) << "TakeMean of a store whose means are written in place";
   std::vector<float> m;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -181,8 +188,7 @@ core::FloatBuffer ExternalWorkerStore::GradientChunk(const core::Chunk& c) {
 void ExternalWorkerStore::WriteParams(const core::Chunk& c, const core::Message& params) {
   CheckCount(params, c.count, "mean gradient");
   std::lock_guard<std::mutex> lock(mu_);
-  float* to = MeanAt(params.clock, c.layer) + blob_offset_[static_cast<size_t>(c.layer)][c.blob] +
-              c.offset;
+  float* to = MeanOf(params.clock, c.layer, c.blob) + c.offset;
   std::memcpy(to, params.data->data(), static_cast<size_t>(c.count) * sizeof(float));
 }
 
@@ -194,7 +200,7 @@ core::FloatBuffer ExternalWorkerStore::SfbFactors(int layer) {
   const auto& [mine, rows] = factors_[static_cast<size_t>(layer)];
   POSEIDON_CHECK(mine) << "no factors of layer " << L.name;
   const int64_t m = L.fc_in, n = L.fc_out, k = std::min(m, n), w = value_words_;
-  if (rows <= k) return mine;
+  if (rows > 0 && rows <= k) return mine;
   const float* dw = grads_[static_cast<size_t>(layer)][0];  // n x m values
   auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(core::SfbRowWords(L, k)), 0.f);
   float* g = out->data();          // k x n values
@@ -223,8 +229,13 @@ core::FloatBuffer ExternalWorkerStore::SfbFactors(int layer) {
 
 void ExternalWorkerStore::SfbAddOwn(int layer, int64_t clock) {
   const core::Layer& L = LayerOf(layer);
-  const float* dw = grads_[static_cast<size_t>(layer)][0];
-  std::vector<float> own(dw, dw + L.blobs[0].count);
+  // In place the own gradient is read where it is, at SfbApply (the clock waits for it); else
+  // the program's buffer may be reused by then.
+  std::vector<float> own;
+  if (!in_place_) {
+    const float* dw = grads_[static_cast<size_t>(layer)][0];
+    own.assign(dw, dw + L.blobs[0].count);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   sfb_parts_[{layer, clock}][self_] = std::move(own);
 }
@@ -264,15 +275,16 @@ void ExternalWorkerStore::SfbApply(int layer, int64_t clock, int contributions) 
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sfb_parts_.find({layer, clock});
   POSEIDON_CHECK(it != sfb_parts_.end()) << "no SFB parts of layer " << layer << " clock " << clock;
-  // In worker order: every replica sums alike.
-  auto p = it->second.begin();
-  std::vector<float> sum = std::move(p->second);
-  for (++p; p != it->second.end(); ++p) {
-    AddValues(value_words_, sum.data(), p->second.data(), static_cast<int64_t>(sum.size()));
+  // In worker order (a map by actor id): every replica sums alike, in one pass into the weight's
+  // mean (over the own gradient itself when in place).
+  std::vector<const float*> parts;
+  for (const auto& [from, part] : it->second) {
+    parts.push_back(from == self_ && in_place_ ? grads_[static_cast<size_t>(layer)][0]
+                                               : part.data());
   }
-  ScaleValues(value_words_, sum.data(), static_cast<int64_t>(sum.size()), 1.0 / contributions);
+  MeanOfParts(value_words_, parts, LayerOf(layer).blobs[0].count, 1.0 / contributions,
+              MeanOf(clock, layer, 0));
   sfb_parts_.erase(it);
-  std::memcpy(MeanAt(clock, layer), sum.data(), sum.size() * sizeof(float));  // the weight, blob 0
 }
 
 std::vector<float>& ExternalWorkerStore::RingSum(int layer, int64_t clock, core::RingSpan span) {
@@ -321,10 +333,15 @@ void ExternalWorkerStore::RingApply(int layer, int64_t clock, int workers) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = ring_sums_.find({layer, clock});
   POSEIDON_CHECK(it != ring_sums_.end()) << "no ring sum of layer " << layer << " clock " << clock;
-  std::vector<float> sum = std::move(it->second);
+  const std::vector<float> sum = std::move(it->second);
   ring_sums_.erase(it);
-  ScaleValues(value_words_, sum.data(), static_cast<int64_t>(sum.size()), 1.0 / workers);
-  std::memcpy(MeanAt(clock, layer), sum.data(), sum.size() * sizeof(float));
+  const core::Layer& L = LayerOf(layer);
+  const float* from = sum.data();
+  for (size_t b = 0; b < L.blobs.size(); ++b) {
+    MeanOfParts(value_words_, {from}, L.blobs[b].count, 1.0 / workers,
+                MeanOf(clock, layer, static_cast<int>(b)));
+    from += L.blobs[b].count;
+  }
 }
 
 }  // namespace poseidon::rt

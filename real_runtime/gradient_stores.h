@@ -13,13 +13,16 @@
 //   ExternalWorkerStore     a worker whose gradients live in another program's buffers (the
 //                           tensors' memory, or pinned copies of GPU tensors): pushes copy them,
 //                           sufficient factors are the program's rows (or, past min(M, N) rows, the
-//                           identity and the gradient), and every clock's mean gradient (PS chunks,
-//                           rebuilt SFB weights, ring sums) gathers in one buffer per clock, which
-//                           the program takes when the clock is complete.
+//                           identity and the gradient), and a clock's mean gradient (PS chunks,
+//                           rebuilt SFB weights, ring sums) is written over the program's gradient
+//                           buffers (in place: BSP, where the next clock waits for it), or gathers
+//                           in one buffer per clock, which the program takes when the clock is
+//                           complete (SSP and ASP, where it may come clocks later).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 #include <vector>
@@ -44,7 +47,7 @@ class MeanGradientShardStore final : public core::ShardStore {
  private:
   struct ChunkState {
     int value_words = 1;
-    std::vector<float> mean;  // BSP/SSP: the last applied clock's mean
+    std::shared_ptr<const std::vector<float>> mean;  // BSP/SSP: the last applied clock's mean
     std::map<int64_t, std::map<core::ActorId, core::FloatBuffer>> pushes;  // BSP/SSP
     std::vector<core::FloatBuffer> asp_queue;           // ASP: in arrival order
     std::vector<float> asp_sum;                         // ASP: every push applied, over P
@@ -60,20 +63,23 @@ class MeanGradientShardStore final : public core::ShardStore {
 
 class ExternalWorkerStore final : public core::WorkerStore {
  public:
+  // `in_place`: the mean of a layer overwrites its gradient buffers (the program must not need
+  // them once the layer's sync started, and must keep them until the clock is complete).
   ExternalWorkerStore(const core::Model& model, const core::Placement& placement,
-                      core::ActorId self);
+                      core::ActorId self, bool in_place);
 
   // The program's side (before it reports the layer's backward pass done; the buffers stay valid
   // until the core has consumed the clock's gradients): the layer's gradient, one buffer of words
   // per blob, and, for a layer synced by sufficient factors, its factor rows (rows x N output
   // gradients, then rows x M inputs, words) of the clock's batches; none needed past min(M, N)
-  // rows (the factors are then the identity and the gradient).
+  // rows or with none (0: the module's forward never ran): the factors are then the identity
+  // and the gradient.
   void SetGradients(int layer, std::vector<const float*> blobs);
   void SetFactors(int layer, std::vector<float> rows_then_inputs, int64_t rows);
 
-  // Whether `clock`'s mean gradient is complete (the worker's versions say so: the caller's),
-  // and taking it: a copy of each blob's words into `out` (one buffer per blob of the model, in
-  // model order), then the clock's buffer is freed. Any thread.
+  // Not in place: once `clock`'s mean gradient is complete (the worker's versions say so: the
+  // caller's), a copy of each blob's words into `out` (one buffer per blob of the model, in model
+  // order); then the clock's buffer is freed. Any thread.
   void TakeMean(int64_t clock, const std::vector<float*>& out);
 
   core::FloatBuffer GradientChunk(const core::Chunk& chunk) override;
@@ -93,14 +99,16 @@ class ExternalWorkerStore final : public core::WorkerStore {
 
  private:
   const core::Layer& LayerOf(int layer) const;
-  // The clock's mean buffer at the layer's first word (made on first use). Holds mu_.
-  float* MeanAt(int64_t clock, int layer);
+  // Where the mean of (clock, layer, blob) goes: the program's gradient buffer (in place), or
+  // the clock's buffer (made on first use). Holds mu_.
+  float* MeanOf(int64_t clock, int layer, int blob);
   std::vector<float>& RingSum(int layer, int64_t clock, core::RingSpan span);
 
   const core::Model& model_;
   const core::Placement& placement_;
   const core::ActorId self_;
   const int value_words_;
+  const bool in_place_;
   std::vector<int64_t> layer_offset_;               // words before each layer's first blob
   std::vector<std::vector<int64_t>> blob_offset_;   // [layer][blob]: words before it
   std::vector<std::vector<const float*>> grads_;    // [layer][blob]: the program's buffers
@@ -110,6 +118,8 @@ class ExternalWorkerStore final : public core::WorkerStore {
 
   std::mutex mu_;  // what follows: the loop thread, the rebuild stream and the program meet here
   std::map<int64_t, std::vector<float>> mean_;  // clock -> every blob's mean gradient
+  // Each (layer, clock)'s weight gradients by worker: the peers' rebuilt ones, and this worker's
+  // own (a copy, unless in place: then its gradient buffer is read where it is).
   std::map<std::pair<int, int64_t>, std::map<core::ActorId, std::vector<float>>> sfb_parts_;
   std::map<std::tuple<int, int64_t, int>, core::FloatBuffer> sfb_factors_;
   std::map<std::pair<int, int64_t>, std::vector<float>> ring_sums_;

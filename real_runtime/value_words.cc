@@ -17,7 +17,28 @@ void ScaleTyped(T* dst, int64_t n, T factor) {
   for (int64_t i = 0; i < n; ++i) dst[i] *= factor;
 }
 
+template <typename T>
+void MeanTyped(const std::vector<const T*>& parts, int64_t n, T factor, T* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    T s = parts[0][i];
+    for (size_t p = 1; p < parts.size(); ++p) s += parts[p][i];
+    out[i] = s * factor;
+  }
+}
+
 }  // namespace
+
+void MeanOfParts(int value_words, const std::vector<const float*>& parts, int64_t words,
+                 double factor, float* out) {
+  POSEIDON_CHECK(!parts.empty()) << "a mean of no parts";
+  if (value_words == 2) {
+    std::vector<const double*> d;
+    for (const float* p : parts) d.push_back(reinterpret_cast<const double*>(p));
+    MeanTyped(d, words / 2, factor, reinterpret_cast<double*>(out));
+  } else {
+    MeanTyped(parts, words, static_cast<float>(factor), out);
+  }
+}
 
 void AddValues(int value_words, float* dst, const float* src, int64_t words) {
   if (value_words == 2) {

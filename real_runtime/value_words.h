@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace poseidon::rt {
 
@@ -15,6 +16,10 @@ namespace poseidon::rt {
 void AddValues(int value_words, float* dst, const float* src, int64_t words);
 // dst[i] *= factor.
 void ScaleValues(int value_words, float* dst, int64_t words, double factor);
+// out[i] = (parts[0][i] + parts[1][i] + ...) * factor, summed in the order given (so that
+// every replica's sum is bit-identical); `out` may be one of the parts.
+void MeanOfParts(int value_words, const std::vector<const float*>& parts, int64_t words,
+                 double factor, float* out);
 // dw (n x m) = g^T x for the factors g (k x n) and x (k x m), all row-major, in the values' type
 // (a GEMM through CBLAS): one worker's weight gradient rebuilt from its sufficient factors.
 void RebuildFromFactors(int value_words, const float* g, const float* x, int64_t k, int64_t m,

@@ -200,3 +200,14 @@ def test_cuda_parameters_staged_through_the_host(tmp_path, scheme):
     ref = run_single(tmp, model="cnn", device="cuda")
     runs = run_poseidon(tmp, model="cnn", device="cuda", scheme=scheme)
     assert_same(ref, runs, 1e-10)
+
+
+def test_a_weight_used_outside_its_module_goes_by_ps_not_sfb(tmp_path):
+    """The fc weight is also applied with F.linear: its factors would miss that part, so worker 0
+    plans it on PS (with a warning naming it) and the result is still one process's."""
+    tmp = str(tmp_path)
+    ref = run_single(tmp, model="functional")
+    runs = run_poseidon(tmp, model="functional", scheme="sfb")
+    assert_same(ref, runs, 1e-10)
+    text = _logs(os.path.join(tmp, "logs"))
+    assert "module 'fc': its weight's gradient is not the sum of G^T X" in text, text

@@ -71,16 +71,31 @@ class Features(nn.Module):
         return self.head(self.norm(x)).flatten(0, 1)         # [B*T, vocab]
 
 
+class Functional(nn.Module):
+    """An nn.Linear whose weight is also applied outside its forward (F.linear): its factors
+    alone would miss that part of the gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(20, 20)
+        self.out = nn.Linear(20, 5)
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        h = h + torch.tanh(F.linear(h, self.fc.weight))  # the same weight, functionally
+        return self.out(h)
+
+
 def build(name, dtype):
     torch.manual_seed(0)
-    return {"mlp": Mlp, "cnn": Cnn, "features": Features}[name]().to(dtype)
+    return {"mlp": Mlp, "cnn": Cnn, "features": Features, "functional": Functional}[name]().to(dtype)
 
 
 def batches(name, steps, batch, dtype):
     g = torch.Generator().manual_seed(1)
     teacher = torch.randn(20, 5, generator=g, dtype=dtype)  # learnable labels for the MLP
     for _ in range(steps):
-        if name == "mlp":
+        if name in ("mlp", "functional"):
             x = torch.randn(batch, 20, generator=g, dtype=dtype)
             y = (x @ teacher).argmax(1)
         elif name == "cnn":

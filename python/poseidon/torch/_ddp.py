@@ -125,6 +125,7 @@ class DistributedDataParallel(torch.nn.Module):
         self._pairs = {}           # entry index -> [[X, G or None], ...]
         self._ready_params = {}    # entry index -> set of param positions whose grad is in
         self._grad_none = set()    # params whose .grad was None at the end of the backward pass
+        self._host_copy = {}       # id(param) -> (param, the contiguous copy reported for it)
         # Iteration 0's measurements (worker 1 plans with them).
         self._t_forward_start = 0.0
         self._t_fwd_end = {}       # entry index -> time its forward ended (first call)
@@ -230,15 +231,16 @@ class DistributedDataParallel(torch.nn.Module):
         grads = []
         on_device = False
         for _, p in e.params:
-            g = p.grad
-            if g is None:
+            if p.grad is None:
+                # Unused here: zeros go out, and the workers' mean (BSP: in place) comes back.
                 self._grad_none.add(id(p))
-                g = torch.zeros_like(p)
-            g = g.detach()
+                p.grad = torch.zeros_like(p)
+            g = p.grad.detach()
             if g.device.type == "cuda":
                 on_device = True
             elif not g.is_contiguous():
                 g = g.contiguous()
+                self._host_copy[id(p)] = (p, g)  # BSP: the mean lands here, then in p.grad
             self._held.append(g)
             grads.append((p, g))
         factors, rows = None, 0
@@ -260,7 +262,7 @@ class DistributedDataParallel(torch.nn.Module):
     def _factors(self, e):
         pairs = [(x, g) for x, g in self._pairs.get(e.index, []) if g is not None]
         if not pairs:
-            return None, 0
+            return None, 0  # the core sends the gradient itself (the identity form)
         dtype = self._table.dtype
         xs = [x.reshape(-1, e.in_features).to("cpu", dtype) for x, _ in pairs]
         gs = [g.reshape(-1, e.out_features).to("cpu", dtype) for _, g in pairs]
@@ -284,7 +286,7 @@ class DistributedDataParallel(torch.nn.Module):
         self._s.backward_done(clock)
         if self.consistency == "bsp":
             self._s.wait_complete(clock)
-            self._take_mean(clock)
+            self._mean_in_place()
         self._clock = clock + 1
         self._in_clock = False
         self._sync_pending = False
@@ -293,9 +295,27 @@ class DistributedDataParallel(torch.nn.Module):
         self._held.clear()
         self._pairs.clear()
         self._ready_params.clear()
+        self._grad_none.clear()
+
+    def _mean_in_place(self):
+        """BSP: the workers' mean gradient is in the buffers this worker reported (its .grad
+        tensors, in place); those that were copies (a non-contiguous .grad, a CUDA gradient's
+        pinned host buffer) go back into .grad."""
+        for p, host in self._host_copy.values():
+            p.grad.copy_(host)
+        if self._staging is not None:
+            for p in self._table.params:
+                if p.grad is not None and p.grad.device.type == "cuda":
+                    p.grad.copy_(self._staging.host_buffer(p), non_blocking=True)
+        self._host_copy.clear()
+        # No worker used it: it stays without a gradient, as in one process.
+        for p in self._table.params:
+            if id(p) in self._grad_none and not p.grad.any():
+                p.grad = None
+        self._grad_none.clear()
 
     def _take_mean(self, clock):
-        """The workers' mean gradient of `clock` into every parameter's .grad."""
+        """SSP/ASP: the workers' mean gradient of `clock` into every parameter's .grad."""
         outs, writes = [], []
         for p in self._table.params:
             if p.grad is None:
@@ -309,17 +329,19 @@ class DistributedDataParallel(torch.nn.Module):
         self._s.take_mean(clock, outs, self._words)
         for dst, buf in writes:
             dst.copy_(buf)
-        # BSP: no worker used it: it stays without a gradient, as in one process.
-        if self.consistency == "bsp":
-            for p in self._table.params:
-                if id(p) in self._grad_none and not p.grad.any():
-                    p.grad = None
-        self._grad_none.clear()
 
     def _start_job(self):
         """Iteration 0 measured; worker 1 plans the job from it and starts it."""
         self._sfb = set()
         if self._rank == 0:
+            schemes = {str(k): str(v) for k, v in self.layer_schemes.items()}
+            for name in self._factors_disagree():
+                # Its weight's gradient is not the sum of its factors (the weight is also used
+                # outside its forward): sufficient factors would lose part of it.
+                import warnings
+                warnings.warn(f"poseidon.torch: module '{name}': its weight's gradient is not "
+                              "the sum of G^T X over its calls; it goes by ps, not sfb")
+                schemes[name] = "ps"
             entries = self._table.entries
             order = self._order + [e.index for e in entries if e.index not in self._order]
             fwd, bwd = {}, {}
@@ -332,13 +354,33 @@ class DistributedDataParallel(torch.nn.Module):
             for i in sorted(self._t_ready, key=self._t_ready.get):  # backward: since the previous
                 bwd[i] = self._t_ready[i] - prev if prev is not None else 2 * fwd.get(i, 0.0)
                 prev = self._t_ready[i]
-            self._s.start_job(self._table.yaml(order, self._rows), str(self.scheme),
-                              {str(k): str(v) for k, v in self.layer_schemes.items()},
+            self._s.start_job(self._table.yaml(order, self._rows), str(self.scheme), schemes,
                               self.consistency, self.staleness, int(self._batch),
                               [fwd.get(i, 0.0) for i in order], [bwd.get(i, 0.0) for i in order])
         self._job = self._s.job()
         names = {e.name: e.index for e in self._table.entries}
         self._sfb = {names[n] for n, s in self._job["schemes"].items() if s == "sfb"}
+
+    def _factors_disagree(self):
+        """Iteration 0 (worker 0): the linear modules whose captured (X, G) do not rebuild their
+        weight's gradient (sum of G^T X over the calls against .grad), which SFB must not take."""
+        bad = []
+        for e in self._table.entries:
+            if not (e.linear and self._wants_factors(e)):
+                continue
+            w = e.params[0][1]
+            pairs = [(x, g) for x, g in self._pairs.get(e.index, []) if g is not None]
+            if w.grad is None:
+                continue
+            rebuilt = torch.zeros_like(w.grad)
+            for x, g in pairs:
+                rebuilt += (g.reshape(-1, e.out_features).to(w.dtype).t()
+                            @ x.reshape(-1, e.in_features).to(w.dtype))
+            half = any(g.dtype in (torch.float16, torch.bfloat16) for _, g in pairs)
+            tol = 3e-2 if half else 1e-3 if w.dtype == torch.float32 else 1e-8
+            if not torch.allclose(rebuilt, w.grad, rtol=tol, atol=tol * float(w.grad.abs().max())):
+                bad.append(e.name)
+        return bad
 
     # --- the user's side ---
 

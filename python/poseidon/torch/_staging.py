@@ -32,6 +32,10 @@ class CudaStaging:
         self._thread = threading.Thread(target=self._run, name="poseidon-staging", daemon=True)
         self._thread.start()
 
+    def host_buffer(self, p):
+        """The pinned host buffer of `p`'s gradient (BSP: the mean lands there)."""
+        return self._pinned[id(p)]
+
     def _buffer(self, p):
         buf = self._pinned.get(id(p))
         if buf is None:

@@ -32,7 +32,9 @@ class Entry:
         self.module = module
         self.params = params  # [(name, Parameter)]
         w = params[0][1]
-        self.linear = (isinstance(module, torch.nn.Linear) and params[0][0] == "weight"
+        # Exactly nn.Linear: a subclass may compute something else (LoRA, quantised, the out
+        # projection nn.MultiheadAttention applies functionally), and goes by PS or all-reduce.
+        self.linear = (type(module) is torch.nn.Linear and params[0][0] == "weight"
                        and w is module.weight)
         self.in_features = module.in_features if self.linear else 0
         self.out_features = module.out_features if self.linear else 0

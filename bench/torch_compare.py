@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""Data-parallel PyTorch on this machine, side by side in one run: one process, PyTorch's own
+DistributedDataParallel over gloo, and poseidon.torch with every scheme under BSP and SSP, on
+loopback and on emulated links (network namespaces, tc tbf; root).
+
+    sudo bench/torch_compare.py --nets loopback,1gbit,100mbit --model mlp      # docs/performance.md
+    bench/torch_compare.py --nets loopback --runs single,ddp,auto --steps 30   # quick, no root
+
+Every run trains the same model on the same synthetic Fashion-MNIST-shaped batches (W workers of
+--batch rows each; one process takes the global batch) and reports the images per second of its
+steady state: the steps after --warmup, timed by worker 0 from its first timed step to its last,
+median over --repeat runs. Poseidon runs `poseidon launch --torch` (W workers, S shards co-located
+on the workers' machines, each machine its own namespace with --emulate); DDP runs W processes,
+each in its own namespace on the same shaped links (scripts/netns-run), rank 0's address as
+MASTER_ADDR. Every process uses one thread (OMP_NUM_THREADS=1). Horovod: not built here (its
+0.28.1 sdist needs a libtorch-dev build of ~30 min on this machine; see docs/performance.md).
+
+Models: mlp (FC-heavy: 784-2048-2048-10, 5.8 M parameters, where SACP's SFB pays) and cnn (the
+examples' CNN). Output: a table on stdout, and --csv.
+"""
+
+import argparse
+import csv
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+JOB = os.path.join(HERE, "torch_compare_job.py")
+PY = "/usr/bin/python3"
+NETNS = os.path.join(ROOT, "scripts", "netns-run")
+
+POSEIDON_RUNS = {
+    f"{scheme}-{c}": (scheme, c)
+    for scheme in ("ps", "sfb", "allreduce", "auto") for c in ("bsp", "ssp:2")
+    if not (scheme == "allreduce" and c != "bsp")  # ring all-reduce is BSP only
+}
+RATES = {"loopback": None, "10gbit": "10gbit", "1gbit": "1gbit", "100mbit": "100mbit"}
+
+
+def _images_per_s(out):
+    m = re.findall(r"images/s ([0-9.]+)", out)
+    if not m:
+        raise RuntimeError("no 'images/s' line in:\n" + out[-3000:])
+    return float(m[-1])
+
+
+def _job_args(a, mode, extra=()):
+    return [PY, JOB, mode, "--model", a.model, "--batch", str(a.batch), "--steps", str(a.steps),
+            "--warmup", str(a.warmup), *extra]
+
+
+def run_single(a, tmp):
+    args = _job_args(a, "single", ["--workers", str(a.workers)])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=3600,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return _images_per_s(r.stdout + r.stderr)
+
+
+def run_ddp(a, tmp, net):
+    job = " ".join(_job_args(a, "ddp"))
+    if RATES[net] is None:
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT="29611",
+                   WORLD_SIZE=str(a.workers), OMP_NUM_THREADS="1")
+        procs = [subprocess.Popen(job.split(), env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for r in range(a.workers)]
+        outs = [p.communicate(timeout=3600)[0] for p in procs]
+        return _images_per_s(outs[0])
+    cmd = (f"GLOO_SOCKET_IFNAME=eth0 MASTER_ADDR=10.77.0.1 MASTER_PORT=29611 "
+           f"WORLD_SIZE={a.workers} "
+           f"RANK=$NETNS_INDEX OMP_NUM_THREADS=1 {job} > {tmp}/ddp-$NETNS_INDEX.out 2>&1")
+    subprocess.run(["/bin/bash", NETNS, "-n", str(a.workers), "--rate", RATES[net], "--",
+                    "bash", "-c", cmd], check=True, timeout=3600)
+    with open(os.path.join(tmp, "ddp-0.out")) as f:
+        return _images_per_s(f.read())
+
+
+def run_poseidon(a, tmp, net, scheme, consistency):
+    cmd = [a.poseidon, "launch", "--torch", os.path.join(ROOT, "scenarios", "live", "torch.yaml"),
+           "--workers", str(a.workers), "--servers", str(a.servers),
+           "--log-dir", os.path.join(tmp, "logs"), "--progress-timeout", "600"]
+    if RATES[net] is not None:
+        cmd += ["--emulate", "--emulate-gbps",
+                str({"10gbit": 10, "1gbit": 1, "100mbit": 0.1}[net])]
+    cmd += ["--"] + _job_args(a, "poseidon", ["--scheme", scheme, "--consistency", consistency])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    return _images_per_s(r.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--servers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=16, help="rows per worker per step")
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--nets", default="loopback,1gbit,100mbit")
+    ap.add_argument("--runs", default="single,ddp," + ",".join(POSEIDON_RUNS))
+    ap.add_argument("--poseidon", default=os.path.join(ROOT, "build", "apps", "poseidon",
+                                                         "poseidon"))
+    ap.add_argument("--csv")
+    a = ap.parse_args()
+    runs = a.runs.split(",")
+    rows = []
+    for net in a.nets.split(","):
+        if net not in RATES:
+            sys.exit(f"--nets: unknown '{net}' (loopback, 10gbit, 1gbit, 100mbit)")
+        for run in runs:
+            if run == "single" and net != "loopback":
+                continue  # one process has no network
+            values = []
+            for _ in range(a.repeat):
+                with tempfile.TemporaryDirectory() as tmp:
+                    if run == "single":
+                        values.append(run_single(a, tmp))
+                    elif run == "ddp":
+                        values.append(run_ddp(a, tmp, net))
+                    else:
+                        values.append(run_poseidon(a, tmp, net, *POSEIDON_RUNS[run]))
+            rows.append({"net": net, "run": run, "images_per_s": statistics.median(values),
+                         "runs": " ".join(f"{v:.1f}" for v in values)})
+            print(f"{net:9} {run:15} {rows[-1]['images_per_s']:9.1f} images/s  ({rows[-1]['runs']})",
+                  flush=True)
+    print()
+    for net in a.nets.split(","):
+        ddp = next((r["images_per_s"] for r in rows if r["net"] == net and r["run"] == "ddp"), None)
+        for r in rows:
+            if r["net"] == net and ddp:
+                r["vs_ddp"] = r["images_per_s"] / ddp
+                print(f"{net:9} {r['run']:15} {r['vs_ddp']:6.2f} x DDP")
+    if a.csv:
+        with open(a.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["net", "run", "images_per_s", "vs_ddp", "runs"])
+            w.writeheader()
+            w.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()
