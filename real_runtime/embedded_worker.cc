@@ -33,6 +33,7 @@ class EmbeddedWorker::Runner final : public WorkerRunner {
         role_(role),
         // BSP: the next clock waits for the mean, which then overwrites the gradients in place.
         store_(role.job().model, *role.job().placement, role.process().rank(),
+               role.process().layout().num_workers,
                role.job().protocol.consistency == core::Consistency::kBsp) {}
 
   core::WorkerStore* store() override { return &store_; }

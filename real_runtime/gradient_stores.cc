@@ -105,14 +105,16 @@ core::FloatBuffer MeanGradientShardStore::ReadFor(const core::Chunk& chunk, core
 
 ExternalWorkerStore::ExternalWorkerStore(const core::Model& model,
                                          const core::Placement& placement, core::ActorId self,
-                                         bool in_place)
+                                         int workers, bool in_place)
     : model_(model),
       placement_(placement),
       self_(self),
       value_words_(model.layers().empty() ? 1 : model.layers()[0].value_words),
       in_place_(in_place),
       grads_(model.layers().size()),
-      factors_(model.layers().size()) {
+      factors_(model.layers().size()),
+      own_factors_(model.layers().size()),
+      workers_(workers) {
   int64_t words = 0;
   for (const core::Layer& l : model.layers()) {
     layer_offset_.push_back(words);
@@ -200,7 +202,7 @@ core::FloatBuffer ExternalWorkerStore::SfbFactors(int layer) {
   const auto& [mine, rows] = factors_[static_cast<size_t>(layer)];
   POSEIDON_CHECK(mine) << "no factors of layer " << L.name;
   const int64_t m = L.fc_in, n = L.fc_out, k = std::min(m, n), w = value_words_;
-  if (rows > 0 && rows <= k) return mine;
+  if (rows > 0 && rows <= k) return own_factors_[static_cast<size_t>(layer)] = mine;
   const float* dw = grads_[static_cast<size_t>(layer)][0];  // n x m values
   auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(core::SfbRowWords(L, k)), 0.f);
   float* g = out->data();          // k x n values
@@ -224,20 +226,12 @@ core::FloatBuffer ExternalWorkerStore::SfbFactors(int layer) {
       one(x + (r * m + r) * w);  // x = I_M
     }
   }
-  return out;
+  return own_factors_[static_cast<size_t>(layer)] = out;
 }
 
 void ExternalWorkerStore::SfbAddOwn(int layer, int64_t clock) {
-  const core::Layer& L = LayerOf(layer);
-  // In place the own gradient is read where it is, at SfbApply (the clock waits for it); else
-  // the program's buffer may be reused by then.
-  std::vector<float> own;
-  if (!in_place_) {
-    const float* dw = grads_[static_cast<size_t>(layer)][0];
-    own.assign(dw, dw + L.blobs[0].count);
-  }
   std::lock_guard<std::mutex> lock(mu_);
-  sfb_parts_[{layer, clock}][self_] = std::move(own);
+  sfb_[{layer, clock}].factors[self_] = own_factors_[static_cast<size_t>(layer)];
 }
 
 void ExternalWorkerStore::SfbReceive(const core::Message& m) {
@@ -250,41 +244,64 @@ void ExternalWorkerStore::SfbReceive(const core::Message& m) {
                                    L.name, m.from, got, row));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  sfb_factors_[{m.layer, m.clock, m.from}] = m.data;
+  sfb_[{m.layer, m.clock}].factors[m.from] = m.data;
+}
+
+std::vector<float> ExternalWorkerStore::StackedRebuild(
+    int layer, const std::map<core::ActorId, core::FloatBuffer>& f) {
+  const core::Layer& L = LayerOf(layer);
+  const int64_t m = L.fc_in, n = L.fc_out, w = value_words_, row = core::SfbRowWords(L, 1);
+  int64_t k = 0;
+  for (const auto& [from, buf] : f) k += static_cast<int64_t>(buf->size()) / row;
+  // Each worker's rows: its G (rows x N) then its X (rows x M); stacked: all G, then all X.
+  std::vector<float> g(static_cast<size_t>(k * n * w)), x(static_cast<size_t>(k * m * w));
+  float* gp = g.data();
+  float* xp = x.data();
+  for (const auto& [from, buf] : f) {
+    const int64_t rows = static_cast<int64_t>(buf->size()) / row;
+    std::memcpy(gp, buf->data(), static_cast<size_t>(rows * n * w) * sizeof(float));
+    std::memcpy(xp, buf->data() + rows * n * w, static_cast<size_t>(rows * m * w) * sizeof(float));
+    gp += rows * n * w;
+    xp += rows * m * w;
+  }
+  std::vector<float> sum(static_cast<size_t>(n * m * w));
+  RebuildFromFactors(value_words_, g.data(), x.data(), k, m, n, sum.data());
+  return sum;
 }
 
 void ExternalWorkerStore::SfbRebuild(int layer, int64_t clock, int peer) {
-  core::FloatBuffer f;
+  std::map<core::ActorId, core::FloatBuffer> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = sfb_factors_.find({layer, clock, peer});
-    if (it == sfb_factors_.end()) return;  // refused on arrival
-    f = it->second;
-    sfb_factors_.erase(it);
+    auto it = sfb_.find({layer, clock});
+    if (it == sfb_.end() || !it->second.factors.count(peer)) return;  // refused on arrival
+    if (it->second.summed || static_cast<int>(it->second.factors.size()) < workers_) return;
+    all = it->second.factors;
   }
-  const core::Layer& L = LayerOf(layer);
-  const int64_t m = L.fc_in, n = L.fc_out, w = value_words_;
-  const int64_t k = static_cast<int64_t>(f->size()) / core::SfbRowWords(L, 1);
-  std::vector<float> dw(static_cast<size_t>(n * m * w));
-  RebuildFromFactors(value_words_, f->data(), f->data() + k * n * w, k, m, n, dw.data());
+  std::vector<float> sum = StackedRebuild(layer, all);
   std::lock_guard<std::mutex> lock(mu_);
-  sfb_parts_[{layer, clock}][peer] = std::move(dw);
+  SfbClock& c = sfb_[{layer, clock}];
+  c.sum = std::move(sum);
+  c.summed = true;
 }
 
 void ExternalWorkerStore::SfbApply(int layer, int64_t clock, int contributions) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = sfb_parts_.find({layer, clock});
-  POSEIDON_CHECK(it != sfb_parts_.end()) << "no SFB parts of layer " << layer << " clock " << clock;
-  // In worker order (a map by actor id): every replica sums alike, in one pass into the weight's
-  // mean (over the own gradient itself when in place).
-  std::vector<const float*> parts;
-  for (const auto& [from, part] : it->second) {
-    parts.push_back(from == self_ && in_place_ ? grads_[static_cast<size_t>(layer)][0]
-                                               : part.data());
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = sfb_.find({layer, clock});
+  POSEIDON_CHECK(it != sfb_.end() &&
+                 static_cast<int>(it->second.factors.size()) == contributions)
+      << "SFB of layer " << layer << " clock " << clock << " without every worker's factors";
+  if (!it->second.summed) {  // this worker's own factors came last
+    const auto all = it->second.factors;
+    lock.unlock();
+    std::vector<float> sum = StackedRebuild(layer, all);
+    lock.lock();
+    it = sfb_.find({layer, clock});
+    it->second.sum = std::move(sum);
   }
-  MeanOfParts(value_words_, parts, LayerOf(layer).blobs[0].count, 1.0 / contributions,
-              MeanOf(clock, layer, 0));
-  sfb_parts_.erase(it);
+  MeanOfParts(value_words_, {it->second.sum.data()}, LayerOf(layer).blobs[0].count,
+              1.0 / contributions, MeanOf(clock, layer, 0));
+  sfb_.erase(it);
 }
 
 std::vector<float>& ExternalWorkerStore::RingSum(int layer, int64_t clock, core::RingSpan span) {

@@ -66,7 +66,7 @@ class ExternalWorkerStore final : public core::WorkerStore {
   // `in_place`: the mean of a layer overwrites its gradient buffers (the program must not need
   // them once the layer's sync started, and must keep them until the clock is complete).
   ExternalWorkerStore(const core::Model& model, const core::Placement& placement,
-                      core::ActorId self, bool in_place);
+                      core::ActorId self, int workers, bool in_place);
 
   // The program's side (before it reports the layer's backward pass done; the buffers stay valid
   // until the core has consumed the clock's gradients): the layer's gradient, one buffer of words
@@ -93,8 +93,11 @@ class ExternalWorkerStore final : public core::WorkerStore {
   void RingReceive(const core::Message& step, core::RingSpan span, bool reduce) override;
   void RingApply(int layer, int64_t clock, int workers) override;
 
-  // Any thread (the host's rebuild stream): peer's weight gradient of (layer, clock) from its
-  // factors, added to that clock's parts.
+  // The host's rebuild stream, for each peer's factors of (layer, clock): once every worker's
+  // factors are in (this worker's own with them), the sum of their weight gradients is one GEMM
+  // over all their rows stacked in worker order, G^T X. The same GEMM on every replica, so every
+  // replica's sum is bit-identical; one pass over the weight instead of one per peer. (When this
+  // worker's own factors come last, SfbApply makes the sum, on the loop thread.)
   void SfbRebuild(int layer, int64_t clock, int peer);
 
  private:
@@ -118,10 +121,19 @@ class ExternalWorkerStore final : public core::WorkerStore {
 
   std::mutex mu_;  // what follows: the loop thread, the rebuild stream and the program meet here
   std::map<int64_t, std::vector<float>> mean_;  // clock -> every blob's mean gradient
-  // Each (layer, clock)'s weight gradients by worker: the peers' rebuilt ones, and this worker's
-  // own (a copy, unless in place: then its gradient buffer is read where it is).
-  std::map<std::pair<int, int64_t>, std::map<core::ActorId, std::vector<float>>> sfb_parts_;
-  std::map<std::tuple<int, int64_t, int>, core::FloatBuffer> sfb_factors_;
+  // Each (layer, clock)'s factors by worker (this worker's own included) and, once all are in,
+  // the sum of the workers' weight gradients they make.
+  struct SfbClock {
+    std::map<core::ActorId, core::FloatBuffer> factors;
+    std::vector<float> sum;
+    bool summed = false;
+  };
+  // The sum of (layer, clock)'s workers' gradients from the factors in `c` (any thread, without
+  // mu_: the buffers are immutable).
+  std::vector<float> StackedRebuild(int layer, const std::map<core::ActorId, core::FloatBuffer>& f);
+  std::map<std::pair<int, int64_t>, SfbClock> sfb_;
+  std::vector<core::FloatBuffer> own_factors_;  // [layer]: what SfbFactors last made (loop thread)
+  int workers_ = 1;
   std::map<std::pair<int, int64_t>, std::vector<float>> ring_sums_;
 };
 

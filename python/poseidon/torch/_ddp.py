@@ -332,10 +332,11 @@ class DistributedDataParallel(torch.nn.Module):
 
     def _start_job(self):
         """Iteration 0 measured; worker 1 plans the job from it and starts it."""
+        disagree = self._factors_disagree() if self._rank == 0 else []
         self._sfb = set()
         if self._rank == 0:
             schemes = {str(k): str(v) for k, v in self.layer_schemes.items()}
-            for name in self._factors_disagree():
+            for name in disagree:
                 # Its weight's gradient is not the sum of its factors (the weight is also used
                 # outside its forward): sufficient factors would lose part of it.
                 import warnings
