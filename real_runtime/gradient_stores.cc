@@ -14,15 +14,6 @@ namespace {
 
 std::vector<float> Copy(const core::FloatBuffer& b) { return std::vector<float>(b->begin(), b->end()); }
 
-void CheckCount(const core::Message& m, int64_t want, const char* what) {
-  const int64_t got = m.data ? static_cast<int64_t>(m.data->size()) : -1;
-  if (got != want) {
-    throw PayloadError(fmt::format("{} from actor {} for layer {} chunk {} clock {} carries {} "
-                                   "values; the job's model needs {}",
-                                   what, m.from, m.layer, m.chunk, m.clock, got, want));
-  }
-}
-
 }  // namespace
 
 // --- MeanGradientShardStore ---
@@ -34,6 +25,7 @@ MeanGradientShardStore::MeanGradientShardStore(const core::Model& model,
   for (int32_t cid : placement_.chunks_of_shard(shard)) {
     const core::Chunk& c = placement_.chunks()[static_cast<size_t>(cid)];
     ChunkState& st = state_[cid];
+    st.pushes = PendingPushes(asp_);
     st.value_words = model.layers()[static_cast<size_t>(c.layer)].value_words;
     st.mean = std::make_shared<std::vector<float>>(static_cast<size_t>(c.count), 0.f);
     if (asp_) st.asp_sum.assign(static_cast<size_t>(c.count), 0.f);
@@ -49,37 +41,30 @@ MeanGradientShardStore::ChunkState& MeanGradientShardStore::State(const core::Ch
 }
 
 void MeanGradientShardStore::Accumulate(const core::Chunk& chunk, const core::Message& push) {
-  CheckCount(push, chunk.count, "gradient push");
-  ChunkState& st = State(chunk);
-  if (asp_) {
-    st.asp_queue.push_back(push.data);
-  } else {
-    st.pushes[push.clock][push.from] = push.data;
-  }
+  CheckValueCount(push, chunk.count, "gradient push");
+  State(chunk).pushes.Add(push);
 }
 
 void MeanGradientShardStore::Apply(const core::Chunk& chunk, int64_t clock, int num_pushes) {
   ChunkState& st = State(chunk);
+  const std::vector<core::FloatBuffer> pushes = st.pushes.Take(clock);
+  if (pushes.empty()) {
+    throw PayloadError(fmt::format("no pushes of clock {} for chunk {}", clock, chunk.id));
+  }
   if (asp_) {
     // One push, as one P-th of a clock's update (the core's ASP): into the running sum.
-    std::vector<float> g = Copy(st.asp_queue.front());
-    st.asp_queue.erase(st.asp_queue.begin());
+    std::vector<float> g = Copy(pushes[0]);
     ScaleValues(st.value_words, g.data(), chunk.count, 1.0 / workers_);
     AddValues(st.value_words, st.asp_sum.data(), g.data(), chunk.count);
     return;
   }
-  auto it = st.pushes.find(clock);
-  if (it == st.pushes.end()) {
-    throw PayloadError(fmt::format("no pushes of clock {} for chunk {}", clock, chunk.id));
-  }
   // In worker order, whatever the order of arrival: every run sums the same way. A new buffer:
   // the last one may still be on its way to the workers.
   std::vector<const float*> parts;
-  for (const auto& [from, push] : it->second) parts.push_back(push->data());
+  for (const core::FloatBuffer& push : pushes) parts.push_back(push->data());
   auto mean = std::make_shared<std::vector<float>>(static_cast<size_t>(chunk.count));
   MeanOfParts(st.value_words, parts, chunk.count, 1.0 / num_pushes, mean->data());
   st.mean = std::move(mean);
-  st.pushes.erase(it);
 }
 
 core::FloatBuffer MeanGradientShardStore::Read(const core::Chunk& chunk) {
@@ -188,7 +173,7 @@ core::FloatBuffer ExternalWorkerStore::GradientChunk(const core::Chunk& c) {
 }
 
 void ExternalWorkerStore::WriteParams(const core::Chunk& c, const core::Message& params) {
-  CheckCount(params, c.count, "mean gradient");
+  CheckValueCount(params, c.count, "mean gradient");
   std::lock_guard<std::mutex> lock(mu_);
   float* to = MeanOf(params.clock, c.layer, c.blob) + c.offset;
   std::memcpy(to, params.data->data(), static_cast<size_t>(c.count) * sizeof(float));
@@ -335,7 +320,7 @@ core::FloatBuffer ExternalWorkerStore::RingSegment(int layer, int64_t clock, cor
 }
 
 void ExternalWorkerStore::RingReceive(const core::Message& step, core::RingSpan span, bool reduce) {
-  CheckCount(step, span.count, "ring step");
+  CheckValueCount(step, span.count, "ring step");
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<float>& sum = RingSum(step.layer, step.clock, span);
   float* at = sum.data() + span.offset;

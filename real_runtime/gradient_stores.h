@@ -31,6 +31,7 @@
 #include "core/model.h"
 #include "core/param_store.h"
 #include "core/placement.h"
+#include "real_runtime/live_stores.h"
 
 namespace poseidon::rt {
 
@@ -48,8 +49,7 @@ class MeanGradientShardStore final : public core::ShardStore {
   struct ChunkState {
     int value_words = 1;
     std::shared_ptr<const std::vector<float>> mean;  // BSP/SSP: the last applied clock's mean
-    std::map<int64_t, std::map<core::ActorId, core::FloatBuffer>> pushes;  // BSP/SSP
-    std::vector<core::FloatBuffer> asp_queue;           // ASP: in arrival order
+    PendingPushes pushes;
     std::vector<float> asp_sum;                         // ASP: every push applied, over P
     std::map<core::ActorId, std::vector<float>> asp_seen;  // ASP: asp_sum at the last answer
   };

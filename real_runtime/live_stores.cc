@@ -19,14 +19,6 @@
 namespace poseidon::rt {
 namespace {
 
-void CheckCount(const core::Message& m, int64_t want, const char* what) {
-  const int64_t got = m.data ? static_cast<int64_t>(m.data->size()) : -1;
-  if (got != want) {
-    throw PayloadError(fmt::format("{} from actor {} for layer {} chunk {} clock {} carries {} "
-                                   "values; the job's model needs {}",
-                                   what, m.from, m.layer, m.chunk, m.clock, got, want));
-  }
-}
 
 // The optimizer step of every update in the live runtime (a shard's chunk, an SFB weight, a ring
 // all-reduce layer): the sum of `contributions` gradients scaled to their mean, then SGD with
@@ -42,6 +34,38 @@ void StepWithMean(const kernels::SgdOptions& sgd, int64_t clock, int contributio
 }
 
 }  // namespace
+
+void CheckValueCount(const core::Message& m, int64_t want, const char* what) {
+  const int64_t got = m.data ? static_cast<int64_t>(m.data->size()) : -1;
+  if (got != want) {
+    throw PayloadError(fmt::format("{} from actor {} for layer {} chunk {} clock {} carries {} "
+                                   "values; the job's model needs {}",
+                                   what, m.from, m.layer, m.chunk, m.clock, got, want));
+  }
+}
+
+void PendingPushes::Add(const core::Message& push) {
+  if (asp_) {
+    asp_queue_.push_back(push.data);
+  } else {
+    by_clock_[push.clock][push.from] = push.data;
+  }
+}
+
+std::vector<core::FloatBuffer> PendingPushes::Take(int64_t clock) {
+  std::vector<core::FloatBuffer> out;
+  if (asp_) {
+    if (asp_queue_.empty()) return out;
+    out.push_back(std::move(asp_queue_.front()));
+    asp_queue_.erase(asp_queue_.begin());
+    return out;
+  }
+  auto it = by_clock_.find(clock);
+  if (it == by_clock_.end()) return out;
+  for (auto& [from, data] : it->second) out.push_back(std::move(data));
+  by_clock_.erase(it);
+  return out;
+}
 
 WorkerReplica NetReplica(kernels::Net* net) {
   WorkerReplica r;
@@ -90,7 +114,7 @@ core::FloatBuffer LiveWorkerStore::GradientChunk(const core::Chunk& c) {
 }
 
 void LiveWorkerStore::WriteParams(const core::Chunk& c, const core::Message& params) {
-  CheckCount(params, c.count, "parameters");
+  CheckValueCount(params, c.count, "parameters");
   const kernels::BlobRef& b = Blob(c.layer, c.blob);
   std::lock_guard<std::mutex> lock(LayerLock(c.layer));
   std::memcpy(b.value + c.offset, params.data->data(), static_cast<size_t>(c.count) * sizeof(float));
@@ -120,7 +144,7 @@ void LiveWorkerStore::SfbReceive(const core::Message& m) {
                                    m.from, m.layer, model_.name()));
   }
   // A peer machine's factors carry the rows of all its devices: the job's factor batch.
-  CheckCount(m, core::SfbFactorFloats(*L, replica_.factor_batch), "sufficient factors");
+  CheckValueCount(m, core::SfbFactorFloats(*L, replica_.factor_batch), "sufficient factors");
   std::lock_guard<std::mutex> lock(sfb_mutex_);
   sfb_factors_[{m.layer, m.clock, m.from}] = m.data;
 }
@@ -244,6 +268,7 @@ LiveShardStore::LiveShardStore(const kernels::Net& initial, const core::Placemen
     const core::Chunk& c = placement.chunks()[static_cast<size_t>(id)];
     const kernels::BlobRef& b = blobs.at({c.layer, c.blob});
     ChunkState& s = state_[id];
+    s.pushes = PendingPushes(asp_);
     s.values.assign(b.value + c.offset, b.value + c.offset + c.count);
     s.history.assign(static_cast<size_t>(c.count), 0.f);
   }
@@ -258,33 +283,17 @@ LiveShardStore::ChunkState& LiveShardStore::State(const core::Chunk& c) {
 }
 
 void LiveShardStore::Accumulate(const core::Chunk& c, const core::Message& push) {
-  CheckCount(push, c.count, "gradient push");
-  ChunkState& s = State(c);
-  if (asp_) {
-    s.asp_queue.push_back(push.data);
-    return;
-  }
-  s.pushes[push.clock][push.from] = push.data;
+  CheckValueCount(push, c.count, "gradient push");
+  State(c).pushes.Add(push);
 }
 
 void LiveShardStore::Apply(const core::Chunk& c, int64_t clock, int num_pushes) {
   ChunkState& s = State(c);
-  std::vector<float> grad;
-  if (asp_) {
-    if (s.asp_queue.empty()) return;
-    grad.assign(s.asp_queue.front()->begin(), s.asp_queue.front()->end());
-    s.asp_queue.erase(s.asp_queue.begin());
-  } else {
-    auto it = s.pushes.find(clock);
-    if (it == s.pushes.end()) return;
-    for (const auto& [from, data] : it->second) {
-      if (grad.empty()) {
-        grad.assign(data->begin(), data->end());
-      } else {
-        for (size_t i = 0; i < grad.size(); ++i) grad[i] += (*data)[i];
-      }
-    }
-    s.pushes.erase(it);
+  const std::vector<core::FloatBuffer> parts = s.pushes.Take(clock);
+  if (parts.empty()) return;
+  std::vector<float> grad(parts[0]->begin(), parts[0]->end());
+  for (size_t p = 1; p < parts.size(); ++p) {
+    for (size_t i = 0; i < grad.size(); ++i) grad[i] += (*parts[p])[i];
   }
   if (keep_previous_) s.previous = s.values;
   StepWithMean(sgd_, clock, num_pushes, grad.data(), s.values.data(), s.history.data(), c.count);

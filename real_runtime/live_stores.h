@@ -44,6 +44,27 @@ class PayloadError : public std::runtime_error {
   explicit PayloadError(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// Throws PayloadError unless `m` carries exactly `want` values ("WHAT from actor A for layer L
+// chunk C clock K carries N values; the job's model needs W").
+void CheckValueCount(const core::Message& m, int64_t want, const char* what);
+
+// A shard's pushes of one chunk before their update: BSP/SSP by clock and worker (taken in
+// worker order, so that the sum does not depend on arrival order and a run is reproducible bit
+// for bit), ASP in arrival order, one per update.
+class PendingPushes {
+ public:
+  explicit PendingPushes(bool asp = false) : asp_(asp) {}
+  void Add(const core::Message& push);
+  // The pushes the update of `clock` applies, removed: the clock's in worker order (BSP/SSP) or
+  // the oldest (ASP); none when there are none.
+  std::vector<core::FloatBuffer> Take(int64_t clock);
+
+ private:
+  bool asp_;
+  std::map<int64_t, std::map<core::ActorId, core::FloatBuffer>> by_clock_;
+  std::vector<core::FloatBuffer> asp_queue_;
+};
+
 // What a LiveWorkerStore syncs: one copy of the parameters and their gradients in host memory,
 // blob by blob, and where the sufficient factors it sends come from.
 struct WorkerReplica {
@@ -146,10 +167,7 @@ class LiveShardStore final : public core::ShardStore {
  private:
   struct ChunkState {
     std::vector<float> values, history, previous;
-    // BSP/SSP: the pushes of each clock by worker, summed in worker order at Apply (so that
-    // the result does not depend on arrival order and a run is reproducible bit for bit).
-    std::map<int64_t, std::map<core::ActorId, core::FloatBuffer>> pushes;
-    std::vector<core::FloatBuffer> asp_queue;    // ASP: pushes in arrival order, one per update
+    PendingPushes pushes;
   };
   ChunkState& State(const core::Chunk& chunk);
 

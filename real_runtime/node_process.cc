@@ -16,6 +16,7 @@
 #include "config/yaml_reader.h"
 #include "core/message_rules.h"
 #include "core/trace.h"
+#include "real_runtime/atomic_file.h"
 #include "real_runtime/control.h"
 #include "real_runtime/live_stores.h"
 
@@ -390,9 +391,20 @@ void NodeProcess::Trace(const core::TraceEvent& event) {
   if (!o_.decisions_file.empty()) decisions_.Trace(event);
 }
 
-void NodeProcess::RecordTask(const core::ComputeTask& task, core::TimeNs begin,
-                             core::TimeNs end) {
-  if (!o_.trace_file.empty()) trace_.push_back(core::TaskEvent(o_.rank, task, begin, end));
+void NodeProcess::TaskDone(const core::ComputeTask& task, core::TimeNs begin) {
+  if (failed_) return;
+  const core::TimeNs now = Now();
+  if (!o_.trace_file.empty()) trace_.push_back(core::TaskEvent(o_.rank, task, begin, now));
+  try {
+    role_->actor().OnComputeDone(now, task);
+  } catch (const StorageError& e) {  // a checkpoint that cannot be written
+    Fail(e.permanent() ? kExitStorage : kExitCompute, e.what());
+    return;
+  } catch (const std::runtime_error& e) {  // a PayloadError
+    Fail(kExitCompute, e.what());
+    return;
+  }
+  AfterActorCall();
 }
 
 void NodeProcess::AfterActorCall() {

@@ -94,8 +94,9 @@ class NodeProcess final : public core::Host {
   void Fail(int code, const std::string& why);
   // After every call into the actor: the role's follow-up.
   void AfterActorCall();
-  // A compute task of this process ran [begin, end) (the trace).
-  void RecordTask(const core::ComputeTask& task, core::TimeNs begin, core::TimeNs end);
+  // A compute task of this process ran from `begin` to now: traced, then given to the actor
+  // (a checkpoint that cannot be written or a payload the store refuses fails the process).
+  void TaskDone(const core::ComputeTask& task, core::TimeNs begin);
   // The coordinator ends the job: every process is told to exit (kCtlShutdown), or that the job
   // cannot run and why (kCtlJobRefused, `code` kExitConfig, `why` logged); the loop stops once
   // all closed, or after a grace period.

@@ -103,24 +103,8 @@ void ShardRole::StartCompute(const core::ComputeTask& task) {
   streams_.Of(task).Post([this, task, begin] {
     const core::TimeNs start =
         job_.replayed ? job_.replayed->Run(task, begin, [this] { return p_.Now(); }) : begin;
-    asio::post(p_.io(), [this, task, start] { TaskDone(task, start); });
+    asio::post(p_.io(), [this, task, start] { p_.TaskDone(task, start); });
   });
-}
-
-void ShardRole::TaskDone(const core::ComputeTask& task, core::TimeNs begin) {
-  if (p_.failed()) return;
-  const core::TimeNs now = p_.Now();
-  p_.RecordTask(task, begin, now);
-  try {
-    shard_->OnComputeDone(now, task);
-  } catch (const StorageError& e) {  // a checkpoint that cannot be written
-    p_.Fail(e.permanent() ? kExitStorage : kExitCompute, e.what());
-    return;
-  } catch (const std::runtime_error& e) {  // a PayloadError
-    p_.Fail(kExitCompute, e.what());
-    return;
-  }
-  p_.AfterActorCall();
 }
 
 }  // namespace poseidon::rt

@@ -31,7 +31,6 @@ class ShardRole final : public NodeRole {
 
  private:
   void BuildRealShard();
-  void TaskDone(const core::ComputeTask& task, core::TimeNs begin);
 
   NodeProcess& p_;
   LiveJob job_;

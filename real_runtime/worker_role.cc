@@ -24,8 +24,6 @@ void WorkerRole::StartCompute(const core::ComputeTask& task) { runner_->Start(ta
 void WorkerRole::TaskEnded(const core::ComputeTask& task, core::TimeNs start,
                            std::optional<double> loss) {
   if (p_.failed()) return;
-  const core::TimeNs now = p_.Now();
-  p_.RecordTask(task, start, now);
   if (loss) {
     if (!std::isfinite(*loss)) {
       p_.Fail(kExitCompute, fmt::format("the loss diverged ({}) at iteration {}; lower --lr",
@@ -38,16 +36,7 @@ void WorkerRole::TaskEnded(const core::ComputeTask& task, core::TimeNs start,
     // An iteration's end, for the coordinator's progress watchdog.
     p_.transport().SendControl(0, kCtlProgress, EncodeI64(task.clock));
   }
-  try {
-    worker_->OnComputeDone(now, task);
-  } catch (const StorageError& e) {
-    p_.Fail(e.permanent() ? kExitStorage : kExitCompute, e.what());
-    return;
-  } catch (const std::runtime_error& e) {  // a PayloadError
-    p_.Fail(kExitCompute, e.what());
-    return;
-  }
-  p_.AfterActorCall();
+  p_.TaskDone(task, start);
 }
 
 // A finished worker saves its parameters and worker 1 measures test accuracy (the runner's).

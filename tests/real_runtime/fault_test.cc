@@ -158,7 +158,7 @@ TEST_F(FaultTest, AFullDiskStopsTheJobAtOnceNamingTheFile) {
                                                  "the disk of the folder")))
       << logs;
   EXPECT_EQ(r.rc, 5) << r.out;
-  EXPECT_EQ(r.out.find("restarting"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("launch: restarting"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("exited with code 5; stopping the others"), std::string::npos) << r.out;
 }
 
@@ -303,7 +303,7 @@ TEST_F(FaultTest, CoordinatorKilledEndsTheJobWithACleanError) {
   Result r = Launch("c-kill", "0:heartbeat:10:kill", "--restart-on-failure 2");
   EXPECT_EQ(r.rc, 128 + 9) << r.out;
   EXPECT_NE(r.out.find("coordinator (rank 0) was killed by signal 9"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("restarting"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("launch: restarting"), std::string::npos) << r.out;
 }
 
 // `launch --resume`: a job stopped by a failure (a worker killed at its push of clock 15, no
