@@ -12,8 +12,8 @@ steady state: the steps after --warmup, timed by worker 0 from its first timed s
 median over --repeat runs. Poseidon runs `poseidon launch --torch` (W workers, S shards co-located
 on the workers' machines, each machine its own namespace with --emulate); DDP runs W processes,
 each in its own namespace on the same shaped links (scripts/netns-run), rank 0's address as
-MASTER_ADDR. Every process uses one thread (OMP_NUM_THREADS=1). Horovod: not built here (its
-0.28.1 sdist needs a libtorch-dev build of ~30 min on this machine; see docs/performance.md).
+MASTER_ADDR. Every process uses one thread (OMP_NUM_THREADS=1). SACP's auto plans with the
+emulated rate, and on loopback with scenarios/live/torch.yaml's 1 Gbit/s.
 
 Models: mlp (FC-heavy: 784-2048-2048-10, 5.8 M parameters, where SACP's SFB pays) and cnn (the
 examples' CNN). Output: a table on stdout, and --csv.
@@ -84,8 +84,10 @@ def run_poseidon(a, tmp, net, scheme, consistency):
            "--workers", str(a.workers), "--servers", str(a.servers),
            "--log-dir", os.path.join(tmp, "logs"), "--progress-timeout", "600"]
     if RATES[net] is not None:
-        cmd += ["--emulate", "--emulate-gbps",
-                str({"10gbit": 10, "1gbit": 1, "100mbit": 0.1}[net])]
+        gbps = {"10gbit": 10, "1gbit": 1, "100mbit": 0.1}[net]
+        # The links, and the network SACP's auto plans with.
+        cmd += ["--emulate", "--emulate-gbps", str(gbps),
+                "--set", f"cluster.network.bandwidth_gbps={gbps}"]
     cmd += ["--"] + _job_args(a, "poseidon", ["--scheme", scheme, "--consistency", consistency])
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:

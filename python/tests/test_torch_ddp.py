@@ -211,3 +211,27 @@ def test_a_weight_used_outside_its_module_goes_by_ps_not_sfb(tmp_path):
     assert_same(ref, runs, 1e-10)
     text = _logs(os.path.join(tmp, "logs"))
     assert "module 'fc': its weight's gradient is not the sum of G^T X" in text, text
+
+
+def test_batch_norm_buffers_as_ddp_broadcasts_them(tmp_path):
+    """Batch-norm statistics: under BSP worker 0's buffers reach every worker before each forward
+    pass, as DDP's broadcast_buffers does; parameters and running statistics match DDP's."""
+    tmp = str(tmp_path)
+    runs = run_poseidon(tmp, model="bn", scheme="ps")
+    ddp = run_ddp(tmp, model="bn")
+    assert len(runs) == len(ddp) == 2
+    for r, d in zip(runs, ddp):  # worker r's buffers: worker 0's, updated by r's last batch
+        for k, v in d["state"].items():
+            if v.is_floating_point():
+                assert (r["state"][k] - v).abs().max().item() <= 1e-10, k
+    assert "bn.running_mean" in runs[0]["state"]
+
+
+def test_asp_converges(tmp_path):
+    """ASP: every answer is the gradients applied since this worker's last one, over P; the
+    workers' SGD steps on them as they come, and the loss falls."""
+    runs = run_poseidon(str(tmp_path), workers=3, servers=2, model="mlp", steps=30, lr=0.1,
+                        consistency="asp", scheme="ps")
+    first = sum(r["losses"][0] for r in runs) / 3
+    last = sum(sum(r["losses"][-5:]) / 5 for r in runs) / 3
+    assert last < 0.8 * first, (first, last)

@@ -86,9 +86,24 @@ class Functional(nn.Module):
         return self.out(h)
 
 
+class BnNet(nn.Module):
+    """Batch norm: buffers (running statistics) that DDP and Poseidon copy from worker 0 before
+    every forward pass under BSP."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 8 * 8, 5)
+
+    def forward(self, x):
+        return self.fc(F.max_pool2d(torch.relu(self.bn(self.conv(x))), 2).flatten(1))
+
+
 def build(name, dtype):
     torch.manual_seed(0)
-    return {"mlp": Mlp, "cnn": Cnn, "features": Features, "functional": Functional}[name]().to(dtype)
+    return {"mlp": Mlp, "cnn": Cnn, "features": Features, "functional": Functional,
+            "bn": BnNet}[name]().to(dtype)
 
 
 def batches(name, steps, batch, dtype):
@@ -98,7 +113,7 @@ def batches(name, steps, batch, dtype):
         if name in ("mlp", "functional"):
             x = torch.randn(batch, 20, generator=g, dtype=dtype)
             y = (x @ teacher).argmax(1)
-        elif name == "cnn":
+        elif name in ("cnn", "bn"):
             x = torch.randn(batch, 1, 16, 16, generator=g, dtype=dtype)
             y = torch.randint(0, 5, (batch,), generator=g)
         else:
