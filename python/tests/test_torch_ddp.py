@@ -235,3 +235,15 @@ def test_asp_converges(tmp_path):
     first = sum(r["losses"][0] for r in runs) / 3
     last = sum(sum(r["losses"][-5:]) / 5 for r in runs) / 3
     assert last < 0.8 * first, (first, last)
+
+
+def test_a_script_that_fails_mid_iteration_ends_the_job_naming_it(tmp_path):
+    """Worker 2's script raises between its forward and backward pass: it leaves the job (exit
+    code 1, its error in its log) instead of waiting at exit for an iteration it will never
+    finish; every other process ends having lost a peer (3), and launch names the cause."""
+    r, logs = run_poseidon(str(tmp_path), model="mlp", expect_ok=False, **{"fail-at": 3})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "worker 1 (rank 2) exited with code 1; stopping the others" in r.stderr, r.stderr
+    text = _logs(logs)
+    assert "worker 2 fails in step 3 on purpose" in text, text
+    assert "the training script ended in the middle of iteration 3" in text, text

@@ -149,6 +149,8 @@ def main():
     ap.add_argument("--different", action="store_true", help="worker 2 builds another model")
     ap.add_argument("--longer", action="store_true", help="worker 2 runs one step more")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--fail-at", type=int, default=-1,
+                    help="worker 2 raises in the middle of this step (after its forward pass)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     dtype = getattr(torch, args.dtype)
@@ -192,6 +194,8 @@ def main():
             ctx = wrapped.no_sync() if not sync else _Null()
             with ctx:
                 loss = loss_of(wrapped, args.model, xs, ys) / m
+                if rank == 1 and len(losses) == args.fail_at:
+                    raise RuntimeError(f"worker 2 fails in step {args.fail_at} on purpose")
                 loss.backward()
             step_loss += loss.item()
         opt.step()

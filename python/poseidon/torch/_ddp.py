@@ -236,6 +236,10 @@ class DistributedDataParallel(torch.nn.Module):
                 self._grad_none.add(id(p))
                 p.grad = torch.zeros_like(p)
             g = p.grad.detach()
+            if g.is_sparse:
+                raise _table.TableError(
+                    f"module '{e.name}': a sparse gradient (nn.Embedding(sparse=True)); Poseidon "
+                    "syncs dense gradients: build the module with sparse=False")
             if g.device.type == "cuda":
                 on_device = True
             elif not g.is_contiguous():
@@ -424,12 +428,20 @@ class DistributedDataParallel(torch.nn.Module):
     def shutdown(self):
         """Ends this worker's part of the job after the clocks it synced (every worker must have
         synced as many); the job ends when every worker has. Called at exit if not before.
-        Returns the process's exit code (0: the job ended well)."""
+        Returns the process's exit code (0: the job ended well). Called in the middle of an
+        iteration (the script failed there), it gives up instead: the job cannot be finished
+        without that iteration's gradients, and the other processes hear this one is gone."""
         if self._finished:
             return 0
         self._finished = True
         for h in self._hooks:
             h.remove()
+        if self._in_clock:
+            self._s.abort(4, f"the training script ended in the middle of iteration {self._clock}")
+            self._s.close()
+            _env._forget()
+            raise RuntimeError(f"poseidon.torch: this worker left the job in the middle of "
+                               f"iteration {self._clock}")
         code = self._s.finish(self._clock)
         if self._staging is not None:
             self._staging.close()
@@ -444,4 +456,4 @@ class DistributedDataParallel(torch.nn.Module):
                 self.shutdown()
             except Exception as e:  # noqa: BLE001 (at exit: say it, the process ends anyway)
                 import sys
-                print(f"poseidon.torch: {e}", file=sys.stderr)
+                print(e, file=sys.stderr)

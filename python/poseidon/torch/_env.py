@@ -19,6 +19,7 @@ form.
 """
 
 import os
+import sys
 
 _session = None
 _info = {}
@@ -97,12 +98,29 @@ def init(*, rendezvous_timeout=120, progress_timeout=600):
     if index >= size:
         raise ConfigError(f"{source} says this is worker {index}, but the job has {size} workers")
     _info.update(index=index, size=size, source=source)
+    _exit_with_the_jobs_code(_torch.JobError)
     # torchrun's variables for code that reads them (DistributedSampler, torch.distributed users).
     os.environ.setdefault("RANK", str(index))
     os.environ.setdefault("WORLD_SIZE", str(size))
     os.environ.setdefault("LOCAL_RANK", os.environ.get("POSEIDON_LOCAL_RANK", str(index)))
     os.environ.setdefault("LOCAL_WORLD_SIZE", os.environ.get("POSEIDON_LOCAL_SIZE", str(size)))
     return index
+
+
+def _exit_with_the_jobs_code(job_error):
+    """A script that dies of a JobError (the job failed elsewhere: a lost peer, a refusal) exits
+    with the job's code (3: a lost peer) rather than Python's 1, so that `poseidon launch` waits
+    for, and names, the process that caused it."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        if isinstance(value, job_error):
+            sys.stderr.flush()
+            sys.stdout.flush()
+            os._exit(getattr(value, "code", 3) or 3)
+
+    sys.excepthook = hook
 
 
 def session():
