@@ -142,14 +142,15 @@ void ExternalWorkerStore::SetFactors(int layer, std::vector<float> rows_then_inp
 float* ExternalWorkerStore::MeanOf(int64_t clock, int layer, int blob) {
   const auto l = static_cast<size_t>(layer), b = static_cast<size_t>(blob);
   if (in_place_) return const_cast<float*>(grads_.at(l).at(b));
-  std::vector<float>& m = mean_[clock];
-  if (m.empty()) m.resize(static_cast<size_t>(model_.total_params()));
-  return m.data() + layer_offset_[l] + blob_offset_[l][b];
+  // Every word is written before the clock is complete: no need to zero it first.
+  std::unique_ptr<float[]>& m = mean_[clock];
+  if (!m) m.reset(new float[static_cast<size_t>(model_.total_params())]);
+  return m.get() + layer_offset_[l] + blob_offset_[l][b];
 }
 
 void ExternalWorkerStore::TakeMean(int64_t clock, const std::vector<float*>& out) {
   POSEIDON_CHECK(!in_place_) << "TakeMean of a store whose means are written in place";
-  std::vector<float> m;
+  std::unique_ptr<float[]> m;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = mean_.find(clock);
@@ -161,7 +162,7 @@ void ExternalWorkerStore::TakeMean(int64_t clock, const std::vector<float*>& out
   for (const core::Layer& l : model_.layers()) {
     for (size_t b = 0; b < l.blobs.size(); ++b, ++i) {
       POSEIDON_CHECK(i < out.size()) << "TakeMean: " << out.size() << " buffers";
-      const float* from = m.data() + layer_offset_[static_cast<size_t>(l.id)] + blob_offset_[l.id][b];
+      const float* from = m.get() + layer_offset_[static_cast<size_t>(l.id)] + blob_offset_[l.id][b];
       std::memcpy(out[i], from, static_cast<size_t>(l.blobs[b].count) * sizeof(float));
     }
   }

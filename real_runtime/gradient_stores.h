@@ -120,7 +120,7 @@ class ExternalWorkerStore final : public core::WorkerStore {
   std::vector<std::pair<core::FloatBuffer, int64_t>> factors_;
 
   std::mutex mu_;  // what follows: the loop thread, the rebuild stream and the program meet here
-  std::map<int64_t, std::vector<float>> mean_;  // clock -> every blob's mean gradient
+  std::map<int64_t, std::unique_ptr<float[]>> mean_;  // clock -> every blob's mean gradient
   // Each (layer, clock)'s factors by worker (this worker's own included) and, once all are in,
   // the sum of the workers' weight gradients they make.
   struct SfbClock {
