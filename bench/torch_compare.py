@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Data-parallel PyTorch on this machine, side by side in one run: one process, PyTorch's own
 DistributedDataParallel over gloo, and poseidon.torch with every scheme under BSP and SSP, on
-loopback and on emulated links (network namespaces, tc tbf; root).
+loopback and on emulated links (network namespaces, tc tbf; root); and Horovod over gloo where
+bench/install-horovod has built it.
 
     sudo bench/torch_compare.py --nets loopback,1gbit,100mbit --model mlp      # docs/performance.md
     bench/torch_compare.py --nets loopback --runs single,ddp,auto --steps 30   # quick, no root
@@ -10,7 +11,7 @@ Every run trains the same model on the same synthetic Fashion-MNIST-shaped batch
 --batch rows each; one process takes the global batch) and reports the images per second of its
 steady state: the steps after --warmup, timed by worker 0 from its first timed step to its last,
 median over --repeat runs. Poseidon runs `poseidon launch --torch` (W workers, S shards co-located
-on the workers' machines, each machine its own namespace with --emulate); DDP runs W processes,
+on the workers' machines, each machine its own namespace with --emulate); DDP and Horovod run W processes,
 each in its own namespace on the same shaped links (scripts/netns-run), rank 0's address as
 MASTER_ADDR. Every process uses one thread (OMP_NUM_THREADS=1). SACP's auto plans with the
 emulated rate, and on loopback with scenarios/live/torch.yaml's 1 Gbit/s.
@@ -61,22 +62,48 @@ def run_single(a, tmp):
     return _images_per_s(r.stdout + r.stderr)
 
 
-def run_ddp(a, tmp, net):
-    job = " ".join(_job_args(a, "ddp"))
+def _run_ranks(a, tmp, net, python, mode, env, own_hostname=False):
+    """W processes of the job (rank 0's address as MASTER_ADDR), on loopback or each in its own
+    namespace on the shaped links (with own_hostname, in its own UTS namespace too, its hostname
+    its address); worker 0's throughput."""
+    job = " ".join([python] + _job_args(a, mode)[1:])
+    env = dict(env, WORLD_SIZE=str(a.workers), OMP_NUM_THREADS="1")
     if RATES[net] is None:
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT="29611",
-                   WORLD_SIZE=str(a.workers), OMP_NUM_THREADS="1")
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", **env)
         procs = [subprocess.Popen(job.split(), env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True) for r in range(a.workers)]
         outs = [p.communicate(timeout=3600)[0] for p in procs]
         return _images_per_s(outs[0])
-    cmd = (f"GLOO_SOCKET_IFNAME=eth0 MASTER_ADDR=10.77.0.1 MASTER_PORT=29611 "
-           f"WORLD_SIZE={a.workers} "
-           f"RANK=$NETNS_INDEX OMP_NUM_THREADS=1 {job} > {tmp}/ddp-$NETNS_INDEX.out 2>&1")
-    subprocess.run(["/bin/bash", NETNS, "-n", str(a.workers), "--rate", RATES[net], "--",
-                    "bash", "-c", cmd], check=True, timeout=3600)
-    with open(os.path.join(tmp, "ddp-0.out")) as f:
-        return _images_per_s(f.read())
+    env = dict(env, MASTER_ADDR="10.77.0.1")
+    exports = " ".join(f"{k}='{v}'" for k, v in env.items())
+    if own_hostname:
+        job = f'unshare --uts bash -c "hostname $NETNS_ADDR && exec {job}"'
+    cmd = f"{exports} RANK=$NETNS_INDEX {job} > {tmp}/{mode}-$NETNS_INDEX.out 2>&1"
+    r = subprocess.run(["/bin/bash", NETNS, "-n", str(a.workers), "--rate", RATES[net], "--",
+                        "bash", "-c", cmd], timeout=3600)
+    with open(os.path.join(tmp, f"{mode}-0.out")) as f:
+        out = f.read()
+    if r.returncode != 0:
+        raise RuntimeError(f"{mode} on {net} exited {r.returncode}:\n{out[-3000:]}")
+    return _images_per_s(out)
+
+
+def run_ddp(a, tmp, net):
+    return _run_ranks(a, tmp, net, PY, "ddp", {
+        "MASTER_PORT": "29611", "GLOO_SOCKET_IFNAME": "lo" if RATES[net] is None else "eth0"})
+
+
+def run_horovod(a, tmp, net):
+    """Horovod's DistributedOptimizer over gloo, from the Python of --horovod-python (a venv with
+    Debian's torch and Horovod built against it: bench/install-horovod). On emulated links every
+    rank's hostname is its namespace's address: Horovod 0.28.1 builds the Gloo device of its
+    process sets (the global one included) from the hostname, not from HOROVOD_GLOO_IFACE
+    (GlooContext::InitializeForProcessSet reads its own, empty, interface), and this machine's
+    hostname resolves to 127.0.0.1, which no other namespace reaches."""
+    hosts = "" if RATES[net] is None else " ".join(f"10.77.0.{i + 1}" for i in range(a.workers))
+    return _run_ranks(a, tmp, net, a.horovod_python, "horovod", {
+        "HVD_PORT_FILE": os.path.join(tmp, "horovod-port"), "HVD_HOSTS": hosts,
+        "HVD_IFACE": "lo" if RATES[net] is None else "eth0"}, own_hostname=bool(hosts))
 
 
 def run_poseidon(a, tmp, net, scheme, consistency):
@@ -105,12 +132,19 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--nets", default="loopback,1gbit,100mbit")
-    ap.add_argument("--runs", default="single,ddp," + ",".join(POSEIDON_RUNS))
+    ap.add_argument("--runs", default="single,ddp,horovod," + ",".join(POSEIDON_RUNS))
     ap.add_argument("--poseidon", default=os.path.join(ROOT, "build", "apps", "poseidon",
                                                          "poseidon"))
+    ap.add_argument("--horovod-python", default=os.path.join(ROOT, "build", "horovod-venv", "bin",
+                                                              "python"),
+                    help="a Python that imports horovod.torch (bench/install-horovod makes one)")
     ap.add_argument("--csv")
     a = ap.parse_args()
     runs = a.runs.split(",")
+    if "horovod" in runs and not os.access(a.horovod_python, os.X_OK):
+        print(f"horovod: skipped ({a.horovod_python} does not exist: bench/install-horovod "
+              "builds Horovod against Debian's torch)", flush=True)
+        runs.remove("horovod")
     rows = []
     for net in a.nets.split(","):
         if net not in RATES:
@@ -125,6 +159,8 @@ def main():
                         values.append(run_single(a, tmp))
                     elif run == "ddp":
                         values.append(run_ddp(a, tmp, net))
+                    elif run == "horovod":
+                        values.append(run_horovod(a, tmp, net))
                     else:
                         values.append(run_poseidon(a, tmp, net, *POSEIDON_RUNS[run]))
             rows.append({"net": net, "run": run, "images_per_s": statistics.median(values),
