@@ -22,6 +22,7 @@ examples' CNN). Output: a table on stdout, and --csv.
 
 import argparse
 import csv
+import glob
 import os
 import re
 import statistics
@@ -116,9 +117,19 @@ def run_poseidon(a, tmp, net, scheme, consistency):
         cmd += ["--emulate", "--emulate-gbps", str(gbps),
                 "--set", f"cluster.network.bandwidth_gbps={gbps}"]
     cmd += ["--"] + _job_args(a, "poseidon", ["--scheme", scheme, "--consistency", consistency])
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    # The workers import poseidon.torch from the build (scripts/build's build/python) unless
+    # PYTHONPATH already names one.
+    pythonpath = os.pathsep.join(p for p in (os.path.join(ROOT, "build", "python"),
+                                             os.environ.get("PYTHONPATH")) if p)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600,
+                       env=dict(os.environ, PYTHONPATH=pythonpath))
     if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+        logs = ""
+        for name in sorted(glob.glob(os.path.join(tmp, "logs", "*.log"))):
+            with open(name) as f:
+                logs += f"--- {name}\n{f.read()[-2000:]}"
+        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}\n"
+                           + logs)
     return _images_per_s(r.stdout)
 
 

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <fstream>
 #include <iostream>
@@ -299,6 +300,16 @@ class Commands final : public LiveCommands {
     merge_app_->add_option("traces", merge_inputs_, "trace JSON files (launch --trace-dir)")
         ->required();
     merge_app_->add_option("-o,--output", merge_output_, "merged trace JSON")->required();
+  }
+
+  bool TakeCommand(std::vector<std::string> words) override {
+    std::vector<std::string>* command = node_->parsed()         ? &node_command_
+                                        : launch_app_->parsed() ? &launch_.worker_command
+                                                                : nullptr;
+    if (command == nullptr) return false;
+    command->insert(command->end(), std::make_move_iterator(words.begin()),
+                    std::make_move_iterator(words.end()));
+    return true;
   }
 
   int RunIfParsed() override {

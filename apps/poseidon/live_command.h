@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +16,9 @@ class LiveCommands {
   virtual ~LiveCommands() = default;
   // Runs the parsed subcommand and returns its exit code; -1 when neither was given.
   virtual int RunIfParsed() = 0;
+  // The words after the command line's first "--" (a program to run: launch --torch, node),
+  // given before RunIfParsed. Returns false when none of these subcommands was parsed to take them.
+  virtual bool TakeCommand(std::vector<std::string> words) = 0;
 };
 
 // Adds `node`, `launch` and `trace merge` to `app`.

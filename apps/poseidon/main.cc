@@ -10,7 +10,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -288,7 +290,23 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // Everything after the first "--" is a program's command line (launch --torch, node), never
+  // our flags: CLI11 2.1 ends a multi-value option at a "--" and drops it (`--set K=V -- python
+  // train.py --lr 0.1` would parse --lr as ours), so the words after it are cut off here.
+  std::vector<std::string> after_dashes;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      after_dashes.assign(argv + i + 1, argv + argc);
+      argc = i;
+      break;
+    }
+  }
   CLI11_PARSE(app, argc, argv);
+  if (!after_dashes.empty() && !live->TakeCommand(std::move(after_dashes))) {
+    std::cerr << "poseidon: error: only 'poseidon launch --torch' and 'poseidon node' run a "
+                 "command given after '--'\n";
+    return 1;
+  }
   try {
     if (int rc = poseidon::app::RunCalibrateCommands(*calibrate_commands, argc, argv); rc >= 0) {
       return rc;

@@ -112,7 +112,10 @@ def test_bsp_float64_is_the_single_process(tmp_path, model, scheme):
 def test_bsp_float32_three_workers(tmp_path):
     tmp = str(tmp_path)
     ref = run_single(tmp, model="cnn", dtype="float32")
-    runs = run_poseidon(tmp, workers=3, servers=2, model="cnn", dtype="float32", scheme="auto")
+    # A --set right before '--' (as bench/torch_compare.py gives the emulated rate): the words
+    # after '--' stay the script's (CLI11 alone would end --set there and parse them as ours).
+    runs = run_poseidon(tmp, workers=3, servers=2, model="cnn", dtype="float32", scheme="auto",
+                        extra_launch=("--set", "cluster.network.bandwidth_gbps=0.1"))
     assert_same(ref, runs, 1e-5)
 
 
@@ -247,3 +250,18 @@ def test_a_script_that_fails_mid_iteration_ends_the_job_naming_it(tmp_path):
     text = _logs(logs)
     assert "worker 2 fails in step 3 on purpose" in text, text
     assert "the training script ended in the middle of iteration 3" in text, text
+
+
+def test_the_command_lines_that_cannot_start_a_torch_job_say_why(tmp_path):
+    sc = _scenario(str(tmp_path), 2, 1)
+    cases = [
+        ([CLI, "simulate", os.path.join(ROOT, "scenarios", "demo.yaml"), "--", PY, "x.py"],
+         "only 'poseidon launch --torch' and 'poseidon node' run a command given after '--'"),
+        ([CLI, "launch", "--torch", sc, "--set", "cluster.workers=2"],
+         "--torch needs the workers' command after '--'"),
+        ([CLI, "launch", sc, "--", PY, "x.py", "--lr", "0.1"], "add --torch"),
+    ]
+    for cmd, why in cases:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                           cwd=str(tmp_path))
+        assert r.returncode != 0 and why in r.stderr, f"{cmd}: {r.returncode}\n{r.stderr}"
