@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -184,12 +185,22 @@ class Session {
   void WaitComplete(int64_t clock) {
     Blocking([&] { worker_->WaitComplete(clock, SignalPending); });
   }
-  void TakeMean(int64_t clock, const std::vector<py::buffer>& out, int value_words) {
-    std::vector<float*> ptrs;
-    for (const py::buffer& b : out) {
-      ptrs.push_back(const_cast<float*>(WordsOf(b, value_words, "mean gradient").data));
+  // `clock`'s mean gradient, without a copy: one numpy array per parameter (table order, flat,
+  // float32 or float64 by `value_words`), views of one buffer that the last of them frees.
+  py::list TakeMean(int64_t clock, int value_words) {
+    EmbeddedWorker::Mean mean = worker_->ReleaseMean(clock);
+    py::capsule owner(mean.words.get(), [](void* p) { delete[] static_cast<float*>(p); });
+    float* base = mean.words.release();  // the capsule's now
+    py::list out;
+    for (const auto& [first, words] : mean.parts) {
+      if (value_words == 2) {
+        out.append(py::array_t<double>({static_cast<py::ssize_t>(words / 2)},
+                                       reinterpret_cast<double*>(base + first), owner));
+      } else {
+        out.append(py::array_t<float>({static_cast<py::ssize_t>(words)}, base + first, owner));
+      }
     }
-    worker_->TakeMean(clock, ptrs);
+    return out;
   }
   int Finish(int64_t clocks) {
     return Blocking([&] { return worker_->Finish(clocks, SignalPending); });

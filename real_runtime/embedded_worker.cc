@@ -471,24 +471,22 @@ void EmbeddedWorker::WaitComplete(int64_t clock, const Poll& poll) {
   Wait(lock, [this, clock] { return complete_ > clock; }, poll);
 }
 
-void EmbeddedWorker::TakeMean(int64_t clock, const std::vector<float*>& out) {
-  std::vector<float*> by_layer;
+EmbeddedWorker::Mean EmbeddedWorker::ReleaseMean(int64_t clock) {
+  Mean mean;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    POSEIDON_CHECK(role_) << "TakeMean before the job started";
+    POSEIDON_CHECK(role_) << "ReleaseMean before the job started";
     const core::Model& model = role_->job().model;
-    // The program's buffers are in table order, each module's parameters together.
-    std::vector<size_t> first(table_names_.size() + 1, 0);
     for (size_t t = 0; t < table_names_.size(); ++t) {
-      first[t + 1] = first[t] + model.layers()[static_cast<size_t>(layer_of_table_[t])].blobs.size();
-    }
-    POSEIDON_CHECK(out.size() == first.back()) << out.size() << " buffers for " << first.back();
-    for (const core::Layer& l : model.layers()) {
-      const size_t t = static_cast<size_t>(table_of_layer_[static_cast<size_t>(l.id)]);
-      for (size_t b = 0; b < l.blobs.size(); ++b) by_layer.push_back(out[first[t] + b]);
+      const core::Layer& l = model.layers()[static_cast<size_t>(layer_of_table_[t])];
+      for (size_t b = 0; b < l.blobs.size(); ++b) {
+        mean.parts.emplace_back(store_->BlobOffset(l.id, static_cast<int>(b)),
+                                static_cast<size_t>(l.blobs[b].count));
+      }
     }
   }
-  store_->TakeMean(clock, by_layer);
+  mean.words = store_->ReleaseMean(clock);
+  return mean;
 }
 
 int EmbeddedWorker::Finish(int64_t clocks, const Poll& poll) {

@@ -14,7 +14,7 @@
 //     ... forward, reporting w.ForwardDone(module) ... backward, reporting w.LayerReady(...)
 //     if (c == 0 && w.first()) w.StartJob(request, poll);   // worker 1 plans and starts the job
 //     w.BackwardDone(c, poll);                      // the core has taken the clock's gradients
-//     w.WaitComplete(c, poll); w.TakeMean(c, grads); // BSP: the workers' mean gradient
+//     w.WaitComplete(c, poll); w.ReleaseMean(c);    // the workers' mean (BSP: in place)
 //   w.Finish(clocks, poll);                         // the job ends after that many clocks
 //
 // Modules are named by their index in the layer table (the registration order the program agreed
@@ -36,6 +36,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "config/worker_job.h"
@@ -123,8 +124,14 @@ class EmbeddedWorker {
   // Clocks whose mean gradient is complete (0..complete-1).
   int64_t complete() const;
   void WaitComplete(int64_t clock, const Poll& poll);
-  // Copies `clock`'s mean gradient into `out` (one buffer per parameter, table order) and frees it.
-  void TakeMean(int64_t clock, const std::vector<float*>& out);
+  // `clock`'s complete mean gradient (not in place: SSP, ASP), handed over without a copy: one
+  // buffer, and where each parameter's words lie in it (table order, each module's parameters
+  // together). The worker forgets it; the caller frees it.
+  struct Mean {
+    std::unique_ptr<float[]> words;
+    std::vector<std::pair<size_t, size_t>> parts;  // (first word, words) per parameter
+  };
+  Mean ReleaseMean(int64_t clock);
 
   // The program's loop ended after `clocks` clocks: the worker finishes once every layer holds
   // them, the job ends, and the loop thread with it. Returns the process's exit code.

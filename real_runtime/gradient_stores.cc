@@ -148,24 +148,19 @@ float* ExternalWorkerStore::MeanOf(int64_t clock, int layer, int blob) {
   return m.get() + layer_offset_[l] + blob_offset_[l][b];
 }
 
-void ExternalWorkerStore::TakeMean(int64_t clock, const std::vector<float*>& out) {
-  POSEIDON_CHECK(!in_place_) << "TakeMean of a store whose means are written in place";
-  std::unique_ptr<float[]> m;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = mean_.find(clock);
-    POSEIDON_CHECK(it != mean_.end()) << "no mean gradient of clock " << clock;
-    m = std::move(it->second);
-    mean_.erase(it);
-  }
-  size_t i = 0;
-  for (const core::Layer& l : model_.layers()) {
-    for (size_t b = 0; b < l.blobs.size(); ++b, ++i) {
-      POSEIDON_CHECK(i < out.size()) << "TakeMean: " << out.size() << " buffers";
-      const float* from = m.get() + layer_offset_[static_cast<size_t>(l.id)] + blob_offset_[l.id][b];
-      std::memcpy(out[i], from, static_cast<size_t>(l.blobs[b].count) * sizeof(float));
-    }
-  }
+std::unique_ptr<float[]> ExternalWorkerStore::ReleaseMean(int64_t clock) {
+  POSEIDON_CHECK(!in_place_) << "ReleaseMean of a store whose means are written in place";
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = mean_.find(clock);
+  POSEIDON_CHECK(it != mean_.end()) << "no mean gradient of clock " << clock;
+  std::unique_ptr<float[]> m = std::move(it->second);
+  mean_.erase(it);
+  return m;
+}
+
+size_t ExternalWorkerStore::BlobOffset(int layer, int blob) const {
+  const auto l = static_cast<size_t>(layer);
+  return static_cast<size_t>(layer_offset_.at(l) + blob_offset_.at(l).at(static_cast<size_t>(blob)));
 }
 
 core::FloatBuffer ExternalWorkerStore::GradientChunk(const core::Chunk& c) {

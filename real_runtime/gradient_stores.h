@@ -78,9 +78,11 @@ class ExternalWorkerStore final : public core::WorkerStore {
   void SetFactors(int layer, std::vector<float> rows_then_inputs, int64_t rows);
 
   // Not in place: once `clock`'s mean gradient is complete (the worker's versions say so: the
-  // caller's), a copy of each blob's words into `out` (one buffer per blob of the model, in model
-  // order); then the clock's buffer is freed. Any thread.
-  void TakeMean(int64_t clock, const std::vector<float*>& out);
+  // caller's), its buffer, handed over whole (BlobOffset locates each blob's words in it) and
+  // forgotten here. Any thread.
+  std::unique_ptr<float[]> ReleaseMean(int64_t clock);
+  // Where (layer, blob)'s words begin in a clock's mean buffer.
+  size_t BlobOffset(int layer, int blob) const;
 
   core::FloatBuffer GradientChunk(const core::Chunk& chunk) override;
   void WriteParams(const core::Chunk& chunk, const core::Message& params) override;

@@ -319,20 +319,10 @@ class DistributedDataParallel(torch.nn.Module):
         self._grad_none.clear()
 
     def _take_mean(self, clock):
-        """SSP/ASP: the workers' mean gradient of `clock` into every parameter's .grad."""
-        outs, writes = [], []
-        for p in self._table.params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            g = p.grad
-            if g.device.type != "cpu" or not g.is_contiguous():
-                buf = torch.empty(g.shape, dtype=g.dtype)
-                writes.append((g, buf))
-                g = buf
-            outs.append(_words(g))
-        self._s.take_mean(clock, outs, self._words)
-        for dst, buf in writes:
-            dst.copy_(buf)
+        """SSP/ASP: the workers' mean gradient of `clock`, one tensor per parameter (table
+        order, the parameter's shape, on the CPU): views of the buffer the worker filled."""
+        return [torch.from_numpy(m).view(p.shape)
+                for p, m in zip(self._table.params, self._s.take_mean(clock, self._words))]
 
     def _start_job(self):
         """Iteration 0 measured; worker 1 plans the job from it and starts it."""
@@ -421,9 +411,26 @@ class DistributedDataParallel(torch.nn.Module):
         return loss
 
     def _step_on(self, clock, optimizer, closure):
-        self._take_mean(clock)
+        """One optimizer step on `clock`'s mean gradient. A CPU parameter's .grad is the mean
+        itself for the step (no copy) and its own gradient again after it; a CUDA parameter's
+        .grad, and every .grad when the optimizer is given a closure (which computes gradients
+        into .grad), gets a copy of the mean and keeps it."""
+        means = self._take_mean(clock)
         self._applied = clock + 1
-        return optimizer.step(closure) if closure is not None else optimizer.step()
+        swapped = []
+        for p, m in zip(self._table.params, means):
+            if closure is None and p.device.type == "cpu":
+                swapped.append((p, p.grad))
+                p.grad = m
+            elif p.grad is None:
+                p.grad = m.to(p.device, copy=True)
+            else:
+                p.grad.copy_(m)
+        try:
+            return optimizer.step(closure) if closure is not None else optimizer.step()
+        finally:
+            for p, g in swapped:
+                p.grad = g
 
     def shutdown(self):
         """Ends this worker's part of the job after the clocks it synced (every worker must have
