@@ -265,3 +265,14 @@ def test_the_command_lines_that_cannot_start_a_torch_job_say_why(tmp_path):
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
                            cwd=str(tmp_path))
         assert r.returncode != 0 and why in r.stderr, f"{cmd}: {r.returncode}\n{r.stderr}"
+
+
+def test_ssp0_steps_on_the_means_as_one_process_does(tmp_path):
+    """SSP(0) through DistributedOptimizer (each clock's mean handed to the optimizer as numpy
+    views of the worker's buffer, not written over .grad) is BSP: one process's trajectory, with
+    a CNN (several blobs per module, the table's order not the job's) and Adam's state."""
+    tmp = str(tmp_path)
+    ref = run_single(tmp, model="cnn", optimizer="adam", lr=0.01)
+    runs = run_poseidon(tmp, workers=2, servers=2, model="cnn", optimizer="adam", lr=0.01,
+                        scheme="auto", consistency="ssp:0")
+    assert_same(ref, runs, 1e-10)
