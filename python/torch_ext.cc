@@ -186,14 +186,14 @@ class Session {
     Blocking([&] { worker_->WaitComplete(clock, SignalPending); });
   }
   // `clock`'s mean gradient, without a copy: one numpy array per parameter (table order, flat,
-  // float32 or float64 by `value_words`), views of one buffer that the last of them frees.
-  py::list TakeMean(int64_t clock, int value_words) {
+  // float32 or float64 as the job's values), views of one buffer that the last of them frees.
+  py::list TakeMean(int64_t clock) {
     EmbeddedWorker::Mean mean = worker_->ReleaseMean(clock);
     py::capsule owner(mean.words.get(), [](void* p) { delete[] static_cast<float*>(p); });
     float* base = mean.words.release();  // the capsule's now
     py::list out;
     for (const auto& [first, words] : mean.parts) {
-      if (value_words == 2) {
+      if (mean.value_words == 2) {
         out.append(py::array_t<double>({static_cast<py::ssize_t>(words / 2)},
                                        reinterpret_cast<double*>(base + first), owner));
       } else {

@@ -477,6 +477,7 @@ EmbeddedWorker::Mean EmbeddedWorker::ReleaseMean(int64_t clock) {
     std::lock_guard<std::mutex> lock(mu_);
     POSEIDON_CHECK(role_) << "ReleaseMean before the job started";
     const core::Model& model = role_->job().model;
+    if (!model.layers().empty()) mean.value_words = model.layers()[0].value_words;
     for (size_t t = 0; t < table_names_.size(); ++t) {
       const core::Layer& l = model.layers()[static_cast<size_t>(layer_of_table_[t])];
       for (size_t b = 0; b < l.blobs.size(); ++b) {

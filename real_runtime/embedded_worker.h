@@ -130,6 +130,7 @@ class EmbeddedWorker {
   struct Mean {
     std::unique_ptr<float[]> words;
     std::vector<std::pair<size_t, size_t>> parts;  // (first word, words) per parameter
+    int value_words = 1;                           // 2: float64 values
   };
   Mean ReleaseMean(int64_t clock);
 

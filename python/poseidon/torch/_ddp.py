@@ -322,7 +322,7 @@ class DistributedDataParallel(torch.nn.Module):
         """SSP/ASP: the workers' mean gradient of `clock`, one tensor per parameter (table
         order, the parameter's shape, on the CPU): views of the buffer the worker filled."""
         return [torch.from_numpy(m).view(p.shape)
-                for p, m in zip(self._table.params, self._s.take_mean(clock, self._words))]
+                for p, m in zip(self._table.params, self._s.take_mean(clock))]
 
     def _start_job(self):
         """Iteration 0 measured; worker 1 plans the job from it and starts it."""
