@@ -12,8 +12,8 @@
 #include "config/model_loader.h"
 #include "config/yaml_reader.h"
 #include "core/types.h"
-#include "sim/compute_model.h"
-#include "sim/gpu_kernel_model.h"
+#include "cost/compute_model.h"
+#include "cost/gpu_kernel_model.h"
 
 namespace poseidon::calibration {
 namespace {
@@ -57,12 +57,12 @@ Pred Predict(const GpuCase& c, const KernelModelParams& p, config::DeviceCompute
   if (kind == config::DeviceComputeModel::kRoofline) {
     config::DeviceSpec d = c.device;
     d.compute_model = config::DeviceComputeModel::kRoofline;
-    sim::ComputeModel m = sim::ComputeModel::FromDevice(c.model, d, c.row.batch);
+    cost::ComputeModel m = cost::ComputeModel::FromDevice(c.model, d, c.row.batch);
     return {static_cast<double>(m.total_fwd_ns()) / 1e6,
             static_cast<double>(m.total_bwd_ns()) / 1e6};
   }
   for (const core::Layer& l : c.model.layers()) {
-    const sim::LayerCost cost = sim::CudnnLayerCost(l, c.row.batch, c.device, p);
+    const cost::LayerCost cost = cost::CudnnLayerCost(l, c.row.batch, c.device, p);
     out.fwd_ms += cost.fwd.ns / 1e6;
     out.bwd_ms += cost.bwd.ns / 1e6;
   }

@@ -1,9 +1,9 @@
-// calibration/gpu_fit.h: the cudnn compute model (sim/gpu_kernel_model.h) against published
+// calibration/gpu_fit.h: the cudnn compute model (cost/gpu_kernel_model.h) against published
 // whole-model timings (config/measurement_loader.h): predictions, errors, and the fit of its
 // constants to the rows marked `set: fit`.
 //
 //   std::vector<GpuCase> cases = LoadGpuCases(timings, data_dir);  // models and devices resolved
-//   KernelModelParams p = FitKernelParams(cases, sim::FittedKernelParams());  // fit rows only
+//   KernelModelParams p = FitKernelParams(cases, cost::FittedKernelParams());  // fit rows only
 //   std::vector<CaseError> e = EvaluateCases(cases, p, config::DeviceComputeModel::kCudnn);
 //
 // The fit minimises the sum over fit rows of log(predicted / measured)^2, forward and backward

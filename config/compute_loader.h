@@ -1,6 +1,6 @@
 // config/compute_loader.h: device files (datasheet figures) and measured per-layer profiles.
 //
-// Two YAML formats feed sim::ComputeModel:
+// Two YAML formats feed cost::ComputeModel:
 //
 // Device file (scenarios/devices/NAME.yaml): datasheet figures of one accelerator, units in the
 // key names.

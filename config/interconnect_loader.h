@@ -1,5 +1,5 @@
 // config/interconnect_loader.h: how the devices of one machine are joined, for machines with
-// several devices (cluster.devices_per_machine > 1; sim/intra_machine.h prices what moves).
+// several devices (cluster.devices_per_machine > 1; cost/intra_machine.h prices what moves).
 //
 // An interconnect file (scenarios/interconnects/NAME.yaml) holds datasheet figures, units in the
 // key names:

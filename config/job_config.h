@@ -23,7 +23,7 @@ core::FaultConfig BuildFault(const ScenarioSpec& s);
 // The protocol configuration: SACP plan, consistency, gate, priorities. Throws ConfigError (at
 // the scenario's protocol section) for a plan the model cannot take (sfb on a conv layer, an
 // unknown layer name). `timing`: what `scheme: auto` weighs plans with (core/sacp_time.h; hosts
-// pass sim::SacpTimingFor's); without it `auto` is the paper's byte rule, as `paper` always is.
+// pass cost::SacpTimingFor's); without it `auto` is the paper's byte rule, as `paper` always is.
 // Workers are the machines' clients (ProtocolWorkers): SACP counts machines, and a worker's
 // sufficient factors have the rows of all its devices (ProtocolConfig::batch).
 core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model,

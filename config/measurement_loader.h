@@ -1,5 +1,5 @@
 // config/measurement_loader.h: published whole-model GPU timings (scenarios/devices/measurements/),
-// the ground truth of the cudnn compute model (sim/gpu_kernel_model.h, `poseidon gpu-model`).
+// the ground truth of the cudnn compute model (cost/gpu_kernel_model.h, `poseidon gpu-model`).
 //
 //   schema_version: 1
 //   source: "jcjohnson/cnn-benchmarks README.md, commit 2ee75e2..."   # required: where from

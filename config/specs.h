@@ -103,7 +103,7 @@ struct NetworkSpec {
   // to run once an event for it is ready (a message has been received, a compute task has ended):
   // the scheduler's wake-up latency on shared cores. A thread still busy with an earlier event
   // takes the next one without it. With it, compute tasks are timed as a live run that replays
-  // them does (sim::kReplayAbsorbNs) and a task whose modelled end has passed when it is handed
+  // them does (cost::kReplayAbsorbNs) and a task whose modelled end has passed when it is handed
   // over comes back host_handoff_us later (YAML), the round trip between two awake threads.
   // 0 = none.
   double host_wakeup_ns = 0;
@@ -128,7 +128,7 @@ struct NetworkSpec {
 //   pcie    no such links: peers talk over the same PCIe links the host copies use;
 //   host    CPU devices: worker threads sharing the host's memory (nothing to copy).
 enum class InterconnectKind { kNvlink, kPcie, kHost };
-// Where a machine sums its devices' gradients (sim/intra_machine.h prices both):
+// Where a machine sums its devices' gradients (cost/intra_machine.h prices both):
 //   device  a ring among the devices (reduce-scatter), then each device's 1/D of the sum to the
 //           host; fresh values go back as 1/D to each device and an all-gather among them;
 //   host    every device's gradient to the host, summed by the CPU; every device gets the whole
@@ -157,8 +157,8 @@ inline const char* InterconnectKindName(InterconnectKind k) {
 
 // ---- compute -------------------------------------------------------------------------------
 
-// The constants of the `cudnn` compute model (sim/gpu_kernel_model.h), the same for every device.
-// Defaults here are placeholders for a value-initialised struct; sim::FittedKernelParams() holds
+// The constants of the `cudnn` compute model (cost/gpu_kernel_model.h), the same for every device.
+// Defaults here are placeholders for a value-initialised struct; cost::FittedKernelParams() holds
 // the fitted values that the simulator uses.
 struct KernelModelParams {
   double gemm_efficiency = 0.8;  // fraction of fp32 peak a large, well-tiled sgemm reaches (0, 1]
@@ -186,8 +186,8 @@ inline constexpr int kNumKernelParams = 7;
 enum class GpuArchitecture { kUnknown, kKepler, kMaxwell, kPascal, kVolta, kTuring, kAmpere,
                              kHopper };
 
-// How a device without a measured profile prices a layer: `cudnn` (sim/gpu_kernel_model.h, the
-// default) or `roofline` (flat fractions of peak and bandwidth, sim/compute_model.h).
+// How a device without a measured profile prices a layer: `cudnn` (cost/gpu_kernel_model.h, the
+// default) or `roofline` (flat fractions of peak and bandwidth, cost/compute_model.h).
 enum class DeviceComputeModel { kCudnn, kRoofline };
 
 // A device described by datasheet figures (scenarios/devices/NAME.yaml).
@@ -212,7 +212,7 @@ struct DeviceSpec {
   // Winograd (3x3 and 5x5, all three passes).
   int cudnn_version = 0;
   // YAML: kernel_model, a mapping of KernelModelParams names to values; each one given
-  // replaces the fitted value for this device (sim::KernelParamsFor).
+  // replaces the fitted value for this device (cost::KernelParamsFor).
   std::map<std::string, double> kernel_model;
   core::SourceLoc loc;
 };

@@ -89,7 +89,7 @@ bool SchemeRequestFromName(const std::string& name, SchemeRequest* request);
 std::string KnownSchemeRequests();
 
 // The times `auto` weighs plans with (sacp_time.h). Hosts fill it from the scenario's compute and
-// network models (sim::SacpTimingFor), so that the simulator and a live job plan alike.
+// network models (cost::SacpTimingFor), so that the simulator and a live job plan alike.
 struct SacpTiming {
   double nic_Bps = 0;         // each NIC, each direction: payload bytes per second (> 0)
   double message_s = 0;       // one message's latency and per-message cost, one way

@@ -47,8 +47,8 @@ void Executor::Loop() {
   }
 }
 
-ReplayedCompute::ReplayedCompute(sim::ComputeModel model, const core::Model& net, int64_t batch,
-                                 int devices, std::optional<sim::IntraMachine> intra)
+ReplayedCompute::ReplayedCompute(cost::ComputeModel model, const core::Model& net, int64_t batch,
+                                 int devices, std::optional<cost::IntraMachine> intra)
     : model_(std::move(model)),
       intra_(std::move(intra)),
       stream_end_(static_cast<size_t>(core::StreamSlots(devices)), 0) {
@@ -67,8 +67,8 @@ int64_t ReplayedCompute::TaskNs(const core::ComputeTask& task) const {
     case core::TaskKind::kLocalReduce:
     case core::TaskKind::kLocalBroadcast:
       return intra_ ? intra_->AloneNs(task.kind == core::TaskKind::kLocalReduce
-                                          ? sim::IntraOp::kReduce
-                                          : sim::IntraOp::kBroadcast,
+                                          ? cost::IntraOp::kReduce
+                                          : cost::IntraOp::kBroadcast,
                                       task.bytes)
                     : 0;
   }
@@ -79,7 +79,7 @@ core::TimeNs ReplayedCompute::Run(const core::ComputeTask& task, core::TimeNs be
                                   const std::function<core::TimeNs()>& now) {
   const int64_t ns = TaskNs(task);
   core::TimeNs& last_end = stream_end_.at(static_cast<size_t>(core::StreamSlot(task)));
-  const core::TimeNs start = sim::ReplayedTaskStart(begin, last_end);
+  const core::TimeNs start = cost::ReplayedTaskStart(begin, last_end);
   last_end = start + ns;
   std::this_thread::sleep_for(std::chrono::nanoseconds(std::max<core::TimeNs>(0, last_end - now())));
   return start;

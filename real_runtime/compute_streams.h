@@ -19,8 +19,8 @@
 
 #include "core/host.h"
 #include "core/model.h"
-#include "sim/compute_model.h"
-#include "sim/intra_machine.h"
+#include "cost/compute_model.h"
+#include "cost/intra_machine.h"
 
 namespace poseidon::rt {
 
@@ -58,9 +58,9 @@ class ReplayedCompute {
   // l is priced for core::SfbFactorRows(l, batch) factor rows (tokens x batch for a
   // transformer's linear layer), as the simulator prices it. `devices`: the worker's devices;
   // with several, `intra` prices their local reductions and broadcasts as the simulator does on
-  // an idle machine (sim/intra_machine.h).
-  ReplayedCompute(sim::ComputeModel model, const core::Model& net, int64_t batch, int devices = 1,
-                  std::optional<sim::IntraMachine> intra = std::nullopt);
+  // an idle machine (cost/intra_machine.h).
+  ReplayedCompute(cost::ComputeModel model, const core::Model& net, int64_t batch, int devices = 1,
+                  std::optional<cost::IntraMachine> intra = std::nullopt);
 
   // On the task's stream thread: sleeps until the task's modelled end and returns when it
   // started. A task started within 1 ms of the previous one's end on its stream (the loop's
@@ -73,12 +73,12 @@ class ReplayedCompute {
   // The task's modelled duration (what Run sleeps, queueing aside).
   int64_t TaskNs(const core::ComputeTask& task) const;
 
-  const sim::ComputeModel& model() const { return model_; }
+  const cost::ComputeModel& model() const { return model_; }
 
  private:
-  sim::ComputeModel model_;
+  cost::ComputeModel model_;
   std::vector<int64_t> sfb_rows_;  // per layer: its factor rows at the worker's batch
-  std::optional<sim::IntraMachine> intra_;
+  std::optional<cost::IntraMachine> intra_;
   std::vector<core::TimeNs> stream_end_;  // per core::StreamSlot, each touched by its stream only
 };
 

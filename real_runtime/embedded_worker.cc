@@ -17,7 +17,7 @@
 #include "real_runtime/live_job.h"
 #include "real_runtime/node_process.h"
 #include "real_runtime/worker_role.h"
-#include "sim/sacp_timing.h"
+#include "cost/sacp_timing.h"
 
 namespace poseidon::rt {
 
@@ -398,7 +398,7 @@ void EmbeddedWorker::StartJob(const JobRequest& request, const Poll& poll) {
     if (core::HasSufficientFactors(l)) rebuild[static_cast<size_t>(l.id)] = request.fwd_s[static_cast<size_t>(l.id)];
   }
   const core::SacpTiming timing =
-      sim::SacpTimingMeasured(s, model, request.fwd_s, request.bwd_s, rebuild);
+      cost::SacpTimingMeasured(s, model, request.fwd_s, request.bwd_s, rebuild);
   const core::ProtocolConfig plan = config::BuildProtocol(s, model, false, &timing);
   for (int l : model.param_layers()) {
     job.schemes[model.layers()[static_cast<size_t>(l)].name] = core::SchemeName(plan.SchemeOf(l));

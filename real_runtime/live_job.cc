@@ -7,8 +7,8 @@
 #include "config/job_config.h"
 #include "config/yaml_reader.h"
 #include "core/message_rules.h"
-#include "sim/intra_machine.h"
-#include "sim/sacp_timing.h"
+#include "cost/intra_machine.h"
+#include "cost/sacp_timing.h"
 
 namespace poseidon::rt {
 
@@ -61,26 +61,26 @@ LiveJob BuildLiveJob(const NodeOptions& o) {
   if (s.model_from_workers) return BuildWorkerDescribedJob(o, std::move(job));
   // The simulator's compute model: what SACP's auto plans with (the same plan in every process
   // and in the simulator), and, replayed, what tasks take.
-  const sim::ComputeModel planned = sim::BuildComputeModel(s, job.model);
+  const cost::ComputeModel planned = cost::BuildComputeModel(s, job.model);
   bool device_copies = false;
   const int protocol_devices = config::DevicesPerWorker(s);
   if (replay) {
     // With the straggler slowdowns the scenario gives.
-    sim::ComputeModel cm = planned;
+    cost::ComputeModel cm = planned;
     device_copies = cm.pcie_bandwidth_Bps() > 0;
     if (layout.IsWorker(o.rank)) {
       for (const auto& st : s.stragglers) {
         if (st.worker == layout.WorkerIndex(o.rank)) cm = cm.ScaledBy(st.slowdown);
       }
     }
-    std::optional<sim::IntraMachine> intra;
+    std::optional<cost::IntraMachine> intra;
     if (protocol_devices > 1) {
       intra.emplace(s.interconnect, protocol_devices, 1, s.network.host_bandwidth_Bps);
     }
     job.replayed.emplace(std::move(cm), job.model, s.batch_per_worker * protocol_devices,
                          protocol_devices, std::move(intra));
   }
-  job.protocol = sim::BuildTimedProtocol(s, job.model, device_copies, planned);
+  job.protocol = cost::BuildTimedProtocol(s, job.model, device_copies, planned);
   job.protocol.real_payloads = true;  // real floats, or replayed zeros of the real sizes
   const bool ft = job.protocol.fault.enabled();
   if (job.protocol.fault.checkpoint_every > 0 && o.checkpoint_dir.empty()) {

@@ -15,7 +15,7 @@
 #include "kernels/sgd.h"
 #include "real_runtime/compute_streams.h"
 #include "real_runtime/node.h"
-#include "sim/compute_model.h"
+#include "cost/compute_model.h"
 
 namespace poseidon::rt {
 

@@ -20,8 +20,8 @@
 #include "real_runtime/shard_role.h"
 #include "real_runtime/worker_role.h"
 #include "real_runtime/worker_runners.h"
-#include "sim/compute_model.h"
-#include "sim/sacp_timing.h"
+#include "cost/compute_model.h"
+#include "cost/sacp_timing.h"
 
 namespace poseidon::rt {
 
@@ -119,7 +119,7 @@ void CheckLiveScenario(const config::ScenarioSpec& s) {
   // Every scheme runs live (ps, sfb, allreduce); what is left to check is that the model and the
   // protocol plan build, so that a bad scenario fails once here, not in every process.
   const core::Model model = config::BuildScenarioModel(s);
-  (void)sim::BuildTimedProtocol(s, model, false, sim::BuildComputeModel(s, model));
+  (void)cost::BuildTimedProtocol(s, model, false, cost::BuildComputeModel(s, model));
 }
 
 bool RankFromEnvironment(int* rank, int* size, std::string* source) {

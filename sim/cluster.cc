@@ -78,7 +78,7 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
   }
   streams_.resize(static_cast<size_t>(slots));
   if (devices > 1) {
-    intra_ = std::make_unique<IntraMachine>(config_.interconnect, devices, layout.num_machines,
+    intra_ = std::make_unique<cost::IntraMachine>(config_.interconnect, devices, layout.num_machines,
                                             config_.network.host_bandwidth_Bps);
     intra_generation_.assign(static_cast<size_t>(layout.num_machines), 0);
     nic_tx_.assign(static_cast<size_t>(layout.num_machines), 0);
@@ -365,7 +365,7 @@ void SimJob::StartNextTask(ActorId actor, int slot) {
   if (task.kind == TaskKind::kLocalReduce || task.kind == TaskKind::kLocalBroadcast) {
     // Shares the machine's links and host memory: it ends when the intra-machine model says.
     const int machine = config_.layout.machine_of[static_cast<size_t>(actor)];
-    const IntraOp op = task.kind == TaskKind::kLocalReduce ? IntraOp::kReduce : IntraOp::kBroadcast;
+    const cost::IntraOp op = task.kind == TaskKind::kLocalReduce ? cost::IntraOp::kReduce : cost::IntraOp::kBroadcast;
     const uint64_t tag = (static_cast<uint64_t>(actor) << 32) | static_cast<uint32_t>(slot);
     ScheduleIntra(machine, intra_->Start(now_, machine, op, task.bytes, tag));
     return;
@@ -378,7 +378,7 @@ void SimJob::StartNextTask(ActorId actor, int slot) {
     // previous one's modelled end starts at that end. Its stream thread sleeps to its modelled
     // end and the protocol thread learns of it a wake-up later; a task whose end has passed
     // already is handed back at once, in a hand-off between threads that are awake.
-    s.started = ReplayedTaskStart(now_, s.last_end);
+    s.started = cost::ReplayedTaskStart(now_, s.last_end);
     s.last_end = s.started + dur;
     end = s.last_end > now_ ? s.last_end + std::llround(n.host_wakeup_ns)
                             : now_ + std::llround(n.host_handoff_ns);
@@ -392,7 +392,7 @@ TimeNs SimJob::TaskDuration(ActorId actor, const ComputeTask& task) {
     case TaskKind::kForward:
     case TaskKind::kBackward: {
       const int w = layout.WorkerIndex(actor);
-      const ComputeModel& c = config_.worker_compute[static_cast<size_t>(w)];
+      const cost::ComputeModel& c = config_.worker_compute[static_cast<size_t>(w)];
       const TimeNs base = task.kind == TaskKind::kForward ? c.fwd_ns(task.layer) : c.bwd_ns(task.layer);
       return Jittered(w, base);
     }

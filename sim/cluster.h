@@ -7,10 +7,10 @@
 // connection leave in order, one flow at a time; a connection joins two machines, or with
 // network.connections: process_pair two actors), turns
 // StartCompute into a task on one of the actor's FIFO streams whose duration comes from the
-// ComputeModel, and turns the engine's events back into the actors' On* calls. On machines with
+// cost::ComputeModel, and turns the engine's events back into the actors' On* calls. On machines with
 // several devices a worker has a compute and a copy stream per device, and its local reductions
 // and broadcasts share the machine's links and host memory with each other and the NIC
-// (sim/intra_machine.h).
+// (cost/intra_machine.h).
 //
 //   SimJob job(config);
 //   SimRun run = job.Run();   // iteration times, breakdowns, link load, optional trace
@@ -32,9 +32,9 @@
 #include "core/model.h"
 #include "core/param_store.h"
 #include "core/placement.h"
-#include "sim/compute_model.h"
+#include "cost/compute_model.h"
 #include "sim/engine.h"
-#include "sim/intra_machine.h"
+#include "cost/intra_machine.h"
 #include "sim/network/network_model.h"
 
 namespace poseidon::sim {
@@ -48,7 +48,7 @@ struct SimJobConfig {
   config::InterconnectSpec interconnect;
   // Compute model of each worker (size num_workers; stragglers have slower ones). Server updates
   // and copies use the worker 0 model's rates.
-  std::vector<ComputeModel> worker_compute;
+  std::vector<cost::ComputeModel> worker_compute;
   // Per-task variability of the workers' compute: each forward/backward task's time is
   // multiplied by a factor with mean 1 and this coefficient of variation (0 = none), drawn from
   // a generator seeded by (seed, worker), so runs are reproducible.
@@ -203,7 +203,7 @@ class SimJob {
   std::vector<StreamState> streams_;  // stream_base_[actor] + core::StreamSlot(task)
   std::vector<int> stream_base_;      // per actor
   // Machines with several devices (null otherwise).
-  std::unique_ptr<IntraMachine> intra_;
+  std::unique_ptr<cost::IntraMachine> intra_;
   std::vector<uint64_t> intra_generation_;  // per machine: the latest scheduled event's
   std::vector<int> nic_tx_, nic_rx_;        // per machine: flows it sends, receives
   std::vector<uint64_t> intra_done_;        // scratch

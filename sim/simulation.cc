@@ -6,18 +6,18 @@
 #include <fmt/format.h>
 
 #include "core/trace.h"
-#include "sim/sacp_timing.h"
+#include "cost/sacp_timing.h"
 
 namespace poseidon::sim {
 
 namespace {
 
 SimJobConfig JobConfig(const config::ScenarioSpec& s, const core::Model& model,
-                       const ComputeModel& compute) {
+                       const cost::ComputeModel& compute) {
   SimJobConfig cfg;
   cfg.model = &model;
   cfg.layout = config::BuildLayout(s);
-  cfg.protocol = BuildTimedProtocol(s, model, compute.pcie_bandwidth_Bps() > 0, compute);
+  cfg.protocol = cost::BuildTimedProtocol(s, model, compute.pcie_bandwidth_Bps() > 0, compute);
   cfg.network = s.network;
   cfg.interconnect = s.interconnect;
   const int workers = cfg.layout.num_workers;
@@ -53,7 +53,7 @@ auto RunWithNetworkModel(SimJobConfig cfg, Run run) {
   return run(flow_job);
 }
 
-SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const ComputeModel& compute,
+SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const cost::ComputeModel& compute,
               bool record_trace, core::JobLayout* layout_out, core::ProtocolConfig* protocol_out,
               std::function<void(double)> progress = {}, bool record_decisions = false) {
   SimJobConfig cfg = JobConfig(s, model, compute);
@@ -72,14 +72,14 @@ double Ms(double ns) { return ns / 1e6; }
 std::vector<TimeNs> ReplayNetwork(const config::ScenarioSpec& s,
                                   const std::vector<SimJob::ReplayMessage>& messages) {
   core::Model model = BuildScenarioModel(s);
-  ComputeModel compute = BuildComputeModel(s, model);
+  cost::ComputeModel compute = cost::BuildComputeModel(s, model);
   return RunWithNetworkModel(JobConfig(s, model, compute),
                              [&](SimJob& job) { return job.ReplayMessages(messages); });
 }
 
 ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions& options) {
   core::Model model = BuildScenarioModel(s);
-  ComputeModel compute = BuildComputeModel(s, model);
+  cost::ComputeModel compute = cost::BuildComputeModel(s, model);
   ScenarioResult r;
   r.name = s.name;
   r.model = model.name();

@@ -13,7 +13,7 @@
 #include "config/model_loader.h"
 #include "config/yaml_reader.h"
 #include "core/model.h"
-#include "sim/gpu_kernel_model.h"
+#include "cost/gpu_kernel_model.h"
 
 namespace poseidon::app {
 
@@ -65,7 +65,7 @@ int Check(const GpuModelCommands& c) {
   for (const auto& gc : cases) {
     if (c.set == "all" || (c.set == "fit") == gc.row.fit) chosen.push_back(gc);
   }
-  const auto errors = calibration::EvaluateCases(chosen, sim::FittedKernelParams(), kind);
+  const auto errors = calibration::EvaluateCases(chosen, cost::FittedKernelParams(), kind);
   std::ostream& out = std::cout;
   if (c.csv) {
     out << "set,model,device,cudnn,batch,fwd_ms,bwd_ms,pred_fwd_ms,pred_bwd_ms,fwd_err,bwd_err,"
@@ -135,19 +135,19 @@ int Show(const GpuModelCommands& c) {
   const core::Model m = core::Model::Build(config::LoadModelFile(path), options);
   const config::DeviceSpec d =
       config::LoadDeviceFile(config::FindDeviceFile(c.device, *c.data_dir + "/devices"));
-  const config::KernelModelParams p = sim::KernelParamsFor(d);
+  const config::KernelModelParams p = cost::KernelParamsFor(d);
   std::cout << fmt::format("{} on {} ({}), batch {}, cudnn compute model\n", m.name(), d.name,
                            d.description, c.batch);
   std::cout << fmt::format("{:<28} {:<12} {:<14} {:>10} {:<14} {:>10} {:>7}\n", "layer", "type",
                            "fwd algo", "fwd_ms", "bwd algo", "bwd_ms", "kernels");
   double fwd = 0, bwd = 0;
   for (const core::Layer& l : m.layers()) {
-    const sim::LayerCost cost = sim::CudnnLayerCost(l, c.batch, d, p);
+    const cost::LayerCost cost = cost::CudnnLayerCost(l, c.batch, d, p);
     fwd += cost.fwd.ns;
     bwd += cost.bwd.ns;
     std::cout << fmt::format("{:<28} {:<12} {:<14} {:>10.3f} {:<14} {:>10.3f} {:>7}\n", l.name,
-                             core::LayerKindName(l.kind), sim::ConvAlgoName(cost.fwd.algo),
-                             cost.fwd.ns / 1e6, sim::ConvAlgoName(cost.bwd.algo),
+                             core::LayerKindName(l.kind), cost::ConvAlgoName(cost.fwd.algo),
+                             cost.fwd.ns / 1e6, cost::ConvAlgoName(cost.bwd.algo),
                              cost.bwd.ns / 1e6, cost.fwd.kernels + cost.bwd.kernels);
   }
   std::cout << fmt::format("total: forward {:.2f} ms, backward {:.2f} ms\n", fwd / 1e6, bwd / 1e6);
@@ -161,7 +161,7 @@ int Compare(const GpuModelCommands& c) {
   const core::Model m = core::Model::Build(config::LoadModelFile(path));
   const config::DeviceSpec d =
       config::LoadDeviceFile(config::FindDeviceFile(c.device, *c.data_dir + "/devices"));
-  const config::KernelModelParams p = sim::KernelParamsFor(d);
+  const config::KernelModelParams p = cost::KernelParamsFor(d);
   std::ostream& out = std::cout;
   out << fmt::format("{} (batch {}, measured on {}) against the cudnn model for {}\n", prof.model,
                      prof.batch, prof.device, d.name);
@@ -175,12 +175,12 @@ int Compare(const GpuModelCommands& c) {
                                            "re-run `poseidon calibrate` for this model",
                                            c.profile, l.name, prof.model));
     }
-    const sim::LayerCost cost = sim::CudnnLayerCost(l, prof.batch, d, p);
+    const cost::LayerCost cost = cost::CudnnLayerCost(l, prof.batch, d, p);
     mf += it->second.fwd_ms, mb += it->second.bwd_ms;
     pf += cost.fwd.ns / 1e6, pb += cost.bwd.ns / 1e6;
     out << fmt::format("{:<28} {:<14} {:>10.3f} {:>10.3f} {:<14} {:>10.3f} {:>10.3f}\n", l.name,
-                       sim::ConvAlgoName(cost.fwd.algo), it->second.fwd_ms, cost.fwd.ns / 1e6,
-                       sim::ConvAlgoName(cost.bwd.algo), it->second.bwd_ms, cost.bwd.ns / 1e6);
+                       cost::ConvAlgoName(cost.fwd.algo), it->second.fwd_ms, cost.fwd.ns / 1e6,
+                       cost::ConvAlgoName(cost.bwd.algo), it->second.bwd_ms, cost.bwd.ns / 1e6);
   }
   out << fmt::format("total: forward {:.3f} ms measured, {:.3f} model ({}); backward {:.3f} "
                      "measured, {:.3f} model ({}); fwd+bwd {}\n",

@@ -1,5 +1,5 @@
 // apps/poseidon/gpu_model_command.h: `poseidon gpu-model check|fit|show` (flags -> calibration/
-// gpu_fit.h and sim/gpu_kernel_model.h; no logic of their own).
+// gpu_fit.h and cost/gpu_kernel_model.h; no logic of their own).
 //
 //   poseidon gpu-model check                       # the cudnn model against the published rows
 //   poseidon gpu-model check --compute-model roofline --csv

@@ -13,8 +13,8 @@
 #include "core/model.h"
 #include "core/sacp.h"
 #include "core/sacp_time.h"
-#include "sim/compute_model.h"
-#include "sim/sacp_timing.h"
+#include "cost/compute_model.h"
+#include "cost/sacp_timing.h"
 
 #include "apps/poseidon/format.h"
 
@@ -65,8 +65,8 @@ PlanReport MakePlanReport(const config::ScenarioSpec& s) {
     in.per_layer[layer] = Request(scheme, s.file, "protocol.layer_schemes." + layer);
   }
   // `auto` weighs plans in time with the scenario's compute and network, as the simulator does.
-  const sim::ComputeModel compute = sim::BuildComputeModel(s, model);
-  in.timing = sim::SacpTimingFor(s, model, compute);
+  const cost::ComputeModel compute = cost::BuildComputeModel(s, model);
+  in.timing = cost::SacpTimingFor(s, model, compute);
   core::Plan plan;
   try {
     plan = core::PlanSchemes(model, in);

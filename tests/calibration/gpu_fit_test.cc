@@ -8,7 +8,7 @@
 #include "calibration/gpu_fit.h"
 #include "config/measurement_loader.h"
 #include "config/yaml_reader.h"
-#include "sim/gpu_kernel_model.h"
+#include "cost/gpu_kernel_model.h"
 
 namespace poseidon::calibration {
 namespace {
@@ -25,7 +25,7 @@ std::vector<GpuCase> Cases(const std::string& file) {
 TEST(GpuFit, TheShippedConstantsAreTheFitOfTheFitRows) {
   const std::vector<GpuCase> cases = Cases("cnn_benchmarks.yaml");
   const config::KernelModelParams fitted = FitKernelParams(cases, config::KernelModelParams{});
-  const config::KernelModelParams shipped = sim::FittedKernelParams();
+  const config::KernelModelParams shipped = cost::FittedKernelParams();
   config::KernelModelParams a = fitted, b = shipped;
   for (int i = 0; i < config::kNumKernelParams; ++i) {
     SCOPED_TRACE(config::kKernelParamNames[i]);
@@ -36,11 +36,11 @@ TEST(GpuFit, TheShippedConstantsAreTheFitOfTheFitRows) {
 
 TEST(GpuFit, TheFitReadsOnlyTheFitRows) {
   std::vector<GpuCase> cases = Cases("cnn_benchmarks.yaml");
-  const double before = FitObjective(cases, sim::FittedKernelParams());
+  const double before = FitObjective(cases, cost::FittedKernelParams());
   for (GpuCase& c : cases) {
     if (!c.row.fit) c.row.fwd_ms *= 10;  // a held-out row changed beyond recognition
   }
-  EXPECT_DOUBLE_EQ(FitObjective(cases, sim::FittedKernelParams()), before);
+  EXPECT_DOUBLE_EQ(FitObjective(cases, cost::FittedKernelParams()), before);
 }
 
 // The goals of docs/gpu_model.md on the held-out rows, fwd + bwd per row.
@@ -49,7 +49,7 @@ TEST(GpuFit, HeldOutErrorsMeetTheGoals) {
     SCOPED_TRACE(file);
     const std::vector<GpuCase> cases = Cases(file);
     const auto errors =
-        EvaluateCases(cases, sim::FittedKernelParams(), config::DeviceComputeModel::kCudnn);
+        EvaluateCases(cases, cost::FittedKernelParams(), config::DeviceComputeModel::kCudnn);
     const ErrorStats s = Stats(errors, /*fit_rows=*/false, /*which=*/0);
     EXPECT_GT(s.rows, 0);
     EXPECT_LE(s.median_abs, 0.10);
@@ -61,7 +61,7 @@ TEST(GpuFit, HeldOutErrorsMeetTheGoals) {
 TEST(GpuFit, TheRooflineMissesByFarMore) {
   const std::vector<GpuCase> cases = Cases("convnet_benchmarks.yaml");
   const auto errors =
-      EvaluateCases(cases, sim::FittedKernelParams(), config::DeviceComputeModel::kRoofline);
+      EvaluateCases(cases, cost::FittedKernelParams(), config::DeviceComputeModel::kRoofline);
   EXPECT_GT(Stats(errors, false, 0).median_abs, 0.5);
 }
 

@@ -20,7 +20,7 @@
 #include "real_runtime/compute_streams.h"
 #include "real_runtime/machine_replica.h"
 #include "real_runtime/worker_compute.h"
-#include "sim/compute_model.h"
+#include "cost/compute_model.h"
 #include "tests/real_runtime/live_helpers.h"
 
 namespace poseidon::rt {
@@ -152,7 +152,7 @@ TEST(ReplayedCompute, PricesAnSfbRebuildForTheLayersFactorRows) {
   const config::ScenarioSpec s =
       config::LoadScenarioFile(kRoot + "/scenarios/live/fmnist_vit.yaml");
   const core::Model model = config::BuildScenarioModel(s);
-  const sim::ComputeModel cm = sim::BuildComputeModel(s, model);
+  const cost::ComputeModel cm = cost::BuildComputeModel(s, model);
   const int64_t batch = s.batch_per_worker * 2;  // a machine of two devices
   const ReplayedCompute replay(cm, model, batch, /*devices=*/2);
   int checked = 0;

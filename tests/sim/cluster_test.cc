@@ -19,19 +19,19 @@ namespace {
 
 // A compute model in which every layer's forward and backward take `layer_ms` and every copy
 // and update takes no time.
-ComputeModel FixedCompute(const core::Model& model, double layer_ms) {
+cost::ComputeModel FixedCompute(const core::Model& model, double layer_ms) {
   config::ProfileSpec p;
   p.model = model.name();
   p.batch = 1;
   p.backend = "synthetic";
   for (const auto& l : model.layers()) p.layers[l.name] = {layer_ms, layer_ms};
-  ComputeModel c = ComputeModel::FromProfile(model, p, 1, "zero-profile");
+  cost::ComputeModel c = cost::ComputeModel::FromProfile(model, p, 1, "zero-profile");
   c.set_host_memory_bandwidth(1e30);  // updates round to 0 ns
   c.set_pcie_bandwidth(0);
   return c;
 }
 
-ComputeModel ZeroCompute(const core::Model& model) { return FixedCompute(model, 0); }
+cost::ComputeModel ZeroCompute(const core::Model& model) { return FixedCompute(model, 0); }
 
 config::NetworkSpec Star(double gbps, int64_t latency_ns) {
   config::NetworkSpec n;
@@ -306,7 +306,7 @@ TEST(SimJob, KernelCpuTakesASharedCoreButNotTheProcess) {
 }
 
 // NetworkSpec::host_wakeup_ns: a protocol thread that sleeps learns of an event a wake-up late,
-// and compute tasks are timed as a live run that replays them does (sim::kReplayAbsorbNs).
+// and compute tasks are timed as a live run that replays them does (cost::kReplayAbsorbNs).
 TEST(SimJob, AProtocolThreadWakesLateButAReplayedPassDoesNotDrift) {
   core::Model model = core::Model::Build(testing::SmallNetSpec());
   const TimeNs wake = 100'000, handoff = 10'000;
@@ -357,7 +357,7 @@ TEST(SimJob, AProtocolThreadWakesLateButAReplayedPassDoesNotDrift) {
   EXPECT_EQ(slow.min_push, wake);
   // Tasks of 20 us, shorter than a wake-up: from the second on, each has ended before it is
   // handed over and comes back a hand-off later, so the pass falls behind by a hand-off a task
-  // while their modelled starts stay back to back (the lag is under kReplayAbsorbNs).
+  // while their modelled starts stay back to back (the lag is under cost::kReplayAbsorbNs).
   Seen fast = run(0.02, wake);
   ASSERT_EQ(fast.forward.size(), 6u);
   for (size_t k = 1; k < fast.forward.size(); ++k) {

@@ -1,6 +1,6 @@
-// The intra-machine model (sim/intra_machine.h) against closed forms: what one local reduction or
+// The intra-machine model (cost/intra_machine.h) against closed forms: what one local reduction or
 // broadcast costs alone, and how two of them and the NIC share host memory.
-#include "sim/intra_machine.h"
+#include "cost/intra_machine.h"
 
 #include <gtest/gtest.h>
 
@@ -28,32 +28,32 @@ TEST(IntraMachine, AloneCostsAreTheStagesClosedForms) {
   {  // CPU devices: sums and copies in host memory only.
     config::InterconnectSpec s;
     s.host_memory_Bps = 10e9;
-    const IntraMachine m(s, 4, 1, 1e9);
-    EXPECT_EQ(m.AloneNs(IntraOp::kReduce, S), 5 * S / 10);     // (D+1) S / H
-    EXPECT_EQ(m.AloneNs(IntraOp::kBroadcast, S), 6 * S / 10);  // 2 (D-1) S / H
+    const cost::IntraMachine m(s, 4, 1, 1e9);
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kReduce, S), 5 * S / 10);     // (D+1) S / H
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kBroadcast, S), 6 * S / 10);  // 2 (D-1) S / H
   }
   {  // NVLink, reduced on the devices: the ring, then 1/D of the sum each to the host.
-    const IntraMachine m(Spec(InterconnectKind::kNvlink, ReduceOn::kDevice), 8, 1, 1e9);
+    const cost::IntraMachine m(Spec(InterconnectKind::kNvlink, ReduceOn::kDevice), 8, 1, 1e9);
     const int64_t ring = 7 * 1000 + 7 * S / 8 / 100;             // (D-1) lambda + f S / L
     const int64_t up = 1000 + std::max(S / 8 / 10, S / 100);     // lambda + max(S/D/C, S/H)
-    EXPECT_EQ(m.AloneNs(IntraOp::kReduce, S), ring + up);
-    EXPECT_EQ(m.AloneNs(IntraOp::kBroadcast, S), ring + up);
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kReduce, S), ring + up);
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kBroadcast, S), ring + up);
   }
   {  // PCIe peers: the ring crosses the devices' PCIe links.
-    const IntraMachine m(Spec(InterconnectKind::kPcie, ReduceOn::kDevice), 8, 1, 1e9);
-    EXPECT_EQ(m.AloneNs(IntraOp::kReduce, S),
+    const cost::IntraMachine m(Spec(InterconnectKind::kPcie, ReduceOn::kDevice), 8, 1, 1e9);
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kReduce, S),
               7 * 1000 + 7 * S / 8 / 10 + 1000 + std::max(S / 8 / 10, S / 100));
   }
   {  // Reduced on the host: every device's copy up, then the CPU's sum.
-    const IntraMachine m(Spec(InterconnectKind::kNvlink, ReduceOn::kHost), 4, 1, 1e9);
-    EXPECT_EQ(m.AloneNs(IntraOp::kReduce, S),
+    const cost::IntraMachine m(Spec(InterconnectKind::kNvlink, ReduceOn::kHost), 4, 1, 1e9);
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kReduce, S),
               1000 + std::max(S / 10, 4 * S / 100) + 5 * S / 100);
-    EXPECT_EQ(m.AloneNs(IntraOp::kBroadcast, S), 1000 + std::max(S / 10, 4 * S / 100));
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kBroadcast, S), 1000 + std::max(S / 10, 4 * S / 100));
   }
 }
 
 // Runs the machine's events until every op ended; returns each tag's end.
-std::map<uint64_t, TimeNs> RunToEnd(IntraMachine& m, TimeNs next) {
+std::map<uint64_t, TimeNs> RunToEnd(cost::IntraMachine& m, TimeNs next) {
   std::map<uint64_t, TimeNs> ends;
   while (next != kNever) {
     std::vector<uint64_t> done;
@@ -69,10 +69,10 @@ TEST(IntraMachine, TwoOpsShareHostMemoryBySlowingDownAlike) {
   // runs at H/2; the broadcast ends at 4S/H, and the reduction, with S left, at 5S/H.
   config::InterconnectSpec s;
   s.host_memory_Bps = 1e9;  // 1 byte per ns
-  IntraMachine m(s, 2, 1, 1e9);
+  cost::IntraMachine m(s, 2, 1, 1e9);
   const int64_t S = 1'000'000;
-  m.Start(0, 0, IntraOp::kReduce, S, 1);
-  const TimeNs next = m.Start(0, 0, IntraOp::kBroadcast, S, 2);
+  m.Start(0, 0, cost::IntraOp::kReduce, S, 1);
+  const TimeNs next = m.Start(0, 0, cost::IntraOp::kBroadcast, S, 2);
   const auto ends = RunToEnd(m, next);
   EXPECT_NEAR(static_cast<double>(ends.at(2)), 4.0 * S, 2);
   EXPECT_NEAR(static_cast<double>(ends.at(1)), 5.0 * S, 2);
@@ -83,15 +83,15 @@ TEST(IntraMachine, ABusyNicTakesItsShareOfHostMemory) {
   // 3S then take 4.5 S/H; once the NIC stops, the rest runs at H.
   config::InterconnectSpec s;
   s.host_memory_Bps = 1e9;
-  IntraMachine m(s, 2, 1, /*nic_Bps=*/0.5e9);
+  cost::IntraMachine m(s, 2, 1, /*nic_Bps=*/0.5e9);
   const int64_t S = 1'000'000;
   m.SetNic(0, 0, 1);
-  const auto busy = RunToEnd(m, m.Start(0, 0, IntraOp::kReduce, S, 7));
+  const auto busy = RunToEnd(m, m.Start(0, 0, cost::IntraOp::kReduce, S, 7));
   EXPECT_NEAR(static_cast<double>(busy.at(7)), 4.5 * S, 2);
 
-  IntraMachine n(s, 2, 1, 0.5e9);
+  cost::IntraMachine n(s, 2, 1, 0.5e9);
   n.SetNic(0, 0, 2);  // both directions: H/2 + H/2 against the reduction's H: each at 1/2
-  TimeNs next = n.Start(0, 0, IntraOp::kReduce, S, 8);
+  TimeNs next = n.Start(0, 0, cost::IntraOp::kReduce, S, 8);
   // At 2S (S of 3S moved) the NIC goes idle; the 2S left run at H.
   std::vector<uint64_t> done;
   next = n.Advance(2 * S, 0, &done);
@@ -102,13 +102,13 @@ TEST(IntraMachine, ABusyNicTakesItsShareOfHostMemory) {
 }
 
 // Every layer's forward and backward pass take fwd_ms and bwd_ms; a CPU device (no copies).
-ComputeModel Fixed(const core::Model& model, double fwd_ms, double bwd_ms) {
+cost::ComputeModel Fixed(const core::Model& model, double fwd_ms, double bwd_ms) {
   config::ProfileSpec p;
   p.model = model.name();
   p.batch = 1;
   p.backend = "synthetic";
   for (const auto& l : model.layers()) p.layers[l.name] = {fwd_ms, bwd_ms};
-  ComputeModel c = ComputeModel::FromProfile(model, p, 1, "fixed");
+  cost::ComputeModel c = cost::ComputeModel::FromProfile(model, p, 1, "fixed");
   c.set_pcie_bandwidth(0);
   return c;
 }
@@ -117,7 +117,7 @@ ComputeModel Fixed(const core::Model& model, double fwd_ms, double bwd_ms) {
 // iteration is one local reduction and one broadcast per layer, back to back.
 TEST(IntraMachine, AJobOfOneMachineIsItsLocalOperations) {
   const core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
-  ComputeModel zero = Fixed(model, 0, 0);
+  cost::ComputeModel zero = Fixed(model, 0, 0);
   zero.set_host_memory_bandwidth(1e30);  // the shard's update rounds to 0 ns
   for (int devices : {2, 4}) {
     SimJobConfig cfg;
@@ -130,10 +130,10 @@ TEST(IntraMachine, AJobOfOneMachineIsItsLocalOperations) {
     SimJob job(cfg);
     const SimRun run = job.Run();
     ASSERT_FALSE(run.deadlocked) << run.deadlock_report;
-    const IntraMachine m(cfg.interconnect, devices, 1, cfg.network.host_bandwidth_Bps);
+    const cost::IntraMachine m(cfg.interconnect, devices, 1, cfg.network.host_bandwidth_Bps);
     const int64_t bytes = 4 * 1000 * 250;
     const TimeNs expected =
-        m.AloneNs(IntraOp::kReduce, bytes) + m.AloneNs(IntraOp::kBroadcast, bytes);
+        m.AloneNs(cost::IntraOp::kReduce, bytes) + m.AloneNs(cost::IntraOp::kBroadcast, bytes);
     const WorkerRun& w = run.workers[0];
     for (size_t c = 1; c < 3; ++c) {
       EXPECT_EQ(w.iteration_begin[c] - w.iteration_begin[c - 1], expected) << devices;
@@ -145,7 +145,7 @@ TEST(IntraMachine, AJobOfOneMachineIsItsLocalOperations) {
 // run every iteration exactly as M machines of one device (each device computes its own batch).
 TEST(IntraMachine, FreeLocalOperationsLeaveTheMachinesIterationAsOneDevices) {
   const core::Model model = core::Model::Build(testing::SmallNetSpec());
-  const ComputeModel compute = Fixed(model, 0.05, 0.1);
+  const cost::ComputeModel compute = Fixed(model, 0.05, 0.1);
   auto run = [&](int devices) {
     SimJobConfig cfg;
     cfg.model = &model;

@@ -150,7 +150,7 @@ TEST(Deadlock, LostPushesEndTheRunWithWhoWaitsForWhat) {
   p.batch = 1;
   p.backend = "synthetic";
   for (const auto& l : model.layers()) p.layers[l.name] = {0.1, 0.2};
-  cfg.worker_compute.assign(2, ComputeModel::FromProfile(model, p, 1, "test"));
+  cfg.worker_compute.assign(2, cost::ComputeModel::FromProfile(model, p, 1, "test"));
   const core::ActorId w1 = cfg.layout.worker(1);
   cfg.drop_message = [w1](const core::Message& m) {
     return m.type == core::MsgType::kPushGrad && m.from == w1;

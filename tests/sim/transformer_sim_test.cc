@@ -10,9 +10,9 @@
 #include "config/scenario.h"
 #include "config/specs.h"
 #include "core/model.h"
-#include "sim/compute_model.h"
-#include "sim/gpu_kernel_model.h"
-#include "sim/sacp_timing.h"
+#include "cost/compute_model.h"
+#include "cost/gpu_kernel_model.h"
+#include "cost/sacp_timing.h"
 #include "sim/simulation.h"
 
 namespace poseidon::sim {
@@ -62,20 +62,20 @@ TEST(TransformerSimTest, ALinearLayerIsOneGemmOverBatchTimesTokens) {
       config::LoadModelFile(kRoot + "/scenarios/models/bert_base.yaml"));
   const core::Layer& fc1 = *m.FindLayer("l0_fc1");  // 768 -> 3072 on 128 tokens
   const config::DeviceSpec d = Device();
-  const KernelModelParams p = FittedKernelParams();
-  const LayerCost c = CudnnLayerCost(fc1, 4, d, p);
+  const config::KernelModelParams p = cost::FittedKernelParams();
+  const cost::LayerCost c = cost::CudnnLayerCost(fc1, 4, d, p);
   // Forward: (4 x 128) x 768 by 768 x 3072, plus the bias; backward: weight and data gradients.
-  EXPECT_GE(c.fwd.ns, GemmNs(4 * 128, 3072, 768, d, p));
-  EXPECT_LT(c.fwd.ns, 1.2 * GemmNs(4 * 128, 3072, 768, d, p));
-  EXPECT_GE(c.bwd.ns, GemmNs(3072, 768, 4 * 128, d, p) + GemmNs(4 * 128, 768, 3072, d, p));
+  EXPECT_GE(c.fwd.ns, cost::GemmNs(4 * 128, 3072, 768, d, p));
+  EXPECT_LT(c.fwd.ns, 1.2 * cost::GemmNs(4 * 128, 3072, 768, d, p));
+  EXPECT_GE(c.bwd.ns, cost::GemmNs(3072, 768, 4 * 128, d, p) + cost::GemmNs(4 * 128, 768, 3072, d, p));
   // Attention costs more than its four projections (the score and context matmuls).
   const core::Layer& attn = *m.FindLayer("l0_attn");
-  const LayerCost ca = CudnnLayerCost(attn, 4, d, p);
-  EXPECT_GT(ca.fwd.ns, 4 * GemmNs(4 * 128, 768, 768, d, p));
+  const cost::LayerCost ca = cost::CudnnLayerCost(attn, 4, d, p);
+  EXPECT_GT(ca.fwd.ns, 4 * cost::GemmNs(4 * 128, 768, 768, d, p));
   EXPECT_GT(ca.bwd.ns, ca.fwd.ns);
   // ... and the score and context matmuls are one batched launch each over 4 x 12 heads, not 48
   // launches each: the forward stays below the projections plus 48 score GEMMs alone.
-  EXPECT_LT(ca.fwd.ns, 4 * GemmNs(4 * 128, 768, 768, d, p) + 48 * GemmNs(128, 128, 64, d, p));
+  EXPECT_LT(ca.fwd.ns, 4 * cost::GemmNs(4 * 128, 768, 768, d, p) + 48 * cost::GemmNs(128, 128, 64, d, p));
 }
 
 // SACP's time model rebuilds one peer's factors of a linear layer from K = batch x tokens rows, as
@@ -84,8 +84,8 @@ TEST(TransformerSimTest, ALinearLayerIsOneGemmOverBatchTimesTokens) {
 TEST(TransformerSimTest, SacpTimesALinearLayersRebuildWithBatchTimesTokensRows) {
   const config::ScenarioSpec s = Bert();
   const core::Model m = core::Model::Build(config::LoadModelFile(s.model_file));
-  const ComputeModel c = BuildComputeModel(s, m);
-  const core::SacpTiming t = SacpTimingFor(s, m, c);
+  const cost::ComputeModel c = cost::BuildComputeModel(s, m);
+  const core::SacpTiming t = cost::SacpTimingFor(s, m, c);
   const core::Layer& fc1 = *m.FindLayer("l0_fc1");
   ASSERT_EQ(fc1.fc_rows, 128);
   const double want = static_cast<double>(c.SfbRebuildNs(fc1.id, s.batch_per_worker * 128)) * 1e-9;

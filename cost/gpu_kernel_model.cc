@@ -1,12 +1,12 @@
-#include "sim/gpu_kernel_model.h"
+#include "cost/gpu_kernel_model.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/types.h"
-#include "sim/layer_work.h"
+#include "cost/layer_work.h"
 
-namespace poseidon::sim {
+namespace poseidon::cost {
 namespace {
 
 // Fitted by `poseidon gpu-model fit scenarios/devices/measurements/cnn_benchmarks.yaml` on the
@@ -318,4 +318,4 @@ LayerCost CudnnLayerCost(const core::Layer& l, int64_t batch, const config::Devi
   }
 }
 
-}  // namespace poseidon::sim
+}  // namespace poseidon::cost

@@ -1,10 +1,10 @@
-// sim/layer_work.h: the work of one pass of one layer, F (FLOPs) and D (bytes moved), as tabled
-// in sim/compute_model.h. Both GPU compute models price the layers without a GEMM from these.
+// cost/layer_work.h: the work of one pass of one layer, F (FLOPs) and D (bytes moved), as tabled
+// in cost/compute_model.h. Both GPU compute models price the layers without a GEMM from these.
 #pragma once
 
 #include "core/model.h"
 
-namespace poseidon::sim {
+namespace poseidon::cost {
 
 struct Work {
   double flops = 0;
@@ -34,4 +34,4 @@ inline Work BackwardWork(const core::Layer& l, double b) {
   return {b * flops, 2 * b * (in + out)};
 }
 
-}  // namespace poseidon::sim
+}  // namespace poseidon::cost

@@ -1,4 +1,4 @@
-// sim/intra_machine.h: what moves inside a machine with several devices (Poseidon's three-level
+// cost/intra_machine.h: what moves inside a machine with several devices (Poseidon's three-level
 // hybrid): the local reduction of a layer's gradients and the broadcast of its fresh values
 // (core::TaskKind::kLocalReduce, kLocalBroadcast), sharing the machine's links and host memory
 // with each other and with the NIC.
@@ -49,9 +49,12 @@
 #include <vector>
 
 #include "config/specs.h"
-#include "sim/network/network_model.h"
+#include "core/types.h"
 
-namespace poseidon::sim {
+namespace poseidon::cost {
+
+using core::TimeNs;
+inline constexpr TimeNs kNever = core::kNeverNs;
 
 enum class IntraOp : uint8_t { kReduce, kBroadcast };
 
@@ -108,4 +111,4 @@ class IntraMachine {
   std::vector<Machine> machines_;
 };
 
-}  // namespace poseidon::sim
+}  // namespace poseidon::cost

@@ -1,8 +1,8 @@
-#include "sim/sacp_timing.h"
+#include "cost/sacp_timing.h"
 
-#include "sim/intra_machine.h"
+#include "cost/intra_machine.h"
 
-namespace poseidon::sim {
+namespace poseidon::cost {
 
 namespace {
 
@@ -79,4 +79,4 @@ core::ProtocolConfig BuildTimedProtocol(const config::ScenarioSpec& s, const cor
   return config::BuildProtocol(s, model, device_copies, &t);
 }
 
-}  // namespace poseidon::sim
+}  // namespace poseidon::cost

@@ -1,13 +1,13 @@
 // The cudnn compute model's mechanisms, each on a shape where it decides the answer
-// (sim/gpu_kernel_model.h). Times come from the model's own formulas; no timing is measured.
+// (cost/gpu_kernel_model.h). Times come from the model's own formulas; no timing is measured.
 #include <gtest/gtest.h>
 
 #include "config/specs.h"
 #include "core/model.h"
-#include "sim/compute_model.h"
-#include "sim/gpu_kernel_model.h"
+#include "cost/compute_model.h"
+#include "cost/gpu_kernel_model.h"
 
-namespace poseidon::sim {
+namespace poseidon::cost {
 namespace {
 
 config::DeviceSpec Pascal() {
@@ -181,4 +181,4 @@ TEST(GpuKernelModel, TheComputeModelSumsTheLayerCostsAndNamesItsSource) {
 }
 
 }  // namespace
-}  // namespace poseidon::sim
+}  // namespace poseidon::cost

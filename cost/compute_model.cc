@@ -1,4 +1,4 @@
-#include "sim/compute_model.h"
+#include "cost/compute_model.h"
 
 #include "config/scenario.h"
 
@@ -10,10 +10,10 @@
 
 #include "config/yaml_reader.h"
 #include "core/types.h"
-#include "sim/gpu_kernel_model.h"
-#include "sim/layer_work.h"
+#include "cost/gpu_kernel_model.h"
+#include "cost/layer_work.h"
 
-namespace poseidon::sim {
+namespace poseidon::cost {
 
 
 ComputeModel ComputeModel::FromDevice(const core::Model& model, const config::DeviceSpec& device,
@@ -243,4 +243,4 @@ ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model&
   return c;
 }
 
-}  // namespace poseidon::sim
+}  // namespace poseidon::cost

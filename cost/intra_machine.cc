@@ -1,4 +1,4 @@
-#include "sim/intra_machine.h"
+#include "cost/intra_machine.h"
 
 #include <algorithm>
 #include <limits>
@@ -7,7 +7,7 @@
 
 #include "core/types.h"
 
-namespace poseidon::sim {
+namespace poseidon::cost {
 namespace {
 
 // A duration in (fractional) ns rounded up to whole ns, forgiving the last ulps of rounding noise,
@@ -232,4 +232,4 @@ TimeNs IntraMachine::NextEvent(const Machine& m) const {
   return next;
 }
 
-}  // namespace poseidon::sim
+}  // namespace poseidon::cost

@@ -1,6 +1,6 @@
-// sim/gpu_kernel_model.h: what a layer costs on a GPU when cuDNN and cuBLAS run it.
+// cost/gpu_kernel_model.h: what a layer costs on a GPU when cuDNN and cuBLAS run it.
 //
-// The `cudnn` compute model (sim::ComputeModel::FromDevice when the device says
+// The `cudnn` compute model (cost::ComputeModel::FromDevice when the device says
 // `compute_model: cudnn`, the default). Per layer and pass it picks what cuDNN would run and
 // prices each kernel by a roofline whose compute rate depends on the kernel's shape:
 //
@@ -29,7 +29,7 @@
 //   Fully connected: forward GEMM(B, N, M); backward data GEMM(B, M, N) (unless fed by the
 //     input) and filter GEMM(N, M, B); a bias kernel per pass.
 //   Everything else (relu, pool, lrn, dropout, batch norm, add, concat, softmax loss) is
-//     memory-bound: the bytes of sim/compute_model.h's table at bandwidth * memory_efficiency
+//     memory-bound: the bytes of cost/compute_model.h's table at bandwidth * memory_efficiency
 //     (or its flops at peak, whichever is longer), one kernel per pass (concat: one per input).
 //   Every kernel pays launch_us (launch plus framework dispatch).
 //
@@ -47,11 +47,11 @@
 #include "config/specs.h"
 #include "core/model.h"
 
-namespace poseidon::sim {
+namespace poseidon::cost {
 
 using config::KernelModelParams;
 
-// The fitted constants (see the file comment; their provenance is in sim/gpu_kernel_model.cc).
+// The fitted constants (see the file comment; their provenance is in cost/gpu_kernel_model.cc).
 KernelModelParams FittedKernelParams();
 // FittedKernelParams() with the device's kernel_model overrides applied.
 KernelModelParams KernelParamsFor(const config::DeviceSpec& device);
@@ -83,4 +83,4 @@ double GemmNs(double m, double n, double k, const config::DeviceSpec& device,
 double BatchedGemmNs(double count, double m, double n, double k,
                      const config::DeviceSpec& device, const KernelModelParams& p);
 
-}  // namespace poseidon::sim
+}  // namespace poseidon::cost

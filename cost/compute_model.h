@@ -1,4 +1,4 @@
-// sim/compute_model.h: how long each layer's forward and backward pass takes on one worker.
+// cost/compute_model.h: how long each layer's forward and backward pass takes on one worker.
 //
 // The simulator replays these times as compute tasks. They come from one of three sources:
 //
@@ -8,14 +8,14 @@
 //     device's compute_model:
 //       - `cudnn` (the default): per kernel, the algorithm cuDNN would pick and a shape-dependent
 //         GEMM efficiency, memory-bound layers by bytes moved, a launch cost per kernel; the
-//         model and its fitted constants are in sim/gpu_kernel_model.h;
+//         model and its fitted constants are in cost/gpu_kernel_model.h;
 //       - `roofline`: flat fractions of peak and bandwidth, below.
 //
 //   core::Model m = core::Model::Build(config::LoadModelFile("scenarios/models/alexnet.yaml"));
 //   config::DeviceSpec k20 = config::LoadDeviceFile("scenarios/devices/k20.yaml");
-//   sim::ComputeModel c = sim::ComputeModel::FromDevice(m, k20, 256);
+//   cost::ComputeModel c = cost::ComputeModel::FromDevice(m, k20, 256);
 //   c.fwd_ns(0);                           // conv1 forward, ns, whole batch of 256
-//   sim::ComputeModel slow = c.ScaledBy(1.5);  // a straggler
+//   cost::ComputeModel slow = c.ScaledBy(1.5);  // a straggler
 //
 // ## Roofline (FromDevice with compute_model: roofline)
 //
@@ -61,7 +61,7 @@
 //   SfbRebuildNs(l, K) = one sufficient-factor gradient rebuild of FC layer l (N x M weight) from
 //                 K factor pairs: K*M*N multiply-adds. Roofline: T(2*K*M*N, 4*(K*(M+N) + 2*M*N))
 //                 (read the factors, read-modify-write the gradient). cudnn: the sgemm
-//                 GEMM(N, M, K) of sim/gpu_kernel_model.h plus reading and writing the gradient.
+//                 GEMM(N, M, K) of cost/gpu_kernel_model.h plus reading and writing the gradient.
 //                 Profile: the layer's forward time * K / B (its forward pass is the same
 //                 B x M x N GEMM).
 //
@@ -81,7 +81,7 @@
 #include "config/specs.h"
 #include "core/model.h"
 
-namespace poseidon::sim {
+namespace poseidon::cost {
 
 // A live run that replays modelled compute (real_runtime ReplayedCompute) starts a task that
 // reaches its stream within this long of the previous task's modelled end at that end, so the
@@ -175,4 +175,4 @@ class ComputeModel {
 // compute (a node emulating a GPU by sleeping the profiled time).
 ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model& model);
 
-}  // namespace poseidon::sim
+}  // namespace poseidon::cost

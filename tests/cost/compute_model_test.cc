@@ -1,6 +1,6 @@
-// Tests of sim/compute_model.h: roofline closed forms on a hand-built model, profile replay,
+// Tests of cost/compute_model.h: roofline closed forms on a hand-built model, profile replay,
 // batch scaling, missing layers, copies, updates, SFB rebuilds and stragglers.
-#include "sim/compute_model.h"
+#include "cost/compute_model.h"
 
 #include <string>
 
@@ -9,7 +9,7 @@
 #include "config/compute_loader.h"
 #include "config/yaml_reader.h"
 
-namespace poseidon::sim {
+namespace poseidon::cost {
 namespace {
 
 using core::LayerKind;
@@ -309,4 +309,4 @@ TEST(ComputeModelTest, SameInputsGiveIdenticalResults) {
 }
 
 }  // namespace
-}  // namespace poseidon::sim
+}  // namespace poseidon::cost
