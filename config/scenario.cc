@@ -114,13 +114,41 @@ void ReadNetwork(MapReader& r, NetworkSpec* n, const std::string& scenario_file,
   r.Finish();
 }
 
+// A key a newer name replaced; the older name still reads. One file gives one of them (both is
+// a located error); a --set or a sweep's value of either replaces the file's, whichever name the
+// file used (SetOverride).
+struct RenamedKey {
+  const char* map;    // dotted path of the mapping that holds it
+  const char* name;   // today's name
+  const char* older;  // the name it replaced
+};
+constexpr RenamedKey kRenamedKeys[] = {
+    {"cluster", "machines", "workers"},
+};
+
+std::string BothNamesMessage(const RenamedKey& k) {
+  return fmt::format("give '{}' or its older name '{}', not both", k.name, k.older);
+}
+
+// The renamed key `path` (a dotted path) spells, under either name, or nullptr.
+const RenamedKey* RenamedKeyAt(const std::string& path) {
+  for (const RenamedKey& k : kRenamedKeys) {
+    const std::string map = std::string(k.map) + ".";
+    if (path == map + k.name || path == map + k.older) return &k;
+  }
+  return nullptr;
+}
+
+// The key `r`'s mapping names: today's name, or the older one. Both is an error at today's.
+std::string RenamedKeyIn(const MapReader& r, const RenamedKey& k) {
+  if (r.Has(k.name) && r.Has(k.older)) r.FailKey(k.name, BothNamesMessage(k));
+  return r.Has(k.name) ? k.name : k.older;
+}
+
 // The worker machines, their devices and the shards: machines (or workers), devices_per_machine
 // (or devices), client, servers (or servers_per_machine).
 void ReadMachines(MapReader& c, ScenarioSpec* s) {
-  if (c.Has("machines") && c.Has("workers")) {
-    c.FailKey("machines", "give 'machines' or its older name 'workers', not both");
-  }
-  const std::string machines_key = c.Has("machines") ? "machines" : "workers";
+  const std::string machines_key = RenamedKeyIn(c, kRenamedKeys[0]);
   s->workers = static_cast<int>(c.PositiveInt(machines_key));
   if (c.Has("devices") && c.Has("devices_per_machine")) {
     c.FailKey("devices", "give 'devices' (all of them) or 'devices_per_machine', not both");
@@ -440,6 +468,8 @@ ScenarioSpec LoadScenarioFile(const std::string& path) {
 
 namespace {
 void SetPath(YAML::Node root, const std::string& path, const YAML::Node& value);
+std::optional<std::string> SetOverride(YAML::Node root, const std::string& path,
+                                       const YAML::Node& value, std::set<std::string>* set);
 }  // namespace
 
 ScenarioSpec LoadScenarioFile(const std::string& path, const std::vector<std::string>& overrides) {
@@ -447,11 +477,13 @@ ScenarioSpec LoadScenarioFile(const std::string& path, const std::vector<std::st
   // line and column), so errors in untouched keys still name their place in the file.
   YamlFile f = YamlFile::Load(path);
   YAML::Node doc = f.root();
-  for (const std::string& o : overrides) {
+  std::set<std::string> given;  // the paths the overrides gave so far, as written
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    const std::string& o = overrides[i];
     const size_t eq = o.find('=');
     if (eq == std::string::npos || eq == 0) {
       throw ConfigError(fmt::format("--set {}: error: expected KEY=VALUE, e.g. "
-                                    "cluster.workers=64",
+                                    "cluster.machines=64",
                                     o));
     }
     YAML::Node value;
@@ -460,7 +492,14 @@ ScenarioSpec LoadScenarioFile(const std::string& path, const std::vector<std::st
     } catch (const YAML::Exception& e) {
       throw ConfigError(fmt::format("--set {}: error: the value is not valid YAML: {}", o, e.msg));
     }
-    SetPath(doc, o.substr(0, eq), value);
+    if (const auto other = SetOverride(doc, o.substr(0, eq), value, &given)) {
+      std::string earlier;
+      for (size_t j = 0; j < i; ++j) {
+        if (overrides[j].rfind(*other + "=", 0) == 0) earlier = overrides[j];
+      }
+      throw ConfigError(fmt::format("--set {}: error: {} (--set {} gave it)", o,
+                                    BothNamesMessage(*RenamedKeyAt(*other)), earlier));
+    }
   }
   try {
     return ParseScenario(doc, path);
@@ -473,6 +512,45 @@ ScenarioSpec LoadScenarioFile(const std::string& path, const std::vector<std::st
 }
 
 namespace {
+
+// Sets `path` to `value` in `root`, as SetPath, and records `path` in `set` (the paths this
+// file's overrides gave so far). For a renamed key the value replaces the file's under either
+// name: the other name is dropped from its mapping (and where the file itself gives both,
+// nothing is set, so that ParseScenario reports that where the file says it). Returns the other
+// name's path, setting nothing, when an earlier override in `set` gave it: two overrides of one
+// key by its two names are a mistake, as both names in one file are.
+std::optional<std::string> SetOverride(YAML::Node root, const std::string& path,
+                                       const YAML::Node& value, std::set<std::string>* set) {
+  if (const RenamedKey* k = RenamedKeyAt(path)) {
+    const std::string map = std::string(k->map) + ".";
+    const bool is_new = path == map + k->name;
+    const std::string other = is_new ? k->older : k->name;
+    if (set->count(map + other) > 0) return map + other;
+    // The holding mapping, looked up without creating anything (a const Node's [] does not).
+    YAML::Node holder = root;
+    for (size_t start = 0; holder.IsMap();) {
+      const size_t dot = map.find('.', start);
+      if (dot == std::string::npos) break;
+      const YAML::Node up = holder;
+      holder.reset(up[map.substr(start, dot - start)]);
+      start = dot + 1;
+    }
+    const YAML::Node h = holder;
+    if (h.IsMap() && h[k->name].IsDefined() && h[k->older].IsDefined()) {
+      // The file gives both: ParseScenario says so at the file's line, which setting either
+      // would lose.
+      return std::nullopt;
+    }
+    if (h.IsMap()) holder.remove(other);
+  }
+  // A path set replaces all under it that earlier overrides gave.
+  for (auto it = set->lower_bound(path + "."); it != set->end() && it->rfind(path + ".", 0) == 0;) {
+    it = set->erase(it);
+  }
+  set->insert(path);
+  SetPath(root, path, value);
+  return std::nullopt;
+}
 
 void SetPath(YAML::Node root, const std::string& path, const YAML::Node& value) {
   YAML::Node node = root;
@@ -618,15 +696,24 @@ SweepSpec LoadSweepFile(const std::string& path) {
     YAML::Node doc = YamlFile::Parse(base_doc.text(), sw.base_file).root();
     SweepPoint point;
     point.index = static_cast<int>(p);
+    // As --set: a renamed key's value replaces the base's under either name; the point giving
+    // it by both names is an error at the second.
+    std::set<std::string> given;
+    auto set = [&](const std::string& key, const YAML::Node& value, const YAML::Node& at) {
+      if (const auto other = SetOverride(doc, key, value, &given)) {
+        FailAt(at, path, fmt::format("'{}' and '{}' in one point: {}", *other, key,
+                                     BothNamesMessage(*RenamedKeyAt(key))));
+      }
+    };
     for (size_t a = 0; a < sw.axes.size(); ++a) {
       const SweepAxis& axis = sw.axes[a];
       if (!axis.variant_names.empty()) {
-        for (const auto& [key, value] : axis.variant_sets[idx[a]]) SetPath(doc, key, value);
+        for (const auto& [key, value] : axis.variant_sets[idx[a]]) set(key, value, value);
         point.values.emplace_back(axis.path, axis.variant_names[idx[a]]);
         continue;
       }
       const YAML::Node& v = axis.values[idx[a]];
-      SetPath(doc, axis.path, v);
+      set(axis.path, v, v);
       point.values.emplace_back(axis.path, ScalarText(v));
     }
     CanonicalText(doc, &point.input_key);

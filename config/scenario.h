@@ -13,7 +13,7 @@
 //   warmup_iterations: 1           # excluded from the reported statistics
 //   seed: 1
 //   cluster:
-//     workers: 8                   # worker machines; `machines: 8` says the same
+//     machines: 8                  # worker machines (`workers: 8`, its older name, says the same)
 //     devices_per_machine: 1       # devices (GPUs, or CPU worker threads) per worker machine
 //                                  # (or `devices: N`, all of them: a multiple of the machines)
 //     client: machine              # machine: one process per machine whose client combines its
@@ -171,8 +171,11 @@ inline int DevicesPerWorker(const ScenarioSpec& s) {
 }
 
 ScenarioSpec LoadScenarioFile(const std::string& path);
-// Same, with KEY=VALUE overrides applied first (dotted paths, e.g. "cluster.workers=64"; the
+// Same, with KEY=VALUE overrides applied first (dotted paths, e.g. "cluster.machines=64"; the
 // value is read as YAML, so lists and mappings work too). A malformed override is a ConfigError.
+// A renamed key set by either name replaces the file's under either name (cluster.machines,
+// older name cluster.workers); setting it by both names is a ConfigError, as the file giving
+// both is. A sweep's values (LoadSweepFile) are set the same way.
 ScenarioSpec LoadScenarioFile(const std::string& path, const std::vector<std::string>& overrides);
 // Parses an already loaded document; `file` names it in messages and anchors relative paths.
 ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file);

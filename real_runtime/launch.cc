@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -112,8 +113,8 @@ std::string Capture(const std::vector<std::string>& argv, const std::string& wha
   return out;
 }
 
-// Whether the scenario file or a --set names `cluster.KEY` (a count with two names: machines or
-// workers, devices or devices_per_machine), so that a flag overrides the name in use.
+// Whether the scenario file or a --set names `cluster.KEY` (devices or devices_per_machine, two
+// forms of one count), so that a flag overrides the form in use.
 bool NamesClusterKey(const std::string& file, const std::vector<std::string>& overrides,
                      const std::string& key) {
   for (const std::string& o : overrides) {
@@ -183,8 +184,12 @@ int RunLaunch(const LaunchOptions& o) {
   }
   const int machines = o.machines > 0 ? o.machines : o.workers;
   if (machines > 0) {
-    const bool named = NamesClusterKey(o.scenario_file, overrides, "machines");
-    overrides.push_back(fmt::format("cluster.{}={}", named ? "machines" : "workers", machines));
+    // Replaces the scenario's under either name (config::LoadScenarioFile); by the older name
+    // only where a --set gave that one, since one key set by both names is an error.
+    const bool older = std::any_of(overrides.begin(), overrides.end(), [](const std::string& v) {
+      return v.rfind("cluster.workers=", 0) == 0;
+    });
+    overrides.push_back(fmt::format("cluster.{}={}", older ? "workers" : "machines", machines));
   }
   if (o.servers > 0) overrides.push_back(fmt::format("cluster.servers={}", o.servers));
   if (o.devices_per_machine > 0) {

@@ -166,6 +166,38 @@ def test_bad_override_and_bad_sweep_raise_config_error(tmp_path):
         poseidon.sweep(SWEEP, shard="3/3")
 
 
+@needs_cli
+def test_set_of_either_machines_name_replaces_the_files(tmp_path):
+    """`machines` replaced `workers` (the demo says `machines:`): `--set` of either name replaces
+    the file's under either name; the file giving both, or `--set` of both, is an error."""
+    text = open(DEMO, encoding="utf-8").read()
+    assert "\n  machines: 8\n" in text
+    older = tmp_path / "older.yaml"
+    older.write_text(text.replace("\n  machines: 8\n", "\n  workers: 8\n"))
+    expected = json.loads(cli("simulate", DEMO, "--format", "json").stdout)
+    assert json.loads(cli("simulate", str(older), "--format", "json").stdout) == expected
+    four = json.loads(cli("simulate", DEMO, "--format", "json", "--set", "cluster.machines=4").stdout)
+    assert four["workers"] == 4 and four != expected
+    for path in (DEMO, str(older)):
+        for key in ("cluster.machines", "cluster.workers"):
+            p = cli("simulate", path, "--format", "json", "--set", key + "=4")
+            assert json.loads(p.stdout) == four, (path, key)
+            assert poseidon.simulate(path, set={key: 4}) == four
+    p = cli("simulate", str(older), "--set", "cluster.machines=4", "--set", "cluster.workers=2",
+            check=False)
+    assert p.returncode == 2
+    assert p.stderr == ("poseidon: --set cluster.workers=2: error: give 'machines' or its older "
+                        "name 'workers', not both (--set cluster.machines=4 gave it)\n")
+    both = tmp_path / "both.yaml"
+    both.write_text(text.replace("\n  machines: 8\n", "\n  machines: 8\n  workers: 8\n"))
+    line = both.read_text().splitlines().index("  machines: 8") + 1
+    for sets in ([], ["--set", "cluster.workers=4"]):
+        p = cli("simulate", str(both), *sets, check=False)
+        assert p.returncode == 2
+        assert p.stderr.startswith("poseidon: %s:%d:13: error: give 'machines' or its older name "
+                                   "'workers', not both" % (both, line)), p.stderr
+
+
 def test_model_error_is_a_config_error(tmp_path):
     model = tmp_path / "m.yaml"
     model.write_text("schema_version: 1\nname: m\ninput: {c: 1, h: 4, w: 4}\nnum_classes: 2\n"

@@ -4,7 +4,7 @@
 # the first node. --ntasks must be 1 + workers + shards of the scenario (node says so if not).
 #
 #   sbatch --ntasks=7 scenarios/cluster/train_sbatch.sh scenarios/live/fmnist_mlp.yaml \
-#       --set cluster.workers=4 --set cluster.servers=2 --csv curve.csv
+#       --set cluster.machines=4 --set cluster.servers=2 --csv curve.csv
 #   sbatch --ntasks=4 --overcommit ...     # more ranks than the node has CPUs (one machine)
 #
 # Every argument after the scenario goes to `poseidon node` (docs/live.md). The job's secret is a

@@ -148,6 +148,90 @@ TEST_F(Machines, BadInputGetsOneLocatedLine) {
   }
 }
 
+// `machines` replaced `workers`; a file gives either. A --set of either name replaces the file's
+// under either name; a file with both, or --set of both, is an error.
+TEST_F(Machines, SetOfEitherNameReplacesTheFilesUnderEither) {
+  const std::string older = Write("  workers: 4\n  device: k20\n", "older.yaml");
+  const std::string newer = Write("  machines: 4\n  device: k20\n", "newer.yaml");
+  for (const std::string& file : {older, newer}) {
+    for (const char* set : {"cluster.machines=6", "cluster.workers=6"}) {
+      const ScenarioSpec s = LoadScenarioFile(file, {set});
+      EXPECT_EQ(s.workers, 6) << file << " --set " << set;
+      EXPECT_EQ(s.servers, 6) << file << " --set " << set;  // the default follows the machines
+    }
+    // One name set twice: the last wins, as for any key.
+    EXPECT_EQ(LoadScenarioFile(file, {"cluster.workers=2", "cluster.workers=3"}).workers, 3);
+    // A whole cluster mapping set replaces what earlier --set gave under it.
+    EXPECT_EQ(LoadScenarioFile(file, {"cluster.workers=2",
+                                      "cluster={machines: 5, device: k20, "
+                                      "network: {bandwidth_gbps: 10}}",
+                                      "cluster.machines=7"})
+                  .workers,
+              7);
+  }
+}
+
+TEST_F(Machines, BothNamesInTheFileOrInTwoSetsIsAnError) {
+  const std::string both = Write("  machines: 2\n  workers: 2\n  device: k20\n");
+  for (const std::vector<std::string>& sets : std::vector<std::vector<std::string>>{
+           {}, {"cluster.machines=3"}, {"cluster.workers=3"}}) {
+    try {
+      LoadScenarioFile(both, sets);
+      ADD_FAILURE() << "no error with " << sets.size() << " --set";
+    } catch (const ConfigError& e) {
+      // Located where the file gives today's name (line 5, the value's column).
+      EXPECT_NE(std::string(e.what()).find(
+                    "s.yaml:5:13: error: give 'machines' or its older name 'workers', not both"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  const std::string older = Write("  workers: 4\n  device: k20\n");
+  for (const auto& [first, second] : std::vector<std::pair<std::string, std::string>>{
+           {"cluster.machines=3", "cluster.workers=5"},
+           {"cluster.workers=3", "cluster.machines=5"}}) {
+    try {
+      LoadScenarioFile(older, {first, "protocol.dwbp=false", second});
+      ADD_FAILURE() << "no error for --set " << first << " --set " << second;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "--set " + second + ": error: give 'machines' or its older name 'workers', not "
+                "both (--set " + first + " gave it)");
+    }
+  }
+}
+
+// A sweep's values are set as --set is: either name varies a base that says either; both names
+// in one point is an error at the sweep's own line.
+TEST_F(Machines, SweepsVaryEitherName) {
+  const std::string older = Write("  workers: 4\n  device: k20\n", "older.yaml");
+  const std::string newer = Write("  machines: 4\n  device: k20\n", "newer.yaml");
+  const std::string sweep = (dir_ / "sw.yaml").string();
+  for (const std::string& base : {older, newer}) {
+    for (const char* key : {"cluster.machines", "cluster.workers"}) {
+      std::ofstream(sweep) << "schema_version: 1\nbase: " << base << "\nvary:\n  " << key
+                           << ": [1, 3]\n";
+      const SweepSpec sw = LoadSweepFile(sweep);
+      ASSERT_EQ(sw.points.size(), 2u);
+      EXPECT_EQ(sw.points[0].scenario.workers, 1) << base << " " << key;
+      EXPECT_EQ(sw.points[1].scenario.workers, 3) << base << " " << key;
+    }
+  }
+  std::ofstream(sweep) << "schema_version: 1\nbase: " << older << "\nvary:\n"
+                       << "  variant:\n    - {name: A, set: {cluster.machines: 2}}\n"
+                       << "  cluster.workers: [1, 3]\n";
+  try {
+    LoadSweepFile(sweep);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  sweep + ":6:21: error: 'cluster.machines' and 'cluster.workers' in one point: "
+                          "give 'machines' or its older name 'workers', not both"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(InterconnectFile, NeedsASourceAndAKind) {
   auto error = [](const std::string& text) {
     try {

@@ -58,11 +58,11 @@ def profile_yaml(model, batch, device, backend, update_ms_per_mb, pcie_gbs, prov
 
 
 def scenario_yaml(name, model_ref, profile_ref, batch):
-    """One worker with a colocated shard on the measured profile; `--set cluster.workers=N`
+    """One worker with a colocated shard on the measured profile; `--set cluster.machines=N`
     scales it (one shard per worker machine, the schema's default)."""
     return "\n".join([
         "# Written by poseidon.torch.profile: %s on its measured profile, one worker." % name,
-        "#   poseidon simulate THIS_FILE --set cluster.workers=8",
+        "#   poseidon simulate THIS_FILE --set cluster.machines=8",
         "#   --set cluster.network.bandwidth_gbps=1   (or any other key; docs/torch.md)",
         "schema_version: 1",
         "name: %s" % quote(name + "-torch-profile"),
@@ -71,7 +71,7 @@ def scenario_yaml(name, model_ref, profile_ref, batch):
         "iterations: 10",
         "warmup_iterations: 1",
         "cluster:",
-        "  workers: 1",
+        "  machines: 1",
         "  placement: colocated",
         "  profile: %s" % quote(profile_ref),
         "  network: {bandwidth_gbps: 10, latency_us: 5}",

@@ -3,7 +3,7 @@
     import poseidon, poseidon.torch
     r = poseidon.torch.profile(model, images, target=labels, out_dir="sim", name="mycnn")
     r["iteration_ms"], r["predicted_iteration_ms"]          # measured here, simulated (1 worker)
-    poseidon.simulate(r["scenario"], set={"cluster.workers": 64})
+    poseidon.simulate(r["scenario"], set={"cluster.machines": 64})
 
 writes, from one batch and the model as it is (its device, dtype, autocast and thread settings):
 
@@ -14,7 +14,7 @@ writes, from one batch and the model as it is (its device, dtype, autocast and t
   training iterations with the user's loss and optimizer (_timing.py), the optimizer's update as
   `update_ms_per_mb`, provenance (device, torch, threads, dtype, autocast, date, command, host);
 - a scenario: one worker on that profile, which `poseidon simulate` runs as it is and
-  `--set cluster.workers=N` scales.
+  `--set cluster.machines=N` scales.
 
 The user's model and optimizer are not touched: profile() trains a deep copy (its weights,
 batch-norm statistics and optimizer state change while it is measured). See docs/torch.md.
