@@ -18,6 +18,7 @@
 #include "config/measurement_loader.h"
 #include "config/specs.h"
 #include "core/model.h"
+#include "cost/framework_model.h"
 
 namespace poseidon::calibration {
 
@@ -36,14 +37,19 @@ struct CaseError {
   const GpuCase* c = nullptr;
   double fwd_ms = 0, bwd_ms = 0;        // predicted
   double fwd_err = 0, bwd_err = 0;      // (predicted - measured) / measured
-  double total_err = 0;                 // the same for fwd + bwd
+  double total_err = 0;                 // the same for fwd + bwd (a whole-iteration row: for
+                                        // the iteration)
+  double iteration_ms = 0;              // predicted, a whole-iteration row
 };
 
 // `kind` picks the compute model: kCudnn with `p`, or kRoofline with each device file's flat
 // efficiencies (p unused).
-std::vector<CaseError> EvaluateCases(const std::vector<GpuCase>& cases,
-                                     const config::KernelModelParams& p,
-                                     config::DeviceComputeModel kind);
+// kFramework evaluates the whole-iteration rows only, with `fp`; kCudnn and kRoofline price a
+// whole-iteration row's forward and backward passes in fp32 (what they know), to compare.
+std::vector<CaseError> EvaluateCases(
+    const std::vector<GpuCase>& cases, const config::KernelModelParams& p,
+    config::DeviceComputeModel kind,
+    const config::FrameworkModelParams& fp = cost::FittedFrameworkParams());
 
 struct ErrorStats {
   int rows = 0;
@@ -59,5 +65,13 @@ config::KernelModelParams FitKernelParams(const std::vector<GpuCase>& cases,
                                           int evaluations = 4000);
 // The objective at p (sum of squared log ratios over fit rows, forward and backward).
 double FitObjective(const std::vector<GpuCase>& cases, const config::KernelModelParams& p);
+
+// The framework model's constants fitted to the `set: fit` whole-iteration rows (sum of squared
+// log ratios of the iteration time), the same Nelder-Mead from `start`.
+config::FrameworkModelParams FitFrameworkParams(const std::vector<GpuCase>& cases,
+                                                const config::FrameworkModelParams& start,
+                                                int evaluations = 3000);
+double FrameworkObjective(const std::vector<GpuCase>& cases,
+                          const config::FrameworkModelParams& fp);
 
 }  // namespace poseidon::calibration

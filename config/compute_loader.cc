@@ -106,9 +106,23 @@ int ParseCudnnVersion(const std::string& text) {
 }
 
 DeviceComputeModel ReadComputeModel(MapReader& r) {
-  return r.Choice("compute_model", {"cudnn", "roofline"}, "cudnn") == "roofline"
-             ? DeviceComputeModel::kRoofline
-             : DeviceComputeModel::kCudnn;
+  const std::string m = r.Choice("compute_model", {"cudnn", "roofline", "framework"}, "cudnn");
+  return m == "roofline"    ? DeviceComputeModel::kRoofline
+         : m == "framework" ? DeviceComputeModel::kFramework
+                            : DeviceComputeModel::kCudnn;
+}
+
+Precision ReadPrecision(MapReader& r, const std::string& key) {
+  const std::string v = r.Choice(key, {"fp32", "tf32", "fp16", "bf16"}, "fp32");
+  for (int i = 0; i < 4; ++i) {
+    if (v == kPrecisionNames[i]) return static_cast<Precision>(i);
+  }
+  return Precision::kFp32;
+}
+
+OptimizerKind ReadOptimizer(MapReader& r, const std::string& key) {
+  const std::string v = r.Choice(key, {"sgd", "adam", "adamw", "lamb"}, "sgd");
+  return v == "sgd" ? OptimizerKind::kSgd : v == "lamb" ? OptimizerKind::kLamb : OptimizerKind::kAdam;
 }
 
 int ReadCudnnVersion(MapReader& r) {
@@ -158,12 +172,49 @@ std::map<std::string, double> ReadKernelModelOverrides(const YAML::Node& node,
   return out;
 }
 
+// tensor_tflops and the other figures only the framework model reads.
+void ReadTensorFigures(MapReader& r, const std::string& file, DeviceSpec* d) {
+  const YAML::Node tt = r.OptionalNode("tensor_tflops");
+  if (!tt.IsNull()) {
+    MapReader t(tt, file, "tensor_tflops");
+    CheckMisspeltKeys(t, {"tf32", "fp16", "bf16", "fp8"});
+    for (int i = 1; i < 4; ++i) {
+      if (t.Has(kPrecisionNames[i])) {
+        d->tensor_flops[static_cast<Precision>(i)] = t.PositiveNumber(kPrecisionNames[i]) * 1e12;
+      }
+    }
+    // fp8 is recorded for the reader; no precision of a scenario prices it yet.
+    if (t.Has("fp8")) t.PositiveNumber("fp8");
+    t.Finish();
+    if (!r.Has("tensor_source")) {
+      r.FailKey("tensor_tflops", "'tensor_tflops' needs 'tensor_source' naming the datasheet its "
+                                 "figures come from (and whether they are dense)");
+    }
+  }
+  if (r.Has("tensor_source")) d->tensor_source = RequiredName(r, "tensor_source");
+  if (r.Has("fp16_tflops")) d->fp16_flops = r.PositiveNumber("fp16_tflops") * 1e12;
+  if (r.Has("boost_clock_mhz")) d->boost_clock_mhz = r.PositiveNumber("boost_clock_mhz");
+  if (r.Has("base_clock_mhz")) d->base_clock_mhz = r.PositiveNumber("base_clock_mhz");
+  if (r.Has("l2_cache_mb")) d->l2_cache_bytes = r.PositiveNumber("l2_cache_mb") * 1e6;
+  if (r.Has("memory_gb")) d->memory_bytes = r.PositiveNumber("memory_gb") * 1e9;
+  const YAML::Node fm = r.OptionalNode("framework_model");
+  if (!fm.IsNull()) {
+    MapReader m(fm, file, "framework_model");
+    for (const char* name : kFrameworkParamNames) {
+      if (m.Has(name)) d->framework_model[name] = m.PositiveNumber(name);
+    }
+    m.Finish();
+  }
+}
+
 DeviceSpec ReadDevice(const YamlFile& f) {
   MapReader r(f.root(), f.path(), "device file");
   CheckMisspeltKeys(
       r, {"schema_version", "name", "description", "peak_tflops", "memory_bandwidth_gbs",
           "compute_efficiency", "memory_efficiency", "pcie_gbs", "launch_overhead_us", "source",
-          "compute_model", "kernel_model", "sm_count", "architecture", "cudnn_version"});
+          "compute_model", "kernel_model", "sm_count", "architecture", "cudnn_version",
+          "tensor_tflops", "tensor_source", "fp16_tflops", "boost_clock_mhz", "base_clock_mhz",
+          "l2_cache_mb", "memory_gb", "framework_model"});
   CheckSchemaVersion(r, kDeviceSchemaVersion, "device");
   DeviceSpec d;
   d.loc = r.Loc();
@@ -184,14 +235,14 @@ DeviceSpec ReadDevice(const YamlFile& f) {
   if (r.Has("compute_model")) d.compute_model = ReadComputeModel(r);
   if (r.Has("sm_count")) d.sm_count = static_cast<int>(r.PositiveInt("sm_count"));
   static const std::vector<std::string> kArchitectures = {
-      "kepler", "maxwell", "pascal", "volta", "turing", "ampere", "hopper"};
+      "kepler", "maxwell", "pascal", "volta", "turing", "ampere", "hopper", "ada", "blackwell"};
   if (r.Has("architecture")) {
     const std::string a = r.Choice("architecture", kArchitectures, "kepler");
     d.architecture = static_cast<GpuArchitecture>(
         1 + (std::find(kArchitectures.begin(), kArchitectures.end(), a) - kArchitectures.begin()));
   }
   if (r.Has("cudnn_version")) d.cudnn_version = ReadCudnnVersion(r);
-  if (d.compute_model == DeviceComputeModel::kCudnn) {
+  if (d.compute_model != DeviceComputeModel::kRoofline) {
     if (d.sm_count == 0) {
       r.Fail("device file has no 'sm_count', which the cudnn compute model needs; add the "
              "number of streaming multiprocessors from the datasheet, or set "
@@ -205,6 +256,7 @@ DeviceSpec ReadDevice(const YamlFile& f) {
   }
   const YAML::Node km = r.OptionalNode("kernel_model");
   if (!km.IsNull()) d.kernel_model = ReadKernelModelOverrides(km, f.path());
+  ReadTensorFigures(r, f.path(), &d);
   r.Finish();
   return d;
 }
@@ -449,5 +501,28 @@ void WriteProfileYaml(const ProfileSpec& profile, std::ostream& out) {
     out << "}\n";
   }
 }
+
+std::string PrecisionUnsupported(const DeviceSpec& d, Precision precision) {
+  if (precision == Precision::kFp32) return "";
+  if (d.tensor_flops.count(precision)) return "";
+  // Without fast half arithmetic, fp16 runs as fp16 storage with fp32 arithmetic (cuDNN's
+  // pseudo-half configuration), as frameworks do on such GPUs.
+  if (precision == Precision::kFp16) return "";
+  std::string has;
+  for (const auto& [p, flops] : d.tensor_flops) has += fmt::format(" {}", PrecisionName(p));
+  const std::string what =
+      d.tensor_flops.empty()
+          ? (d.fp16_flops > 0 ? std::string("only fp16 on CUDA cores (fp16_tflops)")
+                              : std::string("no tensor-core figure (tensor_tflops)"))
+          : fmt::format("tensor cores for{} only", has);
+  const char* hint = precision == Precision::kFp16
+                         ? "add tensor_tflops: {fp16: ...} (or fp16_tflops) from the datasheet"
+                         : "tf32 and bf16 run on the tensor cores of Ampere and later; add "
+                           "tensor_tflops from the datasheet if this device has them";
+  return fmt::format("device '{}' cannot run precision {}: its file gives {}; {}, or use a "
+                     "precision it runs",
+                     d.name, PrecisionName(precision), what, hint);
+}
+
 
 }  // namespace poseidon::config

@@ -82,6 +82,13 @@ int ParseCudnnVersion(const std::string& text);
 class MapReader;
 DeviceComputeModel ReadComputeModel(MapReader& r);
 int ReadCudnnVersion(MapReader& r);
+// cluster.precision, cluster.optimizer and the like (fp32 | tf32 | fp16 | bf16; sgd | adam |
+// adamw | lamb), as Choice errors: located, with the choices.
+Precision ReadPrecision(MapReader& r, const std::string& key);
+OptimizerKind ReadOptimizer(MapReader& r, const std::string& key);
+// Why `device` cannot run `precision` (empty when it can): tf32 and bf16 need the tensor-core
+// figure of that precision (Ampere and later); fp16 a tensor-core or fp16_tflops figure.
+std::string PrecisionUnsupported(const DeviceSpec& device, Precision precision);
 // Whether the device file has what the cudnn compute model needs (sm_count, architecture).
 inline bool HasCudnnFigures(const DeviceSpec& d) {
   return d.sm_count > 0 && d.architecture != GpuArchitecture::kUnknown;

@@ -10,6 +10,37 @@
 namespace poseidon::config {
 namespace {
 
+// fwd_ms and bwd_ms, or a whole iteration (samples_per_s or iteration_ms) with its precision.
+void ReadRowTime(MapReader& m, PublishedTiming* row) {
+  const bool per_pass = m.Has("fwd_ms") || m.Has("bwd_ms");
+  const bool iteration = m.Has("samples_per_s") || m.Has("iteration_ms");
+  if (per_pass && iteration) {
+    m.Fail("a measurement gives fwd_ms and bwd_ms, or a whole iteration (samples_per_s or "
+           "iteration_ms), not both");
+  }
+  if (!iteration) {
+    row->fwd_ms = m.PositiveNumber("fwd_ms");
+    row->bwd_ms = m.PositiveNumber("bwd_ms");
+    return;
+  }
+  if (m.Has("samples_per_s") && m.Has("iteration_ms")) {
+    m.Fail("give 'samples_per_s' or 'iteration_ms', not both");
+  }
+  row->iteration_ms = m.Has("iteration_ms")
+                          ? m.PositiveNumber("iteration_ms")
+                          : 1e3 * static_cast<double>(row->batch) / m.PositiveNumber("samples_per_s");
+  const std::string p = m.Choice("precision", {"fp32", "tf32", "fp16", "bf16"}, "fp32");
+  for (int i = 0; i < 4; ++i) {
+    if (p == kPrecisionNames[i]) row->precision = static_cast<Precision>(i);
+  }
+  const std::string o = m.Choice("optimizer", {"sgd", "adam", "adamw", "lamb", "unknown"}, "sgd");
+  row->optimizer = o == "lamb"                     ? OptimizerKind::kLamb
+                   : o == "adam" || o == "adamw" ? OptimizerKind::kAdam
+                                                 : OptimizerKind::kSgd;
+  row->tokens = m.Has("tokens") ? m.PositiveInt("tokens") : 0;
+  row->ref = m.String("ref", "");
+}
+
 PublishedTimings Read(const YamlFile& f) {
   MapReader r(f.root(), f.path(), "measurement file");
   if (!r.Has("schema_version")) {
@@ -29,6 +60,7 @@ PublishedTimings Read(const YamlFile& f) {
   if (t.source.empty()) r.FailKey("source", "'source' must not be empty");
   t.url = r.String("url", "");
   t.framework = r.String("framework", "");
+  t.fp32_runs_tf32 = r.Bool("fp32_runs_tf32", false);
   const YAML::Node rows = r.Node("measurements");
   if (!rows.IsSequence() || rows.size() == 0) {
     FailAt(rows, f.path(), "'measurements' must be a non-empty list of rows; add one mapping "
@@ -44,8 +76,7 @@ PublishedTimings Read(const YamlFile& f) {
     row.library = m.String("cudnn", "");
     row.batch = m.PositiveInt("batch");
     row.input = m.Has("input") ? m.PositiveInt("input") : 0;
-    row.fwd_ms = m.PositiveNumber("fwd_ms");
-    row.bwd_ms = m.PositiveNumber("bwd_ms");
+    ReadRowTime(m, &row);
     if (m.Has("bwd_from_total")) {
       const double total = m.PositiveNumber("bwd_from_total");
       if (std::abs(total - row.fwd_ms - row.bwd_ms) > 0.011) {

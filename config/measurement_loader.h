@@ -15,6 +15,15 @@
 // input (square input size when the benchmark ran the model at another size than its file),
 // without (groups of the model to leave out), bwd_from_total (the published total when bwd_ms was
 // derived from it). Every bad value is one ConfigError "FILE:LINE:COL: error: ...; what to do".
+//
+// A row may instead give a whole training iteration (forward, backward and optimizer step) of one
+// GPU, as framework benchmark tables publish it: samples_per_s (images or sequences per second)
+// or iteration_ms, with precision (fp32 | tf32 | fp16 | bf16: fp16/bf16 = automatic mixed
+// precision; default fp32), optimizer (sgd | adam | adamw | lamb | unknown; default sgd), tokens
+// (sequence length, for a transformer run at another length than its file's) and ref (where in
+// the source). Such rows are priced by the `framework` compute model. File key fp32_runs_tf32:
+// true says the framework let cuDNN and cuBLAS run fp32 work as TF32 on Ampere and later (NGC
+// containers do unless NVIDIA_TF32_OVERRIDE=0): those rows are priced as tf32 there.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "config/specs.h"
 #include "core/model.h"
 
 namespace poseidon::config {
@@ -33,13 +43,20 @@ struct PublishedTiming {
   std::string device;
   std::string library;  // cuDNN version as published
   int64_t batch = 0;
-  double fwd_ms = 0, bwd_ms = 0;
+  double fwd_ms = 0, bwd_ms = 0;  // per pass (0 for a whole-iteration row)
+  // A whole-iteration row: iteration_ms > 0 (from samples_per_s: batch / samples_per_s).
+  double iteration_ms = 0;
+  Precision precision = Precision::kFp32;
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  int64_t tokens = 0;  // 0 = the model file's sequence length
+  std::string ref;
   bool fit = false;  // `set: fit` (else held out)
   core::SourceLoc loc;
 };
 
 struct PublishedTimings {
   std::string source, url, framework;
+  bool fp32_runs_tf32 = false;
   std::vector<PublishedTiming> rows;
   core::SourceLoc loc;
 };

@@ -182,13 +182,51 @@ inline double* KernelParamField(KernelModelParams& p, int i) {
 }
 inline constexpr int kNumKernelParams = 7;
 
+// The constants of the `framework` compute model (cost/framework_model.h), the same for every
+// device and precision. Defaults are the fit's starting point; cost::FittedFrameworkParams() holds
+// the fitted values.
+struct FrameworkModelParams {
+  double tensor_efficiency = 0.6;  // fraction of the tensor-core peak a large aligned GEMM reaches
+  double gemm_efficiency = 0.8;    // fraction of the CUDA-core peak a large sgemm reaches
+  double memory_efficiency = 0.8;  // fraction of DRAM bandwidth streaming kernels reach
+  double launch_us = 4;            // per kernel on the GPU: launch and tail
+  double dispatch_us = 15;         // per kernel on the CPU: an eager framework's dispatch; a
+                                   // kernel never takes less (the GPU waits for the CPU)
+  double iteration_us = 1000;      // per iteration outside kernels (zero_grad, loss scaling,
+                                   // the Python loop, synchronisation)
+};
+inline constexpr const char* kFrameworkParamNames[] = {
+    "tensor_efficiency", "gemm_efficiency", "memory_efficiency",
+    "launch_us",         "dispatch_us",     "iteration_us"};
+inline constexpr int kNumFrameworkParams = 6;
+inline double* FrameworkParamField(FrameworkModelParams& p, int i) {
+  double* fields[] = {&p.tensor_efficiency, &p.gemm_efficiency, &p.memory_efficiency,
+                      &p.launch_us,         &p.dispatch_us,     &p.iteration_us};
+  return fields[i];
+}
+
 // GPU generations, as device files name them (`architecture:`).
 enum class GpuArchitecture { kUnknown, kKepler, kMaxwell, kPascal, kVolta, kTuring, kAmpere,
-                             kHopper };
+                             kHopper, kAda, kBlackwell };
+
+// The arithmetic a training job runs its GEMMs and convolutions in (scenario: cluster.precision):
+// fp32 on CUDA cores; tf32 on tensor cores (fp32 storage); fp16 and bf16 as automatic mixed
+// precision (half-precision activations and tensor-core math, fp32 master weights and optimizer
+// step). Only the `framework` compute model prices it (cost/framework_model.h).
+enum class Precision { kFp32, kTf32, kFp16, kBf16 };
+inline constexpr const char* kPrecisionNames[] = {"fp32", "tf32", "fp16", "bf16"};
+inline const char* PrecisionName(Precision p) { return kPrecisionNames[static_cast<int>(p)]; }
+
+// The optimizer whose step the `framework` compute model prices once per iteration (one pass over
+// parameters, gradients and optimizer state): sgd (with momentum), adam / adamw, lamb.
+enum class OptimizerKind { kSgd, kAdam, kLamb };
+inline constexpr const char* kOptimizerNames[] = {"sgd", "adam", "lamb"};
 
 // How a device without a measured profile prices a layer: `cudnn` (cost/gpu_kernel_model.h, the
-// default) or `roofline` (flat fractions of peak and bandwidth, cost/compute_model.h).
-enum class DeviceComputeModel { kCudnn, kRoofline };
+// default: cuDNN 5-era kernels in fp32, fitted to Torch7 timings), `roofline` (flat fractions of
+// peak and bandwidth, cost/compute_model.h) or `framework` (a current framework's kernels at a
+// precision, tensor cores, optimizer step and per-iteration overhead; cost/framework_model.h).
+enum class DeviceComputeModel { kCudnn, kRoofline, kFramework };
 
 // A device described by datasheet figures (scenarios/devices/NAME.yaml).
 struct DeviceSpec {
@@ -214,6 +252,19 @@ struct DeviceSpec {
   // YAML: kernel_model, a mapping of KernelModelParams names to values; each one given
   // replaces the fitted value for this device (cost::KernelParamsFor).
   std::map<std::string, double> kernel_model;
+  // Datasheet figures the `framework` model reads (all optional): dense tensor-core peaks per
+  // precision, FLOP/s (YAML: tensor_tflops: {tf32: 156, fp16: 312, bf16: 312}); the CUDA-core
+  // half-precision rate where it is faster than fp32 (YAML: fp16_tflops, e.g. the P100); clocks,
+  // L2 and memory size (YAML: boost_clock_mhz, base_clock_mhz, l2_cache_mb, memory_gb).
+  std::map<Precision, double> tensor_flops;
+  double fp16_flops = 0;
+  std::string tensor_source;
+  double boost_clock_mhz = 0, base_clock_mhz = 0, l2_cache_bytes = 0, memory_bytes = 0;
+  // What the `framework` model prices: the scenario's precision and optimizer (cluster.precision,
+  // cluster.optimizer), and its fitted constants overridden by YAML framework_model: {NAME: v}.
+  Precision precision = Precision::kFp32;
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  std::map<std::string, double> framework_model;
   core::SourceLoc loc;
 };
 

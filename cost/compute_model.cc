@@ -10,6 +10,7 @@
 
 #include "config/yaml_reader.h"
 #include "core/types.h"
+#include "cost/framework_model.h"
 #include "cost/gpu_kernel_model.h"
 #include "cost/layer_work.h"
 
@@ -27,6 +28,9 @@ ComputeModel ComputeModel::FromDevice(const core::Model& model, const config::De
 
   if (device.compute_model == config::DeviceComputeModel::kCudnn) {
     return FromCudnnModel(model, device, batch);
+  }
+  if (device.compute_model == config::DeviceComputeModel::kFramework) {
+    return FromFrameworkModel(model, device, batch);
   }
   ComputeModel c;
   c.kind_ = Kind::kRoofline;
@@ -73,6 +77,33 @@ ComputeModel ComputeModel::FromCudnnModel(const core::Model& model,
     c.fc_rows_.push_back(l.fc_rows);
   }
   c.base_source_ = fmt::format("cudnn model {} (batch {})", device.name, batch);
+  c.ComputeTotals();
+  return c;
+}
+
+ComputeModel ComputeModel::FromFrameworkModel(const core::Model& model,
+                                              const config::DeviceSpec& device, int64_t batch) {
+  ComputeModel c;
+  c.kind_ = Kind::kFramework;
+  c.batch_ = batch;
+  c.device_ = device;
+  c.framework_params_ = FrameworkParamsFor(device);
+  c.pcie_Bps_ = device.pcie_bandwidth_Bps;
+  for (const core::Layer& l : model.layers()) {
+    const LayerCost cost = FrameworkLayerCost(l, batch, device, c.framework_params_);
+    c.fwd_base_.push_back(cost.fwd.ns);
+    c.bwd_base_.push_back(cost.bwd.ns);
+    c.fc_in_.push_back(core::HasSufficientFactors(l) ? l.fc_in : 0);
+    c.fc_out_.push_back(core::HasSufficientFactors(l) ? l.fc_out : 0);
+    c.fc_rows_.push_back(l.fc_rows);
+  }
+  // The once-per-iteration work, before the next forward pass starts: the optimizer step on the
+  // device and the framework's own overhead.
+  c.iteration_ns_ = OptimizerStepNs(model, device, c.framework_params_) +
+                    c.framework_params_.iteration_us * 1e3;
+  if (!c.fwd_base_.empty()) c.fwd_base_[0] += c.iteration_ns_;
+  c.base_source_ = fmt::format("framework model {} {} (batch {})", device.name,
+                               config::PrecisionName(device.precision), batch);
   c.ComputeTotals();
   return c;
 }
@@ -208,6 +239,10 @@ int64_t ComputeModel::SfbRebuildNs(int layer_id, int64_t K) const {
     // dW[N,M] += U[N,K] V[K,M]: one sgemm, plus reading and writing the gradient it adds to.
     base = GemmNs(n, m, k, device_, kernel_params_) +
            1e9 * 4 * 2 * m * n / (device_.memory_bandwidth_Bps * kernel_params_.memory_efficiency);
+  } else if (kind_ == Kind::kFramework) {
+    base = FrameworkGemmNs(n, m, k, device_, framework_params_) +
+           1e9 * 4 * 2 * m * n /
+               (device_.memory_bandwidth_Bps * framework_params_.memory_efficiency);
   } else if (kind_ == Kind::kRoofline) {
     const double flops = 2 * k * m * n;
     const double bytes = 4 * (k * (m + n) + 2 * m * n);

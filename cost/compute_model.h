@@ -9,7 +9,10 @@
 //       - `cudnn` (the default): per kernel, the algorithm cuDNN would pick and a shape-dependent
 //         GEMM efficiency, memory-bound layers by bytes moved, a launch cost per kernel; the
 //         model and its fitted constants are in cost/gpu_kernel_model.h;
-//       - `roofline`: flat fractions of peak and bandwidth, below.
+//       - `roofline`: flat fractions of peak and bandwidth, below;
+//       - `framework`: a current framework's kernels at the scenario's precision (tensor cores,
+//         alignment, fusion, the optimizer step and per-iteration overhead, the latter two
+//         charged to the first layer's forward pass); cost/framework_model.h.
 //
 //   core::Model m = core::Model::Build(config::LoadModelFile("scenarios/models/alexnet.yaml"));
 //   config::DeviceSpec k20 = config::LoadDeviceFile("scenarios/devices/k20.yaml");
@@ -129,6 +132,9 @@ class ComputeModel {
   double pcie_bandwidth_Bps() const { return pcie_Bps_; }
 
   int num_layers() const { return static_cast<int>(fwd_base_.size()); }
+  // The framework model's once-per-iteration work (optimizer step and overhead), unscaled ns,
+  // included in fwd_ns(0); 0 for the other sources.
+  double iteration_ns() const { return iteration_ns_; }
   int64_t batch() const { return batch_; }
   double slowdown() const { return slowdown_; }
   // "cudnn model k20 (batch 256)", "roofline k20 (batch 256)" or "profile FILE" (with the batch
@@ -143,8 +149,10 @@ class ComputeModel {
 
   static ComputeModel FromCudnnModel(const core::Model& model, const config::DeviceSpec& device,
                                      int64_t batch);
+  static ComputeModel FromFrameworkModel(const core::Model& model,
+                                         const config::DeviceSpec& device, int64_t batch);
 
-  enum class Kind { kRoofline, kCudnn, kProfile };
+  enum class Kind { kRoofline, kCudnn, kFramework, kProfile };
   Kind kind_ = Kind::kRoofline;
   int64_t batch_ = 0;
   // Unscaled per-layer times in ns, before rounding.
@@ -160,6 +168,10 @@ class ComputeModel {
   // The cudnn model's device and constants (used by SfbRebuildNs on that path).
   config::DeviceSpec device_;
   config::KernelModelParams kernel_params_;
+  // The framework model's constants, and its once-per-iteration work (optimizer step and
+  // framework overhead, charged to the first layer's forward pass), ns.
+  config::FrameworkModelParams framework_params_;
+  double iteration_ns_ = 0;
   double pcie_Bps_ = 0;
   double host_memory_Bps_ = kDefaultHostMemoryBps;
   double update_ms_per_mb_ = 0;

@@ -40,44 +40,12 @@ double MemoryBps(const config::DeviceSpec& d, const KernelModelParams& p) {
   return d.memory_bandwidth_Bps * p.memory_efficiency;
 }
 
-// How a GEMM of this shape is tiled: the best of the output tile sizes cuBLAS-style kernels use,
-// with split-K when the tiles alone cannot fill the GPU.
-struct GemmPlan {
-  double rate = 0;         // FLOP/s
-  double extra_bytes = 0;  // split-K partial sums written and read back
-};
-
 // `count` independent GEMMs of one shape in one launch (cublasSgemmStridedBatched) share the GPU:
 // their tiles fill its slots together.
 GemmPlan PlanGemm(double m, double n, double k, const config::DeviceSpec& d,
                   const KernelModelParams& p, double count = 1) {
-  struct Tile {
-    double a, b;
-  };
-  // Square and rectangular tiles, and the skinny ones kept for a small M or N (a batch of 16).
-  static constexpr Tile kTiles[] = {{128, 128}, {128, 64}, {64, 128}, {64, 64},
-                                    {32, 32},   {128, 32}, {32, 128}, {128, 16}, {16, 128}};
-  const double sms = std::max(1, d.sm_count);
-  GemmPlan best;
-  for (const Tile& t : kTiles) {
-    // Intensity (flops per byte loaded) grows with a b / (a + b); relative to 128x128's.
-    const double rel = std::pow((t.a * t.b / (t.a + t.b)) / 64.0, p.tile_alpha);
-    const double tm = std::ceil(m / t.a), tn = std::ceil(n / t.b);
-    const double fill = (m * n) / (tm * t.a * tn * t.b);  // tile quantization
-    const double tiles = count * tm * tn;
-    const double slots = sms * (128.0 * 128.0) / (t.a * t.b);  // tiles resident at once
-    // Split-K: cut K into parts (each >= 128 deep) until the tiles fill the GPU.
-    const double splits = std::clamp(std::floor(slots / tiles), 1.0, std::max(1.0, k / 128));
-    const double work = tiles * splits;
-    const double waves = work / (std::ceil(work / slots) * slots);  // wave quantization
-    const double e = p.gemm_efficiency * rel * fill * waves;
-    const double rate = PeakFlops(d, p) * e;
-    if (rate > best.rate) {
-      best.rate = rate;
-      best.extra_bytes = splits > 1 ? 2 * 4 * count * m * n * splits : 0;
-    }
-  }
-  return best;
+  return PlanGemmTiles(m, n, k, count, d.sm_count, PeakFlops(d, p), p.gemm_efficiency,
+                       p.tile_alpha, 4);
 }
 
 // A memory-bound kernel (bias add, bias gradient, elementwise layers).
@@ -272,6 +240,37 @@ KernelModelParams KernelParamsFor(const config::DeviceSpec& device) {
     if (it != device.kernel_model.end()) *config::KernelParamField(p, i) = it->second;
   }
   return p;
+}
+
+GemmPlan PlanGemmTiles(double m, double n, double k, double count, int sm_count, double peak,
+                       double efficiency, double tile_alpha, double partial_value_bytes) {
+  struct Tile {
+    double a, b;
+  };
+  // Square and rectangular tiles, and the skinny ones kept for a small M or N (a batch of 16).
+  static constexpr Tile kTiles[] = {{128, 128}, {128, 64}, {64, 128}, {64, 64},
+                                    {32, 32},   {128, 32}, {32, 128}, {128, 16}, {16, 128}};
+  const double sms = std::max(1, sm_count);
+  GemmPlan best;
+  for (const Tile& t : kTiles) {
+    // Intensity (flops per byte loaded) grows with a b / (a + b); relative to 128x128's.
+    const double rel = std::pow((t.a * t.b / (t.a + t.b)) / 64.0, tile_alpha);
+    const double tm = std::ceil(m / t.a), tn = std::ceil(n / t.b);
+    const double fill = (m * n) / (tm * t.a * tn * t.b);  // tile quantization
+    const double tiles = count * tm * tn;
+    const double slots = sms * (128.0 * 128.0) / (t.a * t.b);  // tiles resident at once
+    // Split-K: cut K into parts (each >= 128 deep) until the tiles fill the GPU.
+    const double splits = std::clamp(std::floor(slots / tiles), 1.0, std::max(1.0, k / 128));
+    const double work = tiles * splits;
+    const double waves = work / (std::ceil(work / slots) * slots);  // wave quantization
+    const double e = efficiency * rel * fill * waves;
+    const double rate = peak * e;
+    if (rate > best.rate) {
+      best.rate = rate;
+      best.extra_bytes = splits > 1 ? 2 * partial_value_bytes * count * m * n * splits : 0;
+    }
+  }
+  return best;
 }
 
 const char* ConvAlgoName(ConvAlgo a) {

@@ -83,4 +83,16 @@ double GemmNs(double m, double n, double k, const config::DeviceSpec& device,
 double BatchedGemmNs(double count, double m, double n, double k,
                      const config::DeviceSpec& device, const KernelModelParams& p);
 
+// How a GEMM of this shape is tiled: the best of the output tiles cuBLAS-style kernels use (its
+// relative intensity^tile_alpha x tile quantization x wave quantization over sm_count SMs), with
+// split-K when the tiles alone cannot fill the GPU. `count` GEMMs of the shape share one launch.
+// rate = peak * efficiency * that; extra_bytes: split-K partial sums (partial_value_bytes each)
+// written and read back. Both compute models price their GEMMs with it.
+struct GemmPlan {
+  double rate = 0;         // FLOP/s
+  double extra_bytes = 0;  // split-K partial sums written and read back
+};
+GemmPlan PlanGemmTiles(double m, double n, double k, double count, int sm_count, double peak,
+                       double efficiency, double tile_alpha, double partial_value_bytes);
+
 }  // namespace poseidon::cost

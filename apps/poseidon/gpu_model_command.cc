@@ -1,6 +1,9 @@
 #include "apps/poseidon/gpu_model_command.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <set>
 #include <vector>
@@ -13,6 +16,7 @@
 #include "config/model_loader.h"
 #include "config/yaml_reader.h"
 #include "core/model.h"
+#include "cost/framework_model.h"
 #include "cost/gpu_kernel_model.h"
 
 namespace poseidon::app {
@@ -24,8 +28,10 @@ struct GpuModelCommands {
   CLI::App* show = nullptr;
   CLI::App* compare = nullptr;
   std::string profile;
-  std::string file;
-  std::string compute_model = "cudnn";
+  std::vector<std::string> files;
+  std::string compute_model = "auto";
+  std::string precision = "fp32";
+  std::string optimizer = "sgd";
   bool csv = false;
   std::string set = "all";
   int evaluations = 4000;
@@ -37,8 +43,41 @@ struct GpuModelCommands {
 
 namespace {
 
-std::string MeasurementsFile(const GpuModelCommands& c) {
-  return c.file.empty() ? *c.data_dir + "/devices/measurements/cnn_benchmarks.yaml" : c.file;
+std::string MeasurementsDir(const GpuModelCommands& c) {
+  return *c.data_dir + "/devices/measurements";
+}
+
+// The files to read: those named, else by model: cnn_benchmarks.yaml for cudnn and roofline (its
+// per-pass rows), every file of whole-iteration rows for framework, both for auto.
+std::vector<std::string> MeasurementFiles(const GpuModelCommands& c) {
+  if (!c.files.empty()) return c.files;
+  std::vector<std::string> out;
+  if (c.compute_model != "framework") out.push_back(MeasurementsDir(c) + "/cnn_benchmarks.yaml");
+  if (c.compute_model == "framework" || c.compute_model == "auto") {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(MeasurementsDir(c))) {
+      if (e.path().extension() != ".yaml") continue;
+      const config::PublishedTimings t = config::LoadPublishedTimings(e.path().string());
+      if (!t.rows.empty() && t.rows.front().iteration_ms > 0) names.push_back(e.path().string());
+    }
+    std::sort(names.begin(), names.end());
+    out.insert(out.end(), names.begin(), names.end());
+  }
+  return out;
+}
+
+config::DeviceComputeModel KindFor(const std::string& name, bool iteration_rows) {
+  if (name == "roofline") return config::DeviceComputeModel::kRoofline;
+  if (name == "framework" || (name == "auto" && iteration_rows)) {
+    return config::DeviceComputeModel::kFramework;
+  }
+  return config::DeviceComputeModel::kCudnn;
+}
+
+const char* KindName(config::DeviceComputeModel k) {
+  return k == config::DeviceComputeModel::kRoofline    ? "roofline"
+         : k == config::DeviceComputeModel::kFramework ? "framework"
+                                                       : "cudnn";
 }
 
 std::string Pct(double e) { return fmt::format("{:+.1f}%", 100 * e); }
@@ -55,18 +94,11 @@ void PrintStats(const std::vector<calibration::CaseError>& errors, bool fit_rows
   }
 }
 
-int Check(const GpuModelCommands& c) {
-  const std::string file = MeasurementsFile(c);
-  const config::PublishedTimings t = config::LoadPublishedTimings(file);
-  const std::vector<calibration::GpuCase> cases = calibration::LoadGpuCases(t, *c.data_dir);
-  const auto kind = c.compute_model == "roofline" ? config::DeviceComputeModel::kRoofline
-                                                  : config::DeviceComputeModel::kCudnn;
-  std::vector<calibration::GpuCase> chosen;
-  for (const auto& gc : cases) {
-    if (c.set == "all" || (c.set == "fit") == gc.row.fit) chosen.push_back(gc);
-  }
-  const auto errors = calibration::EvaluateCases(chosen, cost::FittedKernelParams(), kind);
-  std::ostream& out = std::cout;
+// One file's per-pass rows (fwd_ms / bwd_ms) against the cudnn or roofline model.
+void CheckPerPass(const GpuModelCommands& c, const std::string& file,
+                  const config::PublishedTimings& t, const std::vector<calibration::GpuCase>& cases,
+                  config::DeviceComputeModel kind, std::ostream& out) {
+  const auto errors = calibration::EvaluateCases(cases, cost::FittedKernelParams(), kind);
   if (c.csv) {
     out << "set,model,device,cudnn,batch,fwd_ms,bwd_ms,pred_fwd_ms,pred_bwd_ms,fwd_err,bwd_err,"
            "total_err\n";
@@ -77,9 +109,9 @@ int Check(const GpuModelCommands& c) {
                          r.fwd_ms, r.bwd_ms, e.fwd_ms, e.bwd_ms, e.fwd_err, e.bwd_err,
                          e.total_err);
     }
-    return 0;
+    return;
   }
-  out << fmt::format("{} compute model against {}\nsource: {}\n", c.compute_model, file,
+  out << fmt::format("{} compute model against {}\nsource: {}\n", KindName(kind), file,
                      t.source);
   out << fmt::format("{:<8} {:<10} {:<14} {:<7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}\n",
                      "set", "model", "device", "cudnn", "fwd_ms", "pred", "bwd_ms", "pred",
@@ -93,38 +125,178 @@ int Check(const GpuModelCommands& c) {
   }
   PrintStats(errors, true, out);
   PrintStats(errors, false, out);
+}
+
+// The precision a whole-iteration row was priced at (tf32 where the file says fp32 ran as TF32).
+std::string PricedPrecision(const calibration::GpuCase& gc) {
+  const std::string p = config::PrecisionName(gc.device.precision);
+  return gc.device.precision == gc.row.precision ? p : p + "*";
+}
+
+// |error| median and max of a group of rows.
+std::string GroupStats(const std::vector<double>& errs) {
+  if (errs.empty()) return "-";
+  std::vector<double> a;
+  for (double e : errs) a.push_back(std::abs(e));
+  std::sort(a.begin(), a.end());
+  const double median = a.size() % 2 ? a[a.size() / 2] : (a[a.size() / 2 - 1] + a[a.size() / 2]) / 2;
+  return fmt::format("{:>3} rows  median {:5.1f}%  max {:5.1f}%", a.size(), 100 * median,
+                     100 * a.back());
+}
+
+// Whole-iteration rows of every file, then the summaries: per set and precision, per set,
+// precision and device, per set and model.
+void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& files,
+                     config::DeviceComputeModel kind, std::ostream& out) {
+  std::vector<std::vector<calibration::GpuCase>> all;
+  std::vector<calibration::CaseError> errors;
+  for (const std::string& file : files) {
+    const config::PublishedTimings t = config::LoadPublishedTimings(file);
+    all.push_back(calibration::LoadGpuCases(t, *c.data_dir));
+  }
+  for (const auto& cases : all) {
+    std::vector<calibration::GpuCase> chosen;
+    for (const auto& e : calibration::EvaluateCases(cases, cost::FittedKernelParams(), kind)) {
+      if (c.set == "all" || (c.set == "fit") == e.c->row.fit) errors.push_back(e);
+    }
+  }
+  if (c.csv) {
+    out << "set,file,model,device,precision,priced_as,batch,tokens,optimizer,iteration_ms,"
+           "pred_iteration_ms,pred_fwd_ms,pred_bwd_ms,error\n";
+  } else {
+    out << fmt::format("{} compute model against the whole-iteration rows of {} files\n",
+                       KindName(kind), files.size());
+    out << fmt::format("{:<8} {:<11} {:<14} {:<6} {:>5} {:>5} {:>11} {:>11} {:>8}\n", "set",
+                       "model", "device", "prec", "batch", "tok", "iter_ms", "pred", "error");
+  }
+  std::map<std::string, std::vector<double>> by_precision, by_device, by_model;
+  for (const auto& e : errors) {
+    const config::PublishedTiming& r = e.c->row;
+    const std::string set = r.fit ? "fit" : "heldout";
+    const std::string priced = config::PrecisionName(e.c->device.precision);
+    if (c.csv) {
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.4f}\n", set,
+                         std::filesystem::path(r.loc.file).filename().string(), r.model,
+                         r.device, config::PrecisionName(r.precision), priced, r.batch, r.tokens,
+                         config::kOptimizerNames[static_cast<int>(r.optimizer)], r.iteration_ms,
+                         e.iteration_ms, e.fwd_ms, e.bwd_ms, e.total_err);
+    } else {
+      out << fmt::format("{:<8} {:<11} {:<14} {:<6} {:>5} {:>5} {:>11.2f} {:>11.2f} {:>8}\n", set,
+                         r.model, r.device, PricedPrecision(*e.c), r.batch, r.tokens,
+                         r.iteration_ms, e.iteration_ms, Pct(e.total_err));
+    }
+    by_precision[set + " " + priced].push_back(e.total_err);
+    by_device[set + " " + priced + " " + r.device].push_back(e.total_err);
+    by_model[set + " " + r.model].push_back(e.total_err);
+  }
+  if (c.csv) return;
+  out << "(* priced as tf32: the file says its framework ran fp32 work as TF32 there)\n";
+  out << "\nper set and precision:\n";
+  for (const auto& [k, v] : by_precision) out << fmt::format("  {:<30} {}\n", k, GroupStats(v));
+  out << "per set, precision and device:\n";
+  for (const auto& [k, v] : by_device) out << fmt::format("  {:<30} {}\n", k, GroupStats(v));
+  out << "per set and model:\n";
+  for (const auto& [k, v] : by_model) out << fmt::format("  {:<30} {}\n", k, GroupStats(v));
+  for (const bool fit : {true, false}) {
+    std::vector<double> v;
+    for (const auto& e : errors) {
+      if (e.c->row.fit == fit) v.push_back(e.total_err);
+    }
+    out << fmt::format("{:<8} all precisions: {}\n", fit ? "fit" : "heldout", GroupStats(v));
+  }
+}
+
+int Check(const GpuModelCommands& c) {
+  std::vector<std::string> iteration_files;
+  bool first = true;
+  for (const std::string& file : MeasurementFiles(c)) {
+    const config::PublishedTimings t = config::LoadPublishedTimings(file);
+    const bool iteration = !t.rows.empty() && t.rows.front().iteration_ms > 0;
+    const config::DeviceComputeModel kind = KindFor(c.compute_model, iteration);
+    if (kind == config::DeviceComputeModel::kFramework || (iteration && c.compute_model != "auto")) {
+      if (iteration) iteration_files.push_back(file);
+      continue;
+    }
+    if (iteration) continue;
+    std::vector<calibration::GpuCase> chosen;
+    for (auto& gc : calibration::LoadGpuCases(t, *c.data_dir)) {
+      if (c.set == "all" || (c.set == "fit") == gc.row.fit) chosen.push_back(std::move(gc));
+    }
+    if (!first) std::cout << "\n";
+    first = false;
+    CheckPerPass(c, file, t, chosen, kind, std::cout);
+  }
+  if (!iteration_files.empty()) {
+    if (!first) std::cout << "\n";
+    CheckIterations(c, iteration_files, KindFor(c.compute_model, true), std::cout);
+  }
   return 0;
 }
 
+// Every row of the files, resolved (models and devices).
+std::vector<calibration::GpuCase> LoadAllCases(const GpuModelCommands& c,
+                                               const std::vector<std::string>& files) {
+  std::vector<calibration::GpuCase> cases;
+  for (const std::string& file : files) {
+    for (auto& gc : calibration::LoadGpuCases(config::LoadPublishedTimings(file), *c.data_dir)) {
+      cases.push_back(std::move(gc));
+    }
+  }
+  return cases;
+}
+
+void WriteFitOutput(const GpuModelCommands& c, const std::string& yaml) {
+  std::cout << yaml;
+  if (c.output.empty()) return;
+  std::ofstream f(c.output);
+  if (!(f << yaml) || !f.flush()) {
+    throw config::ConfigError(fmt::format("{}: error: cannot write file; check the folder "
+                                          "exists and is writable",
+                                          c.output));
+  }
+}
+
 int Fit(const GpuModelCommands& c) {
-  const std::string file = MeasurementsFile(c);
-  const config::PublishedTimings t = config::LoadPublishedTimings(file);
-  const std::vector<calibration::GpuCase> cases = calibration::LoadGpuCases(t, *c.data_dir);
+  const std::vector<std::string> files =
+      c.compute_model == "framework" || !c.files.empty()
+          ? MeasurementFiles(c)
+          : std::vector<std::string>{MeasurementsDir(c) + "/cnn_benchmarks.yaml"};
+  std::string names;
+  for (const auto& f : files) names += " " + f;
+  if (c.compute_model == "framework") {
+    const std::vector<calibration::GpuCase> cases = LoadAllCases(c, files);
+    const config::FrameworkModelParams start{};  // config/specs.h defaults: a fixed start
+    config::FrameworkModelParams p = calibration::FitFrameworkParams(cases, start, c.evaluations);
+    std::string yaml = fmt::format(
+        "# poseidon gpu-model fit --compute-model framework --evaluations {}{}\n# objective "
+        "{:.6g} (start {:.6g}); fit rows only\nframework_model:\n",
+        c.evaluations, names, calibration::FrameworkObjective(cases, p),
+        calibration::FrameworkObjective(cases, start));
+    for (int i = 0; i < config::kNumFrameworkParams; ++i) {
+      yaml += fmt::format("  {}: {:.6g}\n", config::kFrameworkParamNames[i],
+                          *config::FrameworkParamField(p, i));
+    }
+    WriteFitOutput(c, yaml);
+    return 0;
+  }
+  const std::vector<calibration::GpuCase> cases = LoadAllCases(c, files);
   const config::KernelModelParams start{};  // config/specs.h defaults: a fixed start
   config::KernelModelParams p = calibration::FitKernelParams(cases, start, c.evaluations);
-  std::string yaml = fmt::format("# poseidon gpu-model fit {} --evaluations {}\n# objective {:.6g} "
+  std::string yaml = fmt::format("# poseidon gpu-model fit{} --evaluations {}\n# objective {:.6g} "
                                  "(start {:.6g}); fit rows only\nkernel_model:\n",
-                                 file, c.evaluations, calibration::FitObjective(cases, p),
+                                 names, c.evaluations, calibration::FitObjective(cases, p),
                                  calibration::FitObjective(cases, start));
   for (int i = 0; i < config::kNumKernelParams; ++i) {
     yaml += fmt::format("  {}: {:.6g}\n", config::kKernelParamNames[i],
                         *config::KernelParamField(p, i));
   }
-  std::cout << yaml;
+  WriteFitOutput(c, yaml);
   std::vector<calibration::GpuCase> fit_only;
   for (const auto& gc : cases) {
     if (gc.row.fit) fit_only.push_back(gc);
   }
   PrintStats(calibration::EvaluateCases(fit_only, p, config::DeviceComputeModel::kCudnn), true,
              std::cout);
-  if (!c.output.empty()) {
-    std::ofstream f(c.output);
-    if (!(f << yaml) || !f.flush()) {
-      throw config::ConfigError(fmt::format("{}: error: cannot write file; check the folder "
-                                            "exists and is writable",
-                                            c.output));
-    }
-  }
   return 0;
 }
 
@@ -133,16 +305,42 @@ int Show(const GpuModelCommands& c) {
   core::BuildOptions options;
   options.without_groups = std::set<std::string>(c.without.begin(), c.without.end());
   const core::Model m = core::Model::Build(config::LoadModelFile(path), options);
-  const config::DeviceSpec d =
-      config::LoadDeviceFile(config::FindDeviceFile(c.device, *c.data_dir + "/devices"));
+  const std::string device_file = config::FindDeviceFile(c.device, *c.data_dir + "/devices");
+  config::DeviceSpec d = config::LoadDeviceFile(device_file);
+  // A precision other than the default, or --compute-model framework, is the framework model.
+  const bool framework = c.compute_model == "framework" ||
+                         (c.compute_model == "auto" && (c.precision != "fp32" ||
+                                                        d.compute_model ==
+                                                            config::DeviceComputeModel::kFramework));
+  if (!framework && c.precision != "fp32") {
+    throw config::ConfigError(fmt::format("--precision {} is priced by the framework compute "
+                                          "model, not {}; leave out --compute-model or give "
+                                          "--compute-model framework",
+                                          c.precision, c.compute_model));
+  }
+  if (framework) {
+    for (int i = 0; i < 4; ++i) {
+      if (c.precision == config::kPrecisionNames[i]) d.precision = static_cast<config::Precision>(i);
+    }
+    d.optimizer = c.optimizer == "sgd"    ? config::OptimizerKind::kSgd
+                  : c.optimizer == "lamb" ? config::OptimizerKind::kLamb
+                                          : config::OptimizerKind::kAdam;
+    const std::string why = config::PrecisionUnsupported(d, d.precision);
+    if (!why.empty()) throw config::ConfigError(fmt::format("{}: error: {}", device_file, why));
+  }
   const config::KernelModelParams p = cost::KernelParamsFor(d);
-  std::cout << fmt::format("{} on {} ({}), batch {}, cudnn compute model\n", m.name(), d.name,
-                           d.description, c.batch);
+  const config::FrameworkModelParams fp = cost::FrameworkParamsFor(d);
+  std::cout << fmt::format("{} on {} ({}), batch {}, {}\n", m.name(), d.name, d.description,
+                           c.batch,
+                           framework ? fmt::format("framework compute model, precision {}",
+                                                   config::PrecisionName(d.precision))
+                                     : std::string("cudnn compute model"));
   std::cout << fmt::format("{:<28} {:<12} {:<14} {:>10} {:<14} {:>10} {:>7}\n", "layer", "type",
                            "fwd algo", "fwd_ms", "bwd algo", "bwd_ms", "kernels");
   double fwd = 0, bwd = 0;
   for (const core::Layer& l : m.layers()) {
-    const cost::LayerCost cost = cost::CudnnLayerCost(l, c.batch, d, p);
+    const cost::LayerCost cost = framework ? cost::FrameworkLayerCost(l, c.batch, d, fp)
+                                           : cost::CudnnLayerCost(l, c.batch, d, p);
     fwd += cost.fwd.ns;
     bwd += cost.bwd.ns;
     std::cout << fmt::format("{:<28} {:<12} {:<14} {:>10.3f} {:<14} {:>10.3f} {:>7}\n", l.name,
@@ -151,6 +349,15 @@ int Show(const GpuModelCommands& c) {
                              cost.bwd.ns / 1e6, cost.fwd.kernels + cost.bwd.kernels);
   }
   std::cout << fmt::format("total: forward {:.2f} ms, backward {:.2f} ms\n", fwd / 1e6, bwd / 1e6);
+  if (framework) {
+    const double opt = cost::OptimizerStepNs(m, d, fp);
+    const double iter = fwd + bwd + opt + fp.iteration_us * 1e3;
+    std::cout << fmt::format("optimizer step ({}) {:.2f} ms, framework overhead {:.2f} ms; "
+                             "iteration {:.2f} ms, {:.1f} samples/s\n",
+                             config::kOptimizerNames[static_cast<int>(d.optimizer)], opt / 1e6,
+                             fp.iteration_us / 1e3, iter / 1e6,
+                             static_cast<double>(c.batch) * 1e9 / iter);
+  }
   return 0;
 }
 
@@ -195,22 +402,30 @@ std::shared_ptr<GpuModelCommands> AddGpuModelCommands(CLI::App& app, const std::
   auto c = std::make_shared<GpuModelCommands>();
   c->data_dir = data_dir;
   CLI::App* g = app.add_subcommand(
-      "gpu-model", "the cudnn GPU compute model: check it against published timings, fit it, "
-                   "show what it picks per layer");
+      "gpu-model", "the GPU compute models (cudnn, framework): check them against published "
+                   "timings, fit them, show what they pick per layer");
   g->require_subcommand(1);
   c->check = g->add_subcommand("check", "predicted against published forward/backward times, "
                                         "per row and per set (fit / held out)");
-  c->check->add_option("file", c->file, "measurement file (default: "
-                                        "DATA_DIR/devices/measurements/cnn_benchmarks.yaml)");
-  c->check->add_option("--compute-model", c->compute_model, "cudnn or roofline")
-      ->check(CLI::IsMember({"cudnn", "roofline"}))
+  c->check->add_option("files", c->files,
+                        "measurement files (default: DATA_DIR/devices/measurements/"
+                        "cnn_benchmarks.yaml for cudnn and roofline, every file of "
+                        "whole-iteration rows for framework, both for auto)");
+  c->check->add_option("--compute-model", c->compute_model,
+                       "auto (per-pass rows: cudnn; whole iterations: framework), cudnn, "
+                       "roofline or framework")
+      ->check(CLI::IsMember({"auto", "cudnn", "roofline", "framework"}))
       ->capture_default_str();
   c->check->add_flag("--csv", c->csv, "one CSV row per measurement");
   c->check->add_option("--set", c->set, "rows to report: all, fit or heldout")
       ->check(CLI::IsMember({"all", "fit", "heldout"}))
       ->capture_default_str();
   c->fit = g->add_subcommand("fit", "fit the model's constants to the rows marked `set: fit`");
-  c->fit->add_option("file", c->file, "measurement file (default as for check)");
+  c->fit->add_option("files", c->files, "measurement files (default as for check)");
+  c->fit->add_option("--compute-model", c->compute_model,
+                     "the model whose constants to fit: cudnn (per-pass rows) or framework "
+                     "(whole-iteration rows)")
+      ->check(CLI::IsMember({"auto", "cudnn", "framework"}));
   c->fit->add_option("--evaluations", c->evaluations, "objective evaluations at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -223,6 +438,19 @@ std::shared_ptr<GpuModelCommands> AddGpuModelCommands(CLI::App& app, const std::
       ->required()
       ->check(CLI::PositiveNumber);
   c->show->add_option("--without", c->without, "groups of the model to leave out");
+  c->show->add_option("--precision", c->precision,
+                      "fp32, tf32, fp16 or bf16 (fp16/bf16: mixed precision); other than fp32 "
+                      "means the framework compute model")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}))
+      ->capture_default_str();
+  c->show->add_option("--optimizer", c->optimizer, "the framework model's optimizer step: sgd, "
+                                                   "adam, adamw or lamb")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "lamb"}))
+      ->capture_default_str();
+  c->show->add_option("--compute-model", c->compute_model,
+                      "auto (the device file's, framework for a precision), cudnn or framework")
+      ->check(CLI::IsMember({"auto", "cudnn", "framework"}))
+      ->capture_default_str();
   c->compare = g->add_subcommand("compare", "a measured profile (calibrate --backend cuda) "
                                             "against the cudnn model, per layer");
   c->compare->add_option("profile", c->profile, "profile file")->required();

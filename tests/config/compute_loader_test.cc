@@ -69,8 +69,8 @@ TEST(FindDeviceFileTest, UnknownNameListsKnownDevices) {
     std::string msg = e.what();
     EXPECT_EQ(msg.rfind("scenario.yaml:7:11: error: unknown device 'k2'", 0), 0u) << msg;
     EXPECT_NE(msg.find("did you mean 'k20'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("a100, gtx1080, gtx1080ti, h100, h200, k20, k40, p100, titanx, "
-                       "titanx_pascal, v100"),
+    EXPECT_NE(msg.find("a100, a100_40gb, a100_pcie, a40, a5000, a6000, b200, gh200, gtx1080, "
+                       "gtx1080ti, h100, h100_pcie, h200, k20, k40, k80"),
               std::string::npos)
         << msg;
   }
@@ -256,6 +256,37 @@ TEST(DeviceYamlTest, RooflineNeedsNoKernelFiguresAndOverridesAreRead) {
   EXPECT_EQ(o.cudnn_version, 51);
 }
 
+TEST(DeviceYamlTest, TensorCoreFiguresParseAndSayWhatADeviceCanRun) {
+  DeviceSpec d = ParseDeviceYaml(
+      Edit(Edit(kGoodDevice, "architecture: pascal", "architecture: ampere"), "source: test",
+           "source: test\ntensor_tflops: {tf32: 156, fp16: 312, bf16: 312, fp8: 624}\n"
+           "tensor_source: \"datasheet, dense\"\nboost_clock_mhz: 1410\nbase_clock_mhz: 1065\n"
+           "l2_cache_mb: 40\nmemory_gb: 80\ncompute_model: framework\n"
+           "framework_model: {dispatch_us: 9}"),
+      "good.yaml");
+  EXPECT_EQ(d.compute_model, DeviceComputeModel::kFramework);
+  EXPECT_DOUBLE_EQ(d.tensor_flops.at(Precision::kTf32), 156e12);
+  EXPECT_DOUBLE_EQ(d.tensor_flops.at(Precision::kBf16), 312e12);
+  EXPECT_EQ(d.tensor_flops.size(), 3u);  // fp8 is recorded, not priced
+  EXPECT_DOUBLE_EQ(d.l2_cache_bytes, 40e6);
+  EXPECT_DOUBLE_EQ(d.framework_model.at("dispatch_us"), 9);
+  EXPECT_EQ(PrecisionUnsupported(d, Precision::kBf16), "");
+  // A Volta-like device: fp16 tensor cores only.
+  DeviceSpec v = ParseDeviceYaml(
+      Edit(kGoodDevice, "source: test",
+           "source: test\ntensor_tflops: {fp16: 125}\ntensor_source: \"datasheet\""),
+      "volta.yaml");
+  EXPECT_EQ(PrecisionUnsupported(v, Precision::kFp16), "");
+  const std::string why = PrecisionUnsupported(v, Precision::kBf16);
+  EXPECT_NE(why.find("device 'dev' cannot run precision bf16"), std::string::npos) << why;
+  EXPECT_NE(why.find("tensor cores for fp16 only"), std::string::npos) << why;
+  // Without any tensor-core figure: tf32 is refused; fp16 runs as fp16 storage (pseudo-half).
+  DeviceSpec p = ParseDeviceYaml(kGoodDevice, "pascal.yaml");
+  EXPECT_NE(PrecisionUnsupported(p, Precision::kTf32).find("no tensor-core figure"),
+            std::string::npos);
+  EXPECT_EQ(PrecisionUnsupported(p, Precision::kFp16), "");
+}
+
 TEST(DeviceYamlTest, CudnnVersionsParse) {
   EXPECT_EQ(ParseCudnnVersion("5.1.05"), 51);
   EXPECT_EQ(ParseCudnnVersion("4"), 40);
@@ -298,6 +329,15 @@ TEST(DeviceYamlTest, BadInputIsLocated) {
       {"bad cudnn_version", Edit(g, "source: test", "source: test\ncudnn_version: five"), "11:16",
        "is not MAJOR.MINOR"},
       {"missing key", Edit(g, "peak_tflops: 1\n", ""), "1:1", "missing required key 'peak_tflops'"},
+      {"tensor_tflops without its source",
+       Edit(g, "source: test", "source: test\ntensor_tflops: {fp16: 125}"), "11:16",
+       "needs 'tensor_source'"},
+      {"unknown tensor precision",
+       Edit(g, "source: test", "source: test\ntensor_tflops: {fp61: 125}\ntensor_source: x"),
+       "11:17", "unknown key 'fp61'"},
+      {"unknown framework constant",
+       Edit(g, "source: test", "source: test\nframework_model: {dispatch: 5}"), "11:19",
+       "unknown key 'dispatch'"},
       {"syntax", Edit(g, "name: dev", "name: [dev"), "", "YAML syntax"},
   };
   for (BadCase c : cases) {

@@ -1,0 +1,336 @@
+#include "cost/framework_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "config/compute_loader.h"
+#include "core/types.h"
+#include "cost/layer_work.h"
+
+namespace poseidon::cost {
+namespace {
+
+using config::DeviceSpec;
+using config::Precision;
+
+// Fitted by `poseidon gpu-model fit --compute-model framework` on the `set: fit` whole-iteration
+// rows of scenarios/devices/measurements/ only; docs/gpu_model.md has the command, the commit and
+// the held-out errors.
+constexpr FrameworkModelParams kFitted = {
+    .tensor_efficiency = 0.81033,
+    .gemm_efficiency = 0.883892,
+    .memory_efficiency = 0.539671,
+    .launch_us = 6.21693,
+    .dispatch_us = 7.14766,
+    .iteration_us = 1.52604e-05,
+};
+
+// What one device runs at one precision.
+struct Ctx {
+  const DeviceSpec& d;
+  const FrameworkModelParams& p;
+  KernelModelParams kp;      // the cudnn model's constants, with this model's rates (fp32 path)
+  double value_bytes = 4;    // activations and their gradients
+  double tensor_peak = 0;    // FLOP/s of the half/tf32 path; 0 = fp32 on CUDA cores only
+  double align = 1;          // values a tensor-core GEMM's N and K must be a multiple of
+  double fp32_peak = 0;
+  double memory_Bps = 0;
+};
+
+Ctx MakeCtx(const DeviceSpec& d, const FrameworkModelParams& p) {
+  Ctx c{d, p, FittedKernelParams()};
+  for (const auto& [name, v] : d.kernel_model) {
+    for (int i = 0; i < config::kNumKernelParams; ++i) {
+      if (name == config::kKernelParamNames[i]) *config::KernelParamField(c.kp, i) = v;
+    }
+  }
+  c.kp.gemm_efficiency = p.gemm_efficiency;
+  c.kp.memory_efficiency = p.memory_efficiency;
+  c.kp.launch_us = p.launch_us;
+  const double arch = d.architecture == config::GpuArchitecture::kKepler ? c.kp.kepler_efficiency
+                                                                         : 1.0;
+  c.fp32_peak = d.peak_flops * arch;
+  c.memory_Bps = d.memory_bandwidth_Bps * p.memory_efficiency;
+  const Precision pr = d.precision;
+  if (pr == Precision::kFp32) return c;
+  const auto it = d.tensor_flops.find(pr);
+  if (it != d.tensor_flops.end()) {
+    c.tensor_peak = it->second;
+  } else if (pr == Precision::kFp16 && d.fp16_flops > 0) {
+    c.tensor_peak = d.fp16_flops;  // half2 on CUDA cores (P100)
+  } else if (pr == Precision::kFp16) {
+    c.tensor_peak = c.fp32_peak;  // no fast half: fp16 storage, fp32 arithmetic (pseudo-half)
+  }
+  POSEIDON_CHECK(c.tensor_peak > 0) << config::PrecisionUnsupported(d, pr);
+  c.align = pr == Precision::kTf32 ? 4 : (it != d.tensor_flops.end() ? 8 : d.fp16_flops > 0 ? 2 : 1);
+  if (pr == Precision::kFp16 || pr == Precision::kBf16) c.value_bytes = 2;
+  return c;
+}
+
+bool Aligned(const Ctx& c, double n, double k) {
+  return c.tensor_peak > 0 && std::fmod(n, c.align) == 0 && std::fmod(k, c.align) == 0;
+}
+
+// One kernel: its work at the GPU's rates, never less than the CPU's dispatch.
+double KernelNs(const Ctx& c, double flops, double rate, double bytes) {
+  const double work = c.p.launch_us * 1e3 + 1e9 * std::max(flops / rate, bytes / c.memory_Bps);
+  return std::max(c.p.dispatch_us * 1e3, work);
+}
+
+// A memory-bound kernel.
+double StreamKernelNs(const Ctx& c, double flops, double bytes) {
+  return KernelNs(c, flops, c.fp32_peak, bytes);
+}
+
+// The faster of a GEMM's tensor-core plan (when aligned) and its CUDA-core plan, as cuBLAS's and
+// cuDNN's heuristics pick (on GeForce Ampere the tf32 tensor rate is no faster than fp32's).
+GemmPlan BestGemmPlan(const Ctx& c, double count, double m, double n, double k) {
+  GemmPlan plan = PlanGemmTiles(m, n, k, count, c.d.sm_count, c.fp32_peak, c.p.gemm_efficiency,
+                                c.kp.tile_alpha, 4);
+  if (Aligned(c, n, k)) {
+    const GemmPlan tc = PlanGemmTiles(m, n, k, count, c.d.sm_count, c.tensor_peak,
+                                      c.p.tensor_efficiency, c.kp.tile_alpha, 4);
+    if (tc.rate > plan.rate) plan = tc;
+  }
+  return plan;
+}
+
+// `count` GEMMs of one shape in one launch.
+double GemmKernelNs(const Ctx& c, double count, double m, double n, double k) {
+  const GemmPlan plan = BestGemmPlan(c, count, m, n, k);
+  const double bytes = c.value_bytes * count * (m * k + k * n + m * n) + plan.extra_bytes;
+  return KernelNs(c, 2 * count * m * n * k, plan.rate, bytes);
+}
+
+// The fp32 path of a layer priced by the cudnn model's structure (algorithms, groups, bias
+// kernels) at this model's rates; every kernel at least a dispatch.
+LayerCost Fp32Cost(const Ctx& c, const core::Layer& l, int64_t batch) {
+  LayerCost cost = CudnnLayerCost(l, batch, c.d, c.kp);
+  const double floor = c.p.dispatch_us * 1e3;
+  cost.fwd.ns = std::max(cost.fwd.ns, cost.fwd.kernels * floor);
+  cost.bwd.ns = std::max(cost.bwd.ns, cost.bwd.kernels * floor);
+  return cost;
+}
+
+LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
+  const core::LayerSpec& s = l.spec;
+  const core::Shape& in = l.in_shapes.at(0);
+  const double g = static_cast<double>(s.groups);
+  const double ci_g = static_cast<double>(in.c) / g;
+  const double co_g = static_cast<double>(l.out.c) / g;
+  // Tensor cores need the channels aligned; otherwise cuDNN runs its fp32 kernels.
+  if (!Aligned(c, co_g, ci_g)) return Fp32Cost(c, l, batch);
+  const double b = static_cast<double>(batch);
+  const double kk = static_cast<double>(s.kernel_h * s.kernel_w);
+  const double hw_out = static_cast<double>(l.out.h * l.out.w);
+  const double hw_in = static_cast<double>(in.h * in.w);
+  const double flops = 2 * b * hw_out * co_g * ci_g * kk;
+  const double vb = c.value_bytes;
+  const double tensors = vb * (b * hw_in * ci_g + b * hw_out * co_g + co_g * ci_g * kk);
+  auto pass = [&](double m, double n, double k) {
+    const GemmPlan plan = PlanGemmTiles(m, n, k, 1, c.d.sm_count, c.tensor_peak,
+                                        c.p.tensor_efficiency, c.kp.tile_alpha, 4);
+    return g * KernelNs(c, flops, plan.rate, tensors + plan.extra_bytes);
+  };
+  LayerCost cost;
+  const int groups = static_cast<int>(s.groups);
+  cost.fwd = {pass(b * hw_out, co_g, ci_g * kk), groups, ConvAlgo::kImplicitGemm};
+  cost.bwd = {pass(co_g, ci_g * kk, b * hw_out), groups, ConvAlgo::kImplicitGemm};
+  if (!l.bottoms.empty()) {
+    const double m = b * hw_in;
+    cost.bwd.ns += pass(m, ci_g, flops / (2 * m * ci_g));
+    cost.bwd.kernels += groups;
+  }
+  if (s.bias) {
+    const double all_out = vb * b * hw_out * static_cast<double>(l.out.c);
+    cost.fwd.ns += StreamKernelNs(c, 0, 2 * all_out);
+    cost.bwd.ns += StreamKernelNs(c, 0, all_out);
+    cost.fwd.kernels += 1;
+    cost.bwd.kernels += 1;
+  }
+  return cost;
+}
+
+// fc, linear, patch_embed: the bias rides in the forward GEMM's epilogue (addmm); backward is the
+// weight and data GEMMs and one reduction for the bias gradient.
+LayerCost FcCost(const Ctx& c, const core::Layer& l, int64_t batch) {
+  const double b = static_cast<double>(batch) * static_cast<double>(l.fc_rows);
+  const double m_in = static_cast<double>(l.fc_in);
+  const double n_out = static_cast<double>(l.fc_out);
+  LayerCost cost;
+  cost.fwd = {GemmKernelNs(c, 1, b, n_out, m_in), 1, ConvAlgo::kNone};
+  cost.bwd = {GemmKernelNs(c, 1, n_out, m_in, b), 1, ConvAlgo::kNone};
+  if (!l.bottoms.empty()) {
+    cost.bwd.ns += GemmKernelNs(c, 1, b, m_in, n_out);
+    cost.bwd.kernels += 1;
+  }
+  if (l.spec.bias) {
+    cost.bwd.ns += StreamKernelNs(c, 0, c.value_bytes * b * n_out);
+    cost.bwd.kernels += 1;
+  }
+  return cost;
+}
+
+// Self-attention as eager frameworks run it: four projections, the score and context batched
+// GEMMs over batch x heads, and over the scores a scale-and-mask, a softmax and a dropout kernel
+// (backward: the three again, the softmax's reading two tensors).
+LayerCost AttentionCost(const Ctx& c, const core::Layer& l, int64_t batch) {
+  const double bt = static_cast<double>(batch);
+  const double s = static_cast<double>(l.out.h), dm = static_cast<double>(l.out.w);
+  const double heads = static_cast<double>(l.spec.heads), dh = dm / heads;
+  const double rows = bt * s;
+  const double scores = c.value_bytes * bt * heads * s * s;
+  const double elems = bt * heads * s * s;
+  const double proj = GemmKernelNs(c, 1, rows, dm, dm);
+  const double score = GemmKernelNs(c, bt * heads, s, s, dh);
+  const double context = GemmKernelNs(c, bt * heads, s, dh, s);
+  LayerCost cost;
+  cost.fwd = {4 * proj + score + context + StreamKernelNs(c, 5 * elems, 2 * scores) +
+                  2 * StreamKernelNs(c, elems, 2 * scores),
+              9, ConvAlgo::kNone};
+  const double proj_bwd =
+      GemmKernelNs(c, 1, dm, dm, rows) + (l.bottoms.empty() ? 0.0 : GemmKernelNs(c, 1, rows, dm, dm));
+  cost.bwd = {4 * proj_bwd + 2 * score + 2 * context + StreamKernelNs(c, 3 * elems, 3 * scores) +
+                  2 * StreamKernelNs(c, elems, 2 * scores),
+              15, ConvAlgo::kNone};
+  if (l.spec.bias) {
+    cost.bwd.ns += 4 * StreamKernelNs(c, 0, c.value_bytes * rows * dm);
+    cost.bwd.kernels += 4;
+  }
+  return cost;
+}
+
+// What an eager framework's kernel of a memory-bound layer reads and writes, in fp32 bytes per
+// image (I: the layer's inputs, T: its output, P: its parameters), forward and backward:
+//   relu, gelu, tanh        I + T;          dy, y (or x), dx: 2T + I
+//   batch norm, layer norm  x twice (statistics, then normalise), y: 2I + T;
+//                           x and dy for the reductions, again for dx, dx: 3I + 2T
+//   add, mul                I + T;          the gradients summed where the branches meet: I + T
+//   dropout                 x, y, a byte mask: I + 1.25 T;  dy, mask, dx: I + 1.25 T
+//   embedding               the rows gathered: 2T;  the dense table gradient zeroed and the rows
+//                           added into it: 4 P + 2T
+//   other kinds             cost/layer_work.h's table
+// Activations at this precision's value width (the table's 4 bytes scaled), parameters fp32. One
+// kernel per pass (concat: one per input).
+Work FrameworkWork(const core::Layer& l, double b, bool backward) {
+  const double in = b * static_cast<double>(l.in_bytes);
+  const double out = b * static_cast<double>(l.out_bytes);
+  const double flops = b * static_cast<double>(l.fwd_flops);
+  switch (l.kind) {
+    case core::LayerKind::kRelu:
+    case core::LayerKind::kGelu:
+    case core::LayerKind::kTanh:
+      return backward ? Work{flops, 2 * out + in} : Work{flops, in + out};
+    case core::LayerKind::kBatchNorm:
+    case core::LayerKind::kLayerNorm:
+      return backward ? Work{2 * flops, 3 * in + 2 * out} : Work{flops, 2 * in + out};
+    case core::LayerKind::kAdd:
+    case core::LayerKind::kMul:
+      return Work{flops, in + out};
+    case core::LayerKind::kDropout:
+      return Work{flops, in + 1.25 * out};
+    case core::LayerKind::kEmbedding:
+      return backward ? Work{0, 2 * out} : Work{0, 2 * out};
+    default: return backward ? BackwardWork(l, b) : ForwardWork(l, b);
+  }
+}
+
+// The parameter bytes a pass moves on top of the activations (fp32, not scaled).
+double ParamBytes(const core::Layer& l, bool backward) {
+  const double pb = 4.0 * static_cast<double>(l.params);
+  if (l.kind == core::LayerKind::kEmbedding) return backward ? pb : 0;
+  return backward ? 2 * pb : pb;
+}
+
+bool OwnTable(core::LayerKind k) {
+  switch (k) {
+    case core::LayerKind::kRelu:
+    case core::LayerKind::kGelu:
+    case core::LayerKind::kTanh:
+    case core::LayerKind::kBatchNorm:
+    case core::LayerKind::kLayerNorm:
+    case core::LayerKind::kAdd:
+    case core::LayerKind::kMul:
+    case core::LayerKind::kDropout:
+    case core::LayerKind::kEmbedding: return true;
+    default: return false;
+  }
+}
+
+LayerCost StreamCost(const Ctx& c, const core::Layer& l, int64_t batch) {
+  const double b = static_cast<double>(batch);
+  const int kernels =
+      l.kind == core::LayerKind::kConcat ? static_cast<int>(std::max<size_t>(1, l.bottoms.size()))
+                                         : 1;
+  const double scale = c.value_bytes / 4;
+  auto price = [&](bool backward) {
+    const Work w = FrameworkWork(l, b, backward);
+    // The shared table counts the parameters in its bytes; this model's own rows do not.
+    const double params = ParamBytes(l, backward);
+    const double act = OwnTable(l.kind) ? w.bytes : std::max(0.0, w.bytes - params);
+    const double bytes = act * scale + params;
+    return StreamKernelNs(c, w.flops, bytes) +
+           (kernels - 1) * c.p.dispatch_us * 1e3;
+  };
+  LayerCost cost;
+  cost.fwd = {price(false), kernels, ConvAlgo::kNone};
+  if (!BackwardWork(l, b).none) cost.bwd = {price(true), kernels, ConvAlgo::kNone};
+  return cost;
+}
+
+}  // namespace
+
+FrameworkModelParams FittedFrameworkParams() { return kFitted; }
+
+FrameworkModelParams FrameworkParamsFor(const DeviceSpec& device) {
+  FrameworkModelParams p = kFitted;
+  for (int i = 0; i < config::kNumFrameworkParams; ++i) {
+    auto it = device.framework_model.find(config::kFrameworkParamNames[i]);
+    if (it != device.framework_model.end()) *config::FrameworkParamField(p, i) = it->second;
+  }
+  return p;
+}
+
+LayerCost FrameworkLayerCost(const core::Layer& l, int64_t batch, const DeviceSpec& d,
+                             const FrameworkModelParams& p) {
+  POSEIDON_CHECK(batch > 0) << "batch " << batch;
+  POSEIDON_CHECK(d.peak_flops > 0 && d.memory_bandwidth_Bps > 0 && d.sm_count > 0)
+      << "device '" << d.name << "' has no peak_flops, memory bandwidth or sm_count";
+  const Ctx c = MakeCtx(d, p);
+  switch (l.kind) {
+    case core::LayerKind::kConv: return ConvCost(c, l, batch);
+    case core::LayerKind::kFc:
+    case core::LayerKind::kLinear:
+    case core::LayerKind::kPatchEmbed: return FcCost(c, l, batch);
+    case core::LayerKind::kAttention: return AttentionCost(c, l, batch);
+    default: return StreamCost(c, l, batch);
+  }
+}
+
+double OptimizerStepNs(const core::Model& model, const DeviceSpec& d,
+                       const FrameworkModelParams& p) {
+  const Ctx c = MakeCtx(d, p);
+  double params = 0;
+  int tensors = 0;
+  for (const core::Layer& l : model.layers()) {
+    if (l.params <= 0) continue;
+    params += static_cast<double>(l.params);
+    ++tensors;
+  }
+  if (params == 0) return 0;
+  double per_param = d.optimizer == config::OptimizerKind::kSgd    ? 20
+                     : d.optimizer == config::OptimizerKind::kAdam ? 28
+                                                                   : 40;
+  if (c.value_bytes == 2) per_param += 8 + 6;  // unscale the gradients; cast the weights to half
+  return tensors * p.launch_us * 1e3 + 1e9 * per_param * params / c.memory_Bps;
+}
+
+double FrameworkGemmNs(double m, double n, double k, const DeviceSpec& d,
+                       const FrameworkModelParams& p) {
+  POSEIDON_CHECK(m >= 1 && n >= 1 && k >= 1) << "gemm " << m << "x" << n << "x" << k;
+  return GemmKernelNs(MakeCtx(d, p), 1, m, n, k);
+}
+
+}  // namespace poseidon::cost

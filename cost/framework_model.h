@@ -1,0 +1,74 @@
+// cost/framework_model.h: what a training iteration costs on a current GPU when a current framework
+// (PyTorch, TensorFlow, MXNet with cuDNN 7-8 and cuBLAS(Lt)) runs it at a precision.
+//
+// The `framework` compute model (cost::ComputeModel::FromDevice when the device says
+// `compute_model: framework`, or a scenario names `cluster.precision`). Where the `cudnn` model
+// (cost/gpu_kernel_model.h) describes cuDNN 5 under Torch7 in fp32, this one knows:
+//
+//   Precision (config::Precision). fp32: GEMMs and convolutions on CUDA cores at the fp32 peak.
+//     tf32: on tensor cores at the device's tf32 peak, tensors in fp32. fp16 / bf16 (automatic
+//     mixed precision): on tensor cores at that peak, activations and their gradients 2 bytes
+//     per value; master weights, the optimizer step and its state in fp32. fp16 on a GPU without
+//     tensor cores: at its fp16_tflops (the P100's half2), else at the fp32 rate with 2-byte
+//     values (cuDNN's pseudo-half: fp16 storage, fp32 arithmetic). tf32 and bf16 need the
+//     device's tensor-core figure of that precision (config::PrecisionUnsupported says why not).
+//   Tensor-core kernels: rate = tensor peak x tensor_efficiency x the GEMM's tiling (the same
+//     tiles, tile quantization, wave quantization and split-K as the cudnn model's, with its fitted
+//     tile_alpha). Alignment: a GEMM runs on tensor cores only when its N and K (a convolution:
+//     its input and output channels per group) are multiples of 8 values for fp16/bf16 and 4 for
+//     tf32; otherwise it runs on CUDA cores at the fp32 rate (as cuBLAS and cuDNN fall back).
+//     Convolutions on tensor cores run implicit GEMM (no Winograd or FFT); in fp32 cuDNN's
+//     Winograd and FFT remain as in the cudnn model.
+//   Fusion, as frameworks run training in eager mode: a linear layer's bias is added in its
+//     GEMM's epilogue (addmm; the bias gradient is one reduction kernel); a convolution's bias,
+//     batch norm, ReLU, GELU, residual add, dropout, layer norm and softmax are each their own
+//     memory-bound kernel, at bytes x (value bytes / 4) of the fp32 table (cost/layer_work.h).
+//   Kernel time: max(dispatch_us, launch_us + max(F / rate, D / (bandwidth x
+//     memory_efficiency))): the CPU of an eager framework issues one kernel per dispatch_us at
+//     best, so small kernels cost their dispatch, not their work (what matters at small batches).
+//   Optimizer step, once per iteration: one pass over the parameters at memory speed: SGD with
+//     momentum reads weights, gradients and momentum and writes weights and momentum (20 bytes per
+//     parameter); Adam 28; LAMB 40 (a second pass for the trust ratio); mixed precision adds the
+//     gradient unscale (8) and the weights' cast to half (6). One fused kernel per parameter
+//     tensor (multi-tensor apply), each at least a dispatch.
+//   Per iteration: iteration_us outside kernels (zero_grad, the loss scaler, the loop).
+//
+// The constants (config::FrameworkModelParams) are the same for every device and precision: a
+// device enters only through its datasheet figures (fp32 and tensor-core peaks, bandwidth, SMs).
+// They are fitted to the `set: fit` rows of scenarios/devices/measurements/ that give whole
+// iterations (`poseidon gpu-model fit --compute-model framework`); docs/gpu_model.md reports the
+// held-out rows. A device file may override any of them (framework_model: {NAME: value}).
+//
+// Pure: no I/O, no clock; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "config/specs.h"
+#include "cost/gpu_kernel_model.h"
+#include "core/model.h"
+
+namespace poseidon::cost {
+
+using config::FrameworkModelParams;
+
+// The fitted constants (provenance in cost/framework_model.cc).
+FrameworkModelParams FittedFrameworkParams();
+// FittedFrameworkParams() with the device's framework_model overrides applied.
+FrameworkModelParams FrameworkParamsFor(const config::DeviceSpec& device);
+
+// Per layer and pass, whole batch, at the device's precision (device.precision).
+LayerCost FrameworkLayerCost(const core::Layer& layer, int64_t batch,
+                             const config::DeviceSpec& device, const FrameworkModelParams& p);
+
+// The optimizer step of one iteration over the model's parameters (device.optimizer), ns.
+double OptimizerStepNs(const core::Model& model, const config::DeviceSpec& device,
+                       const FrameworkModelParams& p);
+
+// One GEMM C[M,N] = A[M,K] B[K,N] at the device's precision, ns (a kernel, dispatch included).
+double FrameworkGemmNs(double m, double n, double k, const config::DeviceSpec& device,
+                       const FrameworkModelParams& p);
+
+}  // namespace poseidon::cost

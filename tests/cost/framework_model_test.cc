@@ -1,0 +1,145 @@
+// The framework compute model's mechanisms, each on a shape where it decides the answer
+// (cost/framework_model.h): tensor cores by precision, alignment, the faster of two GEMM plans,
+// half-width activations, the dispatch floor, the optimizer step. Times come from the model's own
+// formulas; no timing is measured.
+#include <gtest/gtest.h>
+
+#include "config/compute_loader.h"
+#include "config/specs.h"
+#include "core/model.h"
+#include "cost/compute_model.h"
+#include "cost/framework_model.h"
+
+namespace poseidon::cost {
+namespace {
+
+using config::Precision;
+
+// An A100-like device: 19.5 fp32, 156 tf32, 312 fp16/bf16 TFLOPS, 2 TB/s.
+config::DeviceSpec Ampere(Precision p) {
+  config::DeviceSpec d;
+  d.name = "amp";
+  d.peak_flops = 19.5e12;
+  d.memory_bandwidth_Bps = 2000e9;
+  d.sm_count = 108;
+  d.architecture = config::GpuArchitecture::kAmpere;
+  d.tensor_flops = {{Precision::kTf32, 156e12}, {Precision::kFp16, 312e12},
+                    {Precision::kBf16, 312e12}};
+  d.compute_model = config::DeviceComputeModel::kFramework;
+  d.precision = p;
+  return d;
+}
+
+// relu -> fc(in -> out): the fc layer has a data-gradient pass.
+core::Model FcNet(int64_t in, int64_t out) {
+  core::ModelSpec spec;
+  spec.name = "fcnet";
+  spec.input_c = in, spec.input_h = 1, spec.input_w = 1;
+  core::LayerSpec relu;
+  relu.name = "relu0";
+  relu.kind = core::LayerKind::kRelu;
+  core::LayerSpec fc;
+  fc.name = "fc";
+  fc.kind = core::LayerKind::kFc;
+  fc.num_output = out;
+  fc.bias = false;
+  spec.layers = {relu, fc};
+  return core::Model::Build(spec);
+}
+
+double FcForwardNs(const core::Model& m, int64_t batch, const config::DeviceSpec& d,
+                   const config::FrameworkModelParams& p) {
+  return FrameworkLayerCost(m.layers()[1], batch, d, p).fwd.ns;
+}
+
+TEST(FrameworkModel, TensorCoresSpeedALargeGemmUpByTheirPeak) {
+  const config::FrameworkModelParams p = FittedFrameworkParams();
+  const core::Model m = FcNet(8192, 8192);
+  const double fp32 = FcForwardNs(m, 8192, Ampere(Precision::kFp32), p);
+  const double tf32 = FcForwardNs(m, 8192, Ampere(Precision::kTf32), p);
+  const double bf16 = FcForwardNs(m, 8192, Ampere(Precision::kBf16), p);
+  // Compute-bound: the times go as the rates (fp32 peak x gemm_efficiency, tensor peak x
+  // tensor_efficiency), within the launch cost.
+  const double tc_over_fp32 = (156e12 * p.tensor_efficiency) / (19.5e12 * p.gemm_efficiency);
+  EXPECT_NEAR(fp32 / tf32, tc_over_fp32, 0.02 * tc_over_fp32);
+  EXPECT_NEAR(tf32 / bf16, 2.0, 0.04);
+}
+
+TEST(FrameworkModel, AnUnalignedGemmRunsOnCudaCores) {
+  const config::FrameworkModelParams p = FittedFrameworkParams();
+  const config::DeviceSpec half = Ampere(Precision::kFp16);
+  // N = 30522 (BERT's vocabulary) is not a multiple of 8: no tensor cores; 30528 is.
+  const double unaligned = FcForwardNs(FcNet(1024, 30522), 4096, half, p);
+  const double aligned = FcForwardNs(FcNet(1024, 30528), 4096, half, p);
+  EXPECT_GT(unaligned / aligned, 5.0);
+  // The same unaligned GEMM in fp32 does the same arithmetic, but moves twice the bytes.
+  const double fp32 = FcForwardNs(FcNet(1024, 30522), 4096, Ampere(Precision::kFp32), p);
+  EXPECT_GE(fp32, unaligned);
+}
+
+TEST(FrameworkModel, TheFasterPlanWinsWhereTensorCoresAreNoFaster) {
+  config::FrameworkModelParams p = FittedFrameworkParams();
+  config::DeviceSpec d = Ampere(Precision::kTf32);
+  d.tensor_flops[Precision::kTf32] = d.peak_flops;  // GeForce Ampere: tf32 at the fp32 rate
+  p.tensor_efficiency = 0.5 * p.gemm_efficiency;
+  const core::Model m = FcNet(4096, 4096);
+  EXPECT_DOUBLE_EQ(FcForwardNs(m, 4096, d, p), FcForwardNs(m, 4096, Ampere(Precision::kFp32), p));
+}
+
+TEST(FrameworkModel, HalfPrecisionHalvesAMemoryBoundLayersBytes) {
+  config::FrameworkModelParams p = FittedFrameworkParams();
+  p.dispatch_us = 0;
+  p.launch_us = 0;
+  const core::Model m = FcNet(1 << 20, 16);
+  const core::Layer& relu = m.layers()[0];
+  const double fp32 = FrameworkLayerCost(relu, 64, Ampere(Precision::kFp32), p).fwd.ns;
+  const double bf16 = FrameworkLayerCost(relu, 64, Ampere(Precision::kBf16), p).fwd.ns;
+  EXPECT_NEAR(fp32 / bf16, 2.0, 1e-9);
+  // relu forward reads x and writes y: two tensors of 4 bytes per value.
+  EXPECT_NEAR(fp32, 1e9 * 2 * 4.0 * 64 * (1 << 20) / (2000e9 * p.memory_efficiency), 1.0);
+  // Fed by the model input it has no backward pass.
+  EXPECT_EQ(FrameworkLayerCost(relu, 64, Ampere(Precision::kFp32), p).bwd.ns, 0);
+}
+
+TEST(FrameworkModel, ASmallKernelCostsItsDispatch) {
+  config::FrameworkModelParams p = FittedFrameworkParams();
+  p.dispatch_us = 50;
+  const core::Model m = FcNet(64, 64);
+  EXPECT_DOUBLE_EQ(FcForwardNs(m, 1, Ampere(Precision::kBf16), p), 50e3);
+}
+
+TEST(FrameworkModel, TheOptimizerStepIsOnePassOverParametersAndState) {
+  config::FrameworkModelParams p = FittedFrameworkParams();
+  p.launch_us = 0;
+  const core::Model m = FcNet(1000, 1000);  // 1e6 parameters in one tensor
+  config::DeviceSpec d = Ampere(Precision::kFp32);
+  const double bw = 2000e9 * p.memory_efficiency;
+  EXPECT_NEAR(OptimizerStepNs(m, d, p), 1e9 * 20 * 1e6 / bw, 1.0);  // SGD with momentum
+  d.optimizer = config::OptimizerKind::kAdam;
+  EXPECT_NEAR(OptimizerStepNs(m, d, p), 1e9 * 28 * 1e6 / bw, 1.0);
+  d.precision = Precision::kBf16;  // + unscale and the cast of the weights
+  EXPECT_NEAR(OptimizerStepNs(m, d, p), 1e9 * 42 * 1e6 / bw, 1.0);
+}
+
+TEST(FrameworkModel, TheComputeModelChargesTheIterationOnceBeforeTheFirstForward) {
+  const core::Model m = FcNet(1024, 1024);
+  const config::DeviceSpec d = Ampere(Precision::kBf16);
+  const ComputeModel c = ComputeModel::FromDevice(m, d, 256);
+  const config::FrameworkModelParams p = FittedFrameworkParams();
+  const double first = FrameworkLayerCost(m.layers()[0], 256, d, p).fwd.ns;
+  EXPECT_GT(c.iteration_ns(), 0);
+  EXPECT_EQ(c.fwd_ns(0), std::llround(first + c.iteration_ns()));
+  EXPECT_EQ(c.fwd_ns(1), std::llround(FrameworkLayerCost(m.layers()[1], 256, d, p).fwd.ns));
+  EXPECT_NE(c.source().find("framework model amp bf16"), std::string::npos) << c.source();
+}
+
+TEST(FrameworkModel, DeviceOverridesReplaceTheFittedConstants) {
+  config::DeviceSpec d = Ampere(Precision::kFp16);
+  d.framework_model["dispatch_us"] = 123;
+  EXPECT_DOUBLE_EQ(FrameworkParamsFor(d).dispatch_us, 123);
+  EXPECT_DOUBLE_EQ(FrameworkParamsFor(d).tensor_efficiency,
+                   FittedFrameworkParams().tensor_efficiency);
+}
+
+}  // namespace
+}  // namespace poseidon::cost
