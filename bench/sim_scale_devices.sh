@@ -6,11 +6,14 @@
 # in a DGX-1 (scenarios/interconnects/dgx1_v100.yaml). Each run is its own process, so that peak
 # RSS is that run's.
 #   bench/sim_scale_devices.sh [build/apps/poseidon/poseidon] [machines...]   (default 128 2048)
+#   SIM_SET="cluster.device=h100 cluster.precision=bf16" bench/sim_scale_devices.sh   # more --set
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-build/apps/poseidon/poseidon}
 shift || true
 sizes=("${@:-128 2048}")
+extra=()
+for kv in ${SIM_SET:-}; do extra+=(--set "$kv"); done
 printf "%-9s %9s %8s %10s %12s %14s %12s %12s\n" model machines devices wall_s peak_MiB \
     iteration_ms messages events
 for model in alexnet resnet50; do
@@ -18,7 +21,7 @@ for model in alexnet resnet50; do
     out=$(mktemp)
     /usr/bin/time -f "%e %M" -o "$out.time" "$bin" simulate bench/scenarios/alexnet_bsp.yaml \
         --set model="$model" --set cluster.workers="$n" --set cluster.devices_per_machine=8 \
-        --set cluster.interconnect=dgx1_v100 --no-baseline --format json > "$out"
+        --set cluster.interconnect=dgx1_v100 "${extra[@]}" --no-baseline --format json > "$out"
     read -r wall kb < "$out.time"
     /usr/bin/python3 - "$out" "$model" "$n" "$wall" "$kb" <<'PY'
 import json, sys

@@ -155,7 +155,6 @@ void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& 
     all.push_back(calibration::LoadGpuCases(t, *c.data_dir));
   }
   for (const auto& cases : all) {
-    std::vector<calibration::GpuCase> chosen;
     for (const auto& e : calibration::EvaluateCases(cases, cost::FittedKernelParams(), kind)) {
       if (c.set == "all" || (c.set == "fit") == e.c->row.fit) errors.push_back(e);
     }
@@ -202,7 +201,9 @@ void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& 
     for (const auto& e : errors) {
       if (e.c->row.fit == fit) v.push_back(e.total_err);
     }
-    out << fmt::format("{:<8} all precisions: {}\n", fit ? "fit" : "heldout", GroupStats(v));
+    if (!v.empty()) {
+      out << fmt::format("{:<8} all precisions: {}\n", fit ? "fit" : "heldout", GroupStats(v));
+    }
   }
 }
 

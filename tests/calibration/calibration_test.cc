@@ -568,6 +568,25 @@ TEST(GpuModelCommand, CompareShowAndCheckRun) {
   out = RunCapture(bin + " gpu-model check --set heldout 2>&1", &st);
   EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("heldout  rows 23  fwd+bwd"), std::string::npos) << out;
+  // The framework model's whole-iteration rows are reported too, per precision.
+  EXPECT_NE(out.find("framework compute model against the whole-iteration rows"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("heldout tf32"), std::string::npos) << out;
+  EXPECT_EQ(out.find("fit      all precisions"), std::string::npos) << "--set heldout: " << out;
+  // A precision: the framework model, per layer, with the optimizer step and the iteration.
+  out = RunCapture(bin + " gpu-model show bert_large --device h100 --batch 64 --precision bf16 "
+                         "--optimizer adamw 2>&1",
+                   &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("framework compute model, precision bf16"), std::string::npos) << out;
+  EXPECT_NE(out.find("optimizer step (adam)"), std::string::npos) << out;
+  out = RunCapture(bin + " gpu-model show bert_large --device v100 --batch 8 --precision bf16 2>&1",
+                   &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("v100.yaml: error: device 'v100' cannot run precision bf16"),
+            std::string::npos)
+      << out;
   fs::path dir = TempDir("gpucmp");
   const std::string bad = (dir / "p.yaml").string();
   std::ofstream(bad) << "schema_version: 1\nmodel: fmnist_cnn\nbatch: 64\ndevice: x\n"

@@ -8,6 +8,7 @@
 #include "calibration/gpu_fit.h"
 #include "config/measurement_loader.h"
 #include "config/yaml_reader.h"
+#include "cost/framework_model.h"
 #include "cost/gpu_kernel_model.h"
 
 namespace poseidon::calibration {
@@ -41,6 +42,51 @@ TEST(GpuFit, TheFitReadsOnlyTheFitRows) {
     if (!c.row.fit) c.row.fwd_ms *= 10;  // a held-out row changed beyond recognition
   }
   EXPECT_DOUBLE_EQ(FitObjective(cases, cost::FittedKernelParams()), before);
+}
+
+// The framework model's fit: whole-iteration rows marked fit only; a file that says fp32 ran as
+// TF32 is priced as tf32 on Ampere and later and as fp32 before.
+TEST(GpuFit, TheFrameworkFitReadsOnlyTheFitRowsOfWholeIterations) {
+  std::vector<GpuCase> cases = Cases("lambda_pytorch.yaml");
+  for (GpuCase& c : Cases("cnn_benchmarks.yaml")) cases.push_back(std::move(c));
+  const config::FrameworkModelParams shipped = cost::FittedFrameworkParams();
+  const double before = FrameworkObjective(cases, shipped);
+  EXPECT_GT(before, 0);
+  bool tf32 = false, fp32 = false;
+  for (GpuCase& c : cases) {
+    if (c.row.iteration_ms > 0 && c.row.precision == config::Precision::kFp32) {
+      (c.device.precision == config::Precision::kTf32 ? tf32 : fp32) = true;
+      EXPECT_EQ(c.device.precision == config::Precision::kTf32,
+                c.device.tensor_flops.count(config::Precision::kTf32) > 0)
+          << c.row.device;
+    }
+    if (!c.row.fit) c.row.iteration_ms *= 10;  // held out: changed beyond recognition
+    if (c.row.iteration_ms <= 0) c.row.fwd_ms *= 10;  // per-pass rows: not this model's
+  }
+  EXPECT_TRUE(tf32 && fp32);
+  EXPECT_DOUBLE_EQ(FrameworkObjective(cases, shipped), before);
+  // A short fit from the fixed start lowers the objective and never reads a held-out row.
+  const config::FrameworkModelParams a = FitFrameworkParams(cases, {}, 80);
+  EXPECT_LT(FrameworkObjective(cases, a), FrameworkObjective(cases, {}));
+}
+
+// The framework model on the held-out whole-iteration rows is far closer than the cudnn model,
+// which knows neither tensor cores nor half precision (docs/gpu_model.md has the table; the goal
+// of the issue, median <= 10% and max <= 25% per precision, is not met yet).
+TEST(GpuFit, TheFrameworkModelBeatsTheCudnnModelOnHeldOutIterations) {
+  std::vector<GpuCase> cases;
+  for (const char* f : {"lambda_pytorch.yaml", "dle_pytorch.yaml", "dle_tensorflow.yaml"}) {
+    for (GpuCase& c : Cases(f)) cases.push_back(std::move(c));
+  }
+  const auto framework = EvaluateCases(cases, cost::FittedKernelParams(),
+                                       config::DeviceComputeModel::kFramework);
+  const auto cudnn =
+      EvaluateCases(cases, cost::FittedKernelParams(), config::DeviceComputeModel::kCudnn);
+  const ErrorStats f = Stats(framework, false, 0), c = Stats(cudnn, false, 0);
+  EXPECT_GT(f.rows, 30);
+  EXPECT_EQ(f.rows, c.rows);
+  EXPECT_LT(f.median_abs, 0.25);
+  EXPECT_GT(c.median_abs, 2 * f.median_abs);
 }
 
 // The goals of docs/gpu_model.md on the held-out rows, fwd + bwd per row.
