@@ -50,6 +50,18 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
   p.staleness = s.staleness;
   p.gate = s.gate == "per_layer" ? core::Gate::kPerLayer : core::Gate::kAllLayers;
   p.priority_window_bytes = s.priority_window_bytes;
+  if (!core::WireFormatFromName(s.gradient_wire, &p.gradient_wire)) {
+    FailAt(s.protocol_loc, fmt::format("unknown gradient_wire '{}'; known: fp32, fp16, bf16",
+                                       s.gradient_wire));
+  }
+  if (p.gradient_wire != core::WireFormat::kFp32 && !model.layers().empty() &&
+      model.layers()[0].value_words != 1) {
+    // The workers' own model (model: torch) is known only now.
+    FailAt(s.protocol_loc,
+           fmt::format("protocol.gradient_wire {} sends gradients as 16-bit values, which needs "
+                       "fp32 values, but model '{}' holds fp64 values; use gradient_wire: fp32",
+                       s.gradient_wire, model.name()));
+  }
   core::SacpInput in;
   in.workers = workers;
   in.servers = servers;
@@ -58,7 +70,10 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
   core::SchemeRequestFromName(s.scheme, &in.default_request);
   in.allreduce_allowed = s.consistency == "bsp";
   in.ps_only = s.fault.enabled && EvictsDeadWorkers(s);
-  if (timing) in.timing = *timing;
+  if (timing) {
+    in.timing = *timing;
+    if (p.gradient_wire != core::WireFormat::kFp32) in.timing->gradient_bytes_per_value = 2;
+  }
   for (const auto& [layer, scheme] : s.layer_schemes) {
     core::SchemeRequest r;
     core::SchemeRequestFromName(scheme, &r);

@@ -453,6 +453,14 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
     s.jitter = jr.Choice("distribution", {"none", "lognormal", "uniform"}, "lognormal");
     s.jitter_cv = jr.NonNegativeNumber("cv", 0.05);
     if (s.jitter == "uniform" && s.jitter_cv > 1 / std::sqrt(3.0)) {
+    s.gradient_wire = p.Choice("gradient_wire", {"fp32", "fp16", "bf16"}, "fp32");
+    if (s.gradient_wire != "fp32" && !s.model_from_workers && s.model.value_words != 1) {
+      p.FailKey("gradient_wire",
+                fmt::format("gradient_wire {} sends gradients as 16-bit values, which needs an "
+                            "fp32 model, but model '{}' holds fp64 values (value_words: {}); use "
+                            "gradient_wire: fp32",
+                            s.gradient_wire, s.model.name, s.model.value_words));
+    }
       jr.FailKey("cv", "a uniform jitter's cv must be <= 0.577 (times would go negative)");
     }
     jr.Finish();

@@ -68,6 +68,9 @@
 //     - {worker: 3, slowdown: 1.5}
 //   jitter: {distribution: lognormal, cv: 0.05}   # per-task compute variability (seeded)
 //
+//     gradient_wire: fp32          # fp32 | fp16 | bf16: gradients (pushes, factors, ring steps)
+//                                  # on the wire as 16-bit values, half the bytes; parameters
+//                                  # stay fp32; fp32 models only (core/messages.h WireFormat)
 // Names are looked up next to the scenario first (a `models/`, `devices/` or `profiles/`
 // folder in the scenario's folder or any folder above it), then in the built-in data folder
 // (POSEIDON_DATA_DIR, the repository's scenarios/).
@@ -143,6 +146,7 @@ struct ScenarioSpec {
   struct FaultTolerance {
     bool enabled = false;
     double heartbeat_ms = 200;
+  std::string gradient_wire = "fp32";                  // fp32 | fp16 | bf16 (core WireFormat)
     double timeout_ms = 3000;
     std::string on_worker_failure;  // wait | evict; empty: wait for bsp, evict for ssp/asp
     int64_t checkpoint_every = 0;   // clocks; 0 = no checkpoints

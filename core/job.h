@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/messages.h"
 #include "core/placement_policy.h"
 #include "core/sacp.h"
 #include "core/types.h"
@@ -127,6 +128,12 @@ struct ProtocolConfig {
   // (message_rules.h) before any actor counts it. False: size-only (phantom) payloads, the
   // simulator's.
   bool real_payloads = false;
+  // How gradients travel (protocol.gradient_wire; messages.h WireFormat): pushes, sufficient
+  // factors and ring steps carry 2 bytes per value in kFp16 / kBf16, so the network carries (and
+  // the simulator prices) half their bytes; a shard's parameters travel as the job holds them.
+  // Chunks and ring pieces are cut as in kFp32 (chunk_bytes counts the job's values), so a 16-bit
+  // job makes the same messages, each half the size. Needs fp32 values (value_words 1).
+  WireFormat gradient_wire = WireFormat::kFp32;
   FaultConfig fault;
 };
 

@@ -29,6 +29,19 @@ ProtocolError Sized(const Message& m, const ProtocolConfig& config, int64_t floa
                                  S(phantom_bytes) + ")");
 }
 
+// Gradients (pushes, factors, ring steps) travel as protocol.gradient_wire says, everything else
+// as the job holds its values.
+ProtocolError WireIs(const Message& m, WireFormat want, const std::string& what) {
+  if (m.wire == want) return ProtocolError::Ok();
+  return Err(C::kWrongShape, what + " in " + WireFormatName(m.wire) + ", but this job sends " +
+                                 (want == WireFormat::kFp32 ? "them" : "gradients") + " in " +
+                                 WireFormatName(want) + " (protocol.gradient_wire)");
+}
+
+bool IsGradient(MsgType t) {
+  return t == MsgType::kPushGrad || t == MsgType::kFactors || t == MsgType::kRing;
+}
+
 ProtocolError ClockInRange(const Message& m, const ProtocolConfig& config) {
   if (m.clock >= 0 && m.clock <= config.iterations) return ProtocolError::Ok();
   return Err(C::kOutOfRange, "clock " + S(m.clock) + " outside the job's 0.." +
@@ -60,6 +73,9 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
   if (m.to != me) return Err(C::kNotForThisActor, "addressed to actor " + S(m.to));
   // Named only in an error (this check runs on every message).
   auto me_name = [&] { return L.ActorName(me); };
+  if (!IsGradient(m.type) && m.wire != WireFormat::kFp32) {
+    return WireIs(m, WireFormat::kFp32, std::string("a ") + MsgTypeName(m.type) + " message");
+  }
   switch (m.type) {
     case MsgType::kRegister:
       if (me != JobLayout::coordinator()) return Err(C::kNotForThisActor, "only the coordinator takes register");
@@ -111,7 +127,10 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
         return Err(C::kOutOfRange, "a push of an unknown kind " + S(m.step));
       }
       if (ProtocolError e = ClockInRange(m, *job.config)) return e;
-      return Sized(m, *job.config, c.count, c.bytes(), "a push for chunk " + S(m.chunk));
+      const WireFormat wire = job.config->gradient_wire;
+      if (ProtocolError e = WireIs(m, wire, "a push for chunk " + S(m.chunk))) return e;
+      return Sized(m, *job.config, c.count, WirePayloadBytes(wire, c.bytes(), c.count),
+                   "a push for chunk " + S(m.chunk));
     }
     case MsgType::kParams: {
       if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "parameters, but " + me_name() + " is no worker");
@@ -139,6 +158,8 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       }
       const Layer& layer = job.model->layers()[static_cast<size_t>(m.layer)];
       if (ProtocolError e = ClockInRange(m, *job.config)) return e;
+      const WireFormat wire = job.config->gradient_wire;
+      if (ProtocolError e = WireIs(m, wire, "factors of layer " + layer.name)) return e;
       const int64_t floats = SfbFactorFloats(layer, job.config->batch);
       if (m.data && job.config->real_payloads) {
         // Real factors carry as many rows as the worker's batches had (a smaller last batch,
@@ -153,7 +174,8 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
         }
         return ProtocolError::Ok();
       }
-      return Sized(m, *job.config, floats, floats * 4, "factors of layer " + layer.name);
+      return Sized(m, *job.config, floats, WirePayloadBytes(wire, floats * 4, floats),
+                   "factors of layer " + layer.name);
     }
     case MsgType::kRing: {
       if (!L.IsWorker(me)) return Err(C::kNotForThisActor, "a ring step, but " + me_name() + " is no worker");
@@ -181,8 +203,12 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
           RingSegmentFloats(layer_bytes, chunk_bytes, m.chunk, seg, P, layer.value_words);
       const int64_t piece_bytes =
           std::min(chunk_bytes, layer_bytes - static_cast<int64_t>(m.chunk) * chunk_bytes);
-      return Sized(m, *job.config, span.count, RingSegmentBytes(piece_bytes, seg, P),
-                   "ring step " + S(m.step) + " of layer " + layer.name + " piece " + S(m.chunk));
+      const std::string what =
+          "ring step " + S(m.step) + " of layer " + layer.name + " piece " + S(m.chunk);
+      const WireFormat wire = job.config->gradient_wire;
+      if (ProtocolError e = WireIs(m, wire, what)) return e;
+      return Sized(m, *job.config, span.count,
+                   WirePayloadBytes(wire, RingSegmentBytes(piece_bytes, seg, P), span.count), what);
     }
   }
   return Err(C::kNotForThisActor, "message type " + S(static_cast<int>(m.type)) + " is unknown");

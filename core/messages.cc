@@ -18,6 +18,25 @@ const char* MsgTypeName(MsgType t) {
   return "unknown";
 }
 
+const char* WireFormatName(WireFormat w) {
+  switch (w) {
+    case WireFormat::kFp32: return "fp32";
+    case WireFormat::kFp16: return "fp16";
+    case WireFormat::kBf16: return "bf16";
+  }
+  return "unknown";
+}
+
+bool WireFormatFromName(const std::string& name, WireFormat* w) {
+  for (WireFormat x : {WireFormat::kFp32, WireFormat::kFp16, WireFormat::kBf16}) {
+    if (name == WireFormatName(x)) {
+      *w = x;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string Describe(const Message& m) {
   std::string s = MsgTypeName(m.type);
   s += " " + std::to_string(m.from) + "->" + std::to_string(m.to) + " clock " +

@@ -46,8 +46,28 @@ inline constexpr int32_t kRejoinPrevious = 2;
 inline constexpr int32_t kPushResent = 1;
 const char* MsgTypeName(MsgType t);
 
+// How a message's values travel (protocol.gradient_wire: ProtocolConfig::gradient_wire). kFp32:
+// as the job holds them (fp32 words; an fp64 model's values as two words each). kFp16 and kBf16:
+// 2 bytes per value, IEEE-754 binary16 or bfloat16 rounded to nearest even, as DDP's fp16 / bf16
+// compression hooks and Horovod's fp16 compression send gradients. Only gradients (pushes,
+// sufficient factors, ring steps) go 16-bit; a shard's parameters go as the job holds them, and
+// the 16-bit forms need fp32 values (config refuses them for an fp64 model). In memory a message
+// always holds floats: the live transport encodes and decodes the 16-bit forms on the wire
+// (real_runtime/half.h), and payload_bytes is what the wire carries, which the simulator prices.
+enum class WireFormat : uint8_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
+// "fp32", "fp16", "bf16".
+const char* WireFormatName(WireFormat w);
+bool WireFormatFromName(const std::string& name, WireFormat* w);
+// Payload bytes of a message whose values take `job_bytes` bytes as the job holds them and number
+// `values` 32-bit words: job_bytes in kFp32 (the phantom size is kept as it was), 2 per value in a
+// 16-bit form.
+inline int64_t WirePayloadBytes(WireFormat w, int64_t job_bytes, int64_t values) {
+  return w == WireFormat::kFp32 ? job_bytes : 2 * values;
+}
+
 struct Message {
   MsgType type = MsgType::kRegister;
+  WireFormat wire = WireFormat::kFp32;  // how `data` travels (set by the core on gradients)
   ActorId from = 0;
   ActorId to = 0;
   int64_t clock = 0;   // the worker iteration the message belongs to

@@ -106,6 +106,9 @@ struct SacpTiming {
   bool dwbp = true;
   bool per_layer_gate = false;        // forward of a layer waits only for that layer's values
   bool waits_for_fresh = true;        // BSP or staleness 0; false: SSP/ASP run on stale values
+  // Bytes a gradient value takes on the wire: 4, or 2 with a 16-bit protocol.gradient_wire
+  // (pushes, factors and ring steps; pulls stay 4).
+  double gradient_bytes_per_value = 4;
 };
 
 struct SacpInput {

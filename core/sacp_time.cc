@@ -91,12 +91,13 @@ double EstimateIteration(const Model& model, const SacpInput& in,
     for (int32_t cid : placement.chunks_of_layer(id)) {
       const Chunk& c = placement.chunks()[static_cast<size_t>(cid)];
       const double b = static_cast<double>(c.bytes());
+      const double g = b * t.gradient_bytes_per_value / 4;  // the push (gradient_wire)
       const int h = mach.of_shard(c.shard);
       shard_bytes[static_cast<size_t>(c.shard)] += b;
       for (int w = 0; w < in.workers; ++w) {
         if (w == h) continue;
-        push[l].out[static_cast<size_t>(w)] += b;
-        push[l].in[static_cast<size_t>(h)] += b;
+        push[l].out[static_cast<size_t>(w)] += g;
+        push[l].in[static_cast<size_t>(h)] += g;
         pull[l].out[static_cast<size_t>(h)] += b;
         pull[l].in[static_cast<size_t>(w)] += b;
       }
@@ -109,7 +110,8 @@ double EstimateIteration(const Model& model, const SacpInput& in,
     }
     if (in.workers < 2) continue;
     if (s == Scheme::kSfb) {
-      const double f = 4.0 * static_cast<double>(SfbFactorFloats(layer, in.batch)) * (p1 - 1);
+      const double f = t.gradient_bytes_per_value *
+                       static_cast<double>(SfbFactorFloats(layer, in.batch)) * (p1 - 1);
       for (int w = 0; w < in.workers; ++w) {
         tr.out[static_cast<size_t>(w)] += f;
         tr.in[static_cast<size_t>(w)] += f;
@@ -117,7 +119,8 @@ double EstimateIteration(const Model& model, const SacpInput& in,
       after[l] = t.message_s;
       rebuild[l] = (p1 - 1) * time_of(t.sfb_rebuild_s, l);
     } else if (s == Scheme::kAllreduce) {
-      const double b = 4.0 * static_cast<double>(layer.params) * 2.0 * (p1 - 1) / p1;
+      const double b =
+          t.gradient_bytes_per_value * static_cast<double>(layer.params) * 2.0 * (p1 - 1) / p1;
       for (int w = 0; w < in.workers; ++w) {
         tr.out[static_cast<size_t>(w)] += b;
         tr.in[static_cast<size_t>(w)] += b;

@@ -26,6 +26,8 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
   POSEIDON_CHECK(devices_ >= 1) << "devices_per_machine " << devices_;
   dev_.resize(static_cast<size_t>(devices_));
   POSEIDON_CHECK(!model_.layers().empty()) << "model " << model_.name() << " has no layers";
+  POSEIDON_CHECK(config_.gradient_wire == WireFormat::kFp32 || model_.layers()[0].value_words == 1)
+      << "a " << WireFormatName(config_.gradient_wire) << " gradient wire needs fp32 values";
   const int P = layout_.num_workers;
   sync_.resize(model_.layers().size());
   for (int l : model_.param_layers()) {
@@ -383,8 +385,10 @@ void Worker::SyncReduced(TimeNs now, int layer, int64_t clock) {
       m.clock = clock;
       m.layer = layer;
       // Real factors have the rows of the batches just back-propagated (message_rules.h).
-      m.payload_bytes = factors ? static_cast<int64_t>(factors->size()) * 4
-                                : SfbFactorFloats(L, config_.batch) * 4;
+      const int64_t words =
+          factors ? static_cast<int64_t>(factors->size()) : SfbFactorFloats(L, config_.batch);
+      m.payload_bytes = WirePayloadBytes(config_.gradient_wire, words * 4, words);
+      m.wire = config_.gradient_wire;
       m.data = factors;
       Send(std::move(m), layer);
     }
@@ -408,7 +412,8 @@ void Worker::PushLayer(TimeNs now, int layer, int64_t clock) {
     m.clock = clock;
     m.chunk = c.id;
     m.layer = c.layer;
-    m.payload_bytes = c.bytes();
+    m.payload_bytes = WirePayloadBytes(config_.gradient_wire, c.bytes(), c.count);
+    m.wire = config_.gradient_wire;
     m.data = store_->GradientChunk(c);
     pushed_[static_cast<size_t>(c.id)] = clock + 1;
     if (config_.fault.checkpoint_every > 0) Retain(m);
@@ -604,11 +609,13 @@ void Worker::RingStep(TimeNs now, int layer, int piece) {
     m.layer = layer;
     m.chunk = piece;
     m.step = t;
-    m.payload_bytes = RingSegmentBytes(p.bytes, seg, P);
     const Layer& L = model_.layers()[layer];
-    m.data = store_->RingSegment(layer, s.ring_version,
-                                 RingSegmentFloats(L.params * 4, config_.chunk_bytes, piece, seg,
-                                                   P, L.value_words));
+    const RingSpan span =
+        RingSegmentFloats(L.params * 4, config_.chunk_bytes, piece, seg, P, L.value_words);
+    m.payload_bytes =
+        WirePayloadBytes(config_.gradient_wire, RingSegmentBytes(p.bytes, seg, P), span.count);
+    m.wire = config_.gradient_wire;
+    m.data = store_->RingSegment(layer, s.ring_version, span);
     Send(std::move(m), layer);
     ++p.sent;
   }

@@ -50,9 +50,11 @@ int FuzzFrame(const uint8_t* data, size_t size) {
   size_t rest_size = size - 1 - rt::kFrameHeaderBytes;
   uint8_t type = 0;
   uint32_t length = 0;
+  uint8_t flags = 0;  // a core message's wire format (fp32, fp16, bf16), or junk
   if ((mode & 4) && r.ok) {
     type = r.header.type;
     length = r.header.length;
+    flags = r.header.flags;
   } else {
     if (rest_size < 5) return 0;
     type = rest[0];
@@ -63,11 +65,13 @@ int FuzzFrame(const uint8_t* data, size_t size) {
   // The transport always hands the decoder a full 40-byte buffer (asio::async_read of `fixed`).
   std::vector<uint8_t> fixed(rt::kMessageFixedBytes, 0);
   std::memcpy(fixed.data(), rest, std::min(rest_size, fixed.size()));
-  const rt::MessageFixedResult m = rt::DecodeMessageFixed(fixed.data(), type, length, 128);
+  const rt::MessageFixedResult m = rt::DecodeMessageFixed(fixed.data(), type, length, 128, flags);
   POSEIDON_FUZZ_CHECK(m.ok != !m.error.empty());
   if (m.ok) {
     POSEIDON_FUZZ_CHECK(rt::IsCoreMessageType(type));
-    POSEIDON_FUZZ_CHECK(rt::kMessageFixedBytes + uint64_t{4} * m.fixed.float_count == length);
+    core::WireFormat wire = core::WireFormat::kFp32;
+    POSEIDON_FUZZ_CHECK(rt::WireFormatOfFlags(flags, &wire) && wire == m.fixed.msg.wire);
+    POSEIDON_FUZZ_CHECK(rt::kMessageFixedBytes + m.fixed.value_bytes() == length);
     if (m.fixed.float_count == 0) {
       // A phantom message (no floats) re-encodes to the same 40 bytes.
       const auto again = rt::EncodeMessageFixed(m.fixed.msg);

@@ -34,7 +34,9 @@ class EmbeddedWorker::Runner final : public WorkerRunner {
         // BSP: the next clock waits for the mean, which then overwrites the gradients in place.
         store_(role.job().model, *role.job().placement, role.process().rank(),
                role.process().layout().num_workers,
-               role.job().protocol.consistency == core::Consistency::kBsp) {}
+               role.job().protocol.consistency == core::Consistency::kBsp) {
+    store_.SetGradientWire(role.job().protocol.gradient_wire);
+  }
 
   core::WorkerStore* store() override { return &store_; }
   bool reports_loss() const override { return false; }

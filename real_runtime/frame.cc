@@ -102,12 +102,23 @@ bool IsCoreMessageType(uint8_t type) {
          type <= static_cast<uint8_t>(core::MsgType::kRejoin);
 }
 
+bool WireFormatOfFlags(uint8_t flags, core::WireFormat* w) {
+  if (flags != 0 && flags != kFrameFlagsFp16 && flags != kFrameFlagsBf16) return false;
+  *w = static_cast<core::WireFormat>(flags);
+  return true;
+}
+
+uint64_t MessageFixed::value_bytes() const {
+  return uint64_t{msg.wire == core::WireFormat::kFp32 ? 4u : 2u} * float_count;
+}
+
 std::array<uint8_t, kMessageFixedBytes> EncodeMessageFixed(const core::Message& m) {
   std::array<uint8_t, kMessageFixedBytes> b{};
   const uint32_t n = m.data ? static_cast<uint32_t>(m.data->size()) : 0;
-  // On the wire a message carries exactly its floats; a phantom message (no floats) keeps its
-  // payload_bytes field, which replayed compute relies on.
-  const int64_t payload_bytes = m.data ? int64_t{4} * n : m.payload_bytes;
+  // On the wire a message carries exactly its values (4 or, in a 16-bit format, 2 bytes each); a
+  // phantom message (no floats) keeps its payload_bytes field, which replayed compute relies on.
+  const int64_t per_value = m.wire == core::WireFormat::kFp32 ? 4 : 2;
+  const int64_t payload_bytes = m.data ? per_value * n : m.payload_bytes;
   Put<uint32_t>(&b[0], static_cast<uint32_t>(m.from));
   Put<uint32_t>(&b[4], static_cast<uint32_t>(m.to));
   Put<uint64_t>(&b[8], static_cast<uint64_t>(m.clock));
@@ -121,10 +132,17 @@ std::array<uint8_t, kMessageFixedBytes> EncodeMessageFixed(const core::Message& 
 }
 
 MessageFixedResult DecodeMessageFixed(const uint8_t* b, uint8_t type, uint32_t frame_length,
-                                      uint64_t off) {
+                                      uint64_t off, uint8_t flags) {
   MessageFixedResult r;
   if (!IsCoreMessageType(type)) {
     r.error = fmt::format("unknown message type {} in the frame at stream offset {}", type, off);
+    return r;
+  }
+  core::WireFormat wire = core::WireFormat::kFp32;
+  if (!WireFormatOfFlags(flags, &wire)) {
+    r.error = fmt::format("unknown flags 0x{:02x} of the message frame whose body starts at stream "
+                          "offset {}",
+                          flags, off);
     return r;
   }
   if (frame_length < kMessageFixedBytes) {
@@ -144,18 +162,22 @@ MessageFixedResult DecodeMessageFixed(const uint8_t* b, uint8_t type, uint32_t f
   f.msg.payload_bytes = static_cast<int64_t>(Get<uint64_t>(b + 28));
   f.float_count = Get<uint32_t>(b + 36);
   f.msg.sent_at = static_cast<int64_t>(Get<uint64_t>(b + 40));
-  const uint64_t expected_length = kMessageFixedBytes + uint64_t{4} * f.float_count;
+  f.msg.wire = wire;
+  const uint64_t expected_length = kMessageFixedBytes + f.value_bytes();
+  const char* format = wire == core::WireFormat::kFp32 ? "" : core::WireFormatName(wire);
   if (expected_length != frame_length) {
-    r.error = fmt::format("float count {} at stream offset {} needs a {}-byte frame, the header "
-                          "says {}",
-                          f.float_count, off + 36, expected_length, frame_length);
+    r.error = fmt::format("float count {}{}{} at stream offset {} needs a {}-byte frame, the "
+                          "header says {}",
+                          f.float_count, *format ? " in " : "", format, off + 36, expected_length,
+                          frame_length);
     return r;
   }
-  if (f.float_count > 0 ? f.msg.payload_bytes != int64_t{4} * f.float_count
+  if (f.float_count > 0 ? f.msg.payload_bytes != static_cast<int64_t>(f.value_bytes())
                         : f.msg.payload_bytes < 0) {
-    r.error = fmt::format("payload_bytes {} at stream offset {} does not match the {} floats "
+    r.error = fmt::format("payload_bytes {} at stream offset {} does not match the {} {} "
                           "carried",
-                          f.msg.payload_bytes, off + 28, f.float_count);
+                          f.msg.payload_bytes, off + 28, f.float_count,
+                          *format ? std::string(format) + " values" : std::string("floats"));
     return r;
   }
   r.ok = true;

@@ -8,7 +8,7 @@
 //        0     4  magic "PSDN"
 //        4     2  protocol version (kProtocolVersion)
 //        6     1  message type (core::MsgType, or a transport type such as the handshake)
-//        7     1  flags
+//        7     1  flags (a core message's wire format, kFrameFlagsFp16 / Bf16; else 0)
 //        8     4  sender rank
 //       12     8  sequence number (per connection and direction, starting at 0)
 //       20     4  payload length in bytes
@@ -49,6 +49,14 @@ inline constexpr uint8_t kFrameRefused = 18;
 inline constexpr uint8_t kFrameControlMin = 64;
 bool IsCoreMessageType(uint8_t type);
 
+// A core message frame's flags: how its values travel (core::WireFormat, protocol.gradient_wire):
+// 0 as fp32 words, kFrameFlagsFp16 / kFrameFlagsBf16 as 2-byte values (half.h). Other bits, and
+// flags on any other frame, are refused.
+inline constexpr uint8_t kFrameFlagsFp16 = static_cast<uint8_t>(core::WireFormat::kFp16);
+inline constexpr uint8_t kFrameFlagsBf16 = static_cast<uint8_t>(core::WireFormat::kBf16);
+// The wire format `flags` declare; false for flags no core message frame carries.
+bool WireFormatOfFlags(uint8_t flags, core::WireFormat* w);
+
 struct FrameHeader {
   uint16_t version = kProtocolVersion;
   uint8_t type = 0;
@@ -81,29 +89,34 @@ DecodeResult DecodeFrameHeader(const uint8_t* bytes, uint64_t stream_offset,
 //       16     4  chunk (int32)
 //       20     4  layer (int32)
 //       24     4  step (int32)
-//       28     8  payload_bytes (int64): 4 * float count, or, with no floats, the phantom size
-//       36     4  float count (uint32)
+//       28     8  payload_bytes (int64): 4 * float count (2 * count in a 16-bit wire format),
+//                  or, with no floats, the phantom size
+//       36     4  float count (uint32): the values carried
 //       40     8  sent_at: when the sender handed the message over, ns on the job time base
 //                  (tracing only; 0 when unknown)
-//       48  4*n  the floats (IEEE-754 binary32, little-endian: the host's own layout)
+//       48  4*n  the floats (IEEE-754 binary32, little-endian: the host's own layout), or, when
+//           2*n  the header's flags say fp16 / bf16, the values in that format (half.h)
 //
-// The floats are never copied into a frame buffer: the sender writes them straight from the
+// fp32 floats are never copied into a frame buffer: the sender writes them straight from the
 // message's shared vector (scatter/gather) and the receiver reads straight into a new vector.
+// 16-bit values are encoded into a buffer of the frame, and decoded into floats on arrival.
 inline constexpr size_t kMessageFixedBytes = 48;
 std::array<uint8_t, kMessageFixedBytes> EncodeMessageFixed(const core::Message& m);
 
 struct MessageFixed {
-  core::Message msg;  // every field but data
+  core::Message msg;  // every field but data (msg.wire from the header's flags)
   uint32_t float_count = 0;
+  // Bytes of the values after the fixed part: float_count x 4, or x 2 in a 16-bit format.
+  uint64_t value_bytes() const;
 };
-// Decodes and checks the fixed part of a frame of `type` and `frame_length` payload bytes that
-// starts at `stream_offset`: an error names the field, the offset and what was wrong.
+// Decodes and checks the fixed part of a frame of `type`, `flags` and `frame_length` payload bytes
+// that starts at `stream_offset`: an error names the field, the offset and what was wrong.
 struct MessageFixedResult {
   bool ok = false;
   MessageFixed fixed;
   std::string error;
 };
 MessageFixedResult DecodeMessageFixed(const uint8_t* bytes, uint8_t type, uint32_t frame_length,
-                                      uint64_t stream_offset);
+                                      uint64_t stream_offset, uint8_t flags = 0);
 
 }  // namespace poseidon::rt

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "real_runtime/half.h"
 #include "real_runtime/live_stores.h"
 #include "real_runtime/value_words.h"
 
@@ -179,11 +180,22 @@ void ExternalWorkerStore::WriteParams(const core::Chunk& c, const core::Message&
 // gradient exactly: the identity and the gradient (N <= M: g = I_N, x = dW; else g = dW^T,
 // x = I_M), whose product g^T x is dW.
 core::FloatBuffer ExternalWorkerStore::SfbFactors(int layer) {
+  core::FloatBuffer f = FactorsOf(layer);
+  if (gradient_wire_ != core::WireFormat::kFp32) {
+    // Its own factors as its peers decode them (the stacked GEMM is then the same everywhere).
+    auto sent = std::make_shared<std::vector<float>>(*f);
+    RoundThroughWire(gradient_wire_, sent->data(), sent->size());
+    f = std::move(sent);
+  }
+  return own_factors_[static_cast<size_t>(layer)] = f;
+}
+
+core::FloatBuffer ExternalWorkerStore::FactorsOf(int layer) {
   const core::Layer& L = LayerOf(layer);
   const auto& [mine, rows] = factors_[static_cast<size_t>(layer)];
   POSEIDON_CHECK(mine) << "no factors of layer " << L.name;
   const int64_t m = L.fc_in, n = L.fc_out, k = std::min(m, n), w = value_words_;
-  if (rows > 0 && rows <= k) return own_factors_[static_cast<size_t>(layer)] = mine;
+  if (rows > 0 && rows <= k) return mine;
   const float* dw = grads_[static_cast<size_t>(layer)][0];  // n x m values
   auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(core::SfbRowWords(L, k)), 0.f);
   float* g = out->data();          // k x n values
@@ -207,7 +219,7 @@ core::FloatBuffer ExternalWorkerStore::SfbFactors(int layer) {
       one(x + (r * m + r) * w);  // x = I_M
     }
   }
-  return own_factors_[static_cast<size_t>(layer)] = out;
+  return out;
 }
 
 void ExternalWorkerStore::SfbAddOwn(int layer, int64_t clock) {
@@ -310,7 +322,9 @@ void ExternalWorkerStore::RingBegin(int layer, int64_t clock) {
 
 core::FloatBuffer ExternalWorkerStore::RingSegment(int layer, int64_t clock, core::RingSpan span) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::vector<float>& sum = RingSum(layer, clock, span);
+  std::vector<float>& sum = RingSum(layer, clock, span);
+  // 16-bit wire: kept as the next worker decodes it (LiveWorkerStore::RingSegment says why).
+  RoundThroughWire(gradient_wire_, sum.data() + span.offset, static_cast<size_t>(span.count));
   const auto begin = sum.begin() + span.offset;
   return std::make_shared<const std::vector<float>>(begin, begin + span.count);
 }

@@ -102,8 +102,15 @@ class ExternalWorkerStore final : public core::WorkerStore {
   // worker's own factors come last, SfbApply makes the sum, on the loop thread.)
   void SfbRebuild(int layer, int64_t clock, int peer);
 
+  // protocol.gradient_wire (before the job starts; fp32 values only). In a 16-bit format this
+  // worker keeps of what it sends what its peers decode (half.h RoundThroughWire): its own
+  // factors in the stacked GEMM, the ring segments it sends; every replica adds the same numbers.
+  void SetGradientWire(core::WireFormat w) { gradient_wire_ = w; }
+
  private:
   const core::Layer& LayerOf(int layer) const;
+  // The layer's factors as the program gave them, or the identity and the gradient (SfbFactors).
+  core::FloatBuffer FactorsOf(int layer);
   // Where the mean of (clock, layer, blob) goes: the program's gradient buffer (in place), or
   // the clock's buffer (made on first use). Holds mu_.
   float* MeanOf(int64_t clock, int layer, int blob);
@@ -114,6 +121,7 @@ class ExternalWorkerStore final : public core::WorkerStore {
   const core::ActorId self_;
   const int value_words_;
   const bool in_place_;
+  core::WireFormat gradient_wire_ = core::WireFormat::kFp32;
   std::vector<int64_t> layer_offset_;               // words before each layer's first blob
   std::vector<std::vector<int64_t>> blob_offset_;   // [layer][blob]: words before it
   std::vector<std::vector<const float*>> grads_;    // [layer][blob]: the program's buffers

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "config/yaml_reader.h"
+#include "real_runtime/half.h"
 
 namespace poseidon::rt {
 namespace {
@@ -120,7 +121,14 @@ void LiveWorkerStore::WriteParams(const core::Chunk& c, const core::Message& par
   std::memcpy(b.value + c.offset, params.data->data(), static_cast<size_t>(c.count) * sizeof(float));
 }
 
-core::FloatBuffer LiveWorkerStore::SfbFactors(int layer) { return replica_.factors(layer); }
+core::FloatBuffer LiveWorkerStore::SfbFactors(int layer) {
+  core::FloatBuffer f = replica_.factors(layer);
+  if (gradient_wire_ == core::WireFormat::kFp32 || !f) return f;
+  auto sent = std::make_shared<std::vector<float>>(*f);
+  RoundThroughWire(gradient_wire_, sent->data(), sent->size());
+  std::lock_guard<std::mutex> lock(sfb_mutex_);
+  return own_factors_[layer] = std::move(sent);
+}
 
 void LiveWorkerStore::AddPart(int layer, int64_t clock, core::ActorId from,
                               std::vector<float> dw) {
@@ -130,7 +138,21 @@ void LiveWorkerStore::AddPart(int layer, int64_t clock, core::ActorId from,
 
 void LiveWorkerStore::SfbAddOwn(int layer, int64_t clock) {
   const kernels::BlobRef& w = Blob(layer, 0);
-  AddPart(layer, clock, self_, std::vector<float>(w.grad, w.grad + w.count));
+  if (gradient_wire_ == core::WireFormat::kFp32) {
+    AddPart(layer, clock, self_, std::vector<float>(w.grad, w.grad + w.count));
+    return;
+  }
+  // What every peer rebuilds from the factors this worker sent (SfbRebuild), bit for bit.
+  core::FloatBuffer f;
+  {
+    std::lock_guard<std::mutex> lock(sfb_mutex_);
+    f = own_factors_.at(layer);
+  }
+  const core::Layer& L = model_.layers()[static_cast<size_t>(layer)];
+  const int64_t m = L.fc_in, n = L.fc_out, k = static_cast<int64_t>(f->size()) / (m + n);
+  std::vector<float> dw(static_cast<size_t>(n * m));
+  kernels::RebuildFcGradient(f->data(), f->data() + k * n, k, m, n, dw.data());
+  AddPart(layer, clock, self_, std::move(dw));
 }
 
 void LiveWorkerStore::SfbReceive(const core::Message& m) {
@@ -218,7 +240,11 @@ void LiveWorkerStore::RingBegin(int layer, int64_t clock) {
 }
 
 core::FloatBuffer LiveWorkerStore::RingSegment(int layer, int64_t clock, core::RingSpan span) {
-  const std::vector<float>& sum = RingSum(layer, clock, span);
+  std::vector<float>& sum = RingSum(layer, clock, span);
+  // In a 16-bit wire format the segment is kept as the next worker decodes it: harmless for a
+  // partial sum (this worker's copy of it is overwritten by the all-gather), and for the segment
+  // this worker reduced it makes its copy the one every other worker gathers.
+  RoundThroughWire(gradient_wire_, sum.data() + span.offset, static_cast<size_t>(span.count));
   const auto begin = sum.begin() + span.offset;
   return std::make_shared<const std::vector<float>>(begin, begin + span.count);
 }

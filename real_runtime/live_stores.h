@@ -100,6 +100,12 @@ class LiveWorkerStore final : public core::WorkerStore {
   // (one GEMM) and adds it to that clock's sum.
   void SfbRebuild(int layer, int64_t clock, int peer);
 
+  // protocol.gradient_wire (before the job starts). In a 16-bit format this worker keeps of what
+  // it sends what its peers decode (half.h RoundThroughWire), so that every replica adds the
+  // same numbers: the ring segments it sends, and its own SFB contribution, rebuilt from its
+  // factors as sent (one GEMM on the caller's thread) instead of its exact weight gradient.
+  void SetGradientWire(core::WireFormat w) { gradient_wire_ = w; }
+
   // Held by the compute thread while it runs a layer and by every write of its values.
   std::mutex& LayerLock(int layer) { return layer_mutex_.at(static_cast<size_t>(layer)); }
 
@@ -122,6 +128,8 @@ class LiveWorkerStore final : public core::WorkerStore {
   std::map<std::pair<int, int64_t>, std::map<core::ActorId, std::vector<float>>> sfb_parts_;
   std::map<std::tuple<int, int64_t, int>, core::FloatBuffer> sfb_factors_;       // (layer, clock, peer)
   std::map<int, std::vector<float>> sfb_history_;                                 // momentum, per layer
+  core::WireFormat gradient_wire_ = core::WireFormat::kFp32;
+  std::map<int, core::FloatBuffer> own_factors_;  // 16-bit wire: the factors last sent, per layer
   // Ring all-reduce: the layer's flattened gradient sum of each clock in progress (at most two:
   // a fast predecessor's steps of the next clock arrive before this worker's own gradient), and
   // the momentum of ring layers, blobs flattened in order.

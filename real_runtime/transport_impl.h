@@ -27,25 +27,38 @@
 
 namespace poseidon::rt {
 
-// One frame waiting to be written. Core messages keep a reference to their floats (no copy);
-// control and handshake frames own their small body.
+// One frame waiting to be written. Core messages keep a reference to their floats (no copy), or,
+// in a 16-bit wire format (msg.wire), own their values encoded (half.h); control and handshake
+// frames own their small body.
 struct OutFrame {
   std::array<uint8_t, kFrameHeaderBytes> header{};
   std::array<uint8_t, kMessageFixedBytes> fixed{};
   bool is_message = false;
-  core::Message msg;          // for on_sent; msg.data is the payload written
+  uint8_t flags = 0;          // the header's: a message's wire format
+  core::Message msg;          // for on_sent; msg.data is the payload written (fp32)
+  std::vector<uint16_t> values16;  // msg.data encoded, in a 16-bit wire format
   std::vector<uint8_t> body;  // control / handshake body
   FrameTag tag{};             // after the handshake: the frame's tag (frame_mac.h)
   bool tagged = false;
   size_t bytes = 0;  // header and tag included
 
+  // A message's values as written after its fixed part.
+  Bytes Values() const {
+    if (msg.wire != core::WireFormat::kFp32) {
+      return Bytes(reinterpret_cast<const uint8_t*>(values16.data()),
+                   values16.size() * sizeof(uint16_t));
+    }
+    if (!msg.data) return Bytes();
+    return Bytes(reinterpret_cast<const uint8_t*>(msg.data->data()),
+                 msg.data->size() * sizeof(float));
+  }
+
   void AppendBuffers(std::vector<asio::const_buffer>* b) const {
     b->push_back(asio::buffer(header));
     if (is_message) {
       b->push_back(asio::buffer(fixed));
-      if (msg.data && !msg.data->empty()) {
-        b->push_back(asio::buffer(msg.data->data(), msg.data->size() * sizeof(float)));
-      }
+      const Bytes values = Values();
+      if (!values.empty()) b->push_back(asio::buffer(values.data(), values.size()));
     } else if (!body.empty()) {
       b->push_back(asio::buffer(body));
     }
@@ -137,6 +150,7 @@ struct Conn {
   MessageFixed mf;
   std::vector<uint8_t> body;
   std::shared_ptr<std::vector<float>> floats;
+  std::vector<uint16_t> values16;  // a 16-bit message's values as read, before decoding
   uint64_t frame_gen = 0;
   asio::steady_timer hs_timer, frame_timer;
 

@@ -2,6 +2,8 @@
 // allocated, bodies read into pooled vectors, each frame's tag verified before it is used.
 #include "real_runtime/transport_impl.h"
 
+#include "real_runtime/half.h"
+
 #include <endian.h>
 
 #include <fmt/format.h>
@@ -87,7 +89,8 @@ void Transport::Impl::OnHeaderBytes(const std::shared_ptr<Conn>& c, asio::error_
     return Fail(c, r.error);
   }
   const FrameHeader& h = r.header;
-  if (h.flags != 0) {
+  // Only a core message's frame has flags: its wire format (DecodeMessageFixed checks them).
+  if (h.flags != 0 && !(up && IsCoreMessageType(h.type))) {
     return Fail(
         c, fmt::format("unknown flags 0x{:02x} at stream offset {}", h.flags, c->frame_off + 7));
   }
@@ -148,13 +151,19 @@ void Transport::Impl::OnFixed(const std::shared_ptr<Conn>& c, asio::error_code e
   c->rx_off += got;
   if (ec) return ReadFailed(c, ec, "message body");
   MessageFixedResult r = DecodeMessageFixed(c->fixed.data(), c->cur.type, c->cur.length,
-                                            c->frame_off + kFrameHeaderBytes);
+                                            c->frame_off + kFrameHeaderBytes, c->cur.flags);
   if (!r.ok) return Fail(c, r.error);
   c->mf = r.fixed;
   std::vector<asio::mutable_buffer> rest;
   if (c->mf.float_count > 0) {
+    // The length was checked against its limit, and the float count against the length.
     c->floats = pool_->Get(c->mf.float_count);
-    rest.push_back(asio::buffer(c->floats->data(), c->floats->size() * sizeof(float)));
+    if (c->mf.msg.wire == core::WireFormat::kFp32) {
+      rest.push_back(asio::buffer(c->floats->data(), c->floats->size() * sizeof(float)));
+    } else {
+      c->values16.resize(c->mf.float_count);
+      rest.push_back(asio::buffer(c->values16.data(), c->values16.size() * sizeof(uint16_t)));
+    }
   }
   rest.push_back(asio::buffer(c->rx_tag));  // a message travels only on an authenticated link
   c->WithStream([&](auto& s) {
@@ -183,10 +192,17 @@ bool Transport::Impl::TagChecks(const std::shared_ptr<Conn>& c, Bytes body, Byte
 }
 
 void Transport::Impl::OnMessageRead(const std::shared_ptr<Conn>& c) {
-  const Bytes floats = c->floats ? Bytes(reinterpret_cast<const uint8_t*>(c->floats->data()),
-                                         c->floats->size() * sizeof(float))
-                                 : Bytes();
-  if (!TagChecks(c, Bytes(c->fixed.data(), c->fixed.size()), floats)) return;
+  const bool wide = c->mf.msg.wire == core::WireFormat::kFp32;
+  const Bytes values =
+      !c->floats ? Bytes()
+      : wide     ? Bytes(reinterpret_cast<const uint8_t*>(c->floats->data()),
+                         c->floats->size() * sizeof(float))
+                 : Bytes(reinterpret_cast<const uint8_t*>(c->values16.data()),
+                         c->values16.size() * sizeof(uint16_t));
+  if (!TagChecks(c, Bytes(c->fixed.data(), c->fixed.size()), values)) return;
+  if (c->floats && !wide) {
+    DecodeValues(c->mf.msg.wire, c->values16.data(), c->values16.size(), c->floats->data());
+  }
   const uint64_t body_off = c->frame_off + kFrameHeaderBytes;
   if (c->mf.msg.from != c->peer) {
     return Fail(c, fmt::format("message from rank {} at stream offset {}, but this connection "

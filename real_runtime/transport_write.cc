@@ -2,6 +2,8 @@
 // tag, scatter/gather writes, on_sent, backpressure. See transport_impl.h.
 #include "real_runtime/transport_impl.h"
 
+#include "real_runtime/half.h"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -16,10 +18,9 @@ void Transport::Impl::Enqueue(const std::shared_ptr<Conn>& c, uint8_t type, OutF
   h.sender = static_cast<uint32_t>(rank_);
   h.seq = c->tx_seq++;
   h.epoch = o_.epoch;
+  h.flags = f.flags;
   size_t body = f.body.size();
-  if (f.is_message) {
-    body = kMessageFixedBytes + (f.msg.data ? f.msg.data->size() * sizeof(float) : 0);
-  }
+  if (f.is_message) body = kMessageFixedBytes + f.Values().size();
   h.length = static_cast<uint32_t>(body);
   f.header = EncodeFrameHeader(h);
   f.bytes = kFrameHeaderBytes + body;
@@ -28,10 +29,7 @@ void Transport::Impl::Enqueue(const std::shared_ptr<Conn>& c, uint8_t type, OutF
     // not change until on_sent (Send's contract).
     const Bytes header(f.header.data(), f.header.size());
     if (f.is_message) {
-      const Bytes floats = f.msg.data ? Bytes(reinterpret_cast<const uint8_t*>(f.msg.data->data()),
-                                              f.msg.data->size() * sizeof(float))
-                                      : Bytes();
-      f.tag = c->tx_mac->Tag(h.seq, {header, Bytes(f.fixed.data(), f.fixed.size()), floats});
+      f.tag = c->tx_mac->Tag(h.seq, {header, Bytes(f.fixed.data(), f.fixed.size()), f.Values()});
     } else {
       f.tag = c->tx_mac->Tag(h.seq, {header, Bytes(f.body.data(), f.body.size())});
     }
@@ -96,7 +94,7 @@ bool Transport::Impl::Send(const core::Message& msg) {
     return false;
   }
   const size_t floats = msg.data ? msg.data->size() : 0;
-  const size_t body = kMessageFixedBytes + floats * sizeof(float);
+  const size_t body = kMessageFixedBytes + floats * WireValueBytes(msg.wire);
   if (body > o_.max_payload_bytes) {
     log_->error("rank {}: cannot send {} to rank {}: {} bytes exceed max_payload_bytes {}", rank_,
                 core::MsgTypeName(msg.type), msg.to, body, o_.max_payload_bytes);
@@ -108,6 +106,12 @@ bool Transport::Impl::Send(const core::Message& msg) {
   f.is_message = true;
   f.msg = msg;
   f.fixed = EncodeMessageFixed(msg);
+  if (msg.wire != core::WireFormat::kFp32) {
+    // protocol.gradient_wire: the values go as 16-bit ones (the header's flags say which).
+    f.flags = static_cast<uint8_t>(msg.wire);
+    f.values16.resize(floats);
+    if (floats > 0) EncodeValues(msg.wire, msg.data->data(), floats, f.values16.data());
+  }
   Enqueue(c, static_cast<uint8_t>(msg.type), std::move(f));
   return true;
 }

@@ -52,6 +52,7 @@ KernelRunner::KernelRunner(WorkerRole& role) : role_(role), p_(role.process()) {
   w.rejoin = o.rejoin || o.resume;
   w.who = p_.Who(o.rank);
   compute_ = std::make_unique<WorkerCompute>(job.model, *job.placement, o.rank, w);
+  compute_->store()->SetGradientWire(job.protocol.gradient_wire);
 }
 
 void KernelRunner::Start(const core::ComputeTask& task, core::TimeNs begin) {

@@ -276,3 +276,32 @@ def test_ssp0_steps_on_the_means_as_one_process_does(tmp_path):
     runs = run_poseidon(tmp, workers=2, servers=2, model="cnn", optimizer="adam", lr=0.01,
                         scheme="auto", consistency="ssp:0")
     assert_same(ref, runs, 1e-10)
+
+
+@pytest.mark.parametrize("scheme,wire", [("sfb", "fp16"), ("allreduce", "bf16")])
+def test_a_16bit_gradient_wire_stays_close_and_keeps_replicas_identical(tmp_path, scheme, wire):
+    """protocol.gradient_wire: the gradients travel as 16-bit values (the means the optimizers
+    step on come back in fp32); every worker keeps what it sends as its peers decode it, so the
+    replicas stay bit-identical, within the format's rounding of the single process."""
+    tmp = str(tmp_path)
+    ref = run_single(tmp, model="mlp", dtype="float32")
+    runs = run_poseidon(tmp, model="mlp", dtype="float32", scheme=scheme,
+                        extra_launch=("--set", f"protocol.gradient_wire={wire}"))
+    assert len(runs) == 2
+    assert_same(ref, runs, 1e-2)
+    (single,) = ref
+    rounded = 0.0
+    for k, v in runs[0]["state"].items():
+        if v.is_floating_point():
+            assert torch.equal(v, runs[1]["state"][k]), f"{k}: the replicas differ"
+            rounded = max(rounded, (v - single["state"][k]).abs().max().item())
+    assert rounded > 1e-6, "nothing was rounded"
+
+
+def test_a_16bit_gradient_wire_refuses_float64_values(tmp_path):
+    r, logs = run_poseidon(str(tmp_path), model="mlp", scheme="ps", expect_ok=False,
+                           extra_launch=("--set", "protocol.gradient_wire=fp16"))
+    assert r.returncode != 0
+    text = r.stdout + r.stderr + _logs(logs)
+    assert "protocol.gradient_wire fp16 sends gradients as 16-bit values, which needs fp32 values" \
+        in text, text

@@ -1,6 +1,9 @@
 // Scenario and sweep files: good ones load; each class of bad input gives one located message.
 #include "config/scenario.h"
 
+#include "config/job_config.h"
+#include "config/model_loader.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -162,6 +165,57 @@ TEST_F(ScenarioFile, UnknownChoiceListsChoices) {
   std::string e = Error(text);
   EXPECT_NE(e.find("unknown topology 'ring'"), std::string::npos) << e;
   EXPECT_NE(e.find("star, leaf_spine"), std::string::npos) << e;
+}
+
+// protocol.gradient_wire: fp32 by default; fp16 and bf16 by name, in the file or by --set; an
+// unknown format is one located line listing the known ones; a misspelt key gets a suggestion;
+// a 16-bit wire with an fp64 model is refused at the key.
+TEST_F(ScenarioFile, GradientWire) {
+  EXPECT_EQ(LoadScenarioFile(Write(kGood)).gradient_wire, "fp32");
+  for (const char* w : {"fp32", "fp16", "bf16"}) {
+    ScenarioSpec s = LoadScenarioFile(Write(std::string(kGood) + "protocol:\n  gradient_wire: " + w + "\n"));
+    EXPECT_EQ(s.gradient_wire, w);
+    EXPECT_EQ(LoadScenarioFile(Write(kGood), {std::string("protocol.gradient_wire=") + w}).gradient_wire, w);
+  }
+  std::string e = Error(std::string(kGood) + "protocol:\n  dwbp: true\n  gradient_wire: fp8\n");
+  EXPECT_NE(e.find("s.yaml:11:18: error: unknown gradient_wire 'fp8'"), std::string::npos) << e;
+  EXPECT_NE(e.find("known: fp32, fp16, bf16"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;  // one line
+  e = Error(std::string(kGood) + "protocol:\n  gradient_wires: fp16\n");
+  EXPECT_NE(e.find("s.yaml:10:3: error: unknown key 'gradient_wires'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'gradient_wire'"), std::string::npos) << e;
+  try {
+    LoadScenarioFile(Write(kGood), {"protocol.gradient_wire=half"});
+    FAIL() << "no error";
+  } catch (const ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("unknown gradient_wire 'half'"), std::string::npos)
+        << err.what();
+  }
+  // fp64 values cannot go as 16-bit ones.
+  std::ofstream(dir_ / "m64.yaml")
+      << "schema_version: 1\nname: m64\ninput: {channels: 1, height: 4, width: 4}\n"
+         "num_classes: 2\nvalue_words: 2\nlayers:\n  - {name: fc1, type: fc, num_output: 2}\n"
+         "  - {name: loss, type: softmax_loss}\n";
+  std::string text = kGood;
+  text.replace(text.find("model: cifar10_quick"), 20, "model: " + (dir_ / "m64.yaml").string());
+  EXPECT_EQ(Error(text + "protocol:\n  gradient_wire: fp32\n"), "");
+  e = Error(text + "protocol:\n  gradient_wire: bf16\n");
+  EXPECT_NE(e.find("s.yaml:10:18: error: gradient_wire bf16 sends gradients as 16-bit values, "
+                   "which needs an fp32 model, but model 'm64' holds fp64 values"),
+            std::string::npos)
+      << e;
+  // The core's config; a model the workers bring (model: torch) is checked when it arrives.
+  ScenarioSpec s = LoadScenarioFile(Write(std::string(kGood) + "protocol:\n  gradient_wire: fp16\n"));
+  EXPECT_EQ(BuildProtocol(s, BuildScenarioModel(s), false).gradient_wire, core::WireFormat::kFp16);
+  s.model = LoadModelFile((dir_ / "m64.yaml").string());
+  try {
+    BuildProtocol(s, BuildScenarioModel(s), false);
+    FAIL() << "no error";
+  } catch (const ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("s.yaml:10:3: error: protocol.gradient_wire fp16"),
+              std::string::npos)
+        << err.what();
+  }
 }
 
 TEST_F(ScenarioFile, ConnectionsChoice) {

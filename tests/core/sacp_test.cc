@@ -566,6 +566,28 @@ TEST(SacpTime, WithoutDwbpNothingOverlapsTheBackwardPass) {
   EXPECT_GT(without, 0.66 + 0.5 * 853.5e6 / (10e9 / 8) * 0.9);
 }
 
+// protocol.gradient_wire fp16/bf16: pushes, factors and ring steps cost half as much on the NICs
+// (pulls do not change), so the estimate of every plan drops, a ring's most (all of its bytes
+// halve), and the plan searched with it is no slower than the fp32 plan under the same estimate.
+TEST(SacpTime, ASixteenBitGradientWireHalvesTheGradientBytes) {
+  const Model alexnet = LoadModel("alexnet");
+  SacpInput in = Input(8, 8, true, 256);
+  in.timing = AlexNetTimes(alexnet, 1, 256);
+  in.timing->dwbp = false;  // the NICs' totals show, not the overlap
+  const std::vector<Scheme> ps(alexnet.layers().size(), Scheme::kPs);
+  const std::vector<Scheme> ring(alexnet.layers().size(), Scheme::kAllreduce);
+  const double ps32 = EstimateIteration(alexnet, in, ps), ring32 = EstimateIteration(alexnet, in, ring);
+  const std::vector<Scheme> plan32 = PlanSchemes(alexnet, in).scheme_of_layer;  // auto
+  in.timing->gradient_bytes_per_value = 2;
+  const double ps16 = EstimateIteration(alexnet, in, ps), ring16 = EstimateIteration(alexnet, in, ring);
+  // 0.66 s of compute, then the bytes: PS's 3/4, the ring's 1/2.
+  EXPECT_NEAR((ps16 - 0.66) / (ps32 - 0.66), 0.75, 0.05);
+  EXPECT_NEAR((ring16 - 0.66) / (ring32 - 0.66), 0.5, 0.05);
+  const std::vector<Scheme> plan16 = PlanSchemes(alexnet, in).scheme_of_layer;
+  EXPECT_LE(EstimateIteration(alexnet, in, plan16),
+            EstimateIteration(alexnet, in, plan32) * (1 + 1e-9));
+}
+
 }  // namespace timed
 
 }  // namespace

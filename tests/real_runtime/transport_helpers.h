@@ -163,9 +163,11 @@ class RawPeer {
     }
   }
   static std::vector<uint8_t> Frame(uint8_t type, uint32_t sender, uint64_t seq,
-                                    const std::vector<uint8_t>& body, uint32_t epoch = 0) {
+                                    const std::vector<uint8_t>& body, uint32_t epoch = 0,
+                                    uint8_t flags = 0) {
     FrameHeader h;
     h.type = type;
+    h.flags = flags;
     h.sender = sender;
     h.seq = seq;
     h.epoch = epoch;

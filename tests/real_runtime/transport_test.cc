@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "real_runtime/frame.h"
+#include "real_runtime/half.h"
 #include "real_runtime/handshake.h"
 #include "real_runtime/secret_file.h"
 #include "tests/real_runtime/transport_helpers.h"
@@ -206,6 +207,93 @@ TEST_F(TransportTest, InconsistentLengthIsRefused) {
   body.resize(body.size() - 4);  // the float count says 16, the frame carries 15
   AttackAfterHandshake(RawPeer::Frame(static_cast<uint8_t>(core::MsgType::kPushGrad), 5, 2, body),
                        "float count 16");
+}
+
+// protocol.gradient_wire: a gradient declared fp16 or bf16 travels as 2 bytes per value and
+// arrives as the floats the format holds (half.h); the sender's on_sent has its own floats.
+TEST_F(TransportTest, A16BitGradientArrivesAsTheFormatRoundsIt) {
+  StartGoodPair();
+  auto values = std::make_shared<std::vector<float>>(std::vector<float>{
+      0.1f, -0.0f, 1e-7f, 70000.0f, -3.3e38f, std::numeric_limits<float>::infinity(), 1.0f / 3});
+  std::vector<core::Message> want;
+  for (core::WireFormat w : {core::WireFormat::kFp16, core::WireFormat::kBf16}) {
+    for (core::MsgType t : {core::MsgType::kPushGrad, core::MsgType::kFactors, core::MsgType::kRing}) {
+      core::Message m = Msg(t, 1, 0, values, static_cast<int64_t>(want.size()));
+      m.wire = w;
+      m.payload_bytes = 2 * static_cast<int64_t>(values->size());
+      want.push_back(m);
+    }
+    core::Message empty = Msg(core::MsgType::kPushGrad, 1, 0, nullptr, 50);
+    empty.wire = w;
+    empty.payload_bytes = 4096;  // phantom (replayed compute): the size is kept
+    want.push_back(empty);
+  }
+  loop_.Run([&] {
+    for (const auto& m : want) EXPECT_TRUE(w_.t->Send(m));
+  });
+  ASSERT_TRUE(v_.ev.WaitFor([&] { return v_.ev.msgs.size() == want.size(); }));
+  ASSERT_TRUE(w_.ev.WaitFor([&] { return w_.ev.sent.size() == want.size(); }));
+  std::lock_guard<std::mutex> l(v_.ev.mu);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const core::Message& got = v_.ev.msgs[i];
+    SCOPED_TRACE(core::Describe(want[i]));
+    EXPECT_EQ(got.type, want[i].type);
+    EXPECT_EQ(got.wire, want[i].wire);
+    EXPECT_EQ(got.clock, want[i].clock);
+    EXPECT_EQ(got.payload_bytes, want[i].payload_bytes);
+    if (!want[i].data) {
+      EXPECT_FALSE(got.data);
+      continue;
+    }
+    std::vector<float> rounded = *values;
+    RoundThroughWire(want[i].wire, rounded.data(), rounded.size());
+    ASSERT_TRUE(got.data);
+    EXPECT_TRUE(SameBits(*got.data, rounded));
+    EXPECT_FALSE(SameBits(*got.data, *values));
+  }
+  std::lock_guard<std::mutex> l2(w_.ev.mu);
+  for (const core::Message& m : w_.ev.sent) {
+    if (m.data) {
+      EXPECT_TRUE(SameBits(*m.data, *values));
+    }
+  }
+  EXPECT_TRUE(v_.ev.refused.empty()) << v_.ev.refused[0].second;
+}
+
+// A frame whose size does not fit the format its flags declare, or with flags no frame has, is
+// refused naming the peer and the offset, as other malformed frames are.
+TEST_F(TransportTest, A16BitFrameOfTheWrongSizeIsRefused) {
+  core::Message m = Msg(core::MsgType::kPushGrad, 5, 0, Floats(16, 0.5f));
+  m.wire = core::WireFormat::kFp16;
+  auto body = RawPeer::MessageBody(m);  // 16 values of 4 bytes: an fp32 body
+  AttackAfterHandshake(RawPeer::Frame(static_cast<uint8_t>(core::MsgType::kPushGrad), 5, 2, body,
+                                      0, kFrameFlagsFp16),
+                       "float count 16 in fp16 at stream offset");
+}
+
+TEST_F(TransportTest, A16BitFrameWhosePayloadBytesDisagreeIsRefused) {
+  core::Message m = Msg(core::MsgType::kPushGrad, 5, 0, Floats(16, 0.5f));
+  m.wire = core::WireFormat::kBf16;
+  auto fixed = EncodeMessageFixed(m);
+  std::vector<uint8_t> body(fixed.begin(), fixed.end());
+  body[28] = 64;  // payload_bytes 64 (fp32's), the count 16 of 2 bytes
+  body.resize(body.size() + 32, 0);
+  AttackAfterHandshake(RawPeer::Frame(static_cast<uint8_t>(core::MsgType::kPushGrad), 5, 2, body,
+                                      0, kFrameFlagsBf16),
+                       "payload_bytes 64 at stream offset");
+}
+
+TEST_F(TransportTest, UnknownFlagsAreRefused) {
+  AttackAfterHandshake(RawPeer::Frame(static_cast<uint8_t>(core::MsgType::kPushGrad), 5, 2,
+                                      RawPeer::MessageBody(Msg(core::MsgType::kPushGrad, 5, 0,
+                                                               Floats(16, 0.5f))),
+                                      0, 3),
+                       "unknown flags 0x03");
+}
+
+TEST_F(TransportTest, FlagsOnAControlFrameAreRefused) {
+  AttackAfterHandshake(RawPeer::Frame(kFrameControlMin, 5, 2, {1, 2}, 0, kFrameFlagsFp16),
+                       "unknown flags 0x01");
 }
 
 TEST_F(TransportTest, UnknownFrameTypeIsRefused) {

@@ -115,5 +115,34 @@ TEST(ProtocolSim, NetworkBytesMatchTheSchemes) {
               1e-3 * static_cast<double>(P * (P - 1) * fc_weight_sf));
 }
 
+// protocol.gradient_wire fp16 / bf16: the network carries 2 bytes per gradient value (pushes,
+// factors, ring steps) and 4 per parameter value sent back, and the iteration is no slower.
+TEST(ProtocolSim, A16BitGradientWireHalvesTheGradientBytes) {
+  const int P = 4;
+  const std::vector<std::string> base = {"model=fmnist_mlp", "batch_per_worker=32",
+                                         "cluster.workers=" + std::to_string(P),
+                                         "cluster.network.bandwidth_gbps=1", "iterations=3",
+                                         "warmup_iterations=0"};
+  auto run = [&](const std::string& scheme, const std::string& wire) {
+    return SimulateScenario(
+        config::LoadScenarioFile(kSrc + "/tests/golden/small.yaml",
+                                 With(base, {"protocol.scheme=" + scheme,
+                                             "protocol.gradient_wire=" + wire})),
+        {false, false});
+  };
+  for (const char* wire : {"fp16", "bf16"}) {
+    for (const char* scheme : {"ps", "sfb", "allreduce"}) {
+      const ScenarioResult full = run(scheme, "fp32");
+      const ScenarioResult half = run(scheme, wire);
+      const double f = full.network_gb_per_iteration, h = half.network_gb_per_iteration;
+      // PS: pushes halve, pulls do not (3/4 of the bytes); all-reduce: everything halves; SFB:
+      // the factors halve, the biases' pulls (a few KiB) do not.
+      const double want = std::string(scheme) == "ps" ? 0.75 : 0.5;
+      EXPECT_NEAR(h / f, want, 0.002) << scheme << " " << wire;
+      EXPECT_LE(half.iteration_ms, full.iteration_ms * (1 + 1e-9)) << scheme << " " << wire;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace poseidon::sim
