@@ -266,6 +266,38 @@ void ReadInterconnect(MapReader& c, ScenarioSpec* s) {
   }
 }
 
+// cluster.precision and cluster.optimizer: what the `framework` compute model prices (a precision
+// implies that model; another model named with it is an error, as is a precision the device
+// cannot run).
+void ReadPrecisionKeys(MapReader& c, ScenarioSpec* s) {
+  const std::string key = c.Has("precision") ? "precision" : "optimizer";
+  if (!s->device) {
+    c.FailKey(key, fmt::format("'{}' prices a 'device' without a profile; add 'device: NAME' or "
+                               "remove '{}'",
+                               key, key));
+  }
+  if (c.Has("compute_model") && s->device->compute_model != DeviceComputeModel::kFramework) {
+    c.FailKey(key, fmt::format("'{}' is priced by the framework compute model, but this scenario "
+                               "names 'compute_model: {}'; remove 'compute_model' or set it to "
+                               "'framework'",
+                               key, s->device->compute_model == DeviceComputeModel::kRoofline
+                                        ? "roofline"
+                                        : "cudnn"));
+  }
+  s->device->compute_model = DeviceComputeModel::kFramework;
+  if (!HasCudnnFigures(*s->device)) {
+    c.FailKey(key, fmt::format("the framework compute model needs 'sm_count' and 'architecture' "
+                               "in device file {}; add them from the datasheet",
+                               s->device_file));
+  }
+  if (c.Has("precision")) {
+    s->device->precision = ReadPrecision(c, "precision");
+    const std::string why = PrecisionUnsupported(*s->device, s->device->precision);
+    if (!why.empty()) c.FailKey("precision", fmt::format("{} ({})", why, s->device_file));
+  }
+  if (c.Has("optimizer")) s->device->optimizer = ReadOptimizer(c, "optimizer");
+}
+
 }  // namespace
 
 ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
@@ -338,7 +370,7 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
                                  "'device: NAME' or remove 'compute_model'");
     }
     s.device->compute_model = ReadComputeModel(c);
-    if (s.device->compute_model == DeviceComputeModel::kCudnn && !HasCudnnFigures(*s.device)) {
+    if (s.device->compute_model != DeviceComputeModel::kRoofline && !HasCudnnFigures(*s.device)) {
       c.FailKey("compute_model",
                 fmt::format("the cudnn compute model needs 'sm_count' and 'architecture' in "
                             "device file {}; add them from the datasheet, or use "
@@ -346,6 +378,7 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
                             s.device_file));
     }
   }
+  if (c.Has("precision") || c.Has("optimizer")) ReadPrecisionKeys(c, &s);
   if (c.Has("cudnn_version")) {
     if (!s.device) {
       c.FailKey("cudnn_version", "'cudnn_version' applies to a 'device'; add 'device: NAME' or "
@@ -420,6 +453,14 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
     s.gate = p.Choice("gate", {"all", "per_layer"}, "all");
     const double window_kib = p.NonNegativeNumber("priority_window_kib", 0);
     s.priority_window_bytes = std::llround(window_kib * 1024);
+    s.gradient_wire = p.Choice("gradient_wire", {"fp32", "fp16", "bf16"}, "fp32");
+    if (s.gradient_wire != "fp32" && !s.model_from_workers && s.model.value_words != 1) {
+      p.FailKey("gradient_wire",
+                fmt::format("gradient_wire {} sends gradients as 16-bit values, which needs an "
+                            "fp32 model, but model '{}' holds fp64 values (value_words: {}); use "
+                            "gradient_wire: fp32",
+                            s.gradient_wire, s.model.name, s.model.value_words));
+    }
     if (s.consistency != "bsp" && (s.scheme == "allreduce" ||
                                    std::any_of(s.layer_schemes.begin(), s.layer_schemes.end(),
                                                [](const auto& kv) { return kv.second == "allreduce"; }))) {
@@ -453,14 +494,6 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
     s.jitter = jr.Choice("distribution", {"none", "lognormal", "uniform"}, "lognormal");
     s.jitter_cv = jr.NonNegativeNumber("cv", 0.05);
     if (s.jitter == "uniform" && s.jitter_cv > 1 / std::sqrt(3.0)) {
-    s.gradient_wire = p.Choice("gradient_wire", {"fp32", "fp16", "bf16"}, "fp32");
-    if (s.gradient_wire != "fp32" && !s.model_from_workers && s.model.value_words != 1) {
-      p.FailKey("gradient_wire",
-                fmt::format("gradient_wire {} sends gradients as 16-bit values, which needs an "
-                            "fp32 model, but model '{}' holds fp64 values (value_words: {}); use "
-                            "gradient_wire: fp32",
-                            s.gradient_wire, s.model.name, s.model.value_words));
-    }
       jr.FailKey("cv", "a uniform jitter's cv must be <= 0.577 (times would go negative)");
     }
     jr.Finish();

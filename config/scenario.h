@@ -27,7 +27,11 @@
 //     servers_per_machine: 1       # colocated: shards on each worker machine (instead of servers)
 //     placement: colocated         # colocated (shard j on worker machine j) | dedicated
 //     device: k20                  # datasheet estimate from scenarios/devices/k20.yaml ...
-//     compute_model: cudnn         # optional: cudnn | roofline, overrides the device file's
+//     compute_model: cudnn         # optional: cudnn | roofline | framework, overrides the device
+//                                  # file's
+//     precision: bf16              # optional: fp32 | tf32 | fp16 | bf16 (fp16/bf16: mixed
+//                                  # precision); picks the framework model (cost/framework_model.h)
+//     optimizer: adamw             # optional, framework model: sgd | adam | adamw | lamb
 //     cudnn_version: "2.0"         # optional: the cuDNN release whose algorithms cudnn may use
 //     profile: ../profiles/x.yaml  # ... or measured per-layer times (wins when given)
 //     server_update_gbs: 10        # host memory bandwidth for the shards' SGD update
@@ -64,13 +68,13 @@
 //     consistency: {model: ssp, staleness: 2}   # bsp | ssp | asp
 //     gate: all                    # all (wait for every layer) | per_layer
 //     priority_window_kib: 0       # > 0: send by layer depth, this much in flight per peer
+//     gradient_wire: fp32          # fp32 | fp16 | bf16: gradients (pushes, factors, ring steps)
+//                                  # on the wire as 16-bit values, half the bytes; parameters
+//                                  # stay fp32; fp32 models only (core/messages.h WireFormat)
 //   stragglers:                    # per-worker compute slowdown
 //     - {worker: 3, slowdown: 1.5}
 //   jitter: {distribution: lognormal, cv: 0.05}   # per-task compute variability (seeded)
 //
-//     gradient_wire: fp32          # fp32 | fp16 | bf16: gradients (pushes, factors, ring steps)
-//                                  # on the wire as 16-bit values, half the bytes; parameters
-//                                  # stay fp32; fp32 models only (core/messages.h WireFormat)
 // Names are looked up next to the scenario first (a `models/`, `devices/` or `profiles/`
 // folder in the scenario's folder or any folder above it), then in the built-in data folder
 // (POSEIDON_DATA_DIR, the repository's scenarios/).
@@ -142,11 +146,11 @@ struct ScenarioSpec {
   int64_t staleness = 0;                               // for ssp
   std::string gate = "all";                            // all | per_layer
   int64_t priority_window_bytes = 0;                   // 0 = no priorities
+  std::string gradient_wire = "fp32";                  // fp32 | fp16 | bf16 (core WireFormat)
   // protocol.fault_tolerance (core/job.h FaultConfig); all off unless the section is present
   struct FaultTolerance {
     bool enabled = false;
     double heartbeat_ms = 200;
-  std::string gradient_wire = "fp32";                  // fp32 | fp16 | bf16 (core WireFormat)
     double timeout_ms = 3000;
     std::string on_worker_failure;  // wait | evict; empty: wait for bsp, evict for ssp/asp
     int64_t checkpoint_every = 0;   // clocks; 0 = no checkpoints

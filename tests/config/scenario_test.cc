@@ -250,6 +250,44 @@ TEST_F(ScenarioFile, ComputeModelAndCudnnVersionOverrideTheDevice) {
   EXPECT_NE(e.find("s.yaml:7:18: error: unknown compute_model 'exact'"), std::string::npos) << e;
 }
 
+// cluster.precision picks the framework compute model; a precision the device cannot run, a
+// precision with another compute model, and an unknown one are each one located line.
+TEST_F(ScenarioFile, PrecisionPicksTheFrameworkModelAndIsCheckedAgainstTheDevice) {
+  auto on = [](const std::string& device, const std::string& lines) {
+    std::string text = kGood;
+    text.replace(text.find("device: k20"), 11, "device: " + device);
+    text.insert(text.find("  network:"), lines);
+    return text;
+  };
+  ScenarioSpec s = LoadScenarioFile(Write(on("a100", "  precision: bf16\n  optimizer: adamw\n")));
+  EXPECT_EQ(s.device->compute_model, DeviceComputeModel::kFramework);
+  EXPECT_EQ(s.device->precision, Precision::kBf16);
+  EXPECT_EQ(s.device->optimizer, OptimizerKind::kAdam);
+  // No new key: the device's own model, as before.
+  EXPECT_EQ(LoadScenarioFile(Write(on("a100", ""))).device->compute_model,
+            DeviceComputeModel::kCudnn);
+  std::string e = Error(on("v100", "  precision: bf16\n"));
+  EXPECT_NE(e.find("s.yaml:7:14: error: device 'v100' cannot run precision bf16: its file gives "
+                   "tensor cores for fp16 only"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("v100.yaml"), std::string::npos) << e;
+  e = Error(on("gtx1080ti", "  precision: tf32\n"));
+  EXPECT_NE(e.find("s.yaml:7:14: error: device 'gtx1080ti' cannot run precision tf32: its file "
+                   "gives no tensor-core figure (tensor_tflops)"),
+            std::string::npos)
+      << e;
+  e = Error(on("a100", "  precision: fp8\n"));
+  EXPECT_NE(e.find("s.yaml:7:14: error: unknown precision 'fp8'"), std::string::npos) << e;
+  e = Error(on("a100", "  compute_model: roofline\n  precision: tf32\n"));
+  EXPECT_NE(e.find("'precision' is priced by the framework compute model, but this scenario "
+                   "names 'compute_model: roofline'"),
+            std::string::npos)
+      << e;
+  e = Error(on("a100", "  optimizer: adagrad\n"));
+  EXPECT_NE(e.find("s.yaml:7:14: error: unknown optimizer 'adagrad'"), std::string::npos) << e;
+}
+
 TEST_F(ScenarioFile, UnreadableFile) {
   try {
     LoadScenarioFile((dir_ / "missing.yaml").string());
