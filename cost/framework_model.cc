@@ -90,16 +90,23 @@ GemmPlan BestGemmPlan(const Ctx& c, double count, double m, double n, double k) 
   GemmPlan plan = PlanGemmTiles(m, n, k, count, c.d.sm_count, c.fp32_peak, c.p.gemm_efficiency,
                                 c.kp.tile_alpha, 4);
   if (Aligned(c, n, k)) {
-    const GemmPlan tc = PlanGemmTiles(m, n, k, count, c.d.sm_count, c.tensor_peak,
-                                      c.p.tensor_efficiency, c.kp.tile_alpha, 4);
+    GemmPlan tc = PlanGemmTiles(m, n, k, count, c.d.sm_count, c.tensor_peak,
+                                c.p.tensor_efficiency, c.kp.tile_alpha, 4);
+    tc.tensor_cores = true;
     if (tc.rate > plan.rate) plan = tc;
   }
   return plan;
 }
 
-// `count` GEMMs of one shape in one launch.
-double GemmKernelNs(const Ctx& c, double count, double m, double n, double k) {
+// `count` GEMMs of one shape in one launch; `pass`, when given, counts it (and whether it ran on
+// tensor cores).
+double GemmKernelNs(const Ctx& c, double count, double m, double n, double k,
+                    PassCost* pass = nullptr) {
   const GemmPlan plan = BestGemmPlan(c, count, m, n, k);
+  if (pass != nullptr) {
+    pass->gemm_kernels += 1;
+    if (plan.tensor_cores) pass->tensor_kernels += 1;
+  }
   const double bytes = c.value_bytes * count * (m * k + k * n + m * n) + plan.extra_bytes;
   return KernelNs(c, 2 * count * m * n * k, plan.rate, bytes);
 }
@@ -121,7 +128,12 @@ LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   const double ci_g = static_cast<double>(in.c) / g;
   const double co_g = static_cast<double>(l.out.c) / g;
   // Tensor cores need the channels aligned; otherwise cuDNN runs its fp32 kernels.
-  if (!Aligned(c, co_g, ci_g)) return Fp32Cost(c, l, batch);
+  if (!Aligned(c, co_g, ci_g)) {
+    LayerCost fp32 = Fp32Cost(c, l, batch);
+    fp32.fwd.gemm_kernels = static_cast<int>(s.groups);
+    fp32.bwd.gemm_kernels = static_cast<int>(s.groups) * (l.bottoms.empty() ? 1 : 2);
+    return fp32;
+  }
   const double b = static_cast<double>(batch);
   const double kk = static_cast<double>(s.kernel_h * s.kernel_w);
   const double hw_out = static_cast<double>(l.out.h * l.out.w);
@@ -143,6 +155,8 @@ LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
     cost.bwd.ns += pass(m, ci_g, flops / (2 * m * ci_g));
     cost.bwd.kernels += groups;
   }
+  cost.fwd.gemm_kernels = cost.fwd.tensor_kernels = groups;
+  cost.bwd.gemm_kernels = cost.bwd.tensor_kernels = groups * (l.bottoms.empty() ? 1 : 2);
   if (s.bias) {
     const double all_out = vb * b * hw_out * static_cast<double>(l.out.c);
     cost.fwd.ns += StreamKernelNs(c, 0, 2 * all_out);
@@ -160,10 +174,11 @@ LayerCost FcCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   const double m_in = static_cast<double>(l.fc_in);
   const double n_out = static_cast<double>(l.fc_out);
   LayerCost cost;
-  cost.fwd = {GemmKernelNs(c, 1, b, n_out, m_in), 1, ConvAlgo::kNone};
-  cost.bwd = {GemmKernelNs(c, 1, n_out, m_in, b), 1, ConvAlgo::kNone};
+  cost.fwd.kernels = cost.bwd.kernels = 1;
+  cost.fwd.ns = GemmKernelNs(c, 1, b, n_out, m_in, &cost.fwd);
+  cost.bwd.ns = GemmKernelNs(c, 1, n_out, m_in, b, &cost.bwd);
   if (!l.bottoms.empty()) {
-    cost.bwd.ns += GemmKernelNs(c, 1, b, m_in, n_out);
+    cost.bwd.ns += GemmKernelNs(c, 1, b, m_in, n_out, &cost.bwd);
     cost.bwd.kernels += 1;
   }
   if (l.spec.bias) {
@@ -183,18 +198,27 @@ LayerCost AttentionCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   const double rows = bt * s;
   const double scores = c.value_bytes * bt * heads * s * s;
   const double elems = bt * heads * s * s;
-  const double proj = GemmKernelNs(c, 1, rows, dm, dm);
-  const double score = GemmKernelNs(c, bt * heads, s, s, dh);
-  const double context = GemmKernelNs(c, bt * heads, s, dh, s);
+  // The GEMMs once each, counted into `shapes` (then scaled to the pass's kernels below).
+  PassCost shapes;
+  const double proj = GemmKernelNs(c, 1, rows, dm, dm, &shapes);
+  const double score = GemmKernelNs(c, bt * heads, s, s, dh, &shapes);
+  const double context = GemmKernelNs(c, bt * heads, s, dh, s, &shapes);
+  PassCost weight;
+  const double proj_weight = GemmKernelNs(c, 1, dm, dm, rows, &weight);
+  const bool proj_tc = shapes.tensor_kernels > 0 && BestGemmPlan(c, 1, rows, dm, dm).tensor_cores;
+  const int batched_tc = shapes.tensor_kernels - (proj_tc ? 1 : 0);
   LayerCost cost;
-  cost.fwd = {4 * proj + score + context + StreamKernelNs(c, 5 * elems, 2 * scores) +
-                  2 * StreamKernelNs(c, elems, 2 * scores),
-              9, ConvAlgo::kNone};
-  const double proj_bwd =
-      GemmKernelNs(c, 1, dm, dm, rows) + (l.bottoms.empty() ? 0.0 : GemmKernelNs(c, 1, rows, dm, dm));
-  cost.bwd = {4 * proj_bwd + 2 * score + 2 * context + StreamKernelNs(c, 3 * elems, 3 * scores) +
-                  2 * StreamKernelNs(c, elems, 2 * scores),
-              15, ConvAlgo::kNone};
+  cost.fwd.ns = 4 * proj + score + context + StreamKernelNs(c, 5 * elems, 2 * scores) +
+                2 * StreamKernelNs(c, elems, 2 * scores);
+  cost.fwd.kernels = 9;
+  cost.fwd.gemm_kernels = 6;
+  cost.fwd.tensor_kernels = 4 * (proj_tc ? 1 : 0) + batched_tc;
+  const bool data = !l.bottoms.empty();
+  cost.bwd.ns = 4 * (proj_weight + (data ? proj : 0.0)) + 2 * score + 2 * context +
+                StreamKernelNs(c, 3 * elems, 3 * scores) + 2 * StreamKernelNs(c, elems, 2 * scores);
+  cost.bwd.kernels = 15;
+  cost.bwd.gemm_kernels = 4 + (data ? 4 : 0) + 4;
+  cost.bwd.tensor_kernels = 4 * weight.tensor_kernels + (data && proj_tc ? 4 : 0) + 2 * batched_tc;
   if (l.spec.bias) {
     cost.bwd.ns += 4 * StreamKernelNs(c, 0, c.value_bytes * rows * dm);
     cost.bwd.kernels += 4;

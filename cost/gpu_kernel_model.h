@@ -65,6 +65,9 @@ struct PassCost {
   int kernels = 0;
   ConvAlgo algo = ConvAlgo::kNone;  // forward: the forward kernel's; backward: the data pass's
                                     // (the filter pass's when there is no data pass)
+  // The framework model: how many of the pass's GEMM-like kernels ran on tensor cores, of how
+  // many GEMM-like kernels (0 of 0 for a memory-bound layer, and always for the cudnn model).
+  int tensor_kernels = 0, gemm_kernels = 0;
 };
 
 struct LayerCost {
@@ -89,8 +92,9 @@ double BatchedGemmNs(double count, double m, double n, double k,
 // rate = peak * efficiency * that; extra_bytes: split-K partial sums (partial_value_bytes each)
 // written and read back. Both compute models price their GEMMs with it.
 struct GemmPlan {
-  double rate = 0;         // FLOP/s
-  double extra_bytes = 0;  // split-K partial sums written and read back
+  double rate = 0;            // FLOP/s
+  double extra_bytes = 0;     // split-K partial sums written and read back
+  bool tensor_cores = false;  // set by the framework model when it picked a tensor-core plan
 };
 GemmPlan PlanGemmTiles(double m, double n, double k, double count, int sm_count, double peak,
                        double efficiency, double tile_alpha, double partial_value_bytes);

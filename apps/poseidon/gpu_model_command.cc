@@ -336,18 +336,29 @@ int Show(const GpuModelCommands& c) {
                            framework ? fmt::format("framework compute model, precision {}",
                                                    config::PrecisionName(d.precision))
                                      : std::string("cudnn compute model"));
-  std::cout << fmt::format("{:<28} {:<12} {:<14} {:>10} {:<14} {:>10} {:>7}\n", "layer", "type",
-                           "fwd algo", "fwd_ms", "bwd algo", "bwd_ms", "kernels");
+  std::cout << fmt::format("{:<28} {:<12} {:<18} {:>10} {:<18} {:>10} {:>7}\n", "layer", "type",
+                           "fwd kernel", "fwd_ms", "bwd kernel", "bwd_ms", "kernels");
   double fwd = 0, bwd = 0;
+  // The framework model says where a pass's GEMM-like kernels ran: tensor cores, CUDA cores, or
+  // some of each ("tc 4/6").
+  auto choice = [framework](const cost::PassCost& pass) {
+    std::string name = pass.algo == cost::ConvAlgo::kNone && pass.gemm_kernels > 0
+                           ? std::string("gemm")
+                           : std::string(cost::ConvAlgoName(pass.algo));
+    if (!framework || pass.gemm_kernels == 0) return name;
+    if (pass.tensor_kernels == pass.gemm_kernels) return name + " tc";
+    if (pass.tensor_kernels == 0) return name + " cuda";
+    return fmt::format("{} tc {}/{}", name, pass.tensor_kernels, pass.gemm_kernels);
+  };
   for (const core::Layer& l : m.layers()) {
     const cost::LayerCost cost = framework ? cost::FrameworkLayerCost(l, c.batch, d, fp)
                                            : cost::CudnnLayerCost(l, c.batch, d, p);
     fwd += cost.fwd.ns;
     bwd += cost.bwd.ns;
-    std::cout << fmt::format("{:<28} {:<12} {:<14} {:>10.3f} {:<14} {:>10.3f} {:>7}\n", l.name,
-                             core::LayerKindName(l.kind), cost::ConvAlgoName(cost.fwd.algo),
-                             cost.fwd.ns / 1e6, cost::ConvAlgoName(cost.bwd.algo),
-                             cost.bwd.ns / 1e6, cost.fwd.kernels + cost.bwd.kernels);
+    std::cout << fmt::format("{:<28} {:<12} {:<18} {:>10.3f} {:<18} {:>10.3f} {:>7}\n", l.name,
+                             core::LayerKindName(l.kind), choice(cost.fwd), cost.fwd.ns / 1e6,
+                             choice(cost.bwd), cost.bwd.ns / 1e6,
+                             cost.fwd.kernels + cost.bwd.kernels);
   }
   std::cout << fmt::format("total: forward {:.2f} ms, backward {:.2f} ms\n", fwd / 1e6, bwd / 1e6);
   if (framework) {

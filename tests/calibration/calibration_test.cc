@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -581,6 +582,16 @@ TEST(GpuModelCommand, CompareShowAndCheckRun) {
   EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("framework compute model, precision bf16"), std::string::npos) << out;
   EXPECT_NE(out.find("optimizer step (adam)"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("l0_fc1 +linear +gemm tc ")))
+      << "the per-layer choice: " << out;
+  // ResNet-50's first convolution has 3 input channels: not aligned for tensor cores.
+  out = RunCapture(bin + " gpu-model show resnet50 --device a100 --batch 64 --precision fp16 2>&1",
+                   &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("conv1 +conv +implicit_gemm cuda ")))
+      << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("res2a_branch2b +conv +implicit_gemm tc ")))
+      << out;
   out = RunCapture(bin + " gpu-model show bert_large --device v100 --batch 8 --precision bf16 2>&1",
                    &st);
   EXPECT_EQ(st, 2) << out;

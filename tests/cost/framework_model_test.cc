@@ -72,6 +72,14 @@ TEST(FrameworkModel, AnUnalignedGemmRunsOnCudaCores) {
   const double unaligned = FcForwardNs(FcNet(1024, 30522), 4096, half, p);
   const double aligned = FcForwardNs(FcNet(1024, 30528), 4096, half, p);
   EXPECT_GT(unaligned / aligned, 5.0);
+  // Where each pass ran (what `gpu-model show` prints).
+  const LayerCost cu = FrameworkLayerCost(FcNet(1024, 30522).layers()[1], 4096, half, p);
+  const LayerCost tc = FrameworkLayerCost(FcNet(1024, 30528).layers()[1], 4096, half, p);
+  EXPECT_EQ(cu.fwd.gemm_kernels, 1);
+  EXPECT_EQ(cu.fwd.tensor_kernels, 0);
+  EXPECT_EQ(tc.fwd.tensor_kernels, 1);
+  EXPECT_EQ(tc.bwd.gemm_kernels, 2);  // weight and data gradients
+  EXPECT_EQ(tc.bwd.tensor_kernels, 2);
   // The same unaligned GEMM in fp32 does the same arithmetic, but moves twice the bytes.
   const double fp32 = FcForwardNs(FcNet(1024, 30522), 4096, Ampere(Precision::kFp32), p);
   EXPECT_GE(fp32, unaligned);
