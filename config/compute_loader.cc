@@ -113,16 +113,11 @@ DeviceComputeModel ReadComputeModel(MapReader& r) {
 }
 
 Precision ReadPrecision(MapReader& r, const std::string& key) {
-  const std::string v = r.Choice(key, {"fp32", "tf32", "fp16", "bf16"}, "fp32");
-  for (int i = 0; i < 4; ++i) {
-    if (v == kPrecisionNames[i]) return static_cast<Precision>(i);
-  }
-  return Precision::kFp32;
+  return PrecisionFromName(r.Choice(key, {"fp32", "tf32", "fp16", "bf16"}, "fp32"));
 }
 
 OptimizerKind ReadOptimizer(MapReader& r, const std::string& key) {
-  const std::string v = r.Choice(key, {"sgd", "adam", "adamw", "lamb"}, "sgd");
-  return v == "sgd" ? OptimizerKind::kSgd : v == "lamb" ? OptimizerKind::kLamb : OptimizerKind::kAdam;
+  return OptimizerFromName(r.Choice(key, {"sgd", "adam", "adamw", "lamb"}, "sgd"));
 }
 
 int ReadCudnnVersion(MapReader& r) {

@@ -29,14 +29,9 @@ void ReadRowTime(MapReader& m, PublishedTiming* row) {
   row->iteration_ms = m.Has("iteration_ms")
                           ? m.PositiveNumber("iteration_ms")
                           : 1e3 * static_cast<double>(row->batch) / m.PositiveNumber("samples_per_s");
-  const std::string p = m.Choice("precision", {"fp32", "tf32", "fp16", "bf16"}, "fp32");
-  for (int i = 0; i < 4; ++i) {
-    if (p == kPrecisionNames[i]) row->precision = static_cast<Precision>(i);
-  }
-  const std::string o = m.Choice("optimizer", {"sgd", "adam", "adamw", "lamb", "unknown"}, "sgd");
-  row->optimizer = o == "lamb"                     ? OptimizerKind::kLamb
-                   : o == "adam" || o == "adamw" ? OptimizerKind::kAdam
-                                                 : OptimizerKind::kSgd;
+  row->precision = ReadPrecision(m, "precision");
+  row->optimizer =
+      OptimizerFromName(m.Choice("optimizer", {"sgd", "adam", "adamw", "lamb", "unknown"}, "sgd"));
   row->tokens = m.Has("tokens") ? m.PositiveInt("tokens") : 0;
   row->ref = m.String("ref", "");
 }

@@ -222,6 +222,21 @@ inline const char* PrecisionName(Precision p) { return kPrecisionNames[static_ca
 enum class OptimizerKind { kSgd, kAdam, kLamb };
 inline constexpr const char* kOptimizerNames[] = {"sgd", "adam", "lamb"};
 
+// A precision or optimizer by name (a name already checked against the choices; an unknown one
+// gives fp32 / sgd). "adamw" prices as adam (the same pass); "unknown" (a published row that
+// does not say) as sgd.
+inline Precision PrecisionFromName(const std::string& name) {
+  for (int i = 0; i < 4; ++i) {
+    if (name == kPrecisionNames[i]) return static_cast<Precision>(i);
+  }
+  return Precision::kFp32;
+}
+inline OptimizerKind OptimizerFromName(const std::string& name) {
+  return name == "lamb"                        ? OptimizerKind::kLamb
+         : name == "adam" || name == "adamw" ? OptimizerKind::kAdam
+                                               : OptimizerKind::kSgd;
+}
+
 // How a device without a measured profile prices a layer: `cudnn` (cost/gpu_kernel_model.h, the
 // default: cuDNN 5-era kernels in fp32, fitted to Torch7 timings), `roofline` (flat fractions of
 // peak and bandwidth, cost/compute_model.h) or `framework` (a current framework's kernels at a

@@ -58,6 +58,18 @@ ComputeModel ComputeModel::FromDevice(const core::Model& model, const config::De
   return c;
 }
 
+template <typename PerLayer>
+void ComputeModel::AddLayers(const core::Model& model, const PerLayer& per_layer) {
+  for (const core::Layer& l : model.layers()) {
+    const LayerCost cost = per_layer(l);
+    fwd_base_.push_back(cost.fwd.ns);
+    bwd_base_.push_back(cost.bwd.ns);
+    fc_in_.push_back(core::HasSufficientFactors(l) ? l.fc_in : 0);
+    fc_out_.push_back(core::HasSufficientFactors(l) ? l.fc_out : 0);
+    fc_rows_.push_back(l.fc_rows);
+  }
+}
+
 ComputeModel ComputeModel::FromCudnnModel(const core::Model& model,
                                           const config::DeviceSpec& device, int64_t batch) {
   POSEIDON_CHECK(batch > 0) << "batch " << batch;
@@ -68,14 +80,9 @@ ComputeModel ComputeModel::FromCudnnModel(const core::Model& model,
   c.device_ = device;
   c.kernel_params_ = KernelParamsFor(device);
   c.pcie_Bps_ = device.pcie_bandwidth_Bps;
-  for (const core::Layer& l : model.layers()) {
-    const LayerCost cost = CudnnLayerCost(l, batch, device, c.kernel_params_);
-    c.fwd_base_.push_back(cost.fwd.ns);
-    c.bwd_base_.push_back(cost.bwd.ns);
-    c.fc_in_.push_back(core::HasSufficientFactors(l) ? l.fc_in : 0);
-    c.fc_out_.push_back(core::HasSufficientFactors(l) ? l.fc_out : 0);
-    c.fc_rows_.push_back(l.fc_rows);
-  }
+  c.AddLayers(model, [&](const core::Layer& l) {
+    return CudnnLayerCost(l, batch, device, c.kernel_params_);
+  });
   c.base_source_ = fmt::format("cudnn model {} (batch {})", device.name, batch);
   c.ComputeTotals();
   return c;
@@ -89,14 +96,9 @@ ComputeModel ComputeModel::FromFrameworkModel(const core::Model& model,
   c.device_ = device;
   c.framework_params_ = FrameworkParamsFor(device);
   c.pcie_Bps_ = device.pcie_bandwidth_Bps;
-  for (const core::Layer& l : model.layers()) {
-    const LayerCost cost = FrameworkLayerCost(l, batch, device, c.framework_params_);
-    c.fwd_base_.push_back(cost.fwd.ns);
-    c.bwd_base_.push_back(cost.bwd.ns);
-    c.fc_in_.push_back(core::HasSufficientFactors(l) ? l.fc_in : 0);
-    c.fc_out_.push_back(core::HasSufficientFactors(l) ? l.fc_out : 0);
-    c.fc_rows_.push_back(l.fc_rows);
-  }
+  c.AddLayers(model, [&](const core::Layer& l) {
+    return FrameworkLayerCost(l, batch, device, c.framework_params_);
+  });
   // The once-per-iteration work, before the next forward pass starts: the optimizer step on the
   // device and the framework's own overhead.
   c.iteration_ns_ = OptimizerStepNs(model, device, c.framework_params_) +

@@ -151,6 +151,9 @@ class ComputeModel {
                                      int64_t batch);
   static ComputeModel FromFrameworkModel(const core::Model& model,
                                          const config::DeviceSpec& device, int64_t batch);
+  // Appends every layer's times (per_layer(layer) -> LayerCost) and FC shapes.
+  template <typename PerLayer>
+  void AddLayers(const core::Model& model, const PerLayer& per_layer);
 
   enum class Kind { kRoofline, kCudnn, kFramework, kProfile };
   Kind kind_ = Kind::kRoofline;

@@ -320,12 +320,8 @@ int Show(const GpuModelCommands& c) {
                                           c.precision, c.compute_model));
   }
   if (framework) {
-    for (int i = 0; i < 4; ++i) {
-      if (c.precision == config::kPrecisionNames[i]) d.precision = static_cast<config::Precision>(i);
-    }
-    d.optimizer = c.optimizer == "sgd"    ? config::OptimizerKind::kSgd
-                  : c.optimizer == "lamb" ? config::OptimizerKind::kLamb
-                                          : config::OptimizerKind::kAdam;
+    d.precision = config::PrecisionFromName(c.precision);
+    d.optimizer = config::OptimizerFromName(c.optimizer);
     const std::string why = config::PrecisionUnsupported(d, d.precision);
     if (!why.empty()) throw config::ConfigError(fmt::format("{}: error: {}", device_file, why));
   }
