@@ -10,15 +10,6 @@
 namespace poseidon::core {
 namespace {
 
-enum Lane {
-  kLaneCompute = 0, kLaneCopy = 1, kLaneServer = 2, kLaneSend = 3, kLaneProtocol = 4,
-  kLaneReduce = 5, kLaneBroadcast = 6
-};
-inline constexpr int kLanesPerActor = 8;
-// Thread ids of devices 1.. of a machine with several (device 0's lanes are the actor's own).
-inline constexpr int64_t kDeviceTidBase = 1'000'000'000;
-inline constexpr int64_t kMaxDevicesPerMachine = 1024;
-
 void AppendInt(std::string* out, int64_t v) {
   char buf[24];
   auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
@@ -86,11 +77,6 @@ const char* LaneName(int lane) {
   }
 }
 
-int64_t ThreadId(ActorId actor, int32_t device, int lane) {
-  if (device == 0) return int64_t{actor} * kLanesPerActor + lane;
-  return kDeviceTidBase + (int64_t{actor} * kMaxDevicesPerMachine + device) * kLanesPerActor + lane;
-}
-
 std::string LayerName(const Model& model, int32_t layer) {
   if (layer < 0 || layer >= static_cast<int32_t>(model.layers().size())) return "";
   return model.layers()[layer].name;
@@ -129,6 +115,29 @@ const char* Category(const TraceEvent& e) {
 }
 
 }  // namespace
+
+int64_t TraceThreadId(ActorId actor, int32_t device, int lane) {
+  if (device == 0) return int64_t{actor} * kTraceLanesPerActor + lane;
+  return kTraceDeviceTidBase +
+         (int64_t{actor} * kTraceMaxDevicesPerMachine + device) * kTraceLanesPerActor + lane;
+}
+
+bool DecodeTraceThreadId(int64_t tid, TraceThread* out) {
+  if (tid < 0) return false;
+  TraceThread t;
+  t.lane = static_cast<int>(tid % kTraceLanesPerActor);
+  if (tid < kTraceDeviceTidBase) {
+    t.actor = static_cast<ActorId>(tid / kTraceLanesPerActor);
+  } else {
+    const int64_t slot = (tid - kTraceDeviceTidBase) / kTraceLanesPerActor;
+    t.actor = static_cast<ActorId>(slot / kTraceMaxDevicesPerMachine);
+    t.device = static_cast<int32_t>(slot % kTraceMaxDevicesPerMachine);
+    // (kTraceDeviceTidBase is a multiple of kTraceLanesPerActor, so the lane is tid's residue.)
+  }
+  if (t.lane > kLaneBroadcast) return false;
+  *out = t;
+  return true;
+}
 
 TraceEvent TaskEvent(ActorId actor, const ComputeTask& task, TimeNs begin, TimeNs end) {
   TraceEvent e;
@@ -186,7 +195,7 @@ void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& l
     out->append("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
     AppendInt(out, layout.machine_of[actor]);
     out->append(",\"tid\":");
-    AppendInt(out, ThreadId(actor, device, lane));
+    AppendInt(out, TraceThreadId(actor, device, lane));
     out->append(",\"args\":{\"name\":");
     const std::string on_device = device > 0 ? " device " + std::to_string(device) : "";
     AppendJsonString(out, layout.ActorName(actor) + on_device + " " + LaneName(lane));
@@ -202,7 +211,7 @@ void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& l
     out->append("\",\"pid\":");
     AppendInt(out, layout.machine_of[e.actor]);
     out->append(",\"tid\":");
-    AppendInt(out, ThreadId(e.actor, e.device, LaneOf(e)));
+    AppendInt(out, TraceThreadId(e.actor, e.device, LaneOf(e)));
     out->append(",\"ts\":");
     AppendMicros(out, e.ts);
     if (span) {

@@ -10,6 +10,7 @@
 // This is formatting only: the caller decides where the text goes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,29 @@
 #include "core/model.h"
 
 namespace poseidon::core {
+
+// The lanes of an actor (Chrome "threads"), and how an (actor, device, lane) is written as the
+// event's "tid": on device 0 (the actor's own lanes) tid = actor * kTraceLanesPerActor + lane;
+// on device d > 0 of its machine, tid = kTraceDeviceTidBase + (actor *
+// kTraceMaxDevicesPerMachine + d) * kTraceLanesPerActor + lane. A reader recovers the actor
+// with DecodeTraceThreadId, never by copying these numbers.
+enum TraceLane : int {
+  kLaneCompute = 0, kLaneCopy = 1, kLaneServer = 2, kLaneSend = 3, kLaneProtocol = 4,
+  kLaneReduce = 5, kLaneBroadcast = 6
+};
+inline constexpr int kTraceLanesPerActor = 8;
+inline constexpr int64_t kTraceDeviceTidBase = 1'000'000'000;
+inline constexpr int64_t kTraceMaxDevicesPerMachine = 1024;
+
+struct TraceThread {
+  ActorId actor = -1;
+  int32_t device = 0;
+  int lane = kLaneCompute;
+};
+int64_t TraceThreadId(ActorId actor, int32_t device, int lane);
+// The inverse of TraceThreadId: false for a tid this formatter never writes (negative, or a
+// lane number without a lane).
+bool DecodeTraceThreadId(int64_t tid, TraceThread* out);
 
 // The event both hosts record for a message in flight from `sent` to `delivered`.
 TraceEvent MessageEvent(const Message& m, TimeNs sent, TimeNs delivered);

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "core/pace.h"
 #include "core/trace.h"
 #include "cost/sacp_timing.h"
 
@@ -104,49 +106,31 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   r.deadlock_report = run.deadlock_report;
   if (run.deadlocked) return r;
 
-  // T(w, v) for v >= 1, and T(w, 0), its first iteration's begin:
-  //  - BSP: when worker w first held every update of clocks 0..v-1 in every layer;
-  //  - SSP and ASP: when it ended iteration v-1 (core/worker.cc: at the first forward task of
-  //    iteration v, or, for the last, once it holds every layer's final values). Workers run at
-  //    their own pace there, which is the job's throughput; the moment every update of a clock
-  //    is held is when the slowest push happens to land.
-  // A model without parameters uses iteration ends.
-  const bool own_pace = s.consistency != "bsp" || model.param_layers().empty();
-  auto T = [&](const WorkerRun& w, int64_t v) -> TimeNs {
-    if (v == 0) return w.iteration_begin.front();
-    const auto& t = own_pace ? w.iteration_end : w.synced;
-    return t[static_cast<size_t>(v - 1)];
-  };
-  std::vector<double> samples;
+  // The job's iteration time, as core/pace.h defines it for every host: T(w, 0) is worker w's
+  // first iteration's begin, T(w, v) its sync point to clock v under BSP, or its end of
+  // iteration v-1 under SSP and ASP (and for a model without parameters).
+  const bool own_pace =
+      core::PacedByIterationEnds(s.consistency == "bsp", !model.param_layers().empty());
+  std::vector<std::vector<std::optional<TimeNs>>> reached;
   double compute_sum = 0, nic_sum = 0;
-  TimeNs span_begin = 0, span_end = 0;
   for (const WorkerRun& w : run.workers) {
+    std::vector<std::optional<TimeNs>>& t = reached.emplace_back();
+    t.push_back(w.iteration_begin.front());
+    const auto& at = own_pace ? w.iteration_end : w.synced;
+    for (int64_t v = 1; v <= s.iterations; ++v) t.push_back(at[static_cast<size_t>(v - 1)]);
     for (int64_t c = s.warmup_iterations; c < s.iterations; ++c) {
-      samples.push_back(static_cast<double>(T(w, c + 1) - T(w, c)));
       compute_sum += static_cast<double>(w.compute_busy[static_cast<size_t>(c)]);
       nic_sum += static_cast<double>(w.nic_busy[static_cast<size_t>(c)]);
     }
-    span_begin = std::max(span_begin, T(w, s.warmup_iterations));
-    span_end = std::max(span_end, T(w, s.iterations));
   }
-  const double n = static_cast<double>(samples.size());
-  double sample_mean = 0;
-  for (double v : samples) sample_mean += v;
-  sample_mean /= n;
-  double var = 0;
-  for (double v : samples) var += (v - sample_mean) * (v - sample_mean);
-  // The job's iteration time: from max_w T(w, warmup) to max_w T(w, iterations), over the
-  // measured clocks -- the pace of the job's slowest member. Under BSP with the all-layers gate
-  // it is the mean of the per-worker iterations; with per-layer gating the next iteration starts
-  // before the sync ends, and counting that head start would overstate the time per iteration,
-  // hence the sync points under BSP.
+  const core::IterationPace pace = core::JobIterationPace(reached, s.warmup_iterations, s.iterations);
+  const double n = static_cast<double>(pace.samples);
   r.measured_iterations = s.iterations - s.warmup_iterations;
-  const double mean =
-      static_cast<double>(span_end - span_begin) / static_cast<double>(r.measured_iterations);
+  const double mean = pace.mean_ns;
   r.iteration_ms = Ms(mean);
-  r.iteration_std_ms = Ms(std::sqrt(var / n));
-  r.iteration_min_ms = Ms(*std::min_element(samples.begin(), samples.end()));
-  r.iteration_max_ms = Ms(*std::max_element(samples.begin(), samples.end()));
+  r.iteration_std_ms = Ms(pace.std_ns);
+  r.iteration_min_ms = Ms(pace.min_ns);
+  r.iteration_max_ms = Ms(pace.max_ns);
   r.compute_ms = Ms(compute_sum / n);
   r.communication_ms = Ms(nic_sum / n);
   r.wait_ms = r.iteration_ms - r.compute_ms;

@@ -1,8 +1,6 @@
 #include "apps/poseidon/live_command.h"
 
 #include "apps/poseidon/cli_checks.h"
-#include "apps/poseidon/validate_command.h"
-#include "apps/poseidon/validate_draw.h"
 
 #include <unistd.h>
 
@@ -265,36 +263,6 @@ class Commands final : public LiveCommands {
         ->capture_default_str();
     tls_init_->add_flag("--force", tls_identity_.overwrite, "replace existing files");
 
-    validate_app_ = app.add_subcommand(
-        "validate", "simulated vs live iteration time per configuration of a scenario or sweep");
-    validate_app_->add_option("input", validate_.input,
-                              "scenario or sweep YAML (with --draw: the sweep file to write)")
-        ->required();
-    validate_app_->add_option("--draw", draw_count_,
-                              "write N configurations drawn at random (a held-out set: "
-                              "apps/poseidon/validate_draw.h) to INPUT and run nothing");
-    validate_app_->add_option("--seed", draw_seed_, "the draw's seed")->capture_default_str();
-    validate_app_->add_option("--set", validate_.overrides, "override a scenario key: KEY=VALUE");
-    validate_app_->add_option("--sim-set", validate_.sim_overrides,
-                              "override a key for the simulator only (e.g. to see a wrong network "
-                              "model caught)");
-    validate_app_->add_option("--work-dir", validate_.work_dir, "logs and traces per configuration")
-        ->capture_default_str();
-    validate_app_->add_option("-o,--output", validate_.csv, "CSV (default: stdout)");
-    validate_app_->add_option("--json", validate_.json, "also write JSON here");
-    validate_app_->add_option("--repeat", validate_.repeat,
-                              "live runs per configuration (the summary takes the median of each "
-                              "configuration's runs)")
-        ->check(AtLeast(1))
-        ->capture_default_str();
-    validate_app_->add_flag("--reuse-live", validate_.reuse_live,
-                            "run nothing live: compare with the live runs an earlier validate left "
-                            "in --work-dir (same input, --set and --repeat), e.g. to try a --sim-set "
-                            "against the same measurements");
-    validate_app_->add_flag("--loopback{false}", validate_.emulate,
-                            "run live over loopback instead of an emulated cluster (no root needed; "
-                            "the network is then not the scenario's)");
-
     CLI::App* trace = app.add_subcommand("trace", "work with Chrome-trace timelines");
     merge_app_ = trace->add_subcommand("merge", "join live processes' traces into one timeline");
     merge_app_->add_option("traces", merge_inputs_, "trace JSON files (launch --trace-dir)")
@@ -323,15 +291,6 @@ class Commands final : public LiveCommands {
                  "process --tls-dir {}\n",
                  f.cert, f.key, tls_init_dir_, tls_init_dir_);
       return 0;
-    }
-    if (validate_app_->parsed() && draw_count_ != 0) {
-      return WithConfigErrors([&] {
-        return RunDraw(draw_count_, draw_seed_, validate_.input, POSEIDON_DATA_DIR);
-      });
-    }
-    if (validate_app_->parsed()) {
-      validate_.netns_script = std::string(POSEIDON_DATA_DIR) + "/../scripts/netns-run";
-      return RunValidate(validate_);
     }
     if (launch_app_->parsed()) {
       if (launch_tls_) {
@@ -555,10 +514,6 @@ class Commands final : public LiveCommands {
   bool resume_ = false;
   TrainingFlags node_flags_;
 
-  CLI::App* validate_app_ = nullptr;
-  ValidateOptions validate_;
-  int draw_count_ = 0;
-  uint64_t draw_seed_ = 1;
   CLI::App* merge_app_ = nullptr;
   std::vector<std::string> merge_inputs_;
   std::string merge_output_;

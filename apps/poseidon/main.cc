@@ -27,6 +27,7 @@
 #include "apps/poseidon/models_import_command.h"
 #include "apps/poseidon/plan_command.h"
 #include "apps/poseidon/train_command.h"
+#include "apps/poseidon/validate_command.h"
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
 #include "core/model.h"
@@ -282,6 +283,7 @@ int main(int argc, char** argv) {
 
   auto calibrate_commands = poseidon::app::AddCalibrateCommands(app, &data_dir);
   auto gpu_model_commands = poseidon::app::AddGpuModelCommands(app, &data_dir);
+  auto validate_command = poseidon::app::AddValidateCommand(app, POSEIDON_DATA_DIR);
   std::unique_ptr<poseidon::app::LiveCommands> live;
   try {
     live = poseidon::app::AddLiveCommands(app);
@@ -312,6 +314,7 @@ int main(int argc, char** argv) {
       return rc;
     }
     if (const int rc = live->RunIfParsed(); rc >= 0) return rc;
+    if (const int rc = poseidon::app::RunValidateCommand(*validate_command); rc >= 0) return rc;
     if (const int rc = poseidon::app::RunGpuModelCommands(*gpu_model_commands); rc >= 0) {
       return rc;
     }

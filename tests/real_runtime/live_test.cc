@@ -26,6 +26,7 @@
 #include "real_runtime/frame.h"
 #include "real_runtime/node.h"
 #include "real_runtime/transport.h"
+#include "validation/trace_reader.h"
 
 namespace poseidon::rt {
 namespace {
@@ -600,12 +601,11 @@ TEST(RankFromEnvironment, ReadsOpenMpiMpichAndSlurmInThatOrder) {
   }
 }
 
+// The names of a trace's events (not its metadata), read by the one trace reader.
 std::set<std::string> EventNames(const std::string& trace) {
   std::set<std::string> names;
-  static const std::regex kName("\"ph\":\"[Xi]\"(?:,\"s\":\"t\")?,\"name\":\"([^\"]*)\"");
-  for (auto it = std::sregex_iterator(trace.begin(), trace.end(), kName); it != std::sregex_iterator();
-       ++it) {
-    names.insert((*it)[1]);
+  for (const validation::TraceRecord& e : validation::ReadTrace(trace, "trace")) {
+    if (e.kind != validation::TraceRecordKind::kMetadata) names.insert(e.name);
   }
   return names;
 }

@@ -1,5 +1,5 @@
-// The job's iteration time as `poseidon validate` measures it, live and simulated alike
-// (apps/poseidon/validate_command.h: the workers' own iteration ends).
+// The job's iteration time as `poseidon validate` reads it from traces, live and simulated alike
+// (validation/trace_pace.h; the arithmetic is core/pace.h's).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,22 +8,24 @@
 
 #include <fmt/format.h>
 
-#include "apps/poseidon/validate_command.h"
+#include "core/trace.h"
+#include "validation/trace_pace.h"
+#include "validation/trace_reader.h"
 
-namespace poseidon::app {
+namespace poseidon::validation {
 namespace {
 
-// One instant event as core/trace.h writes it, for worker actor `actor` (lane actor * 8 + 4).
+// One instant event as core/trace.h writes it, on worker actor `actor`'s protocol lane.
 std::string Instant(const std::string& name, int actor, double ts_ms, int64_t clock) {
   return fmt::format("{{\"ph\":\"i\",\"s\":\"t\",\"name\":\"{}\",\"cat\":\"protocol\",\"pid\":0,"
-                     "\"tid\":{},\"ts\":{:.3f},\"args\":{{\"clock\":{}}}}},\n",
-                     name, actor * 8 + 4, ts_ms * 1e3, clock);
+                     "\"tid\":{},\"ts\":{:.3f},\"args\":{{\"clock\":{}}}}}",
+                     name, core::TraceThreadId(actor, 0, core::kLaneProtocol), ts_ms * 1e3, clock);
 }
 
 // Two workers run iterations of 10 and 12 ms; their values arrive (synced) late and irregularly,
 // as under ASP, which must not change the pace.
-std::string AspLikeTrace() {
-  std::string t;
+std::vector<TraceRecord> AspLikeTrace() {
+  std::string t = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   for (int w = 0; w < 2; ++w) {
     const double step = w == 0 ? 10 : 12;
     t += Instant("iteration 0", w + 1, 1, 0);
@@ -32,11 +34,13 @@ std::string AspLikeTrace() {
       t += Instant("synced fc1", w + 1, 1 + step * (c + 1) + 7 * (c % 3), c);
     }
   }
-  return t;
+  // (Events joined by ",\n" as the writer joins them.)
+  for (size_t p = t.find("}}{"); p != std::string::npos; p = t.find("}}{", p)) t.replace(p, 3, "}},\n{");
+  return ReadTrace(t + "\n]}\n", "asp.json");
 }
 
 TEST(ValidatePace, UnderAspTheSlowestWorkersOwnIterationsSetThePace) {
-  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 6, /*own_pace=*/true);
+  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 6, /*bsp=*/false);
   ASSERT_TRUE(p.ok) << p.why;
   // (max end of iteration 5 - max end of iteration 1) / 4 = (73 - 25) / 4.
   EXPECT_DOUBLE_EQ(p.mean_ms, 12.0);
@@ -47,29 +51,19 @@ TEST(ValidatePace, UnderAspTheSlowestWorkersOwnIterationsSetThePace) {
 TEST(ValidatePace, UnderBspTheSyncPointsSetThePace) {
   // The same trace read as BSP: T(w, v) is when fc1 first held clock v-1, 7 ms late every third
   // clock: (max at clock 5 - max at clock 1) / 4, worker 1: (1 + 72 + 14) - (1 + 24 + 7).
-  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 6, /*own_pace=*/false);
+  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 6, /*bsp=*/true);
   ASSERT_TRUE(p.ok) << p.why;
   EXPECT_DOUBLE_EQ(p.mean_ms, (87.0 - 32.0) / 4);
 }
 
 TEST(ValidatePace, AMissingIterationIsNamed) {
-  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 8, true);
+  const Pace p = IterationPaceFromTraces({AspLikeTrace()}, 2, 2, 8, false);
   EXPECT_FALSE(p.ok);
   EXPECT_NE(p.why.find("no end of iteration 7"), std::string::npos) << p.why;
-  const Pace q = IterationPaceFromTraces({AspLikeTrace()}, 3, 2, 6, true);
+  const Pace q = IterationPaceFromTraces({AspLikeTrace()}, 3, 2, 6, false);
   EXPECT_FALSE(q.ok);
   EXPECT_NE(q.why.find("2 of 3 workers"), std::string::npos) << q.why;
 }
 
-// d08 of held-out set 3: one run in the fair-share mode, two where one worker's connection kept
-// the larger share of the shard's link.
-TEST(ValidateSpread, IsTheRangeOfTheLiveRunsOverTheirMedian) {
-  EXPECT_NEAR(LiveSpreadPct({1346.186, 1510.572, 1505.700}), 100.0 * (1510.572 - 1346.186) / 1505.700,
-              1e-9);
-  EXPECT_NEAR(LiveSpreadPct({10, 10}), 0, 1e-12);
-  EXPECT_TRUE(std::isnan(LiveSpreadPct({72.5})));
-  EXPECT_TRUE(std::isnan(LiveSpreadPct({})));
-}
-
 }  // namespace
-}  // namespace poseidon::app
+}  // namespace poseidon::validation

@@ -1,4 +1,4 @@
-#include "apps/poseidon/validate_draw.h"
+#include "validation/draw.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,7 +12,7 @@
 #include "config/yaml_reader.h"
 #include "real_runtime/node.h"
 
-namespace poseidon::app {
+namespace poseidon::validation {
 namespace {
 
 namespace fs = std::filesystem;
@@ -70,7 +70,7 @@ std::string DrawConfigurations(int count, uint64_t seed, const std::string& prof
   Draw d(seed);
   std::string yaml = fmt::format(
       "# {} configurations drawn at random by `poseidon validate --draw {} --seed {}`\n"
-      "# (apps/poseidon/validate_draw.h says from what). Run: poseidon validate THIS_FILE "
+      "# (validation/draw.h says from what). Run: poseidon validate THIS_FILE "
       "--repeat 3\n"
       "schema_version: 1\nname: validation-draw-seed-{}\nbase: {}\nvary:\n  variant:\n",
       count, count, seed, seed, base);
@@ -166,4 +166,4 @@ int RunDraw(int count, uint64_t seed, const std::string& out, const std::string&
   return 0;
 }
 
-}  // namespace poseidon::app
+}  // namespace poseidon::validation

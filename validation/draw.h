@@ -1,4 +1,4 @@
-// apps/poseidon/validate_draw.h: `poseidon validate --draw N --seed S FILE`, a held-out set of
+// validation/draw.h: `poseidon validate --draw N --seed S FILE`, a held-out set of
 // configurations drawn at random from the space a user can write.
 //
 // Held out means held out: a configuration the simulator's settings were chosen by looking at
@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <string>
 
-namespace poseidon::app {
+namespace poseidon::validation {
 
 // The sweep's YAML text. `profiles_dir`: where the CPU profiles are; `base`: the base scenario
 // as the file should name it (relative to the file's folder).
@@ -31,4 +31,4 @@ std::string DrawConfigurations(int count, uint64_t seed, const std::string& prof
 // run live (a ConfigError naming the configuration otherwise) and says how to run it. Returns 0.
 int RunDraw(int count, uint64_t seed, const std::string& out, const std::string& data_dir);
 
-}  // namespace poseidon::app
+}  // namespace poseidon::validation

@@ -1,5 +1,5 @@
 // The held-out draw of `poseidon validate --draw`: reproducible, spread over the space, valid.
-#include "apps/poseidon/validate_draw.h"
+#include "validation/draw.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
 
-namespace poseidon::app {
+namespace poseidon::validation {
 namespace {
 
 const std::string kData = std::string(POSEIDON_SOURCE_DIR) + "/scenarios";
@@ -75,4 +75,4 @@ TEST(ValidateDraw, NoProfilesIsOneClearError) {
 }
 
 }  // namespace
-}  // namespace poseidon::app
+}  // namespace poseidon::validation

@@ -1,0 +1,49 @@
+// validate's summaries (validation/summary.h): medians per configuration, the worst first, the
+// live runs' own spread.
+#include "validation/summary.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace poseidon::validation {
+namespace {
+
+// d08 of held-out set 3: one run in the fair-share mode, two where one worker's connection kept
+// the larger share of the shard's link.
+TEST(ValidateSpread, IsTheRangeOfTheLiveRunsOverTheirMedian) {
+  EXPECT_NEAR(LiveSpreadPct({1346.186, 1510.572, 1505.700}), 100.0 * (1510.572 - 1346.186) / 1505.700,
+              1e-9);
+  EXPECT_NEAR(LiveSpreadPct({10, 10}), 0, 1e-12);
+  EXPECT_TRUE(std::isnan(LiveSpreadPct({72.5})));
+  EXPECT_TRUE(std::isnan(LiveSpreadPct({})));
+}
+
+TEST(ValidateSummary, MediansPerConfigurationAndTheWorstFirst) {
+  Tally t({"a", "b", "c"}, 2);
+  t.Add(0, 1, 1.0, 100, 0.5);
+  t.Add(1, 1, -9.0, 100, NAN);
+  t.Add(2, 1, 12.0, 100, 1.0);
+  t.Add(0, 2, 3.0, 110, 0.5);
+  t.Add(1, 2, -11.0, 101, NAN);
+  t.Add(2, 2, 14.0, 100, 2.0);
+  EXPECT_EQ(t.AbsMedianErrors(), (std::vector<double>{2.0, 10.0, 13.0}));
+  const std::string text = t.Text(1);
+  EXPECT_EQ(text,
+            "validate: run 1: 3 configurations, median |error| 9.00%, max |error| 12.00%, 2 outside 8%\n"
+            "validate: run 2: 3 configurations, median |error| 11.00%, max |error| 14.00%, 2 outside 8%\n"
+            "validate: 3 configurations x 2 runs, per configuration the median of its runs, median "
+            "|error| 10.00%, max |error| 13.00%, 2 outside 8%, 1 failed\n"
+            "validate: live runs that differ among themselves by more than 8% ((max - min) / median): "
+            "1 of 3 configurations; no single prediction is within 8% of all their runs\n"
+            "validate: outside 8%: +13.00% c (config-2); network model on its live traffic +1.50%; its "
+            "live runs spread 0.0%\n"
+            "validate: outside 8%: -10.00% b (config-1); its live runs spread 1.0%\n");
+  EXPECT_EQ(t.JsonTail(1),
+            "\"runs\":2,\"median_abs_error_pct\":10.000,\"max_abs_error_pct\":13.000,\"failed\":1");
+}
+
+}  // namespace
+}  // namespace poseidon::validation

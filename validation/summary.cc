@@ -1,0 +1,111 @@
+#include "validation/summary.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace poseidon::validation {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double LiveSpreadPct(const std::vector<double>& measured_ms) {
+  if (measured_ms.size() < 2) return NAN;
+  const auto [lo, hi] = std::minmax_element(measured_ms.begin(), measured_ms.end());
+  return 100.0 * (*hi - *lo) / Median(measured_ms);
+}
+
+std::string ErrorSummary(const std::vector<double>& abs_errors) {
+  const double max = abs_errors.empty() ? NAN : *std::max_element(abs_errors.begin(), abs_errors.end());
+  const auto outside =
+      std::count_if(abs_errors.begin(), abs_errors.end(), [](double e) { return e > kErrorGoalPct; });
+  return fmt::format("median |error| {:.2f}%, max |error| {:.2f}%, {} outside 8%", Median(abs_errors),
+                     max, outside);
+}
+
+Tally::Tally(std::vector<std::string> names, int repeat)
+    : names_(std::move(names)),
+      repeat_(repeat),
+      errors_(names_.size()),
+      net_errors_(names_.size()),
+      measured_(names_.size()),
+      run_abs_(static_cast<size_t>(repeat)) {}
+
+void Tally::Add(size_t config, int run, double error_pct, double measured_ms, double net_error_pct) {
+  errors_[config].push_back(error_pct);
+  measured_[config].push_back(measured_ms);
+  run_abs_[static_cast<size_t>(run - 1)].push_back(std::fabs(error_pct));
+  if (std::isfinite(net_error_pct)) net_errors_[config].push_back(net_error_pct);
+}
+
+std::vector<double> Tally::AbsMedianErrors() const {
+  std::vector<double> abs_errors;
+  for (const std::vector<double>& e : errors_) {
+    if (!e.empty()) abs_errors.push_back(std::fabs(Median(e)));
+  }
+  return abs_errors;
+}
+
+std::string Tally::JsonTail(int failures) const {
+  const std::vector<double> abs_errors = AbsMedianErrors();
+  const double max = abs_errors.empty() ? NAN : *std::max_element(abs_errors.begin(), abs_errors.end());
+  return fmt::format("\"runs\":{},\"median_abs_error_pct\":{:.3f},\"max_abs_error_pct\":{:.3f},"
+                     "\"failed\":{}",
+                     repeat_, Median(abs_errors), max, failures);
+}
+
+std::string Tally::Text(int failures) const {
+  const bool runs = repeat_ > 1;
+  std::vector<std::pair<double, size_t>> outside;  // (signed median error, configuration)
+  for (size_t i = 0; i < errors_.size(); ++i) {
+    if (errors_[i].empty()) continue;
+    const double m = Median(errors_[i]);
+    if (std::fabs(m) > kErrorGoalPct) outside.emplace_back(m, i);
+  }
+  std::sort(outside.begin(), outside.end(),
+            [](const auto& a, const auto& b) { return std::fabs(a.first) > std::fabs(b.first); });
+  std::string summary;
+  if (runs) {
+    for (size_t r = 0; r < run_abs_.size(); ++r) {
+      summary += fmt::format("validate: run {}: {} configurations, {}\n", r + 1, run_abs_[r].size(),
+                             ErrorSummary(run_abs_[r]));
+    }
+  }
+  summary += fmt::format("validate: {} configurations{}, {}{}\n", names_.size(),
+                         runs ? fmt::format(" x {} runs, per configuration the median of its runs", repeat_)
+                              : std::string(),
+                         ErrorSummary(AbsMedianErrors()),
+                         failures ? fmt::format(", {} failed", failures) : std::string());
+  // The live system's own repeatability: configurations whose runs differ by more than the goal.
+  if (runs) {
+    std::vector<std::pair<double, size_t>> spread;
+    for (size_t i = 0; i < measured_.size(); ++i) {
+      const double s = LiveSpreadPct(measured_[i]);
+      if (std::isfinite(s) && s > kErrorGoalPct) spread.emplace_back(s, i);
+    }
+    summary += fmt::format("validate: live runs that differ among themselves by more than 8% "
+                           "((max - min) / median): {} of {} configurations{}\n",
+                           spread.size(), names_.size(),
+                           spread.empty() ? std::string() : "; no single prediction is within 8% of all their runs");
+  }
+  // Where to look first: the configurations outside the goal, worst first, with the network
+  // model's error on the same runs' own traffic: near zero, the simulated schedule is what
+  // differs; far from zero, the network model.
+  for (const auto& [err, i] : outside) {
+    const double s = LiveSpreadPct(measured_[i]);
+    summary += fmt::format("validate: outside 8%: {:+.2f}% {} (config-{}){}{}\n", err, names_[i], i,
+                           net_errors_[i].empty()
+                               ? std::string()
+                               : fmt::format("; network model on its live traffic {:+.2f}%",
+                                             Median(net_errors_[i])),
+                           std::isfinite(s) ? fmt::format("; its live runs spread {:.1f}%", s) : std::string());
+  }
+  return summary;
+}
+
+}  // namespace poseidon::validation

@@ -1,0 +1,56 @@
+// validation/summary.h: what `poseidon validate` says over its configurations: per
+// configuration the median of its runs' errors, over the configurations the median and largest
+// absolute error, the ones outside the goal (worst first, with the network model's error on
+// their own traffic and how far their live runs spread), and the live runs' own repeatability.
+//
+//   Tally t(names, repeat);
+//   t.Add(i, run, error_pct, measured_ms, net_error_pct);  // per successful run
+//   std::cerr << t.Text(failures);
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace poseidon::validation {
+
+// The error goal: a configuration whose |error| is above it is listed.
+inline constexpr double kErrorGoalPct = 8;
+
+// The median of `v` (mean of the middle two for an even count); NaN when empty.
+double Median(std::vector<double> v);
+
+// How far the live runs of one configuration differ among themselves: (max - min) / median of
+// their measured iteration times, in percent; NaN with fewer than two runs. A configuration whose
+// live runs spread by more than the error goal cannot meet it in every run, whatever the model.
+double LiveSpreadPct(const std::vector<double>& measured_ms);
+
+// "median |error| X%, max |error| Y%, K outside 8%" over absolute errors.
+std::string ErrorSummary(const std::vector<double>& abs_errors);
+
+class Tally {
+ public:
+  // names[i]: configuration i's name in the summary; repeat: live runs per configuration.
+  Tally(std::vector<std::string> names, int repeat);
+
+  // A run (1-based) of configuration i that was measured and predicted.
+  void Add(size_t config, int run, double error_pct, double measured_ms, double net_error_pct);
+
+  // Per configuration the median of its runs' errors, absolute, for those with at least one run.
+  std::vector<double> AbsMedianErrors() const;
+  // The summary lines (each "validate: ...\n"); `failures`: runs that could not be compared.
+  std::string Text(int failures) const;
+  // The JSON document's last fields: "runs", the median and largest |error|, "failed".
+  std::string JsonTail(int failures) const;
+
+ private:
+  std::vector<std::string> names_;
+  int repeat_;
+  std::vector<std::vector<double>> errors_;      // per configuration, one per run
+  std::vector<std::vector<double>> net_errors_;  // network model on the live traffic
+  std::vector<std::vector<double>> measured_;    // live iteration times, per run
+  std::vector<std::vector<double>> run_abs_;     // per run, |error| of every configuration
+};
+
+}  // namespace poseidon::validation

@@ -1,0 +1,298 @@
+#include "validation/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "config/job_config.h"
+#include "config/scenario.h"
+#include "config/yaml_reader.h"
+#include "core/trace.h"
+#include "real_runtime/launch.h"
+#include "sim/simulation.h"
+#include "validation/network_replay.h"
+#include "validation/summary.h"
+#include "validation/trace_pace.h"
+#include "validation/trace_reader.h"
+
+namespace poseidon::validation {
+namespace {
+
+using config::ConfigError;
+namespace fs = std::filesystem;
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string YamlText(const YAML::Node& n) {
+  YAML::Emitter e;
+  e.SetMapFormat(YAML::Flow);
+  e.SetSeqFormat(YAML::Flow);
+  e << n;
+  return e.c_str();
+}
+
+struct Config {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> values;  // for the CSV
+  std::vector<std::string> overrides;                       // --set for this configuration
+  config::ScenarioSpec scenario;                            // live
+  config::ScenarioSpec sim_scenario;                        // with --sim-set on top
+};
+
+config::ScenarioSpec WithSimOverrides(const std::string& file, std::vector<std::string> overrides,
+                                      const ValidateOptions& o) {
+  overrides.insert(overrides.end(), o.sim_overrides.begin(), o.sim_overrides.end());
+  return config::LoadScenarioFile(file, overrides);
+}
+
+std::vector<Config> Configurations(const ValidateOptions& o, std::string* base_file,
+                                   std::vector<std::string>* axes) {
+  std::vector<Config> out;
+  const YAML::Node doc = config::YamlFile::Load(o.input).root();
+  if (doc.IsMap() && doc["vary"]) {
+    const config::SweepSpec sw = config::LoadSweepFile(o.input);
+    *base_file = sw.base_file;
+    for (const config::SweepAxis& a : sw.axes) axes->push_back(a.path);
+    for (const config::SweepPoint& p : sw.points) {
+      Config c;
+      c.values = p.values;
+      c.overrides = o.overrides;
+      for (size_t i = 0; i < p.values.size(); ++i) {
+        const config::SweepAxis& a = sw.axes[i];
+        if (!a.variant_names.empty()) {  // a bundle axis
+          const auto it = std::find(a.variant_names.begin(), a.variant_names.end(), p.values[i].second);
+          const auto& sets = a.variant_sets[static_cast<size_t>(it - a.variant_names.begin())];
+          for (const auto& [path, value] : sets) c.overrides.push_back(path + "=" + YamlText(value));
+        } else {
+          c.overrides.push_back(a.path + "=" + p.values[i].second);
+        }
+      }
+      c.scenario = config::LoadScenarioFile(sw.base_file, c.overrides);
+      c.sim_scenario = WithSimOverrides(sw.base_file, c.overrides, o);
+      c.name = c.scenario.name;
+      for (const auto& [k, v] : p.values) c.name += fmt::format(" {}={}", k, v);
+      out.push_back(std::move(c));
+    }
+  } else {
+    *base_file = o.input;
+    Config c;
+    c.overrides = o.overrides;
+    c.scenario = config::LoadScenarioFile(o.input, o.overrides);
+    c.sim_scenario = WithSimOverrides(o.input, o.overrides, o);
+    c.name = c.scenario.name;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+// The predicted pace: the simulator's own trace, measured as the live ones are.
+Pace Predict(const Config& c, const std::string& dir) {
+  const config::ScenarioSpec& s = c.scenario;
+  sim::SimOptions so;
+  so.baseline = false;
+  so.record_trace = true;
+  try {
+    const sim::ScenarioResult r = sim::SimulateScenario(c.sim_scenario, so);
+    const Pace p = IterationPaceFromTraces({ReadTrace(r.chrome_trace, dir + "/sim.json")}, s.workers,
+                                           s.warmup_iterations, s.iterations, s.consistency == "bsp");
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::ofstream(dir + "/sim.json", std::ios::binary) << r.chrome_trace;
+    return p;
+  } catch (const ConfigError& e) {
+    return Pace{false, e.what()};
+  }
+}
+
+// What a run of one configuration left: its workers' traces (for the pace) and every process's
+// events (for the network replay).
+struct LiveTraces {
+  std::vector<std::vector<TraceRecord>> workers;
+  std::vector<TraceRecord> all;
+};
+
+// Reads the run in `dir`; with `merge`, also writes DIR/live.json, one timeline of every process
+// beside the simulated one (config-N/sim.json). Throws TraceError for a trace it cannot read.
+LiveTraces ReadLive(const std::string& dir, const config::ScenarioSpec& s, bool merge) {
+  LiveTraces t;
+  if (!merge) {
+    for (int w = 1; w <= s.workers; ++w) {
+      t.workers.push_back(ReadTraceFile(fmt::format("{}/trace/rank-{}.json", dir, w)));
+    }
+    // (Without the merged timeline the network model has nothing to replay: NAN, as before.)
+    if (fs::exists(dir + "/live.json")) t.all = ReadTraceFile(dir + "/live.json");
+    return t;
+  }
+  std::vector<std::string> texts;
+  for (int a = 0; a < 1 + s.workers + s.servers; ++a) {
+    texts.push_back(ReadText(fmt::format("{}/trace/rank-{}.json", dir, a)));
+  }
+  std::string merged, merge_error;
+  if (core::MergeChromeTraces(texts, &merged, &merge_error)) {
+    std::ofstream(dir + "/live.json", std::ios::binary) << merged;
+  }
+  for (int a = 0; a < 1 + s.workers + s.servers; ++a) {
+    std::vector<TraceRecord> events =
+        ReadTrace(texts[static_cast<size_t>(a)], fmt::format("{}/trace/rank-{}.json", dir, a));
+    if (a >= 1 && a <= s.workers) t.workers.push_back(events);
+    t.all.insert(t.all.end(), std::make_move_iterator(events.begin()),
+                 std::make_move_iterator(events.end()));
+  }
+  return t;
+}
+
+}  // namespace
+
+int RunValidate(const ValidateOptions& o) {
+  if (o.repeat < 1) throw ConfigError(fmt::format("error: --repeat must be >= 1, got {}", o.repeat));
+  std::string base_file;
+  std::vector<std::string> axes;
+  const std::vector<Config> configs = Configurations(o, &base_file, &axes);
+  std::error_code ec;
+  fs::create_directories(o.work_dir, ec);
+  if (ec) throw ConfigError(o.work_dir + ": error: cannot create the work folder: " + ec.message());
+  const bool runs = o.repeat > 1;
+
+  std::vector<Pace> predicted(configs.size());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    predicted[i] = Predict(configs[i], fmt::format("{}/config-{}", o.work_dir, i));
+  }
+
+  std::string csv = runs ? "run,index,name" : "index,name";
+  for (const std::string& a : axes) csv += "," + CsvField(a);
+  csv += ",workers,measured_ms,measured_std_ms,predicted_ms,predicted_std_ms,error_pct,"
+         "network_error_pct\n";
+  std::string json = "{\"configurations\":[";
+  std::vector<std::string> names;
+  for (const Config& c : configs) names.push_back(c.name);
+  Tally tally(names, o.repeat);
+  int failures = 0;
+  bool first_row = true;
+  for (int run = 1; run <= o.repeat; ++run) {
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const Config& c = configs[i];
+      const config::ScenarioSpec& s = c.scenario;
+      const Pace& pred = predicted[i];
+      if (runs) {
+        fmt::print(stderr, "validate run {}/{}, {}/{}: {}\n", run, o.repeat, i + 1, configs.size(), c.name);
+      } else {
+        fmt::print(stderr, "validate {}/{}: {}\n", i + 1, configs.size(), c.name);
+      }
+      const std::string dir = runs ? fmt::format("{}/config-{}/run-{}", o.work_dir, i, run)
+                                   : fmt::format("{}/config-{}", o.work_dir, i);
+      int rc = 0;
+      // What the live run was: its input and --set, recorded beside it, checked by --reuse-live.
+      std::string recorded = "input: " + fs::absolute(o.input).lexically_normal().string() + "\n";
+      for (const std::string& ov : c.overrides) recorded += "set: " + ov + "\n";
+      std::string reuse_why;
+      if (!pred.ok) {
+        rc = 2;  // the simulator could not run it: a live run would not be compared with anything
+      } else if (o.reuse_live) {
+        const std::string file = dir + "/live-run.txt";
+        if (!fs::exists(file)) {
+          rc = 2;
+          reuse_why = fmt::format("{}: no live run recorded here; run validate without --reuse-live "
+                                  "first (same input, --set, --repeat and --work-dir)", file);
+        } else if (ReadText(file) != recorded) {
+          rc = 2;
+          reuse_why = fmt::format("{}: the live run recorded here was of another configuration "
+                                  "(input or --set differ); rerun it without --reuse-live", file);
+        }
+      } else {
+        try {
+          // Measured: live, compute replayed.
+          fs::create_directories(dir, ec);
+          fs::remove_all(dir + "/trace", ec);
+          rt::LaunchOptions lo;
+          lo.scenario_file = base_file;
+          lo.overrides = c.overrides;
+          lo.log_dir = dir;
+          lo.emulate = o.emulate;
+          lo.netns_script = o.netns_script;
+          lo.node_args = {"--compute", "replay", "--no-test", "--trace-dir", dir + "/trace"};
+          fs::remove(dir + "/live-run.txt", ec);
+          rc = rt::RunLaunch(lo);
+          if (rc == 130) {
+            fmt::print(stderr, "validate: interrupted\n");
+            return 130;
+          }
+          if (rc == 0) std::ofstream(dir + "/live-run.txt", std::ios::binary) << recorded;
+        } catch (const ConfigError& e) {
+          // One configuration that cannot run does not stop the others.
+          fmt::print(stderr, "validate: {}: {}\n", c.name, e.what());
+          rc = 2;
+        }
+      }
+      Pace meas{false, !pred.ok            ? pred.why
+                       : !reuse_why.empty() ? reuse_why
+                                            : fmt::format("the live run failed (exit code {}); see {}", rc, dir)};
+      LiveTraces live;
+      if (rc == 0) {
+        try {
+          live = ReadLive(dir, s, !o.reuse_live);
+          meas = IterationPaceFromTraces(live.workers, s.workers, s.warmup_iterations, s.iterations,
+                                         s.consistency == "bsp");
+        } catch (const TraceError& e) {
+          meas = Pace{false, e.what()};
+        }
+      }
+      std::string err_text, net_text;
+      if (meas.ok && pred.ok) {
+        const double err = 100.0 * (pred.mean_ms - meas.mean_ms) / meas.mean_ms;
+        err_text = fmt::format("{:.2f}", err);
+        const double net = NetworkReplayError(c.sim_scenario, live.all, dir);
+        if (std::isfinite(net)) net_text = fmt::format("{:.2f}", net);
+        tally.Add(i, run, err, meas.mean_ms, net);
+      } else {
+        ++failures;
+        fmt::print(stderr, "validate: {}: {}\n", c.name, !meas.ok ? meas.why : pred.why);
+      }
+      csv += runs ? fmt::format("{},{},{}", run, i, CsvField(s.name)) : fmt::format("{},{}", i, CsvField(s.name));
+      for (const auto& [k, v] : c.values) csv += "," + CsvField(v);
+      csv += fmt::format(",{},{:.3f},{:.3f},{:.3f},{:.3f},{},{}\n", s.workers, meas.mean_ms,
+                         meas.std_ms, pred.mean_ms, pred.std_ms, err_text, net_text);
+      json += fmt::format("{}{{{}\"index\":{},\"name\":\"{}\",\"workers\":{},\"measured_ms\":{:.3f},"
+                          "\"measured_std_ms\":{:.3f},\"predicted_ms\":{:.3f},\"predicted_std_ms\":{:.3f},"
+                          "\"error_pct\":{},\"network_error_pct\":{}}}",
+                          first_row ? "" : ",", runs ? fmt::format("\"run\":{},", run) : "", i, s.name,
+                          s.workers, meas.mean_ms, meas.std_ms, pred.mean_ms, pred.std_ms,
+                          err_text.empty() ? "null" : err_text, net_text.empty() ? "null" : net_text);
+      first_row = false;
+      fmt::print(stderr,
+                 "  measured {:.3f} ms (std {:.3f}), predicted {:.3f} ms: error {}%; network model "
+                 "on the live traffic: {}%\n",
+                 meas.mean_ms, meas.std_ms, pred.mean_ms, err_text.empty() ? "n/a" : err_text,
+                 net_text.empty() ? "n/a" : net_text);
+    }
+  }
+  json += "]," + tally.JsonTail(failures) + "}\n";
+  const std::string summary = tally.Text(failures);
+  if (o.csv.empty()) {
+    std::cout << csv;
+  } else {
+    std::ofstream(o.csv, std::ios::binary) << csv;
+  }
+  if (!o.json.empty()) std::ofstream(o.json, std::ios::binary) << json;
+  std::cerr << summary;
+  return failures ? 1 : 0;
+}
+
+}  // namespace poseidon::validation

@@ -1,0 +1,49 @@
+// validation/validate.h: `poseidon validate`, the simulator's prediction against a live run of
+// the same configuration.
+//
+//   ValidateOptions o;
+//   o.input = "scenarios/validation/matrix.yaml";
+//   o.repeat = 3;
+//   return RunValidate(o);   // CSV on stdout (or o.csv), summary on stderr
+//
+// For each configuration (a scenario, or every point of a sweep) it runs the job live with
+// compute replayed from the scenario's profile (`launch --compute replay`, on an emulated
+// cluster with `emulate`) and in the simulator, and measures both the same way: from the
+// workers' traces (validation/trace_reader.h), the job's iteration time as core/pace.h defines
+// it (validation/trace_pace.h). Reports measured and predicted iteration time (mean and spread
+// over the measured iterations), the error, the network model's error on the run's own traffic
+// (validation/network_replay.h), and the median and largest absolute error
+// (validation/summary.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace poseidon::validation {
+
+struct ValidateOptions {
+  std::string input;                   // scenario or sweep YAML
+  std::vector<std::string> overrides;  // --set, on every configuration
+  std::vector<std::string> sim_overrides;  // --sim-set: the simulator's side only (to check
+                                           // that a wrong model is caught)
+  std::string work_dir = "out/validate";
+  std::string csv, json;               // outputs (csv default: stdout)
+  bool emulate = true;                 // shaped network namespaces (root); false: loopback
+  // Live runs per configuration (the simulation runs once: it is deterministic). Run r of every
+  // configuration comes before run r + 1 of any, so that the runs of one configuration are
+  // spread over the whole time the command takes. With repeat > 1 the CSV and JSON gain a `run`
+  // column and the summary takes, per configuration, the median of its runs.
+  int repeat = 1;
+  // Run nothing live: compare the simulator with the live runs an earlier validate left in
+  // work_dir (same input, --set and --repeat; checked against what each run recorded). For
+  // trying a simulator setting (--sim-set) against the same measurements, without their noise.
+  bool reuse_live = false;
+  std::string netns_script;            // scripts/netns-run
+};
+
+// Runs every configuration; returns 0, 1 when some run could not be compared, 130 when
+// interrupted. Throws config::ConfigError for bad input (the input file, --repeat, the work
+// folder).
+int RunValidate(const ValidateOptions& o);
+
+}  // namespace poseidon::validation
