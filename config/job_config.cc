@@ -1,11 +1,13 @@
 #include "config/job_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "core/collectives.h"
 #include "core/message_rules.h"
 #include "core/sacp.h"
 
@@ -31,6 +33,43 @@ core::FaultConfig BuildFault(const ScenarioSpec& s) {
   f.checkpoint_every = s.fault.checkpoint_every;
   return f;
 }
+
+namespace {
+
+int64_t MibBytes(double mib) { return std::llround(mib * 1024 * 1024); }
+
+// protocol.baseline into the core's BaselineConfig; the sizes are whole bytes (at least one) and
+// Horovod's fusion threshold at least the model's smallest gradient tensor.
+void ReadBaselineInto(const ScenarioSpec& s, const core::Model& model, core::ProtocolConfig* p) {
+  core::BaselineConfig& b = p->baseline;
+  if (!core::BaselineFromName(s.baseline, &b.kind)) {
+    FailAt(s.protocol_loc, fmt::format("unknown baseline '{}'; known: {}", s.baseline,
+                                       core::KnownBaselines()));
+  }
+  b.bucket_cap_bytes = std::max<int64_t>(1, MibBytes(s.ddp_bucket_cap_mib));
+  b.first_bucket_bytes = std::max<int64_t>(1, MibBytes(s.ddp_first_bucket_mib));
+  b.fusion_threshold_bytes = MibBytes(s.horovod_fusion_threshold_mib);
+  b.cycle_ns = std::max<core::TimeNs>(1, std::llround(s.horovod_cycle_ms * 1e6));
+  if (b.kind != core::Baseline::kHorovod) return;
+  const std::vector<core::GradTensor> tensors = core::GradientReadyOrder(model);
+  if (tensors.empty()) return;
+  const auto smallest = std::min_element(
+      tensors.begin(), tensors.end(),
+      [](const core::GradTensor& a, const core::GradTensor& c) { return a.count < c.count; });
+  if (b.fusion_threshold_bytes < smallest->bytes()) {
+    const core::Layer& L = model.layers()[static_cast<size_t>(smallest->layer)];
+    FailAt(s.fusion_threshold_loc,
+           fmt::format("protocol.horovod.fusion_threshold_mib {} ({} bytes) is below the smallest "
+                       "gradient tensor of model '{}' ({}, {} bytes); give at least {:.6f} MiB "
+                       "(that size fuses nothing: Horovod without tensor fusion)",
+                       s.horovod_fusion_threshold_mib, b.fusion_threshold_bytes, model.name(),
+                       L.blobs[static_cast<size_t>(smallest->blob)].name, smallest->bytes(),
+                       std::ceil(static_cast<double>(smallest->bytes()) / (1024 * 1024) * 1e6) /
+                           1e6));
+  }
+}
+
+}  // namespace
 
 core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model,
                                    bool device_copies, const core::SacpTiming* timing) {
@@ -62,6 +101,7 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
                        "fp32 values, but model '{}' holds fp64 values; use gradient_wire: fp32",
                        s.gradient_wire, model.name()));
   }
+  if (!s.baseline.empty()) ReadBaselineInto(s, model, &p);
   core::SacpInput in;
   in.workers = workers;
   in.servers = servers;
@@ -74,6 +114,8 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
     in.timing = *timing;
     if (p.gradient_wire != core::WireFormat::kFp32) in.timing->gradient_bytes_per_value = 2;
   }
+  // A baseline all-reduces every layer (its collectives fuse them; core/collectives.h).
+  if (p.baseline.enabled()) in.default_request = core::SchemeRequest::kAllreduce;
   for (const auto& [layer, scheme] : s.layer_schemes) {
     core::SchemeRequest r;
     core::SchemeRequestFromName(scheme, &r);

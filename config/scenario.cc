@@ -298,6 +298,74 @@ void ReadPrecisionKeys(MapReader& c, ScenarioSpec* s) {
   if (c.Has("optimizer")) s->device->optimizer = ReadOptimizer(c, "optimizer");
 }
 
+// protocol.baseline and its settings (core/collectives.h gives each default's source). Whether a
+// fusion threshold reaches the model's smallest tensor needs the built model: BuildProtocol
+// (config/job_config.cc) checks it, naming fusion_threshold_loc.
+void ReadBaseline(MapReader& p, ScenarioSpec* s) {
+  if (p.Has("baseline")) {
+    s->baseline = p.Choice("baseline", {"ddp", "horovod"}, "ddp");
+    s->fusion_threshold_loc = p.Loc("baseline");
+  }
+  auto section = [&](const char* key) {
+    YAML::Node n = p.OptionalNode(key);
+    if (!n.IsDefined() || n.IsNull()) return n;
+    if (s->baseline != key) {
+      p.FailKey(key, fmt::format("protocol.{} sets baseline {}'s parameters, but the scenario "
+                                 "{}; add 'baseline: {}' to protocol or remove '{}'",
+                                 key, key,
+                                 s->baseline.empty() ? std::string("runs no baseline")
+                                                     : "runs baseline " + s->baseline,
+                                 key, key));
+    }
+    return n;
+  };
+  auto positive = [](MapReader& r, const char* key, double def, const char* what) {
+    const double v = r.Number(key, def);
+    if (!(v > 0)) {
+      r.FailKey(key, fmt::format("{} must be > 0, got {}: {}", key, v, what));
+    }
+    return v;
+  };
+  if (YAML::Node d = section("ddp"); d.IsDefined() && !d.IsNull()) {
+    MapReader r(d, p.file(), "protocol.ddp");
+    s->ddp_bucket_cap_mib = positive(
+        r, "bucket_cap_mib", 25,
+        "DDP's bucket_cap_mb (in MiB, 25 by default) bounds every bucket after the first");
+    s->ddp_first_bucket_mib = positive(
+        r, "first_bucket_mib", 1,
+        "DDP's first bucket after iteration 0 holds 1 MiB by default "
+        "(torch.distributed._DEFAULT_FIRST_BUCKET_BYTES)");
+    r.Finish();
+  }
+  if (YAML::Node h = section("horovod"); h.IsDefined() && !h.IsNull()) {
+    MapReader r(h, p.file(), "protocol.horovod");
+    if (r.Has("fusion_threshold_mib")) s->fusion_threshold_loc = r.Loc("fusion_threshold_mib");
+    s->horovod_fusion_threshold_mib = r.NonNegativeNumber("fusion_threshold_mib", 128);
+    s->horovod_cycle_ms = positive(
+        r, "cycle_ms", 1, "Horovod negotiates once per HOROVOD_CYCLE_TIME (1 ms by default)");
+    r.Finish();
+  }
+  if (s->baseline.empty()) return;
+  const std::string why =
+      fmt::format("baseline {} all-reduces every layer's gradient", s->baseline);
+  if (p.Has("scheme") && s->scheme != "allreduce") {
+    p.FailKey("scheme", fmt::format("{}, so protocol.scheme {} does not apply; remove it (or say "
+                                    "allreduce)",
+                                    why, s->scheme));
+  }
+  if (!s->layer_schemes.empty()) {
+    p.FailKey("layer_schemes", why + ", so per-layer schemes do not apply; remove layer_schemes");
+  }
+  if (s->consistency != "bsp") {
+    p.FailKey("consistency", why + " synchronously: it needs consistency bsp");
+  }
+  if (s->model_from_workers) {
+    p.FailKey("baseline",
+              "a job whose workers bring the model (model: torch) runs Poseidon's protocol; to "
+              "run DDP or Horovod, run them (docs/torch.md compares them)");
+  }
+}
+
 }  // namespace
 
 ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
@@ -461,6 +529,7 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
                             "gradient_wire: fp32",
                             s.gradient_wire, s.model.name, s.model.value_words));
     }
+    ReadBaseline(p, &s);
     if (s.consistency != "bsp" && (s.scheme == "allreduce" ||
                                    std::any_of(s.layer_schemes.begin(), s.layer_schemes.end(),
                                                [](const auto& kv) { return kv.second == "allreduce"; }))) {

@@ -71,6 +71,12 @@
 //     gradient_wire: fp32          # fp32 | fp16 | bf16: gradients (pushes, factors, ring steps)
 //                                  # on the wire as 16-bit values, half the bytes; parameters
 //                                  # stay fp32; fp32 models only (core/messages.h WireFormat)
+//     baseline: ddp                # optional: run what users run instead, every layer by fused
+//                                  # ring all-reduces one at a time (core/collectives.h):
+//                                  # ddp (PyTorch DDP's buckets) | horovod (tensor fusion,
+//                                  # simulator only); needs bsp and scheme absent or allreduce
+//     ddp: {bucket_cap_mib: 25, first_bucket_mib: 1}          # baseline ddp (DDP's defaults)
+//     horovod: {fusion_threshold_mib: 128, cycle_ms: 1}        # baseline horovod (Horovod's)
 //   stragglers:                    # per-worker compute slowdown
 //     - {worker: 3, slowdown: 1.5}
 //   jitter: {distribution: lognormal, cv: 0.05}   # per-task compute variability (seeded)
@@ -147,6 +153,14 @@ struct ScenarioSpec {
   std::string gate = "all";                            // all | per_layer
   int64_t priority_window_bytes = 0;                   // 0 = no priorities
   std::string gradient_wire = "fp32";                  // fp32 | fp16 | bf16 (core WireFormat)
+  // protocol.baseline (core/collectives.h): "" for Poseidon's own protocol, ddp or horovod, and
+  // their settings in MiB (2^20 bytes, as DDP's bucket_cap_mb means) and milliseconds.
+  std::string baseline;
+  double ddp_bucket_cap_mib = 25;
+  double ddp_first_bucket_mib = 1;
+  double horovod_fusion_threshold_mib = 128;
+  double horovod_cycle_ms = 1;
+  core::SourceLoc fusion_threshold_loc;  // where the threshold was given (or the baseline)
   // protocol.fault_tolerance (core/job.h FaultConfig); all off unless the section is present
   struct FaultTolerance {
     bool enabled = false;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/collectives.h"
 #include "core/messages.h"
 #include "core/placement_policy.h"
 #include "core/sacp.h"
@@ -80,6 +81,8 @@ struct FaultConfig {
 // Timer ids of the core's actors (Host::SetTimer).
 inline constexpr uint64_t kHeartbeatTimer = 1;     // workers and shards: send a heartbeat
 inline constexpr uint64_t kFailureCheckTimer = 2;  // coordinator: look for silent actors
+inline constexpr uint64_t kCycleTimer = 3;         // workers under protocol.baseline horovod: a
+                                                   // negotiation cycle (HOROVOD_CYCLE_TIME)
 
 struct ProtocolConfig {
   static constexpr int64_t kUnbounded = int64_t{1} << 60;
@@ -134,6 +137,11 @@ struct ProtocolConfig {
   // Chunks and ring pieces are cut as in kFp32 (chunk_bytes counts the job's values), so a 16-bit
   // job makes the same messages, each half the size. Needs fp32 values (value_words 1).
   WireFormat gradient_wire = WireFormat::kFp32;
+  // The system users run instead (protocol.baseline; core/collectives.h): every layer's gradient
+  // goes by fused ring all-reduces (DDP's buckets or Horovod's tensor fusion), one collective at a
+  // time per worker. kNone: Poseidon's own per-layer schemes (scheme_of_layer). A baseline needs
+  // BSP and every layer planned kAllreduce (config/job_config.cc does both).
+  BaselineConfig baseline;
   FaultConfig fault;
 };
 

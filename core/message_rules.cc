@@ -39,7 +39,8 @@ ProtocolError WireIs(const Message& m, WireFormat want, const std::string& what)
 }
 
 bool IsGradient(MsgType t) {
-  return t == MsgType::kPushGrad || t == MsgType::kFactors || t == MsgType::kRing;
+  return t == MsgType::kPushGrad || t == MsgType::kFactors || t == MsgType::kRing ||
+         t == MsgType::kBucket;
 }
 
 ProtocolError ClockInRange(const Message& m, const ProtocolConfig& config) {
@@ -184,7 +185,8 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
         return Err(C::kWrongSender, "a ring step not from the previous worker of the ring");
       }
       const int layers = static_cast<int>(job.model->layers().size());
-      if (m.layer < 0 || m.layer >= layers || job.config->SchemeOf(m.layer) != Scheme::kAllreduce) {
+      if (m.layer < 0 || m.layer >= layers || job.config->SchemeOf(m.layer) != Scheme::kAllreduce ||
+          job.config->baseline.enabled()) {
         return Err(C::kOutOfRange,
                    "ring step for layer " + S(m.layer) + ", which does not go by all-reduce");
       }
@@ -210,8 +212,81 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
       return Sized(m, *job.config, span.count,
                    WirePayloadBytes(wire, RingSegmentBytes(piece_bytes, seg, P), span.count), what);
     }
+    case MsgType::kBucket: {
+      if (!L.IsWorker(me) || !job.config->baseline.enabled() || !job.collectives) {
+        return Err(C::kNotForThisActor, "a bucket step, but " + me_name() +
+                                            " runs no baseline's collectives");
+      }
+      const int P = L.num_workers;
+      if (!L.IsWorker(m.from) || L.WorkerIndex(m.from) != (L.WorkerIndex(me) + P - 1) % P) {
+        return Err(C::kWrongSender, "a bucket step not from the previous worker of the ring");
+      }
+      if (ProtocolError e = ClockInRange(m, *job.config)) return e;
+      const CollectivePlan& plan = *job.collectives;
+      const int layers = static_cast<int>(job.model->layers().size());
+      if (m.chunk < 0 || m.chunk >= plan.max_pieces() || m.step < 0 || m.step >= 2 * (P - 1) ||
+          m.layer < 0 || m.layer >= layers) {
+        return Err(C::kOutOfRange, "bucket step " + S(m.step) + " of piece " + S(m.chunk) +
+                                       " (layer " + S(m.layer) + "; a clock has at most " +
+                                       S(plan.max_pieces()) + " pieces, " + S(2 * (P - 1)) +
+                                       " steps)");
+      }
+      if (ProtocolError e = WireIs(m, job.config->gradient_wire, "a bucket step")) return e;
+      if (job.config->baseline.kind != Baseline::kDdp) return ProtocolError::Ok();
+      const Collective* c = CollectivePlan::Holding(plan.Ddp(m.clock), m.chunk);
+      if (!c) {
+        return Err(C::kOutOfRange, "bucket step for piece " + S(m.chunk) + " of clock " +
+                                       S(m.clock) + ", which its buckets do not have");
+      }
+      return CheckCollectiveStep(job, *c, m);
+    }
+    case MsgType::kReady:
+    case MsgType::kResponse: {
+      const bool ready = m.type == MsgType::kReady;
+      if (!L.IsWorker(me) || job.config->baseline.kind != Baseline::kHorovod ||
+          !job.collectives || (ready ? L.WorkerIndex(me) != 0 : L.WorkerIndex(me) == 0)) {
+        return Err(C::kNotForThisActor, std::string("a ") + MsgTypeName(m.type) + ", but " +
+                                            me_name() + " takes none");
+      }
+      if (!L.IsWorker(m.from) || (!ready && L.WorkerIndex(m.from) != 0)) {
+        return Err(C::kWrongSender, std::string("a ") + MsgTypeName(m.type) + " from " +
+                                        L.ActorName(m.from));
+      }
+      if (ProtocolError e = ClockInRange(m, *job.config)) return e;
+      const int n = static_cast<int>(job.collectives->tensors().size());
+      const bool ok = ready ? m.chunk >= 0 && m.chunk <= n
+                            : m.step >= 0 && m.step < m.chunk && m.chunk <= n;
+      if (!ok || m.payload_bytes != 0 || m.data) {
+        return Err(C::kOutOfRange, std::string("a ") + MsgTypeName(m.type) + " of tensors " +
+                                       S(m.step) + ".." + S(m.chunk) + " and " +
+                                       S(m.payload_bytes) + " bytes (the job has " + S(n) +
+                                       " gradient tensors; negotiation carries no values)");
+      }
+      return ProtocolError::Ok();
+    }
   }
   return Err(C::kNotForThisActor, "message type " + S(static_cast<int>(m.type)) + " is unknown");
+}
+
+ProtocolError CheckCollectiveStep(const JobShape& job, const Collective& c, const Message& m) {
+  const CollectivePlan& plan = *job.collectives;
+  if (m.layer != c.first_layer) {
+    return Err(C::kOutOfRange, "bucket step for piece " + S(m.chunk) + " naming layer " +
+                                   S(m.layer) + " (its collective starts at layer " +
+                                   S(c.first_layer) + ")");
+  }
+  const int P = job.layout->num_workers;
+  const int piece = m.chunk - c.piece_base;
+  const int seg = RingSegmentSent(job.layout->WorkerIndex(m.from), m.step, P);
+  const RingSpan span =
+      RingSegmentFloats(c.bytes, plan.chunk_bytes(), piece, seg, P, plan.value_words());
+  const int64_t piece_bytes =
+      std::min(plan.chunk_bytes(), c.bytes - static_cast<int64_t>(piece) * plan.chunk_bytes());
+  const WireFormat wire = job.config->gradient_wire;
+  return Sized(m, *job.config, span.count,
+               WirePayloadBytes(wire, RingSegmentBytes(piece_bytes, seg, P), span.count),
+               "bucket step " + S(m.step) + " of piece " + S(m.chunk) + " of clock " +
+                   S(m.clock));
 }
 
 int FirstLayerOffPs(const Model& model, const ProtocolConfig& config) {

@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "core/collectives.h"
 #include "core/job.h"
 #include "core/messages.h"
 #include "core/model.h"
@@ -27,10 +28,18 @@ struct JobShape {
   const Placement* placement = nullptr;
   const Model* model = nullptr;
   FaultConfig fault;  // the coordinator's (equal to config->fault when config is set)
+  // Workers of a job with a baseline (ProtocolConfig::baseline): its collectives.
+  const CollectivePlan* collectives = nullptr;
 };
 
 // Ok, or why `m` cannot be for actor `me` of this job (whatever the actor's state).
 ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& m);
+
+// Ok, or why `m` (a kBucket step, already checked by CheckMessageShape) does not fit collective
+// `c` of its clock: the layer, the piece, and the values or bytes its segment carries. Under DDP
+// CheckMessageShape runs this itself (the buckets are known in advance); under Horovod the
+// worker does once the coordinator's answer has told it the collective.
+ProtocolError CheckCollectiveStep(const JobShape& job, const Collective& c, const Message& m);
 
 // The first layer with parameters that does not go by the parameter server, or -1. A restarted
 // worker can rejoin, and a dead one be evicted, only when there is none: the state of SFB and

@@ -14,6 +14,9 @@ const char* MsgTypeName(MsgType t) {
     case MsgType::kHeartbeat: return "heartbeat";
     case MsgType::kMembership: return "membership";
     case MsgType::kRejoin: return "rejoin";
+    case MsgType::kBucket: return "bucket";
+    case MsgType::kReady: return "ready";
+    case MsgType::kResponse: return "response";
   }
   return "unknown";
 }

@@ -29,7 +29,18 @@ enum class MsgType : uint8_t {
   kMembership = 9,  // coordinator -> all: `step` (an actor) died (chunk kMemberDead) or came
                     // back (chunk kMemberJoined); clock: the new membership epoch
   kRejoin = 10,     // restarted worker -> every shard: send me the current values of your chunks
+  // Baselines (ProtocolConfig::baseline, core/collectives.h; none of these is sent without one):
+  kBucket = 11,    // worker -> next worker: one step of a fused ring all-reduce (a DDP bucket or a
+                   // Horovod fusion) of clock `clock`: `chunk` numbers the piece among all the
+                   // pieces of the clock's collectives in order, `step` the ring step, `layer` the
+                   // collective's first layer in forward order (for traces and send priority)
+  kReady = 12,     // horovod, worker -> worker 0 (the coordinator): `chunk` gradient tensors of
+                   // clock `clock` are ready here (a prefix of core/collectives.h's ready order)
+  kResponse = 13,  // horovod, worker 0 -> worker: tensors [step, chunk) of clock `clock` are ready
+                   // on every worker: all-reduce them, fused, after those answered before
 };
+// The last message type (the live codec accepts kRegister..kLastMsgType).
+inline constexpr MsgType kLastMsgType = MsgType::kResponse;
 
 // kMembership's `chunk` field.
 inline constexpr int32_t kMemberDead = 0;

@@ -15,7 +15,10 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
       placement_(placement),
       layout_(layout),
       config_(config),
-      shape_{&layout_, &config_, &placement_, &model_, config_.fault},
+      plan_(config.baseline.enabled() ? CollectivePlan(model, config.baseline, config.chunk_bytes)
+                                      : CollectivePlan()),
+      shape_{&layout_, &config_, &placement_, &model_, config_.fault,
+             config_.baseline.enabled() ? &plan_ : nullptr},
       host_(host),
       store_(store),
       send_queue_(host, config.priority_window_bytes),
@@ -38,7 +41,8 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
     s.ps = ClockCounter(std::max(chunks, 1));
     s.has_sfb = s.scheme == Scheme::kSfb;
     s.sfb = ClockCounter(P);
-    s.has_ring = s.scheme == Scheme::kAllreduce;
+    s.has_ring = s.scheme == Scheme::kAllreduce && !config_.baseline.enabled();
+    s.has_fused = s.scheme == Scheme::kAllreduce && config_.baseline.enabled();
     if (s.has_ring) {
       int64_t total = 0;
       for (const ParamBlob& b : model_.layers()[l].blobs) total += b.bytes();
@@ -48,7 +52,26 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
         s.pieces.push_back(p);
       }
     }
-    POSEIDON_CHECK(s.has_ps || s.has_sfb || s.has_ring) << model_.layers()[l].name;
+    POSEIDON_CHECK(s.has_ps || s.has_sfb || s.has_ring || s.has_fused) << model_.layers()[l].name;
+  }
+  if (config_.baseline.enabled()) {
+    POSEIDON_CHECK(config_.consistency == Consistency::kBsp)
+        << "a baseline's collectives need BSP, not " << ConsistencyName(config_.consistency);
+    layer_tensors_.resize(model_.layers().size());
+    layer_tensors_left_.assign(model_.layers().size(), 0);
+    for (size_t i = 0; i < plan_.tensors().size(); ++i) {
+      const GradTensor& t = plan_.tensors()[i];
+      POSEIDON_CHECK(sync_[static_cast<size_t>(t.layer)].has_fused)
+          << "layer " << model_.layers()[static_cast<size_t>(t.layer)].name
+          << " is not all-reduced under a baseline";
+      layer_tensors_[static_cast<size_t>(t.layer)].push_back(static_cast<int>(i));
+      ++layer_tensors_left_[static_cast<size_t>(t.layer)];
+    }
+    tensor_ready_.assign(plan_.tensors().size(), 0);
+    if (config_.baseline.kind == Baseline::kDdp) fused_ = plan_.Ddp(0);
+    if (config_.baseline.kind == Baseline::kHorovod && rank_ == 0) {
+      reports_.assign(static_cast<size_t>(P), {0, 0});
+    }
   }
   chunk_version_.assign(placement_.chunks().size(), 0);
   pushed_.assign(placement_.chunks().size(), 0);
@@ -85,6 +108,12 @@ void Worker::OnStart(TimeNs now) {
 }
 
 void Worker::OnTimer(TimeNs now, uint64_t timer_id) {
+  if (timer_id == kCycleTimer) {
+    cycle_armed_ = false;
+    cycle_start_ = now;
+    Report(now);
+    return;
+  }
   if (timer_id != kHeartbeatTimer || finished_) return;
   TellCoordinator(MsgType::kHeartbeat);
   host_->SetTimer(now + config_.fault.heartbeat_ns, kHeartbeatTimer);
@@ -260,6 +289,12 @@ ProtocolError Worker::OnMessage(TimeNs now, const Message& msg) {
       RingStep(now, msg.layer, msg.chunk);
       return {};
     }
+    case MsgType::kBucket:
+      return OnBucketStep(now, msg, /*buffered=*/false);
+    case MsgType::kReady:
+      return Negotiate(now, layout_.WorkerIndex(msg.from), msg.clock, msg.chunk);
+    case MsgType::kResponse:
+      return TakeFused(now, msg.clock, msg.step, msg.chunk);
     default:
       return ProtocolError::Of(ProtocolErrorCode::kNotForThisActor,
                                std::string("a worker takes no ") + MsgTypeName(msg.type));
@@ -399,6 +434,7 @@ void Worker::SyncReduced(TimeNs now, int layer, int64_t clock) {
     s.ring_ready = clock + 1;
     RingReady(now, layer);
   }
+  if (s.has_fused) FusedReady(now, layer, clock);
 }
 
 void Worker::PushLayer(TimeNs now, int layer, int64_t clock) {
@@ -641,7 +677,7 @@ void Worker::UpdateVersion(TimeNs now, int layer) {
   int64_t v = ProtocolConfig::kUnbounded;
   if (s.has_ps) v = std::min(v, s.ps.version());
   if (s.has_sfb) v = std::min(v, s.sfb.version());
-  if (s.has_ring) v = std::min(v, s.ring_version);
+  if (s.has_ring || s.has_fused) v = std::min(v, s.ring_version);
   if (devices_ == 1) {
     if (v > s.version) SetVersion(now, layer, v);
     return;
@@ -689,6 +725,14 @@ std::string Worker::WaitingFor() const {
     if (d.computing) return who + ": computing clock " + std::to_string(clock_);
   }
   if (reduces_running_ > 0) return who + ": reducing its devices' gradients of clock " + std::to_string(clock_ - 1);
+  if (config_.baseline.enabled() && fused_next_ < fused_.size()) {
+    const Collective& c = fused_[fused_next_];
+    return who + ": at clock " + std::to_string(clock_) + ", " +
+           (fused_running_ ? "running" : "waiting for its gradients of") + " " +
+           BaselineName(config_.baseline.kind) + " collective " + std::to_string(fused_next_) +
+           " of clock " + std::to_string(fused_clock_) + " (tensors " + std::to_string(c.first) +
+           ".." + std::to_string(c.end - 1) + ", " + std::to_string(ready_prefix_) + " ready)";
+  }
   std::string s = who + ": at clock " + std::to_string(clock_) + ", waiting for fresh parameters of";
   int listed = 0;
   for (int l : model_.param_layers()) {
@@ -703,6 +747,294 @@ std::string Worker::WaitingFor() const {
   }
   if (listed > 4) s += " and " + std::to_string(listed - 4) + " more layers";
   return s;
+}
+
+// ---- Baselines (ProtocolConfig::baseline; core/collectives.h) ----
+
+// Layer `layer`'s gradient of `clock` is ready (on every device of the machine): its tensors
+// join the ready order, and a collective waiting for them may begin.
+void Worker::FusedReady(TimeNs now, int layer, int64_t clock) {
+  POSEIDON_CHECK(clock == fused_clock_)
+      << "worker " << id_ << ": gradient of clock " << clock << " ready while its collectives "
+      << "reduce clock " << fused_clock_ << " (a baseline needs BSP)";
+  store_->RingBegin(layer, clock);
+  for (int i : layer_tensors_[static_cast<size_t>(layer)]) {
+    tensor_ready_[static_cast<size_t>(i)] = 1;
+  }
+  const int n = static_cast<int>(tensor_ready_.size());
+  while (ready_prefix_ < n && tensor_ready_[static_cast<size_t>(ready_prefix_)]) ++ready_prefix_;
+  MaybeArmCycle(now);
+  StartFused(now);
+}
+
+// Begins the next collective once the previous one is done and all its tensors are ready here
+// (DDP's Reducer::mark_bucket_ready: strictly in order; one collective at a time).
+void Worker::StartFused(TimeNs now) {
+  if (fused_running_ || fused_next_ >= fused_.size()) return;
+  const Collective& c = fused_[fused_next_];
+  if (ready_prefix_ < c.end) return;
+  fused_running_ = true;
+  fused_pieces_.assign(static_cast<size_t>(c.pieces), RingPiece{});
+  for (int p = 0; p < c.pieces; ++p) {
+    fused_pieces_[static_cast<size_t>(p)].bytes =
+        std::min(config_.chunk_bytes, c.bytes - static_cast<int64_t>(p) * config_.chunk_bytes);
+  }
+  fused_pieces_done_ = 0;
+  for (int p = 0; p < c.pieces; ++p) FusedStep(now, p);
+  if (fused_pieces_done_ == c.pieces) FusedDone(now);
+}
+
+// The running collective's ring, piece by piece: exactly the per-layer ring's steps (RingStep)
+// over the collective's bytes.
+void Worker::FusedStep(TimeNs now, int piece) {
+  (void)now;
+  const Collective& c = fused_[fused_next_];
+  RingPiece& p = fused_pieces_[static_cast<size_t>(piece)];
+  if (p.done) return;
+  const int P = layout_.num_workers;
+  const int steps = 2 * (P - 1);
+  auto it = fused_recv_.find({fused_clock_, c.piece_base + piece});
+  const int recv = it == fused_recv_.end() ? 0 : it->second;
+  while (p.sent < steps && (p.sent == 0 || recv >= p.sent)) {
+    const int t = p.sent;
+    const int seg = RingSegmentSent(rank_, t, P);
+    const RingSpan span =
+        RingSegmentFloats(c.bytes, config_.chunk_bytes, piece, seg, P, plan_.value_words());
+    Message m;
+    m.type = MsgType::kBucket;
+    m.from = id_;
+    m.to = layout_.worker((rank_ + 1) % P);
+    m.clock = fused_clock_;
+    m.layer = c.first_layer;
+    m.chunk = c.piece_base + piece;
+    m.step = t;
+    m.payload_bytes =
+        WirePayloadBytes(config_.gradient_wire, RingSegmentBytes(p.bytes, seg, P), span.count);
+    m.wire = config_.gradient_wire;
+    m.data = CollectiveSegment(c, span);
+    Send(std::move(m), c.first_layer);
+    ++p.sent;
+  }
+  if (p.sent < steps || recv < steps) return;
+  p.done = true;
+  ++fused_pieces_done_;
+}
+
+// The floats `span` of collective `c`'s buffer: its tensors' parts in the layers' ring buffers
+// (WorkerStore::RingSegment), end to end; null when the store is phantom.
+FloatBuffer Worker::CollectiveSegment(const Collective& c, RingSpan span) {
+  const std::vector<TensorPart> parts = SplitCollectiveSpan(plan_.tensors(), c.first, c.end, span);
+  if (parts.size() == 1) return store_->RingSegment(parts[0].layer, fused_clock_, parts[0].span);
+  auto out = std::make_shared<std::vector<float>>();
+  out->reserve(static_cast<size_t>(span.count));
+  for (const TensorPart& part : parts) {
+    const FloatBuffer b = store_->RingSegment(part.layer, fused_clock_, part.span);
+    if (!b) return nullptr;
+    out->insert(out->end(), b->begin(), b->end());
+  }
+  return out;
+}
+
+// The running collective is reduced and gathered everywhere: the layers whose every tensor is
+// now reduced take the mean (WorkerStore::RingApply) and move to the next version.
+void Worker::FusedDone(TimeNs now) {
+  const Collective c = fused_[fused_next_];
+  const int64_t clock = fused_clock_;
+  const int P = layout_.num_workers;
+  fused_running_ = false;
+  ++fused_next_;
+  for (int p = 0; p < c.pieces; ++p) fused_recv_.erase({clock, c.piece_base + p});
+  std::vector<int> synced;
+  for (int i = c.first; i < c.end; ++i) {
+    const int layer = plan_.tensors()[static_cast<size_t>(i)].layer;
+    if (--layer_tensors_left_[static_cast<size_t>(layer)] == 0) {
+      store_->RingApply(layer, clock, P);
+      synced.push_back(layer);
+    }
+  }
+  if (c.end == static_cast<int>(plan_.tensors().size())) {
+    // Every gradient of the clock is reduced: the next clock's collectives.
+    ++fused_clock_;
+    std::fill(tensor_ready_.begin(), tensor_ready_.end(), 0);
+    ready_prefix_ = 0;
+    reported_ = 0;
+    for (size_t l = 0; l < layer_tensors_.size(); ++l) {
+      layer_tensors_left_[l] = static_cast<int>(layer_tensors_[l].size());
+    }
+    fused_.clear();
+    if (config_.baseline.kind == Baseline::kDdp) fused_ = plan_.Ddp(fused_clock_);
+    fused_next_ = 0;
+  }
+  if (config_.baseline.kind == Baseline::kHorovod && fused_next_ == fused_.size()) {
+    // Horovod's loop begins its next cycle when the collectives are done, but not before
+    // cycle_ns after the previous one began.
+    cycle_start_ = std::max(cycle_start_, now - config_.baseline.cycle_ns);
+  }
+  for (int layer : synced) {
+    sync_[static_cast<size_t>(layer)].ring_version = clock + 1;
+    UpdateVersion(now, layer);
+  }
+  MaybeArmCycle(now);
+  StartFused(now);
+}
+
+// A ring step of a collective. Its floats go into the layers' ring buffers at once (a step of a
+// collective this worker has not begun, even of the next clock, is a predecessor running ahead);
+// under Horovod a step of a collective the coordinator's answer has not announced here yet waits
+// for it (`buffered`: such a step taken again once it has).
+ProtocolError Worker::OnBucketStep(TimeNs now, const Message& msg, bool buffered) {
+  if (msg.clock < fused_clock_) {
+    return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                             "a bucket step of clock " + std::to_string(msg.clock) +
+                                 ", whose collectives this worker has done");
+  }
+  const bool ddp = config_.baseline.kind == Baseline::kDdp;
+  const std::vector<Collective>* cs = msg.clock == fused_clock_ ? &fused_
+                                      : ddp                     ? &plan_.Ddp(msg.clock)
+                                                                : nullptr;
+  const Collective* c = cs ? CollectivePlan::Holding(*cs, msg.chunk) : nullptr;
+  if (!c) {
+    if (ddp || msg.clock > fused_clock_ + 1) {
+      return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                               "a bucket step for piece " + std::to_string(msg.chunk) +
+                                   " of clock " + std::to_string(msg.clock) +
+                                   ", which this worker's collectives do not have");
+    }
+    POSEIDON_CHECK(!buffered) << "worker " << id_ << ": a buffered step is still unknown";
+    fused_early_.push_back(msg);
+    return {};
+  }
+  if (!ddp) {
+    // Under DDP CheckMessageShape did this; under Horovod the collective is known only now.
+    if (ProtocolError e = CheckCollectiveStep(shape_, *c, msg)) return e;
+  }
+  const int P = layout_.num_workers;
+  int& recv = fused_recv_[{msg.clock, msg.chunk}];
+  if (recv >= 2 * (P - 1)) {
+    return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                             "more ring steps of piece " + std::to_string(msg.chunk) +
+                                 " of clock " + std::to_string(msg.clock) + " than the ring has");
+  }
+  const int piece = msg.chunk - c->piece_base;
+  const int seg = RingSegmentSent(layout_.WorkerIndex(msg.from), msg.step, P);
+  const RingSpan span =
+      RingSegmentFloats(c->bytes, config_.chunk_bytes, piece, seg, P, plan_.value_words());
+  const std::vector<TensorPart> parts =
+      SplitCollectiveSpan(plan_.tensors(), c->first, c->end, span);
+  for (const TensorPart& part : parts) {
+    Message sub = msg;
+    sub.layer = part.layer;
+    if (msg.data && parts.size() > 1) {
+      const auto b = msg.data->begin() + part.at;
+      sub.data = std::make_shared<const std::vector<float>>(b, b + part.span.count);
+    }
+    store_->RingReceive(sub, part.span, /*reduce=*/msg.step < P - 1);
+  }
+  ++recv;
+  if (cs == &fused_ && fused_running_ && c == &fused_[fused_next_]) {
+    FusedStep(now, piece);
+    if (fused_pieces_done_ == c->pieces) FusedDone(now);
+  }
+  return {};
+}
+
+// Horovod: tensors [from, to) of `clock` are ready on every worker (worker 0's answer): they are
+// all-reduced, fused by the threshold, after those answered before.
+ProtocolError Worker::TakeFused(TimeNs now, int64_t clock, int from, int to) {
+  const int known = fused_.empty() ? 0 : fused_.back().end;
+  if (clock != fused_clock_ || from != known) {
+    return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                             "an answer for tensors " + std::to_string(from) + ".." +
+                                 std::to_string(to - 1) + " of clock " + std::to_string(clock) +
+                                 ", but this worker reduces clock " +
+                                 std::to_string(fused_clock_) + " from tensor " +
+                                 std::to_string(known));
+  }
+  plan_.Append(FuseTensors(plan_.tensors(), from, to, config_.baseline.fusion_threshold_bytes),
+               &fused_);
+  // Steps that came before the answer. This runs only under Horovod, which the simulator alone
+  // hosts (config refuses it live), so a step that then does not fit is a bug, not a peer's.
+  std::vector<Message> early;
+  early.swap(fused_early_);
+  for (const Message& m : early) {
+    if (m.clock == fused_clock_ && CollectivePlan::Holding(fused_, m.chunk)) {
+      const ProtocolError e = OnBucketStep(now, m, /*buffered=*/true);
+      POSEIDON_CHECK(!e) << "worker " << id_ << ": " << Describe(m) << ": " << e.what;
+    } else {
+      fused_early_.push_back(m);
+    }
+  }
+  StartFused(now);
+  return {};
+}
+
+// Horovod: tells the coordinator what is ready at the next cycle, unless the worker is running
+// collectives (Horovod's loop negotiates between them) or has nothing new.
+void Worker::MaybeArmCycle(TimeNs now) {
+  if (config_.baseline.kind != Baseline::kHorovod || cycle_armed_ || finished_) return;
+  if (fused_next_ < fused_.size() || ready_prefix_ <= reported_) return;
+  const TimeNs cycle = config_.baseline.cycle_ns;
+  TimeNs at = cycle_start_ + cycle;
+  if (at < now) at = cycle_start_ + (now - cycle_start_ + cycle - 1) / cycle * cycle;
+  cycle_armed_ = true;
+  host_->SetTimer(at, kCycleTimer);
+}
+
+void Worker::Report(TimeNs now) {
+  reported_ = ready_prefix_;
+  if (rank_ == 0) {
+    const ProtocolError e = Negotiate(now, 0, fused_clock_, reported_);
+    POSEIDON_CHECK(!e) << "worker " << id_ << ": " << e.what;
+    return;
+  }
+  Message m;
+  m.type = MsgType::kReady;
+  m.from = id_;
+  m.to = layout_.worker(0);
+  m.clock = fused_clock_;
+  m.chunk = reported_;
+  host_->Send(m);
+}
+
+// Worker 0, Horovod's coordinator: worker `rank` has tensors 0..prefix-1 of `clock` ready.
+// Answers every worker (itself included) with the tensors now ready on all of them.
+ProtocolError Worker::Negotiate(TimeNs now, int rank, int64_t clock, int prefix) {
+  std::pair<int64_t, int>& r = reports_.at(static_cast<size_t>(rank));
+  if (clock < r.first || (clock == r.first && prefix < r.second)) {
+    return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                             "a ready report of " + std::to_string(prefix) + " tensors of clock " +
+                                 std::to_string(clock) + " after one of " +
+                                 std::to_string(r.second) + " of clock " +
+                                 std::to_string(r.first));
+  }
+  r = {clock, prefix};
+  const int n = static_cast<int>(plan_.tensors().size());
+  for (;;) {
+    int ready = n;
+    for (const auto& [c, k] : reports_) {
+      ready = std::min(ready, c == neg_clock_ ? k : c > neg_clock_ ? n : 0);
+    }
+    if (ready <= responded_) return {};
+    const int64_t answered = neg_clock_;
+    const int from = responded_;
+    responded_ = ready;
+    if (responded_ == n) {
+      ++neg_clock_;
+      responded_ = 0;
+    }
+    for (int w = 1; w < layout_.num_workers; ++w) {
+      Message m;
+      m.type = MsgType::kResponse;
+      m.from = id_;
+      m.to = layout_.worker(w);
+      m.clock = answered;
+      m.step = from;
+      m.chunk = ready;
+      host_->Send(m);
+    }
+    const ProtocolError e = TakeFused(now, answered, from, ready);
+    POSEIDON_CHECK(!e) << "worker " << id_ << ": " << e.what;
+  }
 }
 
 }  // namespace poseidon::core

@@ -33,6 +33,17 @@
 // device begins the next clock once every device has ended this clock's backward pass and every
 // local reduction of it has ended (the gradient buffers are free again); SSP clocks are the
 // machine's. With D = 1 none of this exists: no local task is ever started.
+//
+// Under a baseline (ProtocolConfig::baseline: PyTorch DDP or Horovod, core/collectives.h) every
+// layer's gradient goes by fused ring all-reduces instead: when a layer's gradient is ready its
+// tensors join the clock's ready order, and the worker runs the clock's collectives one at a
+// time, in order, each once all its tensors are ready here (DDP: the buckets, fixed in advance;
+// Horovod: what worker 0, the coordinator, answered as ready on every worker, fused by the
+// threshold). Horovod's workers tell worker 0 what they have ready once per cycle (a kCycleTimer
+// every cycle_ns, measured from the previous cycle's start as Horovod's background loop sleeps),
+// not while they run collectives (Horovod's loop runs them between negotiations), and only when
+// something new is ready (an empty negotiation changes nothing but control traffic). A layer's
+// version moves when every collective holding one of its tensors is done.
 #pragma once
 
 #include <deque>
@@ -42,6 +53,7 @@
 #include <vector>
 
 #include "core/clock_counter.h"
+#include "core/collectives.h"
 #include "core/host.h"
 #include "core/job.h"
 #include "core/message_rules.h"
@@ -98,6 +110,7 @@ class Worker final : public Actor {
     int64_t machine_version = 0;    // D > 1: version synced at the machine, not yet broadcast
     bool broadcasting = false;      // D > 1: a kLocalBroadcast of this layer is running
     bool has_ps = false, has_sfb = false, has_ring = false;
+    bool has_fused = false;  // a baseline's collectives (version: ring_version)
     ClockCounter ps;       // chunk replies per clock
     bool ps_copying = false;
     ClockCounter sfb;      // gradient contributions per clock (own + rebuilt peers)
@@ -141,6 +154,17 @@ class Worker final : public Actor {
   void RingStep(TimeNs now, int layer, int piece);
   void RingReady(TimeNs now, int layer);
   void UpdateVersion(TimeNs now, int layer);
+  // Baselines (ProtocolConfig::baseline).
+  void FusedReady(TimeNs now, int layer, int64_t clock);
+  void StartFused(TimeNs now);
+  void FusedStep(TimeNs now, int piece);
+  void FusedDone(TimeNs now);
+  ProtocolError OnBucketStep(TimeNs now, const Message& msg, bool buffered);
+  ProtocolError TakeFused(TimeNs now, int64_t clock, int from, int to);
+  FloatBuffer CollectiveSegment(const Collective& c, RingSpan span);
+  void MaybeArmCycle(TimeNs now);
+  void Report(TimeNs now);
+  ProtocolError Negotiate(TimeNs now, int rank, int64_t clock, int prefix);
   void Send(Message m, int layer);
   void TraceInstant(TraceKind kind, TimeNs now, int layer, int64_t clock);
 
@@ -150,6 +174,7 @@ class Worker final : public Actor {
   const Placement& placement_;
   const JobLayout& layout_;
   const ProtocolConfig config_;
+  const CollectivePlan plan_;  // a baseline's collectives (empty without one)
   const JobShape shape_;  // what every incoming message is checked against
   Host* const host_;
   WorkerStore* const store_;
@@ -177,6 +202,28 @@ class Worker final : public Actor {
   bool rejoined_ = false;                                    // Rejoin() was called
   std::vector<int64_t> pushed_;                              // per chunk: clocks it pushed
   std::map<int32_t, Message> rejoin_current_, rejoin_previous_;
+
+  // Baselines: the collectives of clock fused_clock_, the one whose gradients are being reduced
+  // (under BSP a worker computes clock c+1's gradients only once clock c's are reduced).
+  int64_t fused_clock_ = 0;
+  std::vector<Collective> fused_;        // known so far, in order (DDP: all of them)
+  size_t fused_next_ = 0;                // the first not done
+  bool fused_running_ = false;           // fused_[fused_next_] has begun
+  std::vector<RingPiece> fused_pieces_;  // of the running one
+  int fused_pieces_done_ = 0;
+  std::vector<std::vector<int>> layer_tensors_;  // per layer id: its tensors in the ready order
+  std::vector<char> tensor_ready_;       // per tensor of the ready order, for fused_clock_
+  int ready_prefix_ = 0;                 // tensors 0..ready_prefix_-1 are ready
+  std::vector<int> layer_tensors_left_;  // per layer id: tensors not reduced yet this clock
+  std::map<std::pair<int64_t, int32_t>, int> fused_recv_;  // steps received, per (clock, piece)
+  std::vector<Message> fused_early_;     // horovod: steps of collectives not answered here yet
+  // Horovod's negotiation.
+  TimeNs cycle_start_ = 0;   // when the last cycle began
+  bool cycle_armed_ = false;
+  int reported_ = 0;         // the ready prefix last told to the coordinator (this clock)
+  std::vector<std::pair<int64_t, int>> reports_;  // worker 0: per worker, (clock, ready prefix)
+  int64_t neg_clock_ = 0;    // worker 0: the clock it answers for
+  int responded_ = 0;        // worker 0: tensors of neg_clock_ answered
 };
 
 }  // namespace poseidon::core

@@ -99,7 +99,7 @@ DecodeResult DecodeFrameHeader(const uint8_t* b, uint64_t off, uint32_t max_payl
 
 bool IsCoreMessageType(uint8_t type) {
   return type >= static_cast<uint8_t>(core::MsgType::kRegister) &&
-         type <= static_cast<uint8_t>(core::MsgType::kRejoin);
+         type <= static_cast<uint8_t>(core::kLastMsgType);
 }
 
 bool WireFormatOfFlags(uint8_t flags, core::WireFormat* w) {

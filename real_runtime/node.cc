@@ -116,6 +116,14 @@ void CheckLiveScenario(const config::ScenarioSpec& s) {
         "whose workers restart as one-device workers do",
         s.file, s.devices_per_machine));
   }
+  // Horovod's negotiation is timed by its cycles, so its decisions are not the simulator's to
+  // compare, and nothing has run it live: the simulator alone hosts it.
+  if (s.baseline == "horovod") {
+    throw ConfigError(fmt::format(
+        "error: {}: protocol.baseline horovod runs in the simulator only (poseidon simulate); "
+        "live, run baseline ddp or Horovod itself",
+        s.file));
+  }
   // Every scheme runs live (ps, sfb, allreduce); what is left to check is that the model and the
   // protocol plan build, so that a bad scenario fails once here, not in every process.
   const core::Model model = config::BuildScenarioModel(s);

@@ -218,6 +218,64 @@ TEST_F(ScenarioFile, GradientWire) {
   }
 }
 
+// protocol.baseline (core/collectives.h): ddp and horovod with the systems' defaults, their
+// settings by key; bad input is one located line each: an unknown baseline, a bucket size of 0,
+// a fusion threshold below the model's smallest gradient tensor, a scheme beside a baseline.
+TEST_F(ScenarioFile, Baselines) {
+  ScenarioSpec s = LoadScenarioFile(Write(std::string(kGood) + "protocol:\n  baseline: ddp\n"));
+  core::ProtocolConfig p = BuildProtocol(s, BuildScenarioModel(s), false);
+  EXPECT_EQ(p.baseline.kind, core::Baseline::kDdp);
+  EXPECT_EQ(p.baseline.bucket_cap_bytes, 25 << 20);
+  EXPECT_EQ(p.baseline.first_bucket_bytes, 1 << 20);
+  const core::Model cifar = BuildScenarioModel(s);
+  for (int l : cifar.param_layers()) EXPECT_EQ(p.SchemeOf(l), core::Scheme::kAllreduce);
+  s = LoadScenarioFile(Write(std::string(kGood) + "protocol:\n  baseline: ddp\n  ddp: "
+                             "{bucket_cap_mib: 0.5, first_bucket_mib: 0.25}\n"));
+  p = BuildProtocol(s, BuildScenarioModel(s), false);
+  EXPECT_EQ(p.baseline.bucket_cap_bytes, 512 << 10);
+  EXPECT_EQ(p.baseline.first_bucket_bytes, 256 << 10);
+  s = LoadScenarioFile(Write(kGood), {"protocol.baseline=horovod", "protocol.horovod.cycle_ms=5"});
+  p = BuildProtocol(s, BuildScenarioModel(s), false);
+  EXPECT_EQ(p.baseline.kind, core::Baseline::kHorovod);
+  EXPECT_EQ(p.baseline.fusion_threshold_bytes, int64_t{128} << 20);
+  EXPECT_EQ(p.baseline.cycle_ns, 5'000'000);
+  EXPECT_EQ(BuildProtocol(LoadScenarioFile(Write(kGood)), BuildScenarioModel(s), false).baseline.kind,
+            core::Baseline::kNone);
+
+  auto one_line = [](const std::string& e, const std::string& want) {
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  };
+  one_line(Error(std::string(kGood) + "protocol:\n  baseline: nccl\n"),
+           "s.yaml:10:13: error: unknown baseline 'nccl'; known: ddp, horovod");
+  one_line(Error(std::string(kGood) + "protocol:\n  baseline: ddp\n  ddp:\n    bucket_cap_mib: 0\n"),
+           "s.yaml:12:21: error: bucket_cap_mib must be > 0, got 0");
+  one_line(Error(std::string(kGood) + "protocol:\n  baseline: ddp\n  ddp: {first_bucket_mib: 0}\n"),
+           "error: first_bucket_mib must be > 0, got 0");
+  one_line(Error(std::string(kGood) + "protocol:\n  scheme: auto\n  baseline: ddp\n"),
+           "s.yaml:10:11: error: baseline ddp all-reduces every layer's gradient, so "
+           "protocol.scheme auto does not apply");
+  one_line(Error(std::string(kGood) + "protocol:\n  horovod: {cycle_ms: 2}\n"),
+           "error: protocol.horovod sets baseline horovod's parameters, but the scenario runs no "
+           "baseline");
+  EXPECT_EQ(Error(std::string(kGood) + "protocol:\n  scheme: allreduce\n  baseline: ddp\n"), "");
+  // cifar10_quick's smallest gradient tensor is ip2's bias: 10 values, 40 bytes. The threshold
+  // is checked against the built model (BuildProtocol), at the key.
+  s = LoadScenarioFile(Write(std::string(kGood) + "protocol:\n  baseline: horovod\n  horovod:\n"
+                             "    fusion_threshold_mib: 0.00003\n"));
+  try {
+    BuildProtocol(s, BuildScenarioModel(s), false);
+    FAIL() << "no error";
+  } catch (const ConfigError& err) {
+    one_line(err.what(), "s.yaml:12:27: error: protocol.horovod.fusion_threshold_mib 3e-05 (31 "
+                         "bytes) is below the smallest gradient tensor of model 'cifar10_quick' "
+                         "(ip2.bias, 40 bytes)");
+  }
+  s = LoadScenarioFile(Write(std::string(kGood) + "protocol:\n  baseline: horovod\n  horovod:\n"
+                             "    fusion_threshold_mib: 0.00004\n"));
+  EXPECT_EQ(BuildProtocol(s, BuildScenarioModel(s), false).baseline.fusion_threshold_bytes, 42);
+}
+
 TEST_F(ScenarioFile, ConnectionsChoice) {
   ScenarioSpec s = LoadScenarioFile(Write(std::string(kGood) + "    connections: process_pair\n"));
   EXPECT_EQ(s.network.connections, ConnectionKind::kProcessPair);

@@ -31,6 +31,8 @@ class FakeCluster {
     core::Message msg;
     core::ActorId actor = 0;  // for tasks
     core::ComputeTask task;
+    bool is_timer = false;  // with deliver_timers: an actor's timer (fires when picked)
+    uint64_t timer_id = 0;
   };
 
   // `worker_stores`: one store per worker (tests of the data path); empty = phantom stores.
@@ -68,7 +70,9 @@ class FakeCluster {
       pending_.erase(pending_.begin() + static_cast<long>(pick));
       ++now_;
       ++steps;
-      if (act.is_message) {
+      if (act.is_timer) {
+        actors_[act.actor]->OnTimer(now_, act.timer_id);
+      } else if (act.is_message) {
         actors_[act.msg.from]->OnSent(now_, act.msg);
         if (on_deliver) on_deliver(now_, act.msg);
         if (core::ProtocolError e = actors_[act.msg.to]->OnMessage(now_, act.msg)) {
@@ -108,6 +112,9 @@ class FakeCluster {
   std::function<void(core::TimeNs, const core::Message&)> on_deliver;
   std::function<void(core::TimeNs, core::ActorId, const core::ComputeTask&)> on_task_done;
   std::function<void(const core::TraceEvent&)> on_trace;
+  // Timers (Host::SetTimer) are ignored unless set: then each is an action like the others, in
+  // FIFO order (its time is not honoured: logical time only).
+  bool deliver_timers = false;
 
  private:
   class Host final : public core::Host {
@@ -127,7 +134,14 @@ class FakeCluster {
       c_->issued.push_back(a);
       c_->pending_.push_back(a);
     }
-    void SetTimer(core::TimeNs, uint64_t) override {}
+    void SetTimer(core::TimeNs, uint64_t id) override {
+      if (!c_->deliver_timers) return;
+      Action a;
+      a.actor = id_;
+      a.is_timer = true;
+      a.timer_id = id;
+      c_->pending_.push_back(a);
+    }
     void Trace(const core::TraceEvent& e) override {
       c_->trace.push_back(e);
       if (c_->on_trace) c_->on_trace(e);
@@ -150,6 +164,7 @@ class FakeCluster {
     return eligible[d(rng_)];
   }
   static bool SameChannel(const Action& a, const Action& b) {
+    if (a.is_timer || b.is_timer) return false;
     if (a.is_message != b.is_message) return false;
     if (a.is_message) return a.msg.from == b.msg.from && a.msg.to == b.msg.to;
     return a.actor == b.actor && core::StreamSlot(a.task) == core::StreamSlot(b.task);

@@ -471,7 +471,9 @@ std::vector<std::string> SortedLines(const std::string& text) {
 // and layer, in order, with its clock and size; every compute task; every clock begun and every
 // layer version reached (core/decision_log.h says what is compared and why interleavings across
 // keys are not). BSP only: under SSP/ASP which clock a worker computes on is timing. Machines
-// with several devices included: each device's passes and the machine's local tasks.
+// with several devices included: each device's passes and the machine's local tasks. And the DDP
+// baseline (protocol.baseline: ddp), whose buckets are fixed in advance; Horovod's fusion
+// depends on what is ready at each cycle, which is timing, and runs in the simulator only.
 TEST_F(LiveTest, SimulatorAndLiveRunMakeTheSameProtocolDecisions) {
   const std::vector<std::string> configs = {
       "--set cluster.workers=2 --set cluster.servers=1 --set protocol.scheme=auto",
@@ -488,6 +490,12 @@ TEST_F(LiveTest, SimulatorAndLiveRunMakeTheSameProtocolDecisions) {
       "cluster.interconnect=dgx1_v100 --set cluster.servers=1 --set protocol.scheme=auto",
       "--set cluster.workers=2 --set cluster.devices_per_machine=2 --set cluster.client=device "
       "--set cluster.servers=2 --set protocol.scheme=auto",
+      // PyTorch DDP's buckets (core/collectives.h): one bucket in clock 0, then fc3, and every
+      // later tensor a bucket of its own (fc2's and fc1's bias and weight in different buckets),
+      // run one at a time, each cut into 100 KiB pieces.
+      "--set cluster.workers=3 --set cluster.servers=1 --set protocol.scheme=allreduce "
+      "--set protocol.baseline=ddp --set protocol.ddp.first_bucket_mib=0.02 "
+      "--set protocol.ddp.bucket_cap_mib=0.001 --set protocol.chunk_kib=100",
   };
   int n = 0;
   for (const std::string& c : configs) {
