@@ -1,6 +1,7 @@
 #include "validation/draw.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -62,43 +63,103 @@ class Draw {
   std::mt19937_64 rng_;
 };
 
+// One configuration's choices, in the order they are drawn.
+struct Drawn {
+  const Profile* p = nullptr;
+  int workers = 0, servers = 0;
+  bool dedicated = false;
+  std::string consistency, scheme;
+  int staleness = 0;
+  bool per_layer = false, dwbp = true;
+  int window_kib = 0;
+  bool straggler = false;
+  int straggler_worker = 0;
+  double slowdown = 1;
+  bool jitter = false;
+  double cv = 0;
+  bool slow_net = false;
+};
+
+Drawn DrawOne(Draw& d, const std::vector<Profile>& profiles) {
+  Drawn x;
+  x.p = &profiles[static_cast<size_t>(d.Pick(static_cast<int>(profiles.size())))];
+  x.workers = d.Between(2, 8);
+  x.dedicated = d.OneIn(2);
+  x.servers = d.Between(1, x.workers);
+  const int c = d.Pick(6);
+  x.consistency = c < 3 ? "bsp" : c < 5 ? "ssp" : "asp";
+  x.staleness = x.consistency == "ssp" ? d.Between(1, 3) : 0;
+  static const char* const kSchemes[] = {"ps", "sfb", "allreduce", "auto", "paper"};
+  const int n_schemes = x.consistency == "bsp" ? 5 : 4;
+  x.scheme = kSchemes[d.Pick(n_schemes)];
+  // All-reduce is not valid outside BSP: drawn there it becomes paper, so that the four valid
+  // schemes stay equally likely.
+  if (x.consistency != "bsp" && x.scheme == "allreduce") x.scheme = "paper";
+  x.per_layer = d.OneIn(2);
+  x.dwbp = !d.OneIn(5);
+  const int w = d.Pick(4);
+  x.window_kib = w < 2 ? 0 : w == 2 ? 64 : 256;
+  x.straggler = d.OneIn(4);
+  x.straggler_worker = d.Pick(x.workers);
+  x.slowdown = 1.2 + 0.1 * d.Pick(9);
+  x.jitter = d.OneIn(4);
+  static const double kCv[] = {0.05, 0.1, 0.2};
+  x.cv = kCv[d.Pick(3)];
+  x.slow_net = d.OneIn(2);
+  return x;
+}
+
 }  // namespace
 
+int DrawBound::MaxProcesses() const {
+  if (max_processes_per_core <= 0) return 0;
+  return static_cast<int>(std::floor(max_processes_per_core * cores + 1e-9));
+}
+
 std::string DrawConfigurations(int count, uint64_t seed, const std::string& profiles_dir,
-                               const std::string& base) {
+                               const std::string& base, const DrawBound& bound) {
   const std::vector<Profile> profiles = CpuProfiles(profiles_dir);
+  const int max_processes = bound.MaxProcesses();
+  if (bound.max_processes_per_core > 0 && max_processes < 4) {
+    throw config::ConfigError(fmt::format(
+        "error: --max-processes-per-core {:g} on {} cores allows {} processes; the smallest "
+        "configuration (a coordinator, 2 workers, 1 shard) has 4: allow at least {:g} per core",
+        bound.max_processes_per_core, bound.cores, max_processes, 4.0 / bound.cores));
+  }
   Draw d(seed);
   std::string yaml = fmt::format(
-      "# {} configurations drawn at random by `poseidon validate --draw {} --seed {}`\n"
+      "# {} configurations drawn at random by `poseidon validate --draw {} --seed {}{}`\n"
       "# (validation/draw.h says from what). Run: poseidon validate THIS_FILE "
-      "--repeat 3\n"
-      "schema_version: 1\nname: validation-draw-seed-{}\nbase: {}\nvary:\n  variant:\n",
-      count, count, seed, seed, base);
+      "--repeat 3\n",
+      count, count, seed,
+      max_processes > 0 ? fmt::format(" --max-processes-per-core {:g} --cores {}",
+                                      bound.max_processes_per_core, bound.cores)
+                        : std::string());
+  if (max_processes > 0) {
+    yaml += fmt::format(
+        "# Bounded to what this host can emulate faithfully: at most {:g} processes per core on {} "
+        "cores,\n# so 1 + workers + shards <= {} in every configuration (one beyond it was drawn "
+        "again).\n",
+        bound.max_processes_per_core, bound.cores, max_processes);
+  }
+  yaml += fmt::format("schema_version: 1\nname: validation-draw-seed-{}\nbase: {}\nvary:\n  variant:\n",
+                      seed, base);
   for (int i = 0; i < count; ++i) {
-    const Profile& p = profiles[static_cast<size_t>(d.Pick(static_cast<int>(profiles.size())))];
-    const int workers = d.Between(2, 8);
-    const bool dedicated = d.OneIn(2);
-    const int servers = d.Between(1, workers);
-    const int c = d.Pick(6);
-    const std::string consistency = c < 3 ? "bsp" : c < 5 ? "ssp" : "asp";
-    const int staleness = consistency == "ssp" ? d.Between(1, 3) : 0;
-    static const char* const kSchemes[] = {"ps", "sfb", "allreduce", "auto", "paper"};
-    const int n_schemes = consistency == "bsp" ? 5 : 4;
-    std::string scheme = kSchemes[d.Pick(n_schemes)];
-    // All-reduce is not valid outside BSP: drawn there it becomes paper, so that the four valid
-    // schemes stay equally likely.
-    if (consistency != "bsp" && scheme == "allreduce") scheme = "paper";
-    const bool per_layer = d.OneIn(2);
-    const bool dwbp = !d.OneIn(5);
-    const int w = d.Pick(4);
-    const int window_kib = w < 2 ? 0 : w == 2 ? 64 : 256;
-    const bool straggler = d.OneIn(4);
-    const int straggler_worker = d.Pick(workers);
-    const double slowdown = 1.2 + 0.1 * d.Pick(9);
-    const bool jitter = d.OneIn(4);
-    static const double kCv[] = {0.05, 0.1, 0.2};
-    const double cv = kCv[d.Pick(3)];
-    const bool slow_net = d.OneIn(2);
+    Drawn x = DrawOne(d, profiles);
+    while (max_processes > 0 && 1 + x.workers + x.servers > max_processes) x = DrawOne(d, profiles);
+    const Profile& p = *x.p;
+    const int workers = x.workers, servers = x.servers;
+    const bool dedicated = x.dedicated;
+    const std::string consistency = x.consistency, scheme = x.scheme;
+    const int staleness = x.staleness;
+    const bool per_layer = x.per_layer, dwbp = x.dwbp;
+    const int window_kib = x.window_kib;
+    const bool straggler = x.straggler;
+    const int straggler_worker = x.straggler_worker;
+    const double slowdown = x.slowdown;
+    const bool jitter = x.jitter;
+    const double cv = x.cv;
+    const bool slow_net = x.slow_net;
 
     std::string cons = consistency == "ssp"
                            ? fmt::format("{{model: ssp, staleness: {}}}", staleness)
@@ -129,7 +190,8 @@ std::string DrawConfigurations(int count, uint64_t seed, const std::string& prof
   return yaml;
 }
 
-int RunDraw(int count, uint64_t seed, const std::string& out, const std::string& data_dir) {
+int RunDraw(int count, uint64_t seed, const std::string& out, const std::string& data_dir,
+            const DrawBound& bound) {
   if (count < 1) {
     throw config::ConfigError(
         fmt::format("error: --draw {}: draw at least one configuration", count));
@@ -140,7 +202,8 @@ int RunDraw(int count, uint64_t seed, const std::string& out, const std::string&
   const fs::path base = fs::path(data_dir) / "validation" / "mlp_1g.yaml";
   const std::string rel = fs::relative(base, file.parent_path(), ec).string();
   const std::string yaml =
-      DrawConfigurations(count, seed, data_dir + "/profiles", ec || rel.empty() ? base.string() : rel);
+      DrawConfigurations(count, seed, data_dir + "/profiles", ec || rel.empty() ? base.string() : rel,
+                         bound);
   {
     std::ofstream f(file, std::ios::binary);
     f << yaml;
@@ -158,6 +221,10 @@ int RunDraw(int count, uint64_t seed, const std::string& out, const std::string&
       throw config::ConfigError(fmt::format("{}: configuration {} ({}) cannot run live: {}", out,
                                             p.index + 1, p.values.front().second, e.what()));
     }
+  }
+  if (bound.MaxProcesses() > 0) {
+    fmt::print(stderr, "every configuration has at most {} processes ({:g} per core on {} cores)\n",
+               bound.MaxProcesses(), bound.max_processes_per_core, bound.cores);
   }
   fmt::print(stderr,
              "wrote {} configurations to {} (seed {}); run them live and simulated with:\n"

@@ -34,10 +34,26 @@ Tally::Tally(std::vector<std::string> names, int repeat)
       errors_(names_.size()),
       net_errors_(names_.size()),
       measured_(names_.size()),
-      run_abs_(static_cast<size_t>(repeat)) {}
+      run_abs_(static_cast<size_t>(repeat)),
+      faithful_errors_(names_.size()),
+      not_faithful_(names_.size()) {}
 
-void Tally::Add(size_t config, int run, double error_pct, double measured_ms, double net_error_pct) {
+void Tally::Add(size_t config, int run, double error_pct, double measured_ms, double net_error_pct,
+                const RunHost& host) {
   errors_[config].push_back(error_pct);
+  if (host.attempts > 1) ++rerun_;
+  switch (host.state) {
+    case RunHost::State::kNotRecorded: ++not_recorded_; break;
+    case RunHost::State::kFaithful:
+      ++judged_;
+      faithful_errors_[config].push_back(error_pct);
+      break;
+    case RunHost::State::kNotFaithful:
+      ++judged_;
+      ++not_faithful_[config];
+      disturbed_.push_back({config, run, error_pct, host.why});
+      break;
+  }
   measured_[config].push_back(measured_ms);
   run_abs_[static_cast<size_t>(run - 1)].push_back(std::fabs(error_pct));
   if (std::isfinite(net_error_pct)) net_errors_[config].push_back(net_error_pct);
@@ -51,12 +67,30 @@ std::vector<double> Tally::AbsMedianErrors() const {
   return abs_errors;
 }
 
+std::vector<double> Tally::AbsMedianFaithfulErrors() const {
+  std::vector<double> abs_errors;
+  for (const std::vector<double>& e : faithful_errors_) {
+    if (!e.empty()) abs_errors.push_back(std::fabs(Median(e)));
+  }
+  return abs_errors;
+}
+
 std::string Tally::JsonTail(int failures) const {
   const std::vector<double> abs_errors = AbsMedianErrors();
   const double max = abs_errors.empty() ? NAN : *std::max_element(abs_errors.begin(), abs_errors.end());
-  return fmt::format("\"runs\":{},\"median_abs_error_pct\":{:.3f},\"max_abs_error_pct\":{:.3f},"
-                     "\"failed\":{}",
-                     repeat_, Median(abs_errors), max, failures);
+  std::string tail = fmt::format(
+      "\"runs\":{},\"median_abs_error_pct\":{:.3f},\"max_abs_error_pct\":{:.3f},\"failed\":{}",
+      repeat_, Median(abs_errors), max, failures);
+  if (judged_ > 0) {
+    const std::vector<double> f = AbsMedianFaithfulErrors();
+    const double fmax = f.empty() ? NAN : *std::max_element(f.begin(), f.end());
+    tail += fmt::format(",\"faithful_runs\":{},\"not_faithful_runs\":{},"
+                        "\"faithful_configurations\":{},\"faithful_median_abs_error_pct\":{:.3f},"
+                        "\"faithful_max_abs_error_pct\":{:.3f}",
+                        judged_ - static_cast<int>(disturbed_.size()), disturbed_.size(), f.size(),
+                        Median(f), fmax);
+  }
+  return tail;
 }
 
 std::string Tally::Text(int failures) const {
@@ -98,14 +132,54 @@ std::string Tally::Text(int failures) const {
   // differs; far from zero, the network model.
   for (const auto& [err, i] : outside) {
     const double s = LiveSpreadPct(measured_[i]);
-    summary += fmt::format("validate: outside 8%: {:+.2f}% {} (config-{}){}{}\n", err, names_[i], i,
+    summary += fmt::format("validate: outside 8%: {:+.2f}% {} (config-{}){}{}{}\n", err, names_[i], i,
                            net_errors_[i].empty()
                                ? std::string()
                                : fmt::format("; network model on its live traffic {:+.2f}%",
                                              Median(net_errors_[i])),
-                           std::isfinite(s) ? fmt::format("; its live runs spread {:.1f}%", s) : std::string());
+                           std::isfinite(s) ? fmt::format("; its live runs spread {:.1f}%", s) : std::string(),
+                           not_faithful_[i] > 0
+                               ? fmt::format("; {} of its runs not faithful", not_faithful_[i])
+                               : std::string());
   }
+  summary += FaithfulText();
   return summary;
+}
+
+std::string Tally::FaithfulText() const {
+  std::string out;
+  if (not_recorded_ > 0) {
+    out += fmt::format("validate: {} runs without a host record (run before validate sampled the "
+                       "host): not judged faithful or not\n",
+                       not_recorded_);
+  }
+  if (judged_ == 0) return out;
+  const std::vector<double> f = AbsMedianFaithfulErrors();
+  out += fmt::format("validate: faithful runs (docs/validation.md, \"Faithful runs\"): {} of {}; over "
+                     "them, per configuration the median of its faithful runs: {} configurations, {}\n",
+                     judged_ - static_cast<int>(disturbed_.size()), judged_, f.size(),
+                     f.empty() ? std::string("no error to summarise") : ErrorSummary(f));
+  for (const Disturbed& d : disturbed_) {
+    out += fmt::format("validate: not faithful: run {} of config-{} ({}), error {:+.2f}%: {}\n", d.run,
+                       d.config, names_[d.config], d.error_pct, d.why);
+  }
+  std::vector<std::string> without;
+  for (size_t i = 0; i < names_.size(); ++i) {
+    if (!errors_[i].empty() && faithful_errors_[i].empty() && not_faithful_[i] > 0) {
+      without.push_back(fmt::format("config-{} ({})", i, names_[i]));
+    }
+  }
+  if (!without.empty()) {
+    std::string list;
+    for (const std::string& w : without) list += (list.empty() ? "" : ", ") + w;
+    out += fmt::format("validate: {} configurations without a faithful run, left out of the faithful "
+                       "figures: {}\n",
+                       without.size(), list);
+  }
+  if (rerun_ > 0) {
+    out += fmt::format("validate: {} runs were disturbed and run again (--rerun-disturbed)\n", rerun_);
+  }
+  return out;
 }
 
 }  // namespace poseidon::validation

@@ -4,8 +4,13 @@
 // their own traffic and how far their live runs spread), and the live runs' own repeatability.
 //
 //   Tally t(names, repeat);
-//   t.Add(i, run, error_pct, measured_ms, net_error_pct);  // per successful run
+//   t.Add(i, run, error_pct, measured_ms, net_error_pct, host);  // per successful run
 //   std::cerr << t.Text(failures);
+//
+// Each run also carries whether it was a faithful emulation (validation/host_load.h). The
+// figures over all runs stay as they were; the faithful runs are summarised apart, every run
+// that was not faithful is listed with why, and a configuration left without a faithful run is
+// named: none is dropped silently.
 #pragma once
 
 #include <cstddef>
@@ -29,28 +34,52 @@ double LiveSpreadPct(const std::vector<double>& measured_ms);
 // "median |error| X%, max |error| Y%, K outside 8%" over absolute errors.
 std::string ErrorSummary(const std::vector<double>& abs_errors);
 
+// Whether a run was a faithful emulation: judged from its host record, or not judged (a run
+// recorded before host records existed, read back by --reuse-live).
+struct RunHost {
+  enum class State { kNotRecorded, kFaithful, kNotFaithful };
+  State state = State::kNotRecorded;
+  std::string why;  // kNotFaithful: the rule's reason
+  int attempts = 1;  // live runs it took (--rerun-disturbed)
+};
+
 class Tally {
  public:
   // names[i]: configuration i's name in the summary; repeat: live runs per configuration.
   Tally(std::vector<std::string> names, int repeat);
 
   // A run (1-based) of configuration i that was measured and predicted.
-  void Add(size_t config, int run, double error_pct, double measured_ms, double net_error_pct);
+  void Add(size_t config, int run, double error_pct, double measured_ms, double net_error_pct,
+           const RunHost& host = {});
 
   // Per configuration the median of its runs' errors, absolute, for those with at least one run.
   std::vector<double> AbsMedianErrors() const;
+  // The same over faithful runs only.
+  std::vector<double> AbsMedianFaithfulErrors() const;
   // The summary lines (each "validate: ...\n"); `failures`: runs that could not be compared.
   std::string Text(int failures) const;
   // The JSON document's last fields: "runs", the median and largest |error|, "failed".
   std::string JsonTail(int failures) const;
 
  private:
+  std::string FaithfulText() const;
+
   std::vector<std::string> names_;
   int repeat_;
   std::vector<std::vector<double>> errors_;      // per configuration, one per run
   std::vector<std::vector<double>> net_errors_;  // network model on the live traffic
   std::vector<std::vector<double>> measured_;    // live iteration times, per run
   std::vector<std::vector<double>> run_abs_;     // per run, |error| of every configuration
+  std::vector<std::vector<double>> faithful_errors_;  // per configuration, its faithful runs
+  std::vector<int> not_faithful_;                     // per configuration, runs not faithful
+  struct Disturbed {
+    size_t config;
+    int run;
+    double error_pct;
+    std::string why;
+  };
+  std::vector<Disturbed> disturbed_;  // every run not faithful, in run order
+  int not_recorded_ = 0, judged_ = 0, rerun_ = 0;
 };
 
 }  // namespace poseidon::validation

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "core/trace.h"
 #include "real_runtime/launch.h"
 #include "sim/simulation.h"
+#include "validation/host_load.h"
 #include "validation/network_replay.h"
 #include "validation/summary.h"
 #include "validation/trace_pace.h"
@@ -96,6 +98,14 @@ std::vector<Config> Configurations(const ValidateOptions& o, std::string* base_f
   return out;
 }
 
+std::string HostJson(const HostRecord& r) {
+  return fmt::format("{{\"wall_s\":{:.3f},\"cores\":{},\"others_cpu_pct\":{:.2f},\"steal_pct\":{:.2f},"
+                     "\"job_cpu_pct\":{:.2f},\"irq_pct\":{:.2f},\"run_queue_mean\":{:.2f},"
+                     "\"run_queue_max\":{:g},\"job_processes_max\":{}}}",
+                     r.wall_s, r.cores, r.others_pct, r.steal_pct, r.job_pct, r.irq_pct,
+                     r.run_queue_mean, r.run_queue_max, r.job_processes_max);
+}
+
 std::string CsvField(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string q = "\"";
@@ -103,16 +113,41 @@ std::string CsvField(const std::string& s) {
   return q + "\"";
 }
 
-// The predicted pace: the simulator's own trace, measured as the live ones are.
-Pace Predict(const Config& c, const std::string& dir) {
+// A compute task's simulated duration, by actor, device, clock and name.
+using TaskDurations = std::map<std::string, core::TimeNs>;
+
+std::string TaskKey(const TraceRecord& e) {
+  return fmt::format("{}/{}/{}/{}", e.thread.actor, e.thread.device, e.clock, e.name);
+}
+
+// How late the emulated hosts' compute ran: the median, over the live run's compute tasks, of
+// live duration - simulated duration (µs). A replayed task sleeps its profile time; what it took
+// beyond the simulated time is a late wake-up or a CPU it waited for. NAN when none matched.
+double ComputeLateUs(const TaskDurations& simulated, const std::vector<TraceRecord>& live) {
+  std::vector<double> late;
+  for (const TraceRecord& e : live) {
+    if (e.kind != TraceRecordKind::kTask) continue;
+    const auto it = simulated.find(TaskKey(e));
+    if (it != simulated.end()) late.push_back(static_cast<double>(e.dur - it->second) / 1e3);
+  }
+  return Median(late);
+}
+
+// The predicted pace: the simulator's own trace, measured as the live ones are; *tasks gets its
+// compute tasks' durations.
+Pace Predict(const Config& c, const std::string& dir, TaskDurations* tasks) {
   const config::ScenarioSpec& s = c.scenario;
   sim::SimOptions so;
   so.baseline = false;
   so.record_trace = true;
   try {
     const sim::ScenarioResult r = sim::SimulateScenario(c.sim_scenario, so);
-    const Pace p = IterationPaceFromTraces({ReadTrace(r.chrome_trace, dir + "/sim.json")}, s.workers,
-                                           s.warmup_iterations, s.iterations, s.consistency == "bsp");
+    std::vector<TraceRecord> events = ReadTrace(r.chrome_trace, dir + "/sim.json");
+    for (const TraceRecord& e : events) {
+      if (e.kind == TraceRecordKind::kTask) tasks->emplace(TaskKey(e), e.dur);
+    }
+    const Pace p = IterationPaceFromTraces({std::move(events)}, s.workers, s.warmup_iterations,
+                                           s.iterations, s.consistency == "bsp");
     std::error_code ec;
     fs::create_directories(dir, ec);
     std::ofstream(dir + "/sim.json", std::ios::binary) << r.chrome_trace;
@@ -171,15 +206,23 @@ int RunValidate(const ValidateOptions& o) {
   if (ec) throw ConfigError(o.work_dir + ": error: cannot create the work folder: " + ec.message());
   const bool runs = o.repeat > 1;
 
+  if (o.rerun_disturbed < 0) {
+    throw ConfigError(fmt::format("error: --rerun-disturbed must be >= 0, got {}", o.rerun_disturbed));
+  }
+  if (!(o.wait_quiet_s >= 0)) {
+    throw ConfigError(fmt::format("error: --wait-quiet must be >= 0 seconds, got {}", o.wait_quiet_s));
+  }
   std::vector<Pace> predicted(configs.size());
+  std::vector<TaskDurations> sim_tasks(configs.size());
   for (size_t i = 0; i < configs.size(); ++i) {
-    predicted[i] = Predict(configs[i], fmt::format("{}/config-{}", o.work_dir, i));
+    predicted[i] = Predict(configs[i], fmt::format("{}/config-{}", o.work_dir, i), &sim_tasks[i]);
   }
 
   std::string csv = runs ? "run,index,name" : "index,name";
   for (const std::string& a : axes) csv += "," + CsvField(a);
   csv += ",workers,measured_ms,measured_std_ms,predicted_ms,predicted_std_ms,error_pct,"
-         "network_error_pct\n";
+         "network_error_pct,faithful,lost_cpu_pct,others_cpu_pct,steal_pct,job_cpu_pct,irq_pct,"
+         "run_queue_per_core,compute_late_us,not_faithful_why\n";
   std::string json = "{\"configurations\":[";
   std::vector<std::string> names;
   for (const Config& c : configs) names.push_back(c.name);
@@ -203,6 +246,9 @@ int RunValidate(const ValidateOptions& o) {
       std::string recorded = "input: " + fs::absolute(o.input).lexically_normal().string() + "\n";
       for (const std::string& ov : c.overrides) recorded += "set: " + ov + "\n";
       std::string reuse_why;
+      RunHost host;
+      HostRecord record;
+      bool recorded_host = false;
       if (!pred.ok) {
         rc = 2;  // the simulator could not run it: a live run would not be compared with anything
       } else if (o.reuse_live) {
@@ -215,12 +261,16 @@ int RunValidate(const ValidateOptions& o) {
           rc = 2;
           reuse_why = fmt::format("{}: the live run recorded here was of another configuration "
                                   "(input or --set differ); rerun it without --reuse-live", file);
+        } else if (ParseHostRecordText(ReadText(dir + "/host.txt"), &record)) {
+          const Verdict v = Judge(record);
+          host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
+          host.why = v.why;
+          recorded_host = true;
         }
       } else {
         try {
-          // Measured: live, compute replayed.
+          // Measured: live, compute replayed, the host sampled meanwhile.
           fs::create_directories(dir, ec);
-          fs::remove_all(dir + "/trace", ec);
           rt::LaunchOptions lo;
           lo.scenario_file = base_file;
           lo.overrides = c.overrides;
@@ -228,11 +278,38 @@ int RunValidate(const ValidateOptions& o) {
           lo.emulate = o.emulate;
           lo.netns_script = o.netns_script;
           lo.node_args = {"--compute", "replay", "--no-test", "--trace-dir", dir + "/trace"};
-          fs::remove(dir + "/live-run.txt", ec);
-          rc = rt::RunLaunch(lo);
-          if (rc == 130) {
-            fmt::print(stderr, "validate: interrupted\n");
-            return 130;
+          for (int attempt = 1;; ++attempt) {
+            fs::remove_all(dir + "/trace", ec);
+            fs::remove(dir + "/live-run.txt", ec);
+            fs::remove(dir + "/host.txt", ec);
+            if (o.wait_quiet_s > 0) {
+              const QuietWait w = WaitForQuietHost(o.wait_quiet_s);
+              if (!w.quiet) {
+                fmt::print(stderr,
+                           "validate: the host is still busy after {:.0f} s ({:.1f}% of its CPUs "
+                           "used or stolen, bound {:g}%); running anyway\n",
+                           w.waited_s, w.busy_pct, kMaxLostPct);
+              } else if (w.waited_s > 1.5) {
+                fmt::print(stderr, "validate: the host was quiet after {:.0f} s\n", w.waited_s);
+              }
+            }
+            HostSampler sampler;
+            rc = rt::RunLaunch(lo);
+            const std::vector<HostSample> samples = sampler.Stop();
+            if (rc == 130) {
+              fmt::print(stderr, "validate: interrupted\n");
+              return 130;
+            }
+            record = RecordFromSamples(samples, TicksPerSecond());
+            recorded_host = true;
+            std::ofstream(dir + "/host.txt", std::ios::binary) << HostRecordText(record);
+            const Verdict v = Judge(record);
+            host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
+            host.why = v.why;
+            host.attempts = attempt;
+            if (rc != 0 || v.faithful || attempt > o.rerun_disturbed) break;
+            fmt::print(stderr, "validate: not a faithful run ({}); running it again ({} of {})\n",
+                       v.why, attempt, o.rerun_disturbed);
           }
           if (rc == 0) std::ofstream(dir + "/live-run.txt", std::ios::binary) << recorded;
         } catch (const ConfigError& e) {
@@ -254,33 +331,58 @@ int RunValidate(const ValidateOptions& o) {
           meas = Pace{false, e.what()};
         }
       }
-      std::string err_text, net_text;
+      std::string err_text, net_text, late_text;
       if (meas.ok && pred.ok) {
         const double err = 100.0 * (pred.mean_ms - meas.mean_ms) / meas.mean_ms;
         err_text = fmt::format("{:.2f}", err);
         const double net = NetworkReplayError(c.sim_scenario, live.all, dir);
         if (std::isfinite(net)) net_text = fmt::format("{:.2f}", net);
-        tally.Add(i, run, err, meas.mean_ms, net);
+        const double late = ComputeLateUs(sim_tasks[i], live.all);
+        if (std::isfinite(late)) late_text = fmt::format("{:.1f}", late);
+        tally.Add(i, run, err, meas.mean_ms, net, host);
       } else {
         ++failures;
         fmt::print(stderr, "validate: {}: {}\n", c.name, !meas.ok ? meas.why : pred.why);
       }
       csv += runs ? fmt::format("{},{},{}", run, i, CsvField(s.name)) : fmt::format("{},{}", i, CsvField(s.name));
       for (const auto& [k, v] : c.values) csv += "," + CsvField(v);
-      csv += fmt::format(",{},{:.3f},{:.3f},{:.3f},{:.3f},{},{}\n", s.workers, meas.mean_ms,
-                         meas.std_ms, pred.mean_ms, pred.std_ms, err_text, net_text);
+      const bool judged = recorded_host && rc == 0;
+      const std::string faithful_text =
+          !judged ? "" : host.state == RunHost::State::kFaithful ? "yes" : "no";
+      const std::string host_csv =
+          !judged ? ",,,,,,"
+                  : fmt::format(",{:.2f},{:.2f},{:.2f},{:.2f},{:.2f},{:.2f}",
+                                record.others_pct + record.steal_pct, record.others_pct,
+                                record.steal_pct, record.job_pct, record.irq_pct,
+                                record.cores > 0 ? record.run_queue_mean / record.cores : 0.0);
+      csv += fmt::format(",{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{}{},{},{}\n", s.workers, meas.mean_ms,
+                         meas.std_ms, pred.mean_ms, pred.std_ms, err_text, net_text, faithful_text,
+                         host_csv, late_text, CsvField(judged ? host.why : ""));
       json += fmt::format("{}{{{}\"index\":{},\"name\":\"{}\",\"workers\":{},\"measured_ms\":{:.3f},"
                           "\"measured_std_ms\":{:.3f},\"predicted_ms\":{:.3f},\"predicted_std_ms\":{:.3f},"
-                          "\"error_pct\":{},\"network_error_pct\":{}}}",
+                          "\"error_pct\":{},\"network_error_pct\":{},\"faithful\":{},\"host\":{},"
+                          "\"compute_late_us\":{},\"not_faithful_why\":\"{}\"}}",
                           first_row ? "" : ",", runs ? fmt::format("\"run\":{},", run) : "", i, s.name,
                           s.workers, meas.mean_ms, meas.std_ms, pred.mean_ms, pred.std_ms,
-                          err_text.empty() ? "null" : err_text, net_text.empty() ? "null" : net_text);
+                          err_text.empty() ? "null" : err_text, net_text.empty() ? "null" : net_text,
+                          !judged ? "null" : faithful_text == "yes" ? "true" : "false",
+                          !judged ? std::string("null") : HostJson(record),
+                          late_text.empty() ? "null" : late_text, judged ? host.why : "");
       first_row = false;
       fmt::print(stderr,
                  "  measured {:.3f} ms (std {:.3f}), predicted {:.3f} ms: error {}%; network model "
                  "on the live traffic: {}%\n",
                  meas.mean_ms, meas.std_ms, pred.mean_ms, err_text.empty() ? "n/a" : err_text,
                  net_text.empty() ? "n/a" : net_text);
+      if (judged) {
+        fmt::print(stderr,
+                   "  host: others {:.1f}%, steal {:.1f}%, the job {:.1f}%, interrupts {:.1f}% of {} "
+                   "cores; {:.1f} ready to run per core; compute {} us late (median): {}\n",
+                   record.others_pct, record.steal_pct, record.job_pct, record.irq_pct, record.cores,
+                   record.cores > 0 ? record.run_queue_mean / record.cores : 0.0,
+                   late_text.empty() ? "n/a" : late_text,
+                   host.state == RunHost::State::kFaithful ? "faithful" : "not faithful: " + host.why);
+      }
     }
   }
   json += "]," + tally.JsonTail(failures) + "}\n";

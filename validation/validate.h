@@ -13,7 +13,9 @@
 // it (validation/trace_pace.h). Reports measured and predicted iteration time (mean and spread
 // over the measured iterations), the error, the network model's error on the run's own traffic
 // (validation/network_replay.h), and the median and largest absolute error
-// (validation/summary.h).
+// (validation/summary.h). Each live run records what the host did meanwhile (DIR/host.txt) and
+// is judged a faithful emulation or not by one rule (validation/host_load.h); the CSV and JSON
+// say so per run, the summary reports the faithful runs apart and lists the others with why.
 #pragma once
 
 #include <string>
@@ -39,6 +41,12 @@ struct ValidateOptions {
   // trying a simulator setting (--sim-set) against the same measurements, without their noise.
   bool reuse_live = false;
   std::string netns_script;            // scripts/netns-run
+  // Every live run is sampled (validation/host_load.h) and judged a faithful emulation or not.
+  // Before each live run, wait until the host is quiet, for at most this many seconds (0: do not
+  // wait); a host still busy then is said so and the run goes ahead (and is judged).
+  double wait_quiet_s = 0;
+  // A live run judged not faithful is run again, up to this many times; the last one counts.
+  int rerun_disturbed = 0;
 };
 
 // Runs every configuration; returns 0, 1 when some run could not be compared, 130 when

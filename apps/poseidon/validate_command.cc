@@ -1,6 +1,8 @@
 #include "apps/poseidon/validate_command.h"
 
+#include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 #include "apps/poseidon/cli_checks.h"
 #include "config/yaml_reader.h"
@@ -15,6 +17,7 @@ struct ValidateCommand {
   validation::ValidateOptions options;
   int draw_count = 0;
   uint64_t draw_seed = 1;
+  validation::DrawBound draw_bound;
 };
 
 std::shared_ptr<ValidateCommand> AddValidateCommand(CLI::App& app, const std::string& data_dir) {
@@ -29,6 +32,16 @@ std::shared_ptr<ValidateCommand> AddValidateCommand(CLI::App& app, const std::st
                 "write N configurations drawn at random (a held-out set: validation/draw.h) to "
                 "INPUT and run nothing");
   v->add_option("--seed", c->draw_seed, "the draw's seed")->capture_default_str();
+  v->add_option("--max-processes-per-core", c->draw_bound.max_processes_per_core,
+                "with --draw: only configurations whose processes (coordinator, workers, shards) "
+                "fit this many per core, what the host can emulate faithfully; the file says so")
+      ->check(NumberAtLeast(0, /*strict=*/true));
+  c->draw_bound.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  v->add_option("--cores", c->draw_bound.cores,
+                "with --max-processes-per-core: the cores of the host that will run the set "
+                "(default: this one's)")
+      ->check(AtLeast(1))
+      ->capture_default_str();
   v->add_option("--set", o.overrides, "override a scenario key: KEY=VALUE");
   v->add_option("--sim-set", o.sim_overrides,
                 "override a key for the simulator only (e.g. to see a wrong network model caught)");
@@ -44,6 +57,13 @@ std::shared_ptr<ValidateCommand> AddValidateCommand(CLI::App& app, const std::st
               "run nothing live: compare with the live runs an earlier validate left in --work-dir "
               "(same input, --set and --repeat), e.g. to try a --sim-set against the same "
               "measurements");
+  v->add_option("--wait-quiet", o.wait_quiet_s,
+                "before each live run, wait up to SECONDS for a quiet host (other processes' CPU "
+                "and steal within the faithfulness bound, docs/validation.md)")
+      ->check(NumberAtLeast(0));
+  v->add_option("--rerun-disturbed", o.rerun_disturbed,
+                "run a live run that was not faithful again, up to N times (the last one counts)")
+      ->check(AtLeast(0));
   v->add_flag("--loopback{false}", o.emulate,
               "run live over loopback instead of an emulated cluster (no root needed; the network "
               "is then not the scenario's)");
@@ -54,12 +74,16 @@ int RunValidateCommand(const ValidateCommand& c) {
   if (!c.app->parsed()) return -1;
   if (c.draw_count != 0) {
     try {
-      return validation::RunDraw(c.draw_count, c.draw_seed, c.options.input, c.data_dir);
+      return validation::RunDraw(c.draw_count, c.draw_seed, c.options.input, c.data_dir,
+                                 c.draw_bound);
     } catch (const config::ConfigError&) {
       throw;
     } catch (const std::runtime_error& e) {  // a file system error: said as bad input is
       throw config::ConfigError(std::string("error: ") + e.what());
     }
+  }
+  if (c.draw_bound.max_processes_per_core > 0) {
+    throw config::ConfigError("error: --max-processes-per-core bounds a draw: give it with --draw N");
   }
   validation::ValidateOptions o = c.options;
   o.netns_script = c.data_dir + "/../scripts/netns-run";

@@ -62,6 +62,47 @@ TEST(ValidateDraw, FortyEightDrawsCoverTheSpaceAndAllLoadAndRunLive) {
   std::filesystem::remove_all(std::filesystem::path(file).parent_path());
 }
 
+// --max-processes-per-core: every configuration within the bound, and the file says so; without
+// one the draw is as it always was.
+TEST(ValidateDraw, ABoundOnProcessesPerCoreKeepsEveryConfigurationWithinIt) {
+  DrawBound bound;
+  bound.max_processes_per_core = 3;
+  bound.cores = 2;  // at most 6 processes: 1 + workers + shards <= 6
+  ASSERT_EQ(bound.MaxProcesses(), 6);
+  const std::string yaml = DrawConfigurations(48, 7, kData + "/profiles", "base.yaml", bound);
+  EXPECT_EQ(yaml, DrawConfigurations(48, 7, kData + "/profiles", "base.yaml", bound));
+  EXPECT_NE(yaml.find("--max-processes-per-core 3 --cores 2`"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("# Bounded to what this host can emulate faithfully: at most 3 processes per "
+                      "core on 2 cores,\n# so 1 + workers + shards <= 6"),
+            std::string::npos)
+      << yaml;
+  const std::string file = (std::filesystem::temp_directory_path() /
+                            ("poseidon-draw-bound-" + std::to_string(::getpid())) / "set.yaml")
+                               .string();
+  ASSERT_EQ(RunDraw(48, 7, file, kData, bound), 0);
+  const config::SweepSpec sweep = config::LoadSweepFile(file);
+  ASSERT_EQ(sweep.points.size(), 48u);
+  std::set<int> workers;
+  for (const config::SweepPoint& p : sweep.points) {
+    EXPECT_LE(1 + p.scenario.workers + p.scenario.servers, 6) << p.values.front().second;
+    workers.insert(p.scenario.workers);
+  }
+  EXPECT_EQ(workers, (std::set<int>{2, 3, 4}));
+  std::filesystem::remove_all(std::filesystem::path(file).parent_path());
+  // Unbounded (0) is the draw as before; a bound below the smallest job is an error.
+  EXPECT_EQ(DrawConfigurations(8, 7, kData + "/profiles", "base.yaml", DrawBound{}),
+            DrawConfigurations(8, 7, kData + "/profiles", "base.yaml"));
+  bound.max_processes_per_core = 1.5;
+  try {
+    DrawConfigurations(4, 1, kData + "/profiles", "base.yaml", bound);
+    FAIL() << "no error";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("allows 3 processes; the smallest configuration"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ValidateDraw, NoProfilesIsOneClearError) {
   try {
     DrawConfigurations(4, 1, "/nonexistent/profiles", "base.yaml");

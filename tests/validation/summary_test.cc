@@ -40,9 +40,52 @@ TEST(ValidateSummary, MediansPerConfigurationAndTheWorstFirst) {
             "1 of 3 configurations; no single prediction is within 8% of all their runs\n"
             "validate: outside 8%: +13.00% c (config-2); network model on its live traffic +1.50%; its "
             "live runs spread 0.0%\n"
-            "validate: outside 8%: -10.00% b (config-1); its live runs spread 1.0%\n");
+            "validate: outside 8%: -10.00% b (config-1); its live runs spread 1.0%\n"
+            "validate: 6 runs without a host record (run before validate sampled the host): not "
+            "judged faithful or not\n");
   EXPECT_EQ(t.JsonTail(1),
             "\"runs\":2,\"median_abs_error_pct\":10.000,\"max_abs_error_pct\":13.000,\"failed\":1");
+}
+
+// Faithful runs are summarised apart; every other run is listed with why; a configuration with
+// no faithful run is named, not dropped.
+TEST(ValidateSummary, FaithfulRunsApartAndTheOthersListedWithWhy) {
+  const RunHost ok{RunHost::State::kFaithful, "", 1};
+  const RunHost busy{RunHost::State::kNotFaithful, "other processes used 40.0%", 1};
+  const RunHost rerun{RunHost::State::kFaithful, "", 2};
+  Tally t({"a", "b"}, 2);
+  t.Add(0, 1, 1.0, 100, NAN, ok);
+  t.Add(1, 1, 12.0, 100, NAN, busy);
+  t.Add(0, 2, 3.0, 100, NAN, rerun);
+  t.Add(1, 2, 14.0, 100, NAN, busy);
+  EXPECT_EQ(t.AbsMedianFaithfulErrors(), (std::vector<double>{2.0}));
+  const std::string text = t.Text(0);
+  // The figures over every run stay; the outside line says its runs were not faithful.
+  EXPECT_NE(text.find("validate: outside 8%: +13.00% b (config-1); its live runs spread 0.0%; 2 of "
+                      "its runs not faithful\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("validate: faithful runs (docs/validation.md, \"Faithful runs\"): 2 of 4; over "
+                      "them, per configuration the median of its faithful runs: 1 configurations, "
+                      "median |error| 2.00%, max |error| 2.00%, 0 outside 8%\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("validate: not faithful: run 1 of config-1 (b), error +12.00%: other processes "
+                      "used 40.0%\n"
+                      "validate: not faithful: run 2 of config-1 (b), error +14.00%: other processes "
+                      "used 40.0%\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("validate: 1 configurations without a faithful run, left out of the faithful "
+                      "figures: config-1 (b)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("validate: 1 runs were disturbed and run again"), std::string::npos) << text;
+  EXPECT_EQ(text.find("without a host record"), std::string::npos) << text;
+  EXPECT_NE(t.JsonTail(0).find("\"faithful_runs\":2,\"not_faithful_runs\":2,\"faithful_configurations\":1,"
+                               "\"faithful_median_abs_error_pct\":2.000"),
+            std::string::npos)
+      << t.JsonTail(0);
 }
 
 }  // namespace
