@@ -84,11 +84,13 @@ std::string Tally::JsonTail(int failures) const {
   if (judged_ > 0) {
     const std::vector<double> f = AbsMedianFaithfulErrors();
     const double fmax = f.empty() ? NAN : *std::max_element(f.begin(), f.end());
+    // (JSON has no NaN: no faithful configuration gives null.)
+    auto number = [&](double v) { return f.empty() ? std::string("null") : fmt::format("{:.3f}", v); };
     tail += fmt::format(",\"faithful_runs\":{},\"not_faithful_runs\":{},"
-                        "\"faithful_configurations\":{},\"faithful_median_abs_error_pct\":{:.3f},"
-                        "\"faithful_max_abs_error_pct\":{:.3f}",
+                        "\"faithful_configurations\":{},\"faithful_median_abs_error_pct\":{},"
+                        "\"faithful_max_abs_error_pct\":{}",
                         judged_ - static_cast<int>(disturbed_.size()), disturbed_.size(), f.size(),
-                        Median(f), fmax);
+                        number(Median(f)), number(fmax));
   }
   return tail;
 }

@@ -86,6 +86,12 @@ TEST(ValidateSummary, FaithfulRunsApartAndTheOthersListedWithWhy) {
                                "\"faithful_median_abs_error_pct\":2.000"),
             std::string::npos)
       << t.JsonTail(0);
+  // No faithful run at all: null, not NaN (JSON has none).
+  Tally none({"a"}, 1);
+  none.Add(0, 1, 5.0, 100, NAN, busy);
+  EXPECT_NE(none.JsonTail(0).find("\"faithful_median_abs_error_pct\":null,\"faithful_max_abs_error_pct\":null"),
+            std::string::npos)
+      << none.JsonTail(0);
 }
 
 }  // namespace
