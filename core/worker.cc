@@ -952,14 +952,19 @@ ProtocolError Worker::TakeFused(TimeNs now, int64_t clock, int from, int to) {
   }
   plan_.Append(FuseTensors(plan_.tensors(), from, to, config_.baseline.fusion_threshold_bytes),
                &fused_);
-  // Steps that came before the answer. This runs only under Horovod, which the simulator alone
-  // hosts (config refuses it live), so a step that then does not fit is a bug, not a peer's.
+  // Steps that came before the answer. A step that then does not fit its collective is the
+  // sender's error (the host closes that connection), never an abort: the config refuses
+  // Horovod live today, but the rule holds for every message from a peer.
   std::vector<Message> early;
   early.swap(fused_early_);
-  for (const Message& m : early) {
+  for (size_t i = 0; i < early.size(); ++i) {
+    const Message& m = early[i];
     if (m.clock == fused_clock_ && CollectivePlan::Holding(fused_, m.chunk)) {
-      const ProtocolError e = OnBucketStep(now, m, /*buffered=*/true);
-      POSEIDON_CHECK(!e) << "worker " << id_ << ": " << Describe(m) << ": " << e.what;
+      if (ProtocolError e = OnBucketStep(now, m, /*buffered=*/true)) {
+        fused_early_.insert(fused_early_.end(), early.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                            early.end());
+        return e;
+      }
     } else {
       fused_early_.push_back(m);
     }
@@ -1032,8 +1037,7 @@ ProtocolError Worker::Negotiate(TimeNs now, int rank, int64_t clock, int prefix)
       m.chunk = ready;
       host_->Send(m);
     }
-    const ProtocolError e = TakeFused(now, answered, from, ready);
-    POSEIDON_CHECK(!e) << "worker " << id_ << ": " << e.what;
+    if (ProtocolError e = TakeFused(now, answered, from, ready)) return e;
   }
 }
 
