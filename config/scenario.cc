@@ -305,6 +305,8 @@ void ReadBaseline(MapReader& p, ScenarioSpec* s) {
   if (p.Has("baseline")) {
     s->baseline = p.Choice("baseline", {"ddp", "horovod"}, "ddp");
     s->fusion_threshold_loc = p.Loc("baseline");
+  } else {
+    p.Ignore("baseline");  // `baseline: null` (--set protocol.baseline=null): none, as absent
   }
   auto section = [&](const char* key) {
     YAML::Node n = p.OptionalNode(key);

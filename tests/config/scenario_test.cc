@@ -241,6 +241,13 @@ TEST_F(ScenarioFile, Baselines) {
   EXPECT_EQ(p.baseline.cycle_ns, 5'000'000);
   EXPECT_EQ(BuildProtocol(LoadScenarioFile(Write(kGood)), BuildScenarioModel(s), false).baseline.kind,
             core::Baseline::kNone);
+  // A null baseline is none, as an absent one (`poseidon compare` turns a baseline's scenario
+  // into Poseidon's with --set protocol.baseline=null --set protocol.ddp=null).
+  s = LoadScenarioFile(Write(std::string(kGood) + "protocol:\n  baseline: ddp\n  ddp: "
+                             "{bucket_cap_mib: 4}\n"),
+                       {"protocol.baseline=null", "protocol.ddp=null"});
+  EXPECT_EQ(s.baseline, "");
+  EXPECT_EQ(BuildProtocol(s, BuildScenarioModel(s), false).baseline.kind, core::Baseline::kNone);
 
   auto one_line = [](const std::string& e, const std::string& want) {
     EXPECT_NE(e.find(want), std::string::npos) << e;
