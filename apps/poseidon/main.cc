@@ -20,6 +20,7 @@
 #include "apps/poseidon/allocator.h"
 #include "apps/poseidon/cli_checks.h"
 #include "apps/poseidon/calibrate_command.h"
+#include "apps/poseidon/compare_command.h"
 #include "apps/poseidon/evaluate_command.h"
 #include "apps/poseidon/gpu_model_command.h"
 #include "apps/poseidon/live_command.h"
@@ -284,6 +285,7 @@ int main(int argc, char** argv) {
   auto calibrate_commands = poseidon::app::AddCalibrateCommands(app, &data_dir);
   auto gpu_model_commands = poseidon::app::AddGpuModelCommands(app, &data_dir);
   auto validate_command = poseidon::app::AddValidateCommand(app, POSEIDON_DATA_DIR);
+  auto compare_command = poseidon::app::AddCompareCommand(app, POSEIDON_DATA_DIR);
   std::unique_ptr<poseidon::app::LiveCommands> live;
   try {
     live = poseidon::app::AddLiveCommands(app);
@@ -315,6 +317,7 @@ int main(int argc, char** argv) {
     }
     if (const int rc = live->RunIfParsed(); rc >= 0) return rc;
     if (const int rc = poseidon::app::RunValidateCommand(*validate_command); rc >= 0) return rc;
+    if (const int rc = poseidon::app::RunCompareCommand(*compare_command); rc >= 0) return rc;
     if (const int rc = poseidon::app::RunGpuModelCommands(*gpu_model_commands); rc >= 0) {
       return rc;
     }
