@@ -71,6 +71,23 @@ void ReadBaselineInto(const ScenarioSpec& s, const core::Model& model, core::Pro
 
 }  // namespace
 
+core::WireFormat BuildGradientWire(const ScenarioSpec& s, const core::Model& model) {
+  core::WireFormat wire = core::WireFormat::kFp32;
+  if (!core::WireFormatFromName(s.gradient_wire, &wire)) {
+    FailAt(s.protocol_loc, fmt::format("unknown gradient_wire '{}'; known: fp32, fp16, bf16",
+                                       s.gradient_wire));
+  }
+  if (wire != core::WireFormat::kFp32 && !model.layers().empty() &&
+      model.layers()[0].value_words != 1) {
+    // The workers' own model (model: torch) is known only now.
+    FailAt(s.protocol_loc,
+           fmt::format("protocol.gradient_wire {} sends gradients as 16-bit values, which needs "
+                       "fp32 values, but model '{}' holds fp64 values; use gradient_wire: fp32",
+                       s.gradient_wire, model.name()));
+  }
+  return wire;
+}
+
 core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& model,
                                    bool device_copies, const core::SacpTiming* timing) {
   const int workers = ProtocolWorkers(s);
@@ -89,18 +106,7 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
   p.staleness = s.staleness;
   p.gate = s.gate == "per_layer" ? core::Gate::kPerLayer : core::Gate::kAllLayers;
   p.priority_window_bytes = s.priority_window_bytes;
-  if (!core::WireFormatFromName(s.gradient_wire, &p.gradient_wire)) {
-    FailAt(s.protocol_loc, fmt::format("unknown gradient_wire '{}'; known: fp32, fp16, bf16",
-                                       s.gradient_wire));
-  }
-  if (p.gradient_wire != core::WireFormat::kFp32 && !model.layers().empty() &&
-      model.layers()[0].value_words != 1) {
-    // The workers' own model (model: torch) is known only now.
-    FailAt(s.protocol_loc,
-           fmt::format("protocol.gradient_wire {} sends gradients as 16-bit values, which needs "
-                       "fp32 values, but model '{}' holds fp64 values; use gradient_wire: fp32",
-                       s.gradient_wire, model.name()));
-  }
+  p.gradient_wire = BuildGradientWire(s, model);
   if (!s.baseline.empty()) ReadBaselineInto(s, model, &p);
   core::SacpInput in;
   in.workers = workers;
@@ -110,10 +116,8 @@ core::ProtocolConfig BuildProtocol(const ScenarioSpec& s, const core::Model& mod
   core::SchemeRequestFromName(s.scheme, &in.default_request);
   in.allreduce_allowed = s.consistency == "bsp";
   in.ps_only = s.fault.enabled && EvictsDeadWorkers(s);
-  if (timing) {
-    in.timing = *timing;
-    if (p.gradient_wire != core::WireFormat::kFp32) in.timing->gradient_bytes_per_value = 2;
-  }
+  in.gradient_wire = p.gradient_wire;
+  if (timing) in.timing = *timing;
   // A baseline all-reduces every layer (its collectives fuse them; core/collectives.h).
   if (p.baseline.enabled()) in.default_request = core::SchemeRequest::kAllreduce;
   for (const auto& [layer, scheme] : s.layer_schemes) {

@@ -20,6 +20,12 @@ bool EvictsDeadWorkers(const ScenarioSpec& s);
 // depend on the model, so a process knows it before the job's model is known.
 core::FaultConfig BuildFault(const ScenarioSpec& s);
 
+// protocol.gradient_wire as the core's WireFormat. Throws ConfigError (at the scenario's protocol
+// section) for an unknown name, or a 16-bit form with a model of fp64 values (model: torch jobs
+// know their model only when the workers bring it). BuildProtocol and `poseidon plan` read it
+// through this.
+core::WireFormat BuildGradientWire(const ScenarioSpec& s, const core::Model& model);
+
 // The protocol configuration: SACP plan, consistency, gate, priorities. Throws ConfigError (at
 // the scenario's protocol section) for a plan the model cannot take (sfb on a conv layer, an
 // unknown layer name). `timing`: what `scheme: auto` weighs plans with (core/sacp_time.h; hosts

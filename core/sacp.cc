@@ -78,30 +78,33 @@ struct Load {
   }
 };
 
-// PS for `s` bytes (derivation in sacp.h).
-Load PsLoad(const Ctx& c, int64_t s) {
+// PS for blobs whose push and pull together take `x` bytes (2S in fp32: the S of sacp.h's
+// derivation, each way; a 16-bit gradient wire pushes S/2 and pulls S).
+Load PsLoad(const Ctx& c, int64_t x) {
   Load l;
   if (c.colocated) {
     const int64_t h = (c.p2 + c.p1 - 1) / c.p1;  // shards on the busiest machine
-    l.worker = Add(Mul(2, s, c.unit), Mul(Mul(2, h, s), c.p1 - 2, c.unit / c.p2));
+    l.worker = Add(Mul(x, c.unit), Mul(Mul(h, x), c.p1 - 2, c.unit / c.p2));
   } else {
-    l.worker = Mul(2, s, c.unit);
-    l.shard = Mul(Mul(2, c.p1, s), c.unit / c.p2);
+    l.worker = Mul(x, c.unit);
+    l.shard = Mul(Mul(c.p1, x), c.unit / c.p2);
   }
   return l;
 }
 
-// Ring all-reduce of `s` bytes over the P1 workers.
+// Ring all-reduce of `s` bytes (the gradient as the wire carries it) over the P1 workers.
 Load AllreduceLoad(const Ctx& c, int64_t s) {
   Load l;
   l.worker = Mul(Mul(4, s, c.p1 - 1), c.unit / c.p1);
   return l;
 }
 
-// Sufficient factors of an M x N FC weight: K(M+N) floats to and from each of P1-1 peers.
-Load SfbWeightLoad(const Ctx& c, const Layer& layer) {
+// Sufficient factors of an M x N FC weight: K(M+N) values of `value_bytes` each to and from each
+// of P1-1 peers.
+Load SfbWeightLoad(const Ctx& c, const Layer& layer, int64_t value_bytes) {
   Load l;
-  l.worker = Mul(Mul(8, Mul(c.k, layer.fc_rows), c.p1 - 1), layer.fc_in + layer.fc_out, c.unit);
+  l.worker = Mul(Mul(2 * value_bytes, Mul(c.k, layer.fc_rows), c.p1 - 1),
+                 layer.fc_in + layer.fc_out, c.unit);
   return l;
 }
 
@@ -113,16 +116,18 @@ struct LayerLoads {
   }
 };
 
-LayerLoads ComputeLoads(const Ctx& c, const Layer& layer) {
+// Gradients as `wire` carries them (WirePayloadBytes: what the simulator prices), parameters in
+// fp32.
+LayerLoads ComputeLoads(const Ctx& c, const Layer& layer, WireFormat wire) {
+  const int64_t g = WirePayloadBytes(wire, 4, 1);  // bytes of one gradient value on the wire
   LayerLoads out;
-  const int64_t bytes = Mul(layer.params, 4);
-  out.ps = PsLoad(c, bytes);
-  out.allreduce = AllreduceLoad(c, bytes);
+  out.ps = PsLoad(c, Mul(layer.params, g + 4));
+  out.allreduce = AllreduceLoad(c, Mul(layer.params, g));
   if (HasSufficientFactors(layer)) {
     out.has_sfb = true;
-    const int64_t weight_bytes = Mul(layer.fc_in, layer.fc_out, 4);
-    out.sfb = SfbWeightLoad(c, layer);
-    out.sfb += PsLoad(c, bytes - weight_bytes);  // the bias (and anything but the weight)
+    out.sfb = SfbWeightLoad(c, layer, g);
+    // The bias (and anything but the weight) by PS.
+    out.sfb += PsLoad(c, Mul(layer.params - Mul(layer.fc_in, layer.fc_out), g + 4));
   }
   return out;
 }
@@ -148,8 +153,9 @@ std::string ParamLayerNames(const Model& model) {
   return names.empty() ? "(none)" : names;
 }
 
-// auto: the fewest exact bytes; ties go to the earlier scheme in the preference order. Only
-// the schemes the job allows compete (SacpInput::allreduce_allowed, ps_only).
+// auto: the fewest exact bytes of `l`, fp32 loads (the paper's rule, whatever the wire); ties go
+// to the earlier scheme in the preference order. Only the schemes the job allows compete
+// (SacpInput::allreduce_allowed, ps_only).
 Scheme ChooseAuto(const Ctx& c, const SacpInput& in, const LayerLoads& l, std::string* reason) {
   std::vector<Scheme> order;
   const bool sfb = l.has_sfb && !in.ps_only;
@@ -174,6 +180,8 @@ Scheme ChooseAuto(const Ctx& c, const SacpInput& in, const LayerLoads& l, std::s
     if (i > 0) text += v == l.of(order[i - 1]).Max() ? " =" : " <";
     text += std::string(" ") + SchemeName(order[i]) + " " + std::to_string(c.Round(v)) + " B";
   }
+  // The costs beside the phrase are the wire's; say that these are not.
+  if (in.gradient_wire != WireFormat::kFp32) text += " (in fp32, the paper's rule)";
   *reason = std::move(text);
   return order.front();
 }
@@ -277,7 +285,7 @@ double SfbThreshold(const Layer& layer, int64_t batch) {
 
 SchemeCost LayerCost(const Layer& layer, const SacpInput& in) {
   const Ctx c(in);
-  return ToCost(c, ComputeLoads(c, layer));
+  return ToCost(c, ComputeLoads(c, layer, in.gradient_wire));
 }
 
 Plan PlanSchemes(const Model& model, const SacpInput& in) {
@@ -310,7 +318,7 @@ Plan PlanSchemes(const Model& model, const SacpInput& in) {
   Load total, all_ps;
   for (int id : model.param_layers()) {
     const Layer& layer = layers[id];
-    const LayerLoads loads = ComputeLoads(c, layer);
+    const LayerLoads loads = ComputeLoads(c, layer, in.gradient_wire);
     LayerPlan lp;
     lp.layer = id;
     lp.cost = ToCost(c, loads);
@@ -344,7 +352,7 @@ Plan PlanSchemes(const Model& model, const SacpInput& in) {
       case SchemeRequest::kPaper:
         // The paper's rule; with timing, `auto` layers are chosen again below (SearchPlan).
         lp.requested_auto = true;
-        lp.scheme = ChooseAuto(c, in, loads, &lp.reason);
+        lp.scheme = ChooseAuto(c, in, ComputeLoads(c, layer, WireFormat::kFp32), &lp.reason);
         break;
     }
 
@@ -354,7 +362,7 @@ Plan PlanSchemes(const Model& model, const SacpInput& in) {
   }
   if (in.timing) ChooseInTime(model, in, &plan);
   for (const LayerPlan& lp : plan.layers) {
-    const LayerLoads loads = ComputeLoads(c, layers[lp.layer]);
+    const LayerLoads loads = ComputeLoads(c, layers[lp.layer], in.gradient_wire);
     total += loads.of(lp.scheme);
     all_ps += loads.ps;
     const int s = static_cast<int>(lp.scheme);

@@ -11,8 +11,9 @@
 // ## What is counted
 //
 // One figure per layer and scheme: the bytes per iteration that cross the NIC of the busiest
-// machine (sent + received, fp32 values) to synchronise that layer's parameters (weights and
-// bias). Every shard holds an equal share of every blob (S/P2 bytes of an S-byte blob); traffic
+// machine (sent + received, fp32 values unless the gradient wire says otherwise, below) to
+// synchronise that layer's parameters (weights and bias). Every shard holds an equal share of
+// every blob (S/P2 bytes of an S-byte blob); traffic
 // between a worker and a shard on the same machine does not cross the NIC. Latency, headers and
 // contention are not modelled: the simulator does that. Notation: P1 workers, one per machine,
 // P2 server shards, S = 4 * (values of the blobs concerned) bytes, and for an FC layer y = W x
@@ -41,6 +42,11 @@
 // all-gather each send and receive (P1-1)/P1 * S per worker:
 //   AR = 4 S (P1-1) / P1 on every worker machine (0 for P1 = 1).
 //
+// A 16-bit gradient wire (SacpInput::gradient_wire fp16 or bf16) sends each gradient value in 2
+// bytes, as the simulator prices the messages (core::WirePayloadBytes): a PS push takes S/2 and
+// its pull still S (every PS figure above times 3/4: 2S becomes S/2 + S), sufficient factors
+// K(M+N) * 2 bytes (half), each ring step half (AR = 2 S (P1-1) / P1).
+//
 // ## How `auto` chooses
 //
 // The fewest bytes, compared exactly (as fractions; SchemeCost rounds each to the nearest byte
@@ -65,6 +71,7 @@
 #include <string>
 #include <vector>
 
+#include "core/messages.h"
 #include "core/model.h"
 #include "core/placement_policy.h"
 
@@ -106,9 +113,6 @@ struct SacpTiming {
   bool dwbp = true;
   bool per_layer_gate = false;        // forward of a layer waits only for that layer's values
   bool waits_for_fresh = true;        // BSP or staleness 0; false: SSP/ASP run on stale values
-  // Bytes a gradient value takes on the wire: 4, or 2 with a 16-bit protocol.gradient_wire
-  // (pushes, factors and ring steps; pulls stay 4).
-  double gradient_bytes_per_value = 4;
 };
 
 struct SacpInput {
@@ -126,12 +130,18 @@ struct SacpInput {
   // workers needs every layer on PS.
   bool allreduce_allowed = true;
   bool ps_only = false;
+  // How gradients travel (protocol.gradient_wire): a 16-bit form puts 2 bytes a value on the wire
+  // for pushes, sufficient factors and ring steps (core::WirePayloadBytes, as the simulator prices
+  // the messages); pulls stay 4. The costs and `auto`'s times count it; `paper` keeps the
+  // published rule and compares fp32 bytes, so its choices do not depend on the wire.
+  WireFormat gradient_wire = WireFormat::kFp32;
   // What `auto` weighs plans in time with (sacp_time.h); without it `auto` is the paper's rule.
   std::optional<SacpTiming> timing;
 };
 
-// Bytes per iteration for ONE layer's parameters (weights + bias), fp32, through the busiest
-// machine's NIC (sent + received), rounded to the nearest byte.
+// Bytes per iteration for ONE layer's parameters (weights + bias), through the busiest machine's
+// NIC (sent + received), rounded to the nearest byte: gradients as SacpInput::gradient_wire says,
+// parameters (PS pulls) fp32.
 struct SchemeCost {
   int64_t ps = 0;         // PS for all blobs
   int64_t sfb = -1;       // SFB for the weight + PS for the bias; -1 when the layer is not FC

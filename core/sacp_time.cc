@@ -71,6 +71,8 @@ double EstimateIteration(const Model& model, const SacpInput& in,
   const Placement placement =
       Placement::Build(model, in.servers, t.chunk_bytes, scheme_of_layer, t.placement_policy);
   const double p1 = in.workers;
+  // Bytes of one gradient value on the wire (pushes, factors, ring steps); parameters are fp32.
+  const double gv = static_cast<double>(WirePayloadBytes(in.gradient_wire, 4, 1));
   auto time_of = [&](const std::vector<double>& v, size_t l) { return l < v.size() ? v[l] : 0.0; };
 
   // Per layer: what it puts on every NIC (PS pushes; then, once a shard has them all and has
@@ -91,7 +93,7 @@ double EstimateIteration(const Model& model, const SacpInput& in,
     for (int32_t cid : placement.chunks_of_layer(id)) {
       const Chunk& c = placement.chunks()[static_cast<size_t>(cid)];
       const double b = static_cast<double>(c.bytes());
-      const double g = b * t.gradient_bytes_per_value / 4;  // the push (gradient_wire)
+      const double g = b * gv / 4;  // the push (gradient_wire)
       const int h = mach.of_shard(c.shard);
       shard_bytes[static_cast<size_t>(c.shard)] += b;
       for (int w = 0; w < in.workers; ++w) {
@@ -110,8 +112,7 @@ double EstimateIteration(const Model& model, const SacpInput& in,
     }
     if (in.workers < 2) continue;
     if (s == Scheme::kSfb) {
-      const double f = t.gradient_bytes_per_value *
-                       static_cast<double>(SfbFactorFloats(layer, in.batch)) * (p1 - 1);
+      const double f = gv * static_cast<double>(SfbFactorFloats(layer, in.batch)) * (p1 - 1);
       for (int w = 0; w < in.workers; ++w) {
         tr.out[static_cast<size_t>(w)] += f;
         tr.in[static_cast<size_t>(w)] += f;
@@ -119,8 +120,7 @@ double EstimateIteration(const Model& model, const SacpInput& in,
       after[l] = t.message_s;
       rebuild[l] = (p1 - 1) * time_of(t.sfb_rebuild_s, l);
     } else if (s == Scheme::kAllreduce) {
-      const double b =
-          t.gradient_bytes_per_value * static_cast<double>(layer.params) * 2.0 * (p1 - 1) / p1;
+      const double b = gv * static_cast<double>(layer.params) * 2.0 * (p1 - 1) / p1;
       for (int w = 0; w < in.workers; ++w) {
         tr.out[static_cast<size_t>(w)] += b;
         tr.in[static_cast<size_t>(w)] += b;

@@ -228,6 +228,7 @@ py::dict Plan(const std::string& scenario, const std::vector<std::string>& overr
   out["batch_per_worker"] = r.batch_per_worker;
   out["scheme"] = r.scheme;
   out["layer_overrides"] = r.layer_overrides;
+  out["gradient_wire"] = r.gradient_wire;
   py::dict thresholds;
   for (const auto& [name, t] : r.sfb_thresholds) thresholds[py::str(name)] = t;
   out["sfb_thresholds"] = thresholds;

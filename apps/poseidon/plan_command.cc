@@ -10,6 +10,7 @@
 
 #include "config/job_config.h"
 #include "config/yaml_reader.h"
+#include "core/messages.h"
 #include "core/model.h"
 #include "core/sacp.h"
 #include "core/sacp_time.h"
@@ -61,6 +62,8 @@ PlanReport MakePlanReport(const config::ScenarioSpec& s) {
   in.default_request = Request(s.scheme, s.file, "protocol.scheme");
   in.allreduce_allowed = s.consistency == "bsp";
   in.ps_only = s.fault.enabled && config::EvictsDeadWorkers(s);
+  // Gradients as the job sends them: the costs and `auto`'s times count the wire's bytes.
+  in.gradient_wire = config::BuildGradientWire(s, model);
   for (const auto& [layer, scheme] : s.layer_schemes) {
     in.per_layer[layer] = Request(scheme, s.file, "protocol.layer_schemes." + layer);
   }
@@ -85,6 +88,7 @@ PlanReport MakePlanReport(const config::ScenarioSpec& s) {
   r.batch_per_worker = in.batch;
   r.scheme = s.scheme;
   r.layer_overrides = !s.layer_schemes.empty();
+  r.gradient_wire = core::WireFormatName(in.gradient_wire);
   for (int id : model.param_layers()) {
     const core::Layer& l = model.layers()[id];
     if (core::HasSufficientFactors(l)) {
@@ -140,7 +144,15 @@ int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
           : fmt::format("{} images x up to {} tokens", r.batch_per_worker, r.sfb_rows_per_image),
       r.scheme, r.layer_overrides ? " (+ per-layer overrides)" : "",
       thresholds.empty() ? "no fc layers" : fmt::format("{}", fmt::join(thresholds, ", ")));
-  out << "MB per iteration (1e6 bytes, sent + received) through the busiest machine's NIC\n";
+  out << "MB per iteration (1e6 bytes, sent + received) through the busiest machine's NIC";
+  if (r.gradient_wire != "fp32") {
+    // fp32 is the default and the old output: only another wire is named.
+    out << fmt::format(
+        "; gradients on the wire as {} (protocol.gradient_wire): pushes, factors and ring steps 2 "
+        "bytes a value, pulls 4",
+        r.gradient_wire);
+  }
+  out << "\n";
 
   size_t nw = 4, sw = 5;
   for (const PlanLayerRow& l : r.layers) {

@@ -7,9 +7,11 @@
 // Prints a header line (P1, P2, placement, K, the SFB threshold 2MN/(K(M+N)) of each FC layer), one
 // row per layer with parameters (name, type, shape, parameters, MB per iteration through the
 // busiest NIC by ps / sfb / allreduce, the choice and why), and the totals of the chosen plan
-// against all-PS. Returns the process exit status (0). Throws core::ModelError for a bad model and
-// config::ConfigError for a scheme request the model does not allow (sfb on a conv layer, an
-// unknown layer name).
+// against all-PS. The bytes are the simulator's (core::LayerCost): with protocol.gradient_wire fp16
+// or bf16, pushes, factors and ring steps at 2 bytes a value and pulls at 4, and the header names
+// the wire (an fp32 job's output does not mention it). Returns the process exit status (0). Throws
+// core::ModelError for a bad model and config::ConfigError for a scheme request the model does not
+// allow (sfb on a conv layer, an unknown layer name).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +51,8 @@ struct PlanReport {
   int64_t sfb_rows_per_image = 1;
   std::string scheme;            // protocol.scheme as requested
   bool layer_overrides = false;  // protocol.layer_schemes was given
+  // protocol.gradient_wire: the wire the bytes were priced at (fp32 | fp16 | bf16).
+  std::string gradient_wire = "fp32";
   std::vector<std::pair<std::string, double>> sfb_thresholds;  // per FC layer: 2MN/(K(M+N))
   std::vector<PlanLayerRow> layers;
   int64_t total_bytes = 0, all_ps_bytes = 0;

@@ -92,7 +92,8 @@ def plan(scenario=None, set=None):  # noqa: A002
     """SACP's per-layer plan for a scenario, as `poseidon plan SCENARIO --set K=V` reports it.
 
     Returns a dict: scenario, model, workers, servers, placement, batch_per_worker, scheme,
-    layer_overrides, sfb_thresholds ({fc layer: 2MN/(K(M+N))}), layers (a DataFrame: name,
+    layer_overrides, gradient_wire (protocol.gradient_wire: with fp16 or bf16 the bytes count
+    pushes, factors and ring steps at 2 bytes a value, pulls at 4), sfb_thresholds ({fc layer: 2MN/(K(M+N))}), layers (a DataFrame: name,
     type, shape, params, ps_bytes, sfb_bytes, allreduce_bytes -- per iteration through the
     busiest NIC, NaN where the scheme does not apply -- choice, reason), total_bytes,
     all_ps_bytes, ratio_to_all_ps, layers_by_scheme, compute_source, estimated_iteration_ms

@@ -226,6 +226,31 @@ def test_plan_equals_cli():
 
 
 @needs_cli
+@pytest.mark.parametrize("overrides", [[], ["cluster.placement=dedicated", "cluster.servers=3"]])
+def test_plan_prices_a_16bit_gradient_wire(overrides):
+    """protocol.gradient_wire fp16: a PS push is half of fp32's, its pull the same (fp32: push =
+    pull = half the PS bytes), a ring step half, as the simulator prices the messages; the
+    paper's rule chooses as in fp32; the header names the wire, fp32's does not."""
+    base = overrides + ["protocol.scheme=paper"]
+    fp32 = poseidon.plan(PLAN, set=base)
+    fp16 = poseidon.plan(PLAN, set=base + ["protocol.gradient_wire=fp16"])
+    assert (fp32["gradient_wire"], fp16["gradient_wire"]) == ("fp32", "fp16")
+    for (_, a), (_, b) in zip(fp32["layers"].iterrows(), fp16["layers"].iterrows()):
+        pull = a["ps_bytes"] / 2
+        assert abs((b["ps_bytes"] - pull) - pull / 2) <= 1, a["name"]
+        assert abs(b["allreduce_bytes"] - a["allreduce_bytes"] / 2) <= 1, a["name"]
+        if a["type"] == "fc":
+            assert b["sfb_bytes"] < a["sfb_bytes"], a["name"]
+        assert a["choice"] == b["choice"], a["name"]
+    assert fp16["total_bytes"] < fp32["total_bytes"]
+    text = cli("plan", PLAN, *[x for o in base + ["protocol.gradient_wire=fp16"]
+                               for x in ("--set", o)]).stdout
+    assert text == poseidon.plan_text(PLAN, set=base + ["protocol.gradient_wire=fp16"])
+    assert "gradients on the wire as fp16 (protocol.gradient_wire)" in text.splitlines()[1]
+    assert "gradient_wire" not in poseidon.plan_text(PLAN, set=base).splitlines()[1]
+
+
+@needs_cli
 def test_models_equal_cli():
     assert poseidon.models.list_text() == cli("models", "list").stdout
     assert poseidon.models.show_text("googlenet", without=["aux"]) == \

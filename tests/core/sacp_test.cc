@@ -108,18 +108,21 @@ struct Brute {
     nic[from] += bytes;
     nic[to] += bytes;
   }
-  void Ps(double s) {  // push gradient shares, pull parameter shares
+  // Push gradient shares (`push` bytes in all), pull parameter shares (`pull`; the same in fp32).
+  void Ps(double push, double pull) {
     for (int w = 0; w < p1; ++w) {
       for (int j = 0; j < p2; ++j) {
-        Move(w, ShardMachine(j), s / p2);
-        Move(ShardMachine(j), w, s / p2);
+        Move(w, ShardMachine(j), push / p2);
+        Move(ShardMachine(j), w, pull / p2);
       }
     }
   }
-  void SfbWeight(int64_t k, int64_t m, int64_t n) {
+  void Ps(double s) { Ps(s, s); }
+  // `value_bytes`: a factor value on the wire (4, or 2 with a 16-bit gradient wire).
+  void SfbWeight(int64_t k, int64_t m, int64_t n, double value_bytes = 4) {
     for (int w = 0; w < p1; ++w) {
       for (int v = 0; v < p1; ++v) {
-        if (v != w) Move(w, v, 4.0 * static_cast<double>(k * (m + n)));
+        if (v != w) Move(w, v, value_bytes * static_cast<double>(k * (m + n)));
       }
     }
   }
@@ -242,6 +245,71 @@ TEST(Sacp, MatchesBruteForceByteCount) {
       }
     }
   }
+}
+
+// protocol.gradient_wire fp16 / bf16: the same machine-by-machine count with every gradient value
+// (pushes, factors, ring steps) at 2 bytes and the pulled parameters at 4, as the simulator prices
+// the messages (core::WirePayloadBytes).
+TEST(Sacp, MatchesBruteForceByteCountWithA16BitGradientWire) {
+  const int64_t m = 37, n = 23, k = 5;
+  const Model model = SingleFc(m, n);
+  const Layer& fc = *model.FindLayer("fc");
+  const double values = static_cast<double>(fc.params);
+  for (WireFormat wire : {WireFormat::kFp16, WireFormat::kBf16}) {
+    for (bool colocated : {true, false}) {
+      for (int p1 : {1, 2, 3, 4, 7, 8}) {
+        for (int p2 : {1, 2, 3, 5, 8, 12}) {
+          SacpInput in = Input(p1, p2, colocated, k);
+          in.gradient_wire = wire;
+          const SchemeCost c = LayerCost(fc, in);
+          Brute ps(p1, p2, colocated), sfb(p1, p2, colocated), ar(p1, p2, colocated);
+          ps.Ps(2 * values, 4 * values);
+          sfb.SfbWeight(k, m, n, 2);
+          sfb.Ps(2.0 * static_cast<double>(n), 4.0 * static_cast<double>(n));
+          ar.Ring(2 * values);
+          const std::string where = std::string(WireFormatName(wire)) +
+                                    (colocated ? " colocated " : " dedicated ") +
+                                    std::to_string(p1) + "x" + std::to_string(p2);
+          EXPECT_NEAR(static_cast<double>(c.ps), ps.Max(), 0.5001) << where;
+          EXPECT_NEAR(static_cast<double>(c.sfb), sfb.Max(), 0.5001) << where;
+          EXPECT_NEAR(static_cast<double>(c.allreduce), ar.Max(), 0.5001) << where;
+        }
+      }
+    }
+  }
+}
+
+// A 16-bit wire halves what the pushes, factors and ring steps take, not the pulls: PS is 3/4 of
+// fp32's (S/2 + S instead of 2S), the ring 1/2; `paper` keeps choosing by fp32 bytes and says so,
+// and the plan's totals are the wire's.
+TEST(Sacp, ASixteenBitGradientWireHalvesThePushesNotThePulls) {
+  const Model alexnet = LoadModel("alexnet");
+  SacpInput in = Input(8, 8, true, 256, SchemeRequest::kPaper);
+  const Plan fp32 = PlanSchemes(alexnet, in);
+  in.gradient_wire = WireFormat::kFp16;
+  const Plan fp16 = PlanSchemes(alexnet, in);
+  ASSERT_EQ(fp32.layers.size(), fp16.layers.size());
+  for (size_t i = 0; i < fp32.layers.size(); ++i) {
+    const LayerPlan &a = fp32.layers[i], &b = fp16.layers[i];
+    const Layer& l = alexnet.layers()[static_cast<size_t>(a.layer)];
+    const int64_t pull = a.cost.ps / 2;  // fp32: push = pull
+    const double half_pull = static_cast<double>(pull) / 2;
+    const double half_ring = static_cast<double>(a.cost.allreduce) / 2;
+    EXPECT_NEAR(static_cast<double>(b.cost.ps - pull), half_pull, 1.0) << l.name;
+    EXPECT_NEAR(static_cast<double>(b.cost.allreduce), half_ring, 1.0) << l.name;
+    if (HasSufficientFactors(l)) {
+      // The weight's factors, 2K(P-1)(M+N) values, halve; the bias (N values) by PS: 3/4.
+      const int64_t factors = 2 * 256 * l.fc_rows * 7 * (l.fc_in + l.fc_out);
+      EXPECT_EQ(a.cost.sfb, factors * 4 + 4 * (4 * l.fc_out) * 7 / 8) << l.name;
+      EXPECT_EQ(b.cost.sfb, factors * 2 + 3 * (4 * l.fc_out) * 7 / 8) << l.name;
+    }
+    EXPECT_EQ(a.scheme, b.scheme) << l.name;
+    EXPECT_EQ(b.reason, a.reason + " (in fp32, the paper's rule)") << l.name;
+  }
+  int64_t total = 0;
+  for (const LayerPlan& lp : fp16.layers) total += lp.cost.of(lp.scheme);
+  EXPECT_NEAR(static_cast<double>(fp16.total_bytes), static_cast<double>(total), 8.0);
+  EXPECT_LT(fp16.total_bytes, fp32.total_bytes);
 }
 
 // floor(2MN / (K(M+N))) in integers.
@@ -578,7 +646,7 @@ TEST(SacpTime, ASixteenBitGradientWireHalvesTheGradientBytes) {
   const std::vector<Scheme> ring(alexnet.layers().size(), Scheme::kAllreduce);
   const double ps32 = EstimateIteration(alexnet, in, ps), ring32 = EstimateIteration(alexnet, in, ring);
   const std::vector<Scheme> plan32 = PlanSchemes(alexnet, in).scheme_of_layer;  // auto
-  in.timing->gradient_bytes_per_value = 2;
+  in.gradient_wire = WireFormat::kFp16;
   const double ps16 = EstimateIteration(alexnet, in, ps), ring16 = EstimateIteration(alexnet, in, ring);
   // 0.66 s of compute, then the bytes: PS's 3/4, the ring's 1/2.
   EXPECT_NEAR((ps16 - 0.66) / (ps32 - 0.66), 0.75, 0.05);

@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""`poseidon plan` of each case below prints exactly the reviewed file in tests/golden/plan/.
+
+The fp32 cases were written by the build before protocol.gradient_wire reached `plan` (their
+output must not change by a byte); the fp16/bf16 cases price pushes, factors and ring steps at 2
+bytes a value and pulls at 4, as the simulator does, and name the wire in the header. Regenerate
+(and review the diff) with --update.
+
+  plan_golden.py --poseidon build/apps/poseidon/poseidon [--update]
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOLDEN = os.path.join(ROOT, "tests", "golden", "plan")
+ALEXNET = "scenarios/experiments/paper2015_alexnet.yaml"
+DEMO = "scenarios/demo.yaml"
+BERT = "scenarios/experiments/bert_base_4w.yaml"
+
+# name -> (scenario, --set overrides)
+CASES = {
+    "alexnet": (ALEXNET, []),
+    "alexnet_paper": (ALEXNET, ["protocol.scheme=paper"]),
+    "demo_dedicated_3_shards": (DEMO, ["cluster.placement=dedicated", "cluster.servers=3"]),
+    "bert_base_4w": (BERT, []),
+    "alexnet_paper_fp16": (ALEXNET, ["protocol.scheme=paper", "protocol.gradient_wire=fp16"]),
+    "alexnet_bf16": (ALEXNET, ["protocol.gradient_wire=bf16"]),
+    "demo_dedicated_3_shards_fp16": (DEMO, ["cluster.placement=dedicated", "cluster.servers=3",
+                                            "protocol.gradient_wire=fp16"]),
+}
+
+
+def plan(poseidon, scenario, overrides):
+    cmd = [poseidon, "plan", scenario]
+    for o in overrides:
+        cmd += ["--set", o]
+    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
+    if out.stderr:
+        raise SystemExit("%s: unexpected stderr: %s" % (" ".join(cmd), out.stderr))
+    return out.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--poseidon", required=True)
+    ap.add_argument("--update", action="store_true")
+    a = ap.parse_args()
+    bad = 0
+    for name, (scenario, overrides) in CASES.items():
+        path = os.path.join(GOLDEN, name + ".txt")
+        got = plan(a.poseidon, scenario, overrides)
+        if a.update:
+            with open(path, "w") as f:
+                f.write(got)
+            continue
+        with open(path) as f:
+            want = f.read()
+        if got != want:
+            bad += 1
+            print("%s: `poseidon plan %s%s` differs from %s" % (
+                name, scenario, "".join(" --set " + o for o in overrides), path))
+    if not a.update:
+        print("%d of %d plans print their golden output" % (len(CASES) - bad, len(CASES)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
