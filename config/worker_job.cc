@@ -15,6 +15,7 @@ std::string EncodeWorkerJob(const WorkerJob& job) {
   out << YAML::Key << "consistency" << YAML::Value << job.consistency;
   out << YAML::Key << "staleness" << YAML::Value << job.staleness;
   out << YAML::Key << "batch" << YAML::Value << job.batch;
+  out << YAML::Key << "gradient_wire" << YAML::Value << job.gradient_wire;
   out << YAML::Key << "schemes" << YAML::Value << YAML::BeginMap;
   for (const auto& [layer, scheme] : job.schemes) out << YAML::Key << layer << YAML::Value << scheme;
   out << YAML::EndMap;
@@ -32,6 +33,7 @@ WorkerJob DecodeWorkerJob(const std::string& text, const std::string& source) {
   job.staleness = r.Int("staleness", 0);
   if (job.staleness < 0) r.FailKey("staleness", "staleness must not be negative");
   job.batch = r.PositiveInt("batch");
+  job.gradient_wire = r.Choice("gradient_wire", {"fp32", "fp16", "bf16"}, "fp32");
   YAML::Node schemes = r.Node("schemes");
   if (!schemes.IsMap()) FailAt(schemes, name, "schemes: expected a mapping layer -> scheme");
   for (auto it = schemes.begin(); it != schemes.end(); ++it) {
@@ -54,6 +56,7 @@ void ApplyWorkerJob(const WorkerJob& job, const std::string& source, ScenarioSpe
   s->consistency = job.consistency;
   s->staleness = job.staleness;
   s->batch_per_worker = job.batch;
+  s->gradient_wire = job.gradient_wire;
 }
 
 }  // namespace poseidon::config

@@ -28,6 +28,9 @@ struct WorkerJob {
   std::string consistency = "bsp";             // bsp | ssp | asp
   int64_t staleness = 0;
   int64_t batch = 1;  // examples per worker per iteration the plan assumed (factor rows / fc_rows)
+  // protocol.gradient_wire (fp32 | fp16 | bf16) as worker 1's wrapper asked for it; a text without
+  // the key means fp32.
+  std::string gradient_wire = "fp32";
 };
 
 // YAML text; DecodeWorkerJob(EncodeWorkerJob(j)) == j.
@@ -35,7 +38,8 @@ std::string EncodeWorkerJob(const WorkerJob& job);
 // Throws ConfigError naming `source` (who sent it) and what is malformed.
 WorkerJob DecodeWorkerJob(const std::string& text, const std::string& source);
 
-// The scenario the job runs: its model, schemes, consistency and batch replaced by the job's.
+// The scenario the job runs: its model, schemes, consistency, batch and gradient wire replaced by
+// the job's.
 // Throws ConfigError (a model that does not load) naming the model as `source`'s.
 void ApplyWorkerJob(const WorkerJob& job, const std::string& source, ScenarioSpec* s);
 

@@ -118,6 +118,7 @@ class Session {
     d["layer_schemes"] = s.layer_schemes;
     d["consistency"] = s.consistency;
     d["staleness"] = s.staleness;
+    d["gradient_wire"] = s.gradient_wire;
     return d;
   }
 
@@ -136,7 +137,8 @@ class Session {
   void StartJob(const std::string& model_yaml, const std::string& scheme,
                 const std::map<std::string, std::string>& layer_schemes,
                 const std::string& consistency, int64_t staleness, int64_t batch,
-                const std::vector<double>& fwd_s, const std::vector<double>& bwd_s) {
+                const std::vector<double>& fwd_s, const std::vector<double>& bwd_s,
+                const std::string& gradient_wire) {
     rt::JobRequest r;
     r.model_yaml = model_yaml;
     r.scheme = scheme;
@@ -146,6 +148,7 @@ class Session {
     r.batch = batch;
     r.fwd_s = fwd_s;
     r.bwd_s = bwd_s;
+    r.gradient_wire = gradient_wire;
     Blocking([&] { worker_->StartJob(r, SignalPending); });
   }
 
@@ -156,6 +159,7 @@ class Session {
     d["consistency"] = job.consistency;
     d["staleness"] = job.staleness;
     d["batch"] = job.batch;
+    d["gradient_wire"] = job.gradient_wire;
     d["model"] = job.model_yaml;
     return d;
   }

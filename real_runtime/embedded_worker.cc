@@ -385,6 +385,7 @@ void EmbeddedWorker::StartJob(const JobRequest& request, const Poll& poll) {
   job.consistency = request.consistency;
   job.staleness = request.staleness;
   job.batch = request.batch;
+  job.gradient_wire = request.gradient_wire;
   config::ApplyWorkerJob(job, "this worker", &s);
   s.scheme = request.scheme;
   s.layer_schemes = request.layer_schemes;

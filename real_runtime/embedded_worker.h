@@ -70,6 +70,7 @@ struct JobRequest {
   std::map<std::string, std::string> layer_schemes;  // module -> scheme (overrides)
   std::string consistency = "bsp";                   // bsp | ssp | asp
   int64_t staleness = 0;
+  std::string gradient_wire = "fp32";                // fp32 | fp16 | bf16 (protocol.gradient_wire)
   int64_t batch = 1;                            // examples per worker per iteration
   std::vector<double> fwd_s, bwd_s;             // measured, per layer of model_yaml
 };

@@ -278,16 +278,25 @@ def test_ssp0_steps_on_the_means_as_one_process_does(tmp_path):
     assert_same(ref, runs, 1e-10)
 
 
-@pytest.mark.parametrize("scheme,wire", [("sfb", "fp16"), ("allreduce", "bf16")])
-def test_a_16bit_gradient_wire_stays_close_and_keeps_replicas_identical(tmp_path, scheme, wire):
+@pytest.mark.parametrize("scheme,wire,how", [("sfb", "fp16", "keyword"),
+                                             ("allreduce", "bf16", "keyword"),
+                                             ("ps", "fp16", "scenario")])
+def test_a_16bit_gradient_wire_stays_close_and_keeps_replicas_identical(tmp_path, scheme, wire,
+                                                                        how):
     """protocol.gradient_wire: the gradients travel as 16-bit values (the means the optimizers
     step on come back in fp32); every worker keeps what it sends as its peers decode it, so the
-    replicas stay bit-identical, within the format's rounding of the single process."""
+    replicas stay bit-identical, within the format's rounding of the single process. Asked for by
+    DistributedDataParallel(gradient_wire=...) or by the scenario's key (--set)."""
     tmp = str(tmp_path)
     ref = run_single(tmp, model="mlp", dtype="float32")
-    runs = run_poseidon(tmp, model="mlp", dtype="float32", scheme=scheme,
-                        extra_launch=("--set", f"protocol.gradient_wire={wire}"))
+    if how == "keyword":
+        runs = run_poseidon(tmp, model="mlp", dtype="float32", scheme=scheme,
+                            **{"gradient-wire": wire})
+    else:
+        runs = run_poseidon(tmp, model="mlp", dtype="float32", scheme=scheme,
+                            extra_launch=("--set", f"protocol.gradient_wire={wire}"))
     assert len(runs) == 2
+    assert [r["gradient_wire"] for r in runs] == [wire, wire]
     assert_same(ref, runs, 1e-2)
     (single,) = ref
     rounded = 0.0
@@ -305,3 +314,32 @@ def test_a_16bit_gradient_wire_refuses_float64_values(tmp_path):
     text = r.stdout + r.stderr + _logs(logs)
     assert "protocol.gradient_wire fp16 sends gradients as 16-bit values, which needs fp32 values" \
         in text, text
+
+
+def test_the_gradient_wire_keyword_refuses_float64_values(tmp_path):
+    r, logs = run_poseidon(str(tmp_path), model="mlp", scheme="ps", expect_ok=False,
+                           **{"gradient-wire": "bf16"})
+    assert r.returncode != 0
+    text = r.stdout + r.stderr + _logs(logs)
+    assert ("ValueError: gradient_wire='bf16' sends gradients as 16-bit values, which needs "
+            "float32 parameters; this model's are float64") in text, text
+
+
+def test_the_gradient_wire_keyword_overrides_the_scenarios(tmp_path):
+    """The scenario says fp16 (every process of the job loaded it so, the shards too); the
+    keyword says fp32, and worker 1's job tells every process: float64 runs, exactly."""
+    tmp = str(tmp_path)
+    ref = run_single(tmp, model="mlp")
+    runs = run_poseidon(tmp, model="mlp", scheme="ps", **{"gradient-wire": "fp32"},
+                        extra_launch=("--set", "protocol.gradient_wire=fp16"))
+    assert [r["gradient_wire"] for r in runs] == ["fp32", "fp32"]
+    assert_same(ref, runs, 1e-10)
+
+
+@pytest.mark.parametrize("wire", ["fp8", "FP64", 16, ""])
+def test_an_unknown_gradient_wire_is_one_clear_error(wire):
+    """Before anything else, without a job: the value and the allowed ones."""
+    pt = pytest.importorskip("poseidon.torch")
+    with pytest.raises(ValueError) as e:
+        pt.DistributedDataParallel(torch.nn.Linear(2, 2), gradient_wire=wire)
+    assert str(e.value) == f"gradient_wire={wire!r}: expected 'fp32', 'fp16' or 'bf16'"

@@ -145,6 +145,8 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--scheme", default="ps")
     ap.add_argument("--consistency", default="bsp")
+    ap.add_argument("--gradient-wire", default=None,
+                    help="poseidon: DistributedDataParallel(gradient_wire=...)")
     ap.add_argument("--accumulate", type=int, default=1, help="micro-batches per step (no_sync)")
     ap.add_argument("--different", action="store_true", help="worker 2 builds another model")
     ap.add_argument("--longer", action="store_true", help="worker 2 runs one step more")
@@ -164,7 +166,8 @@ def main():
             model.fc2 = nn.Linear(32, 23).to(dtype)  # another model on worker 2
             model.out = nn.Linear(23, 5).to(dtype)
         wrapped = pt.DistributedDataParallel(model, scheme=args.scheme,
-                                             consistency=args.consistency)
+                                             consistency=args.consistency,
+                                             gradient_wire=args.gradient_wire)
         opt = optimizer(args, wrapped.parameters())
         if args.consistency != "bsp":
             opt = pt.DistributedOptimizer(opt, wrapped)
@@ -201,7 +204,10 @@ def main():
         opt.step()
         losses.append(step_loss)
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    torch.save({"losses": losses, "state": state, "size": size}, f"{args.out}.rank{rank}.pt")
+    saved = {"losses": losses, "state": state, "size": size}
+    if args.mode == "poseidon":
+        saved["gradient_wire"] = wrapped.job["gradient_wire"]  # as the job ran
+    torch.save(saved, f"{args.out}.rank{rank}.pt")
     if args.mode == "poseidon":
         import poseidon.torch as pt
         pt.shutdown()

@@ -61,6 +61,16 @@ def _consistency(consistency):
     return name, staleness
 
 
+_WIRES = ("fp32", "fp16", "bf16")
+
+
+def _gradient_wire(wire):
+    name = wire.lower() if isinstance(wire, str) else wire
+    if name not in _WIRES:
+        raise ValueError(f"gradient_wire={wire!r}: expected 'fp32', 'fp16' or 'bf16'")
+    return name
+
+
 def _words(t):
     """A contiguous CPU view of `t`'s values for the C++ side (float32 or float64 numpy)."""
     return t.detach().numpy()
@@ -79,13 +89,19 @@ class DistributedDataParallel(torch.nn.Module):
         (clock c may start with the mean gradients of the last s clocks still missing; needs
         DistributedOptimizer), or "asp" (no bound; needs DistributedOptimizer).
     layer_schemes: {module name: scheme} overrides, module names as named_modules() gives them.
+    gradient_wire (default: the scenario's protocol.gradient_wire, fp32 unless it says otherwise):
+        "fp32", or "fp16" / "bf16": the gradients, sufficient factors and ring steps travel as
+        16-bit values (DDP's fp16/bf16 compression hooks); the means come back in float32.
+        16-bit forms need float32 parameters.
     broadcast_buffers: worker 1's buffers (batch-norm statistics) go to every worker before each
         forward pass under BSP, as DDP's default; always at construction.
     """
 
     def __init__(self, module, scheme=None, consistency=None, *, layer_schemes=None,
-                 broadcast_buffers=True):
+                 broadcast_buffers=True, gradient_wire=None):
         super().__init__()
+        # A bad keyword is an error before anything else (no job needed to hear it).
+        wire = _gradient_wire(gradient_wire) if gradient_wire is not None else None
         self.module = module
         self._s = _env.session()
         if _env.model() is not None:
@@ -99,9 +115,17 @@ class DistributedDataParallel(torch.nn.Module):
             consistency = ((scenario["consistency"], scenario["staleness"])
                            if scenario["consistency"] == "ssp" else scenario["consistency"])
         self.consistency, self.staleness = _consistency(consistency)
+        self.gradient_wire = wire if wire is not None else scenario["gradient_wire"]
         self.broadcast_buffers = broadcast_buffers
         self._table = _table.LayerTable(module)
         self._words = self._table.value_words
+        if wire not in (None, "fp32") and self._table.dtype != torch.float32:
+            # The runtime refuses it too, once the job starts, naming the scenario's key (which is
+            # what it says when the scenario asked for it); the keyword's error names the keyword.
+            raise ValueError(f"gradient_wire={self.gradient_wire!r} sends gradients as 16-bit "
+                             f"values, which needs float32 parameters; this model's are "
+                             f"{str(self._table.dtype).replace('torch.', '')}: use "
+                             "gradient_wire='fp32' or model.float()")
         self._rank = _env.rank()
         # Every worker built the same model, or all of them stop here, naming the module.
         self._s.agree_table(self._table.yaml())
@@ -351,7 +375,8 @@ class DistributedDataParallel(torch.nn.Module):
                 prev = self._t_ready[i]
             self._s.start_job(self._table.yaml(order, self._rows), str(self.scheme), schemes,
                               self.consistency, self.staleness, int(self._batch),
-                              [fwd.get(i, 0.0) for i in order], [bwd.get(i, 0.0) for i in order])
+                              [fwd.get(i, 0.0) for i in order], [bwd.get(i, 0.0) for i in order],
+                              self.gradient_wire)
         self._job = self._s.job()
         names = {e.name: e.index for e in self._table.entries}
         self._sfb = {names[n] for n, s in self._job["schemes"].items() if s == "sfb"}
@@ -392,7 +417,8 @@ class DistributedDataParallel(torch.nn.Module):
 
     @property
     def job(self):
-        """The job as planned (schemes per module, consistency), once iteration 0 ended."""
+        """The job as planned (schemes per module, consistency, gradient_wire), once iteration 0
+        ended."""
         return self._job
 
     def _attach_optimizer(self, optimizer):
