@@ -84,6 +84,7 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
   capacity_.resize(n);
   for (size_t l = 0; l < n; ++l) capacity_[l] = topo_.link(static_cast<int>(l)).capacity_Bps;
   link_flows_.resize(n);
+  link_load_.assign(n, 0.0);
   link_bytes_.assign(n, 0.0);
   link_busy_ns_.assign(n, 0);
   link_busy_since_.assign(n, 0);
@@ -279,7 +280,9 @@ void FlowNetwork::DetachFromLinks(int32_t f, TimeNs now) {
       }
     }
     link_bytes_[static_cast<size_t>(l)] += fl.wire;
+    link_load_[static_cast<size_t>(l)] -= h.rate;
     if (on.empty()) {
+      link_load_[static_cast<size_t>(l)] = 0;
       link_idle_since_[static_cast<size_t>(l)] = now;
       af_price_[static_cast<size_t>(l)] = 0;  // idle: the next solve starts it afresh
       link_busy_ns_[static_cast<size_t>(l)] += now - link_busy_since_[static_cast<size_t>(l)];
@@ -395,6 +398,11 @@ void FlowNetwork::Solve(TimeNs now) {
       if (fl.remaining < 0) fl.remaining = 0;
     }
     fl.last_t = now;
+    if (alpha_ == 0) {
+      for (int i = 0; i < h.nlinks; ++i) {
+        link_load_[static_cast<size_t>(h.link[i])] += h.new_rate - h.rate;
+      }
+    }
     h.rate = h.new_rate;
     fl.finish = now + RoundUpNs(fl.remaining / h.rate * 1e9);
     ++stats_.rate_changes;
@@ -718,6 +726,7 @@ bool FlowNetwork::FillRound() {
     s.max_fixed = 0;
     s.frozen = 0;
     const std::vector<int32_t>& on = link_flows_[static_cast<size_t>(l)];
+    double load = 0;  // the rates before this solve, summed afresh (ends the running sum's drift)
     for (size_t k = 0, n = on.size(), ahead_end = AheadEnd(prefetch_, n); k < n; ++k) {
       if (k < ahead_end) Prefetch(hot_[static_cast<size_t>(on[k + kAhead])]);
       const int32_t f = on[k];
@@ -727,6 +736,7 @@ bool FlowNetwork::FillRound() {
         h.flags = (h.bottleneck < 0 || InRegion(h.bottleneck)) ? kFree : 0;
         if (h.flags & kFree) free_flows_.push_back(f);
       }
+      load += h.rate;
       if (h.flags & kFree) {
         ++s.cnt;
       } else {
@@ -734,6 +744,7 @@ bool FlowNetwork::FillRound() {
         s.max_fixed = std::max(s.max_fixed, h.rate);
       }
     }
+    link_load_[static_cast<size_t>(l)] = load;
     stats_.flow_visits += on.size();
     if (s.cnt > 0) fill_heap_.emplace_back(s.rem / s.cnt, l);
   }
@@ -796,16 +807,30 @@ bool FlowNetwork::FillRound() {
         t.rem -= share;
         --t.cnt;
       }
-      // (a) Its rate moved, so the load of every link it crosses moved: bring them into R.
+      // (a) Its rate moved, so the load of every link it crosses moved: bring those that are or
+      // become saturated into R.
       if (RateChanged(h)) {
         for (int i = 0; i < h.nlinks; ++i) {
-          if (!InRegion(h.link[i])) ActivateLink(h.link[i]);
+          const int32_t m = h.link[i];
+          if (!InRegion(m) && MustJoin(m, share - h.rate)) ActivateLink(m);
         }
       }
     }
     if (restart_) return false;
   }
   return true;
+}
+
+bool FlowNetwork::MustJoin(int32_t m, double delta) {
+  LinkScratch& t = link_scratch_[static_cast<size_t>(m)];
+  if (t.pend_stamp != round_epoch_) {
+    t.pend_stamp = round_epoch_;
+    t.pend = 0;
+  }
+  t.pend += delta;
+  const double level = capacity_[static_cast<size_t>(m)] * (1 - kSaturatedTol);
+  const double load = link_load_[static_cast<size_t>(m)];
+  return load >= level || load + t.pend > level;
 }
 
 void FlowNetwork::ActivateLink(int32_t link) {
@@ -820,10 +845,12 @@ void FlowNetwork::ActivateLink(int32_t link) {
   const std::vector<int32_t>& on = link_flows_[static_cast<size_t>(link)];
   stats_.flow_visits += on.size();
   ++stats_.link_visits;
+  double load = 0;
   for (size_t k = 0, n = on.size(), ahead_end = AheadEnd(prefetch_, n); k < n; ++k) {
     if (k < ahead_end) Prefetch(hot_[static_cast<size_t>(on[k + kAhead])]);
     const int32_t f = on[k];
     Hot& h = hot_[static_cast<size_t>(f)];
+    load += h.rate;
     if (h.stamp != round_epoch_) {
       // First seen this round: none of its other links is in R.
       h.stamp = round_epoch_;
@@ -854,6 +881,7 @@ void FlowNetwork::ActivateLink(int32_t link) {
       ++s.cnt;
     }
   }
+  link_load_[static_cast<size_t>(link)] = load;
   if (s.cnt > 0) {
     if (s.rem / s.cnt < floor) restart_ = true;
     PushShare(link);

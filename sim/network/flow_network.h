@@ -18,10 +18,14 @@
 //   - a flow is FREE if its recorded bottleneck link lies in R (or it is new), otherwise FIXED at
 //     its current rate, which is subtracted from the capacity of the R-links it crosses;
 //   - progressive filling runs over R's free flows (links outside R do not constrain them), and
-//     while it runs R grows: (a) when a free flow freezes at a rate different from its old one, the
-//     links it crosses outside R join (their load moved); (b) when a link saturates below the rate
-//     of a fixed flow crossing it, that flow's bottleneck joins (the flow turns free). A joining
-//     link brings its flows: those bottlenecked there turn free, the rest stay fixed;
+//     while it runs R grows: (a) when a free flow freezes at a rate different from its old one, a
+//     link it crosses outside R joins if it was saturated (it may be some flow's bottleneck, and
+//     its load moved) or the round's moves bring it within kSaturatedTol of its capacity; a link
+//     that stays below capacity constrains no one and is left out (each link keeps the sum of its
+//     flows' rates: in an incast, the senders' uplinks, lightly loaded, are not visited); (b) when
+//     a link saturates below the rate of a fixed flow crossing it, that flow's bottleneck joins
+//     (the flow turns free). A joining link brings its flows: those bottlenecked there turn free,
+//     the rest stay fixed;
 //   - if a joining link (or a link whose fixed flow just turned free) would have saturated below
 //     the current water level, or had already saturated, the filling starts over with the larger R
 //     (rare: ~0.1-0.6 restarts per solve in the benchmarks).
@@ -184,6 +188,8 @@ class FlowNetwork final : public NetworkModel {
     double rem = 0;             // capacity left for them
     double max_fixed = 0;       // >= the rate of every fixed flow on it
     int32_t frozen = 0;         // free flows frozen here (the solve's last round)
+    uint32_t pend_stamp = 0;    // == round_epoch_: pend is this round's
+    double pend = 0;            // outside R: rate moved onto it by flows frozen this round
   };
   struct Done {
     TimeNs finish;
@@ -220,6 +226,9 @@ class FlowNetwork final : public NetworkModel {
   bool InRegion(int32_t link) const {
     return link_scratch_[static_cast<size_t>(link)].region_stamp == region_epoch_;
   }
+  // A flow frozen this round moved the load of link m, outside R, by delta: whether m must join
+  // R (file comment, (a): it was saturated, or this round's moves bring it near capacity).
+  bool MustJoin(int32_t m, double delta);
   bool RateChanged(const Hot& h) const {
     return h.rate == 0 || std::abs(h.new_rate - h.rate) > kRelTol * h.rate;
   }
@@ -271,6 +280,10 @@ class FlowNetwork final : public NetworkModel {
   // Flows a bottleneck carries for its flows to get a completion group of their own. Not tuned:
   // the flow benchmark's sparse cases lost up to half their speed with a group per link.
   static constexpr size_t kMinGroupFlows = 16;
+  // A link whose load is within this of its capacity counts as saturated (may be a flow's
+  // bottleneck) when a rate on it moves. Far above the drift of link_load_'s running sums
+  // (~1e-16 per update, and each sum is recomputed whenever its link enters R).
+  static constexpr double kSaturatedTol = 1e-6;
 
   Topology topo_;
   double efficiency_ = 1;
@@ -296,6 +309,7 @@ class FlowNetwork final : public NetworkModel {
   // Per link.
   std::vector<double> capacity_;
   std::vector<std::vector<int32_t>> link_flows_;
+  std::vector<double> link_load_;     // max-min: sum of the rates of the flows on it
   std::vector<double> link_bytes_;    // wire bytes of flows that finished
   std::vector<TimeNs> link_busy_ns_;  // closed busy periods
   std::vector<TimeNs> link_busy_since_;

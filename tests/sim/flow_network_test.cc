@@ -931,5 +931,31 @@ TEST(FlowNetworkTest, SolverStaysLocalOnSparseTraffic) {
   EXPECT_EQ(done.size(), 100u);
 }
 
+TEST(FlowNetworkTest, AnIncastEndDoesNotVisitTheSendersLightlyLoadedUplinks) {
+  // A parameter server's pattern: 64 workers each push to 4 shards, so every shard's downlink
+  // carries an incast of 64 flows at C/64 and every worker's uplink 4 of them (1/16 of its
+  // capacity). An end re-shares the 63 others of its shard; their uplinks stay far below
+  // capacity, so they constrain no one and are not visited: about 2 visits per flow of the
+  // incast, where bringing in every sender's uplink would add 4 visits per sender (~380).
+  constexpr int kWorkers = 64, kShards = 4;
+  FlowNetwork net = StarNet(kWorkers + kShards, 1.25e9, 5000);
+  std::mt19937_64 rng(11);
+  for (int w = 0; w < kWorkers; ++w) {
+    for (int s = 0; s < kShards; ++s) {
+      net.StartFlow(0, kShards + w, s, 1'000'000 + static_cast<int64_t>(rng() % 1'000'000),
+                    static_cast<uint64_t>(w * kShards + s));
+    }
+  }
+  net.NextEventTime();
+  const auto before = net.solver_stats();
+  std::vector<FlowDone> done;
+  for (int i = 0; i < 40; ++i) net.AdvanceTo(net.NextEventTime(), &done);
+  const auto after = net.solver_stats();
+  ASSERT_EQ(done.size(), 40u);  // random sizes: one end per solve
+  const double per_solve = static_cast<double>(after.flow_visits - before.flow_visits) /
+                           static_cast<double>(after.solves - before.solves);
+  EXPECT_LT(per_solve, 3.0 * kWorkers);
+}
+
 }  // namespace
 }  // namespace poseidon::sim
