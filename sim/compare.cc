@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/text_escape.h"
+
 namespace poseidon::sim {
 
 namespace {
@@ -48,33 +50,6 @@ std::string Detail(const std::string& id, const ScenarioSpec& v) {
 }
 
 std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
-
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"') o += '"';
-    o += c == '\n' ? ' ' : c;
-  }
-  return o + "\"";
-}
-
-std::string JsonString(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (c == '\n') {
-      o += "\\n";
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      o += fmt::format("\\u{:04x}", static_cast<int>(c));
-    } else {
-      o += c;
-    }
-  }
-  return o + "\"";
-}
 
 // A word a POSIX shell reads back as itself (quoted only when it needs to be).
 std::string ShellWord(const std::string& s) {
@@ -262,7 +237,7 @@ std::string JsonText(const CompareResult& c) {
   std::string systems;
   for (const CompareRow& row : c.rows) {
     std::string sets;
-    for (const auto& s : row.overrides) sets += (sets.empty() ? "" : ",") + JsonString(s);
+    for (const auto& s : row.overrides) sets += (sets.empty() ? "" : ",") + JsonQuoted(s);
     std::string figures;
     if (row.ran) {
       const ScenarioResult& r = row.result;
@@ -274,22 +249,22 @@ std::string JsonText(const CompareResult& c) {
           r.network_gb_per_iteration,
           row.poseidon_gain > 0 ? Fixed(row.poseidon_gain, 4) : std::string("null"));
     } else {
-      figures = "\"reason\":" + JsonString(row.reason);
+      figures = "\"reason\":" + JsonQuoted(row.reason);
     }
     systems += fmt::format(
         "{}{{\"system\":\"{}\",\"label\":{},\"detail\":{},\"set\":[{}],"
         "\"ran\":{},{}}}",
-        systems.empty() ? "" : ",", row.system.id, JsonString(row.system.label),
-        JsonString(row.detail), sets, row.ran ? "true" : "false", figures);
+        systems.empty() ? "" : ",", row.system.id, JsonQuoted(row.system.label),
+        JsonQuoted(row.detail), sets, row.ran ? "true" : "false", figures);
   }
   std::string user;
-  for (const auto& s : c.overrides) user += (user.empty() ? "" : ",") + JsonString(s);
+  for (const auto& s : c.overrides) user += (user.empty() ? "" : ",") + JsonQuoted(s);
   return fmt::format(
       "{{\"scenario\":{},\"set\":[{}],\"name\":{},\"model\":{},\"machines\":{},"
       "\"devices_per_machine\":{},\"batch_per_device\":{},\"bandwidth_gbps\":{:g},"
       "\"consistency\":{},\"single_node_iteration_ms\":{:.6f},\"systems\":[{}]}}\n",
-      JsonString(c.scenario_file), user, JsonString(c.name), JsonString(c.model), c.machines,
-      c.devices_per_machine, c.batch_per_device, c.bandwidth_gbps, JsonString(c.consistency),
+      JsonQuoted(c.scenario_file), user, JsonQuoted(c.name), JsonQuoted(c.model), c.machines,
+      c.devices_per_machine, c.batch_per_device, c.bandwidth_gbps, JsonQuoted(c.consistency),
       c.single_node_iteration_ms, systems);
 }
 

@@ -9,6 +9,7 @@
 #include "core/pace.h"
 #include "core/trace.h"
 #include "cost/sacp_timing.h"
+#include "sim/text_escape.h"
 
 namespace poseidon::sim {
 
@@ -192,21 +193,6 @@ std::string CsvRow(const ScenarioResult& r) {
 
 namespace {
 
-std::string JsonEscape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (c == '\n') {
-      o += "\\n";
-    } else {
-      o += c;
-    }
-  }
-  return o;
-}
-
 std::vector<const LinkStats*> BusiestLinks(const ScenarioResult& r, size_t n) {
   std::vector<const LinkStats*> v;
   for (const auto& l : r.links) v.push_back(&l);
@@ -226,7 +212,7 @@ std::string FormatResult(const ScenarioResult& r, OutputFormat format) {
     for (const auto& l : r.links) {
       links += fmt::format("{}{{\"link\":\"{}\",\"capacity_gbps\":{:.3f},\"gb\":{:.6f},"
                            "\"busy_fraction\":{:.4f},\"utilisation\":{:.4f}}}",
-                           links.empty() ? "" : ",", JsonEscape(l.name),
+                           links.empty() ? "" : ",", JsonEscaped(l.name),
                            l.capacity_Bps * 8 / 1e9, l.bytes / 1e9, l.busy_fraction,
                            l.utilisation);
     }
@@ -234,12 +220,12 @@ std::string FormatResult(const ScenarioResult& r, OutputFormat format) {
     for (const auto& l : r.layers) {
       layers += fmt::format("{}{{\"name\":\"{}\",\"scheme\":\"{}\",\"fwd_ms\":{:.6f},"
                             "\"bwd_ms\":{:.6f},\"sync_ms\":{:.6f}}}",
-                            layers.empty() ? "" : ",", JsonEscape(l.name), l.scheme, l.fwd_ms,
+                            layers.empty() ? "" : ",", JsonEscaped(l.name), l.scheme, l.fwd_ms,
                             l.bwd_ms, l.sync_ms);
     }
     std::string warnings;
     for (const auto& w : r.warnings) {
-      warnings += fmt::format("{}\"{}\"", warnings.empty() ? "" : ",", JsonEscape(w));
+      warnings += fmt::format("{}\"{}\"", warnings.empty() ? "" : ",", JsonEscaped(w));
     }
     const std::string devices =
         r.devices_per_machine > 1
@@ -254,11 +240,11 @@ std::string FormatResult(const ScenarioResult& r, OutputFormat format) {
         "\"breakdown_ms\":{{\"compute\":{:.6f},\"communication\":{:.6f},\"wait\":{:.6f}}},"
         "\"network_gb_per_iteration\":{:.6f},\"events\":{},\"network_messages\":{},"
         "\"compute_source\":\"{}\",\"warnings\":[{}],\"layers\":[{}],\"links\":[{}]}}\n",
-        JsonEscape(r.name), JsonEscape(r.model), r.workers, devices, r.servers, r.batch_per_worker,
+        JsonEscaped(r.name), JsonEscaped(r.model), r.workers, devices, r.servers, r.batch_per_worker,
         r.measured_iterations, r.iteration_ms, r.iteration_std_ms, r.iteration_min_ms,
         r.iteration_max_ms, r.throughput, r.speedup, r.single_node_iteration_ms, r.compute_ms,
         r.communication_ms, r.wait_ms, r.network_gb_per_iteration, r.events, r.network_messages,
-        JsonEscape(r.compute_source), warnings, layers, links);
+        JsonEscaped(r.compute_source), warnings, layers, links);
   }
   std::string o;
   if (r.devices_per_machine > 1) {

@@ -10,21 +10,12 @@
 #include <fmt/format.h>
 
 #include "sim/simulation.h"
+#include "sim/text_escape.h"
 
 namespace poseidon::sim {
 namespace {
 
 using config::ConfigError;
-
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"') o += '"';
-    o += c == '\n' ? ' ' : c;
-  }
-  return o + "\"";
-}
 
 constexpr const char* kShardTag = "# poseidon-sweep-shard ";
 

@@ -17,6 +17,7 @@
 #include "core/trace.h"
 #include "real_runtime/launch.h"
 #include "sim/simulation.h"
+#include "sim/text_escape.h"
 #include "validation/host_load.h"
 #include "validation/network_replay.h"
 #include "validation/summary.h"
@@ -27,6 +28,7 @@ namespace poseidon::validation {
 namespace {
 
 using config::ConfigError;
+using sim::CsvField;
 namespace fs = std::filesystem;
 
 std::string ReadText(const std::string& path) {
@@ -104,13 +106,6 @@ std::string HostJson(const HostRecord& r) {
                      "\"run_queue_max\":{:g},\"job_processes_max\":{}}}",
                      r.wall_s, r.cores, r.others_pct, r.steal_pct, r.job_pct, r.irq_pct,
                      r.run_queue_mean, r.run_queue_max, r.job_processes_max);
-}
-
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
 }
 
 // A compute task's simulated duration, by actor, device, clock and name.
