@@ -25,26 +25,7 @@ using testing::FakeCluster;
 
 // data(1 x 1 x 40) -> fc1(30) -> fc2(20) -> fc3(10) -> loss: tensors (ready order) fc3.bias 40 B,
 // fc3.weight 800 B, fc2.bias 80 B, fc2.weight 2400 B, fc1.bias 120 B, fc1.weight 4800 B.
-core::ModelSpec ThreeFcSpec() {
-  core::ModelSpec m;
-  m.name = "three_fc";
-  m.input_c = 40;
-  m.input_h = 1;
-  m.input_w = 1;
-  m.num_classes = 10;
-  for (auto [name, out] : {std::pair{"fc1", 30}, {"fc2", 20}, {"fc3", 10}}) {
-    core::LayerSpec l;
-    l.name = name;
-    l.kind = core::LayerKind::kFc;
-    l.num_output = out;
-    m.layers.push_back(l);
-  }
-  core::LayerSpec loss;
-  loss.name = "loss";
-  loss.kind = core::LayerKind::kSoftmaxLoss;
-  m.layers.push_back(loss);
-  return m;
-}
+core::ModelSpec ThreeFcSpec() { return testing::FcChainSpec("three_fc", 40, {30, 20, 10}); }
 
 std::vector<GradTensor> Sized(std::vector<int64_t> counts) {
   std::vector<GradTensor> t;

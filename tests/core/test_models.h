@@ -1,6 +1,9 @@
 // tests/core/test_models.h: small models built in code for core unit tests.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "core/model.h"
 
 namespace poseidon::testing {
@@ -44,6 +47,29 @@ inline core::ModelSpec SingleFcSpec(int64_t m_in, int64_t n_out) {
   fc.num_output = n_out;
   fc.bias = false;
   m.layers.push_back(fc);
+  core::LayerSpec loss;
+  loss.name = "loss";
+  loss.kind = core::LayerKind::kSoftmaxLoss;
+  m.layers.push_back(loss);
+  return m;
+}
+
+// A chain of FC layers with bias: data(1 x 1 x input) -> fc1(outputs[0]) -> fc2 ... -> loss, with
+// num_classes the last output. Gradient tensors become ready last layer first, bias before weight.
+inline core::ModelSpec FcChainSpec(const char* name, int64_t input, std::vector<int64_t> outputs) {
+  core::ModelSpec m;
+  m.name = name;
+  m.input_c = input;
+  m.input_h = 1;
+  m.input_w = 1;
+  m.num_classes = outputs.back();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    core::LayerSpec l;
+    l.name = "fc" + std::to_string(i + 1);
+    l.kind = core::LayerKind::kFc;
+    l.num_output = outputs[i];
+    m.layers.push_back(l);
+  }
   core::LayerSpec loss;
   loss.name = "loss";
   loss.kind = core::LayerKind::kSoftmaxLoss;

@@ -5,6 +5,7 @@
 #include "config/scenario.h"
 #include "sim/cluster.h"
 #include "sim/simulation.h"
+#include "tests/core/test_models.h"
 
 namespace poseidon::sim {
 namespace {
@@ -12,26 +13,7 @@ namespace {
 // data(1 x 1 x 1000) -> fc1(1000) -> fc2(500) -> fc3(100) -> loss. Gradient tensors in the order
 // they become ready: fc3.bias 400 B, fc3.weight 200,000 B, fc2.bias 2,000 B, fc2.weight
 // 2,000,000 B, fc1.bias 4,000 B, fc1.weight 4,000,000 B (6,206,400 B in all).
-core::ModelSpec ThreeFc() {
-  core::ModelSpec m;
-  m.name = "three_fc";
-  m.input_c = 1000;
-  m.input_h = 1;
-  m.input_w = 1;
-  m.num_classes = 100;
-  for (auto [name, out] : {std::pair{"fc1", 1000}, {"fc2", 500}, {"fc3", 100}}) {
-    core::LayerSpec l;
-    l.name = name;
-    l.kind = core::LayerKind::kFc;
-    l.num_output = out;
-    m.layers.push_back(l);
-  }
-  core::LayerSpec loss;
-  loss.name = "loss";
-  loss.kind = core::LayerKind::kSoftmaxLoss;
-  m.layers.push_back(loss);
-  return m;
-}
+core::ModelSpec ThreeFc() { return testing::FcChainSpec("three_fc", 1000, {1000, 500, 100}); }
 
 cost::ComputeModel ZeroCompute(const core::Model& model) {
   config::ProfileSpec p;
