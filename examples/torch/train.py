@@ -79,6 +79,8 @@ def main():
     ap.add_argument("--lr", type=float, default=None, help="default: SGD 0.05 / Adam 1e-3")
     ap.add_argument("--scheme", default=None, help="ps | sfb | allreduce | auto (the scenario's)")
     ap.add_argument("--consistency", default=None, help="bsp | ssp:S | asp (the scenario's)")
+    ap.add_argument("--gradient-wire", default=None,
+                    help="fp32 | fp16 | bf16: gradients on the wire (the scenario's)")
     ap.add_argument("--save", help="worker 0 writes a checkpoint here after every epoch")
     ap.add_argument("--resume", help="continue from a checkpoint --save wrote")
     ap.add_argument("--limit", type=int, default=0, help="train on the first N images (tests)")
@@ -111,7 +113,8 @@ def main():
         start_epoch = ckpt["epoch"]
     model = net
     if distributed:
-        model = pt.DistributedDataParallel(net, scheme=args.scheme, consistency=args.consistency)
+        model = pt.DistributedDataParallel(net, scheme=args.scheme, consistency=args.consistency,
+                                           gradient_wire=args.gradient_wire)
         if model.consistency != "bsp":
             opt = pt.DistributedOptimizer(opt, model)
 
