@@ -173,6 +173,17 @@ void ReadMachines(MapReader& c, ScenarioSpec* s) {
                           kMaxDevices));
   }
   s->client_per_device = c.Choice("client", {"machine", "device"}, "machine") == "device";
+  s->local_copies_timed =
+      c.Choice("local_copies", {"free", "interconnect"}, "free") == "interconnect";
+  if (s->local_copies_timed && (!s->client_per_device || s->devices_per_machine < 2)) {
+    c.FailKey("local_copies",
+              fmt::format("'local_copies: interconnect' times the messages between the processes "
+                          "of one machine's devices: it needs client: device and 2 or more "
+                          "devices_per_machine (this scenario: client: {}, {} per machine); with "
+                          "client: machine the machine's reduction already crosses the "
+                          "interconnect",
+                          s->client_per_device ? "device" : "machine", s->devices_per_machine));
+  }
   s->placement = c.Choice("placement", {"colocated", "dedicated"}, "colocated") == "colocated"
                      ? ServerPlacement::kColocated
                      : ServerPlacement::kDedicated;
@@ -223,7 +234,7 @@ void ReadInterconnect(MapReader& c, ScenarioSpec* s) {
   }
   InterconnectSpec& ic = s->interconnect;
   if (ic.host_memory_Bps <= 0) ic.host_memory_Bps = s->server_update_Bps;
-  if (s->devices_per_machine == 1 || s->client_per_device) return;
+  if (s->devices_per_machine == 1 || (s->client_per_device && !s->local_copies_timed)) return;
   // What moves a device's data to the host: the profile's measured copies, else the device's.
   double device_pcie = 0;
   if (s->profile && s->profile->pcie_bandwidth_Bps > 0) {

@@ -129,6 +129,10 @@ struct ScenarioSpec {
   // hybrid) or one process per device (client: device, each its own worker; ProtocolWorkers).
   int devices_per_machine = 1;
   bool client_per_device = false;
+  // cluster.local_copies: how messages between the processes of one machine (client: device) are
+  // timed. false (free, the default): not at all, as before; true (interconnect): as copies over
+  // the machine's interconnect (cost/intra_machine.h: device to device, device to host).
+  bool local_copies_timed = false;
   // How a machine's devices are joined (devices_per_machine > 1; kind host for CPU devices when
   // the scenario says nothing).
   InterconnectSpec interconnect;

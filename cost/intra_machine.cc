@@ -45,6 +45,10 @@ std::vector<IntraMachine::Stage> IntraMachine::StagesOf(IntraOp op, int64_t byte
   const TimeNs lambda = spec_.link_latency_ns;
   const bool reduce = op == IntraOp::kReduce;
   std::vector<Stage> stages;
+  if (op == IntraOp::kPeerCopy || op == IntraOp::kToHost || op == IntraOp::kFromHost) {
+    stages.push_back(CopyStage(op, s));
+    return stages;
+  }
   if (spec_.kind == config::InterconnectKind::kHost) {
     Stage st;
     st.bytes[kHostMemory] = reduce ? (d + 1) * s : 2 * (d - 1) * s;
@@ -88,6 +92,29 @@ std::vector<IntraMachine::Stage> IntraMachine::StagesOf(IntraOp op, int64_t byte
   return stages;
 }
 
+IntraMachine::Stage IntraMachine::CopyStage(IntraOp op, double s) const {
+  const double d = devices_;
+  Stage st;
+  if (spec_.kind == config::InterconnectKind::kHost) {
+    // CPU devices: the copy reads and writes host memory, which is one resource already.
+    st.bytes[kHostMemory] = 2 * s;
+    return st;
+  }
+  st.latency = spec_.link_latency_ns;
+  double link = 0;  // one device's link the copy is limited by
+  if (op == IntraOp::kPeerCopy && spec_.kind == config::InterconnectKind::kNvlink) {
+    st.bytes[kNvlink] = s / d;
+    link = capacity_[kNvlink];
+  } else {
+    if (op != IntraOp::kFromHost) st.bytes[kUp] = s / d;
+    if (op != IntraOp::kToHost) st.bytes[kDown] = s / d;
+    if (op != IntraOp::kPeerCopy) st.bytes[kHostMemory] = s;  // host memory is one resource
+    link = capacity_[kUp];
+  }
+  if (s > 0) st.alone_limit = link / s;
+  return st;
+}
+
 TimeNs IntraMachine::AloneNs(IntraOp op, int64_t bytes) const {
   TimeNs total = 0;
   for (const Stage& st : StagesOf(op, bytes)) {
@@ -95,6 +122,7 @@ TimeNs IntraMachine::AloneNs(IntraOp op, int64_t bytes) const {
     for (int r = 0; r < kNumResources; ++r) {
       if (st.bytes[r] > 0) s = std::max(s, st.bytes[r] / capacity_[r]);
     }
+    if (st.alone_limit < std::numeric_limits<double>::infinity()) s = std::max(s, 1 / st.alone_limit);
     total += st.latency + CeilNs(s * 1e9);
   }
   return total;
@@ -181,6 +209,7 @@ void IntraMachine::Solve(Machine& m, TimeNs now) {
     for (int r = 0; r < kNumResources; ++r) {
       if (st.bytes[r] > 0) c.alone = std::min(c.alone, Capacity(r) / st.bytes[r]);
     }
+    if (c.alone < std::numeric_limits<double>::infinity()) c.alone = std::min(c.alone, st.alone_limit);
     if (c.alone == std::numeric_limits<double>::infinity()) {  // nothing to move
       o.rate = 0;
       o.event = now;

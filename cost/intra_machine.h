@@ -46,6 +46,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "config/specs.h"
@@ -56,7 +57,18 @@ namespace poseidon::cost {
 using core::TimeNs;
 inline constexpr TimeNs kNever = core::kNeverNs;
 
-enum class IntraOp : uint8_t { kReduce, kBroadcast };
+// kReduce, kBroadcast: every device of the machine at once (the three-level hybrid's local
+// reduction and broadcast). kPeerCopy, kToHost, kFromHost: ONE device's copy of `bytes` (a message
+// between processes of one machine, one per device: cluster.local_copies: interconnect):
+//   kPeerCopy   device to device: lambda, S over nvlink (kind nvlink), or up the source's PCIe and
+//               down the destination's (kind pcie, peer to peer), or through host memory (kind
+//               host: read and written, 2 S);
+//   kToHost     device to a host process (a co-located server shard): lambda, S up, S into memory;
+//   kFromHost   the reverse: lambda, S out of memory, S down.
+// A copy is capped by one device's link (alone it takes lambda + S / link); on the per-device
+// resources, which stand for every device's link at once, it counts S / D, so D copies at once
+// (one per device, as in a ring step) each still move at the link's rate.
+enum class IntraOp : uint8_t { kReduce, kBroadcast, kPeerCopy, kToHost, kFromHost };
 
 class IntraMachine {
  public:
@@ -82,6 +94,9 @@ class IntraMachine {
   struct Stage {
     TimeNs latency = 0;
     double bytes[kNumResources] = {0, 0, 0, 0};
+    // One device's copy: the fraction of the stage per second that one device's link allows
+    // (the per-device resources above count the copy as S / D); infinity for whole-machine ops.
+    double alone_limit = std::numeric_limits<double>::infinity();
   };
   struct Op {
     uint64_t tag = 0;
@@ -99,6 +114,7 @@ class IntraMachine {
   };
 
   std::vector<Stage> StagesOf(IntraOp op, int64_t bytes) const;
+  Stage CopyStage(IntraOp op, double bytes) const;  // kPeerCopy, kToHost, kFromHost
   void Progress(Machine& m, TimeNs now);
   void Solve(Machine& m, TimeNs now);
   TimeNs NextEvent(const Machine& m) const;

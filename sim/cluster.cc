@@ -77,9 +77,10 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
     slots += core::StreamSlots(layout.IsWorker(a) ? devices : 1);
   }
   streams_.resize(static_cast<size_t>(slots));
-  if (devices > 1) {
-    intra_ = std::make_unique<cost::IntraMachine>(config_.interconnect, devices, layout.num_machines,
-                                            config_.network.host_bandwidth_Bps);
+  if (devices > 1 || config_.local_copy_devices > 1) {
+    intra_ = std::make_unique<cost::IntraMachine>(
+        config_.interconnect, devices > 1 ? devices : config_.local_copy_devices,
+        layout.num_machines, config_.network.host_bandwidth_Bps);
     intra_generation_.assign(static_cast<size_t>(layout.num_machines), 0);
     nic_tx_.assign(static_cast<size_t>(layout.num_machines), 0);
     nic_rx_.assign(static_cast<size_t>(layout.num_machines), 0);
@@ -135,7 +136,14 @@ uint32_t SimJob::Send(ActorId from, Message msg) {
   slots_[slot].sent = now_;
   if (src == dst) {
     // Actors on one machine talk through memory; the copy is not modelled (but the host CPU of
-    // the message is, when it is: NetworkSpec::host_cores).
+    // the message is, when it is: NetworkSpec::host_cores), unless the processes are on devices
+    // whose copies the interconnect times (SimJobConfig::local_copy_devices).
+    const std::optional<cost::IntraOp> copy = LocalCopy(from, to);
+    if (copy) {
+      const uint64_t tag = kMessageCopyTag | slot;
+      ScheduleIntra(src, intra_->Start(now_, src, *copy, slots_[slot].msg.wire_bytes(), tag));
+      return slot;
+    }
     Arrive(now_, slot);
     return slot;
   }
@@ -282,8 +290,22 @@ void SimJob::OnIntraEvent(int machine, uint64_t generation) {
   ScheduleIntra(machine, next);
   const std::vector<uint64_t> done = intra_done_;  // TaskDone may start more ops
   for (uint64_t tag : done) {
-    TaskDone(static_cast<ActorId>(tag >> 32), static_cast<int>(tag & 0xffffffffu));
+    if (tag & kMessageCopyTag) {
+      Arrive(now_, static_cast<uint32_t>(tag & 0xffffffffu));  // a message copied across devices
+    } else {
+      TaskDone(static_cast<ActorId>(tag >> 32), static_cast<int>(tag & 0xffffffffu));
+    }
   }
+}
+
+std::optional<cost::IntraOp> SimJob::LocalCopy(core::ActorId from, core::ActorId to) const {
+  if (config_.local_copy_devices < 2 || from == to) return std::nullopt;
+  const core::JobLayout& l = config_.layout;
+  const bool from_device = l.IsWorker(from), to_device = l.IsWorker(to);
+  if (from_device && to_device) return cost::IntraOp::kPeerCopy;
+  if (from_device && l.IsServer(to)) return cost::IntraOp::kToHost;
+  if (to_device && l.IsServer(from)) return cost::IntraOp::kFromHost;
+  return std::nullopt;  // the coordinator's messages, shard to shard: host memory, not timed
 }
 
 void SimJob::ScheduleNetworkNow() {

@@ -20,6 +20,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -44,8 +45,13 @@ struct SimJobConfig {
   core::JobLayout layout;
   core::ProtocolConfig protocol;
   config::NetworkSpec network;
-  // How a machine's devices are joined (protocol.devices_per_machine > 1 only).
+  // How a machine's devices are joined (protocol.devices_per_machine > 1, or local_copy_devices).
   config::InterconnectSpec interconnect;
+  // > 1 (cluster.local_copies: interconnect, client: device): each machine has this many devices,
+  // one worker process each, and a message between two processes of one machine is a copy over
+  // the interconnect (worker to worker device to device, worker to and from a co-located shard
+  // device to host), sharing it with the NIC; 0: such messages take no time (as before).
+  int local_copy_devices = 0;
   // Compute model of each worker (size num_workers; stragglers have slower ones). Server updates
   // and copies use the worker 0 model's rates.
   std::vector<cost::ComputeModel> worker_compute;
@@ -165,6 +171,12 @@ class SimJob {
   void TaskDone(core::ActorId actor, int slot);
   // Machines with several devices: the machine's next local-op event, and its NIC's directions.
   void ScheduleIntra(int machine, TimeNs at);
+  // The copy a message between two processes of one machine makes, if the interconnect times
+  // it (SimJobConfig::local_copy_devices); nullopt: it takes no time.
+  std::optional<cost::IntraOp> LocalCopy(core::ActorId from, core::ActorId to) const;
+  // An intra-machine op's tag with this bit is a message's copy (the slot below it); without, a
+  // task (actor << 32 | stream slot).
+  static constexpr uint64_t kMessageCopyTag = uint64_t{1} << 63;
   void OnIntraEvent(int machine, uint64_t generation);
   void NicDirections(int machine);
   TimeNs TaskDuration(core::ActorId actor, const core::ComputeTask& task);

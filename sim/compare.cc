@@ -101,6 +101,8 @@ std::vector<std::string> CompareOverrides(const std::string& id, const ScenarioS
     o.push_back("protocol.scheme=allreduce");
     o.push_back("protocol.dwbp=true");  // both start a collective once its gradients are ready
     if (Multi(s) && !s.client_per_device) o.push_back("cluster.client=device");
+    // Their processes' copies inside a machine cross its interconnect (NVLink, PCIe).
+    if (Multi(s) && !s.local_copies_timed) o.push_back("cluster.local_copies=interconnect");
     return o;
   }
   const bool papers = id == "ps_papers";
@@ -108,7 +110,10 @@ std::vector<std::string> CompareOverrides(const std::string& id, const ScenarioS
   o.push_back(id == "poseidon" ? "protocol.scheme=auto" : "protocol.scheme=ps");
   o.push_back(papers ? "protocol.placement_policy=round_robin"
                      : "protocol.placement_policy=balanced");
-  if (id == "poseidon" && Multi(s) && s.client_per_device) o.push_back("cluster.client=machine");
+  if (id == "poseidon" && Multi(s) && s.client_per_device) {
+    o.push_back("cluster.client=machine");
+    if (s.local_copies_timed) o.push_back("cluster.local_copies=free");  // it needs client: device
+  }
   return o;
 }
 

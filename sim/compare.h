@@ -48,7 +48,8 @@ const std::vector<CompareSystem>& CompareSystems();
 
 // The --set overrides that make `s` (the scenario as the user gave it, overrides applied) run
 // system `id`: the protocol keys that system fixes, the keys of another system it would trip on
-// set to null, and for DDP and Horovod on machines of several devices `cluster.client=device`.
+// set to null, and for DDP and Horovod on machines of several devices `cluster.client=device`
+// with `cluster.local_copies=interconnect` (their copies inside a machine cross its interconnect).
 // Throws std::invalid_argument for an unknown id.
 std::vector<std::string> CompareOverrides(const std::string& id, const config::ScenarioSpec& s);
 

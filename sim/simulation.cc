@@ -23,6 +23,7 @@ SimJobConfig JobConfig(const config::ScenarioSpec& s, const core::Model& model,
   cfg.protocol = cost::BuildTimedProtocol(s, model, compute.pcie_bandwidth_Bps() > 0, compute);
   cfg.network = s.network;
   cfg.interconnect = s.interconnect;
+  if (s.local_copies_timed) cfg.local_copy_devices = s.devices_per_machine;
   const int workers = cfg.layout.num_workers;
   cfg.worker_compute.assign(static_cast<size_t>(workers), compute);
   for (const auto& st : s.stragglers) {

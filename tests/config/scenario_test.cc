@@ -283,6 +283,38 @@ TEST_F(ScenarioFile, Baselines) {
   EXPECT_EQ(BuildProtocol(s, BuildScenarioModel(s), false).baseline.fusion_threshold_bytes, 42);
 }
 
+// cluster.local_copies: interconnect times the copies between the processes of one machine's
+// devices; it needs client: device and several devices (one located line otherwise), and then the
+// interconnect is resolved as for the three-level hybrid (a GPU machine must name it).
+TEST_F(ScenarioFile, LocalCopies) {
+  const std::string gpus = R"(schema_version: 1
+model: resnet50
+batch_per_worker: 32
+cluster:
+  machines: 2
+  devices_per_machine: 4
+  device: v100
+  network:
+    bandwidth_gbps: 25
+)";
+  ScenarioSpec s = LoadScenarioFile(Write(gpus + "  client: device\n  interconnect: dgx1_v100\n"));
+  EXPECT_FALSE(s.local_copies_timed);
+  s = LoadScenarioFile(Write(gpus + "  client: device\n  interconnect: dgx1_v100\n"
+                                    "  local_copies: interconnect\n"));
+  EXPECT_TRUE(s.local_copies_timed);
+  EXPECT_GT(s.interconnect.pcie_Bps, 0);  // resolved from the device as for client: machine
+  std::string e = Error(gpus + "  interconnect: dgx1_v100\n  local_copies: interconnect\n");
+  EXPECT_NE(e.find("s.yaml:11:17: error: 'local_copies: interconnect' times the messages between "
+                   "the processes of one machine's devices: it needs client: device"),
+            std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  e = Error(gpus + "  client: device\n  local_copies: interconnect\n");
+  EXPECT_NE(e.find("GPUs per machine need 'interconnect'"), std::string::npos) << e;
+  e = Error(gpus + "  client: device\n  interconnect: dgx1_v100\n  local_copies: nvlink\n");
+  EXPECT_NE(e.find("s.yaml:12:"), std::string::npos) << e;
+  EXPECT_NE(e.find("free, interconnect"), std::string::npos) << e;
+}
+
 TEST_F(ScenarioFile, ConnectionsChoice) {
   ScenarioSpec s = LoadScenarioFile(Write(std::string(kGood) + "    connections: process_pair\n"));
   EXPECT_EQ(s.network.connections, ConnectionKind::kProcessPair);

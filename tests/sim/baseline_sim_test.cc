@@ -95,6 +95,51 @@ TEST(BaselineSim, DdpIterationIsTheSumOfItsBucketsAllReduces) {
   }
 }
 
+// With a process per device, DDP's ring between the two devices of one machine crosses its
+// NVLink (cluster.local_copies: interconnect): each step both devices copy S/2 (plus the header)
+// at once, each at the link's rate after its latency; free copies (the default) take no time.
+TEST(BaselineSim, DdpOnTwoDevicesOfOneMachineCrossesTheirLink) {
+  const core::Model model = core::Model::Build(ThreeFc());
+  core::BaselineConfig b;
+  b.kind = core::Baseline::kDdp;
+  b.first_bucket_bytes = 100 << 10;
+  b.bucket_cap_bytes = 3 << 19;
+  constexpr double kLinkBytesPerNs = 50;  // 50 GB/s
+  constexpr int64_t kLinkLatencyNs = 2000;
+  auto ring = [&](int64_t s) {
+    return 2 * (kLinkLatencyNs + (s / 2 + core::Message::kHeaderBytes) / kLinkBytesPerNs);
+  };
+  for (bool timed : {false, true}) {
+    SimJobConfig cfg;
+    cfg.model = &model;
+    cfg.layout = core::JobLayout::Build(1, 2, 1, /*colocated=*/true);
+    cfg.protocol.chunk_bytes = int64_t{1} << 30;
+    cfg.protocol.iterations = 3;
+    cfg.protocol.scheme_of_layer.assign(model.layers().size(), core::Scheme::kAllreduce);
+    cfg.protocol.baseline = b;
+    cfg.network.host_bandwidth_Bps = kGbps * 1e9 / 8;
+    cfg.network.latency_ns = kLatencyNs;
+    cfg.interconnect.kind = config::InterconnectKind::kNvlink;
+    cfg.interconnect.link_Bps = kLinkBytesPerNs * 1e9;
+    cfg.interconnect.link_latency_ns = kLinkLatencyNs;
+    cfg.interconnect.pcie_Bps = 10e9;
+    cfg.interconnect.host_memory_Bps = 100e9;
+    cfg.local_copy_devices = timed ? 2 : 0;
+    cfg.worker_compute.assign(2, ZeroCompute(model));
+    SimJob job(std::move(cfg));
+    const SimRun run = job.Run();
+    ASSERT_FALSE(run.deadlocked) << run.deadlock_report;
+    const double rebuilt =
+        timed ? ring(200'400) + ring(2'002'000) + ring(4'004'000) : 0.0;
+    for (const WorkerRun& w : run.workers) {
+      for (size_t c = 1; c < 3; ++c) {
+        EXPECT_NEAR(static_cast<double>(w.iteration_end[c] - w.iteration_begin[c]), rebuilt, 6)
+            << (timed ? "timed" : "free") << ", clock " << c;
+      }
+    }
+  }
+}
+
 // Horovod with no compute: every gradient is ready at once, every worker reports it at its next
 // cycle, worker 0 answers, and the fused all-reduce (shorter than a cycle here) ends before the
 // next cycle: an iteration takes exactly one cycle, whatever the cycle.

@@ -111,18 +111,26 @@ TEST(Compare, BaselineScenarioKeepsItsSettingsForItsOwnRowOnly) {
       << Row(c, "ddp").detail;
 }
 
-// On machines of several devices DDP and Horovod run a process per device; Poseidon one client
-// per machine.
+// On machines of several devices DDP and Horovod run a process per device, whose copies inside a
+// machine cross its interconnect; Poseidon one client per machine.
 TEST(Compare, DdpAndHorovodRunAProcessPerDevice) {
   config::ScenarioSpec s = config::LoadScenarioFile(kDemo, kSmall);
   s.devices_per_machine = 8;
   s.client_per_device = false;
-  const auto ddp = CompareOverrides("ddp", s);
-  EXPECT_EQ(ddp.back(), "cluster.client=device");
-  EXPECT_EQ(CompareOverrides("horovod", s).back(), "cluster.client=device");
+  const std::vector<std::string> tail = {"cluster.client=device",
+                                         "cluster.local_copies=interconnect"};
+  auto last_two = [](const std::vector<std::string>& o) {
+    return std::vector<std::string>(o.end() - 2, o.end());
+  };
+  EXPECT_EQ(last_two(CompareOverrides("ddp", s)), tail);
+  EXPECT_EQ(last_two(CompareOverrides("horovod", s)), tail);
   EXPECT_EQ(CompareOverrides("poseidon", s).back(), "protocol.placement_policy=balanced");
   s.client_per_device = true;
   EXPECT_EQ(CompareOverrides("poseidon", s).back(), "cluster.client=machine");
+  EXPECT_EQ(CompareOverrides("ddp", s).back(), "cluster.local_copies=interconnect");
+  s.local_copies_timed = true;
+  EXPECT_EQ(last_two(CompareOverrides("poseidon", s)),
+            (std::vector<std::string>{"cluster.client=machine", "cluster.local_copies=free"}));
   EXPECT_EQ(CompareOverrides("ddp", s).back(), "protocol.dwbp=true");
   EXPECT_THROW(CompareOverrides("nccl", s), std::invalid_argument);
 }

@@ -64,6 +64,43 @@ std::map<uint64_t, TimeNs> RunToEnd(cost::IntraMachine& m, TimeNs next) {
   return ends;
 }
 
+// One device's copy (a message between processes of one machine): alone, lambda plus the bytes
+// over one device's link; as many at once as there are devices (a ring step), each still at the
+// link's rate; twice as many, half of it.
+TEST(IntraMachine, DeviceCopiesTakeOneDevicesLinkAndShareItOnlyBeyondOnePerDevice) {
+  using config::InterconnectKind;
+  using config::ReduceOn;
+  const int64_t S = 8'000'000;
+  {
+    const cost::IntraMachine m(Spec(InterconnectKind::kNvlink, ReduceOn::kDevice), 4, 1, 1e9);
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kPeerCopy, S), 1000 + S / 100);        // lambda + S / L
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kToHost, S), 1000 + std::max(S / 10, S / 100));
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kFromHost, S), 1000 + S / 10);         // S / C
+  }
+  {  // PCIe peers: up the source's link and down the destination's.
+    const cost::IntraMachine m(Spec(InterconnectKind::kPcie, ReduceOn::kDevice), 4, 1, 1e9);
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kPeerCopy, S), 1000 + S / 10);
+  }
+  {  // CPU devices: read and written in host memory.
+    config::InterconnectSpec s;
+    s.host_memory_Bps = 10e9;
+    const cost::IntraMachine m(s, 4, 1, 1e9);
+    EXPECT_EQ(m.AloneNs(cost::IntraOp::kPeerCopy, S), 2 * S / 10);
+  }
+  for (int copies : {4, 8}) {
+    cost::IntraMachine m(Spec(InterconnectKind::kNvlink, ReduceOn::kDevice), 4, 1, 1e9);
+    TimeNs next = kNever;
+    for (int i = 0; i < copies; ++i) {
+      next = m.Start(0, 0, cost::IntraOp::kPeerCopy, S, static_cast<uint64_t>(i));
+    }
+    const auto ends = RunToEnd(m, next);
+    ASSERT_EQ(ends.size(), static_cast<size_t>(copies));
+    for (const auto& [tag, end] : ends) {
+      EXPECT_EQ(end, 1000 + (copies / 4) * S / 100) << copies << " copies, tag " << tag;
+    }
+  }
+}
+
 TEST(IntraMachine, TwoOpsShareHostMemoryBySlowingDownAlike) {
   // CPU devices, D = 2: a reduction moves 3S, a broadcast 2S, each alone at H. Together each
   // runs at H/2; the broadcast ends at 4S/H, and the reduction, with S left, at 5S/H.
