@@ -29,35 +29,16 @@
 #include <gtest/gtest.h>
 
 #include "kernels/data/idx.h"
+#include "tests/shell_helpers.h"
 
 namespace poseidon::rt::live {
 
 inline const std::string kBin = POSEIDON_BINARY;
 inline const std::string kRoot = POSEIDON_SOURCE_DIR;
 
-struct Result {
-  int rc = -1;
-  std::string out;
-};
-
-// Runs a shell command to completion; stdout and stderr together.
-inline Result Shell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p)) r.out += buf;
-  const int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return r;
-}
-
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using Result = testing::ShellResult;
+using testing::ReadFile;
+using testing::Shell;
 
 // The float32 values of a raw parameter file (`launch --save-params`), in order.
 inline std::vector<float> ReadFloats(const std::string& path) {

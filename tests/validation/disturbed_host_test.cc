@@ -21,30 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "tests/shell_helpers.h"
+
 namespace {
 
-struct Result {
-  int rc = -1;
-  std::string out;
-};
-
-Result Shell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p)) r.out += buf;
-  const int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return r;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using Result = poseidon::testing::ShellResult;
+using poseidon::testing::ReadFile;
+using poseidon::testing::Shell;
 
 // One busy process per core, killed (by their ids) when this goes out of scope.
 class BusyProcesses {
