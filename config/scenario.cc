@@ -184,6 +184,7 @@ void ReadMachines(MapReader& c, ScenarioSpec* s) {
                           "interconnect",
                           s->client_per_device ? "device" : "machine", s->devices_per_machine));
   }
+  s->compute_scale = c.PositiveNumber("compute_scale", 1);
   s->placement = c.Choice("placement", {"colocated", "dedicated"}, "colocated") == "colocated"
                      ? ServerPlacement::kColocated
                      : ServerPlacement::kDedicated;

@@ -23,6 +23,7 @@
 //                                  # scenarios/interconnects/, or a mapping of its keys, with
 //                                  # `file:` to start from one: config/interconnect_loader.h);
 //                                  # CPU devices default to host memory at server_update_gbs
+//     compute_scale: 1.25          # optional: every device's compute times this (> 0; default 1)
 //     servers: 8                   # default: one shard per worker machine
 //     servers_per_machine: 1       # colocated: shards on each worker machine (instead of servers)
 //     placement: colocated         # colocated (shard j on worker machine j) | dedicated
@@ -133,6 +134,10 @@ struct ScenarioSpec {
   // timed. false (free, the default): not at all, as before; true (interconnect): as copies over
   // the machine's interconnect (cost/intra_machine.h: device to device, device to host).
   bool local_copies_timed = false;
+  // cluster.compute_scale: every device's compute (forward, backward, SFB rebuild) times this
+  // factor (> 0; 1 exactly when absent, which leaves every output as it was). What `poseidon
+  // reproduce` calibrates from a published 1-GPU figure (sim/reproduce.h).
+  double compute_scale = 1;
   // How a machine's devices are joined (devices_per_machine > 1; kind host for CPU devices when
   // the scenario says nothing).
   InterconnectSpec interconnect;

@@ -277,6 +277,8 @@ ComputeModel BuildComputeModel(const config::ScenarioSpec& s, const core::Model&
     c.set_pcie_bandwidth(s.device->pcie_bandwidth_Bps);
   }
   c.set_host_memory_bandwidth(s.server_update_Bps);
+  // cluster.compute_scale (1 when absent: no copy, every output as before).
+  if (s.compute_scale != 1.0) return c.ScaledBy(s.compute_scale);
   return c;
 }
 

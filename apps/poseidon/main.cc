@@ -27,6 +27,7 @@
 #include "apps/poseidon/models_command.h"
 #include "apps/poseidon/models_import_command.h"
 #include "apps/poseidon/plan_command.h"
+#include "apps/poseidon/reproduce_command.h"
 #include "apps/poseidon/train_command.h"
 #include "apps/poseidon/validate_command.h"
 #include "config/scenario.h"
@@ -286,6 +287,7 @@ int main(int argc, char** argv) {
   auto gpu_model_commands = poseidon::app::AddGpuModelCommands(app, &data_dir);
   auto validate_command = poseidon::app::AddValidateCommand(app, POSEIDON_DATA_DIR);
   auto compare_command = poseidon::app::AddCompareCommand(app, POSEIDON_DATA_DIR);
+  auto reproduce_command = poseidon::app::AddReproduceCommand(app);
   std::unique_ptr<poseidon::app::LiveCommands> live;
   try {
     live = poseidon::app::AddLiveCommands(app);
@@ -318,6 +320,7 @@ int main(int argc, char** argv) {
     if (const int rc = live->RunIfParsed(); rc >= 0) return rc;
     if (const int rc = poseidon::app::RunValidateCommand(*validate_command); rc >= 0) return rc;
     if (const int rc = poseidon::app::RunCompareCommand(*compare_command); rc >= 0) return rc;
+    if (const int rc = poseidon::app::RunReproduceCommand(*reproduce_command); rc >= 0) return rc;
     if (const int rc = poseidon::app::RunGpuModelCommands(*gpu_model_commands); rc >= 0) {
       return rc;
     }

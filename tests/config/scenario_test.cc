@@ -53,6 +53,19 @@ cluster:
     bandwidth_gbps: 10
 )";
 
+// cluster.compute_scale: 1 exactly when absent; a factor > 0 when given; <= 0 is one located line.
+TEST_F(ScenarioFile, ComputeScaleDefaultsToOneAndRejectsNonPositive) {
+  EXPECT_EQ(LoadScenarioFile(Write(kGood)).compute_scale, 1.0);
+  const std::string scaled = std::string(kGood) + "  compute_scale: 1.75\n";
+  EXPECT_EQ(LoadScenarioFile(Write(scaled)).compute_scale, 1.75);
+  for (const char* bad : {"0", "-2"}) {
+    const std::string e = Error(std::string(kGood) + "  compute_scale: " + bad + "\n");
+    EXPECT_NE(e.find("s.yaml:9:"), std::string::npos) << e;
+    EXPECT_NE(e.find("compute_scale"), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}
+
 TEST_F(ScenarioFile, GoodScenarioLoadsWithDefaults) {
   ScenarioSpec s = LoadScenarioFile(Write(kGood));
   EXPECT_EQ(s.workers, 4);

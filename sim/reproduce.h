@@ -1,0 +1,103 @@
+// sim/reproduce.h: published multi-machine measurements against the simulator (issue 36, part 3).
+// Reads measurement files (scenarios/measurements/*.yaml, schema in its README.md), simulates every
+// row on its setup's scenario, and reports the error per row and per set and system:
+//
+//   sim::ReproduceResult r = sim::RunReproduce({"scenarios/measurements/tf_docs_k80_distributed.yaml"},
+//                                              {}, 2);
+//   std::cout << sim::FormatReproduce(r, sim::OutputFormat::kTable);
+//
+// Only the one-GPU time is calibrated. A series is the rows of one file with the same (setup,
+// model, precision, batch_per_gpu, variant); its `calibration` row (1 GPU) fixes the compute
+// scale (cluster.compute_scale) at which the simulated 1-GPU throughput equals the published one
+// (to 1e-6 relative, found by a fixed-point iteration: throughput is close to 1 / scale); every
+// other row of the series is simulated with that scale and nothing else fitted. A series whose
+// figures are speedups (no 1-GPU throughput) keeps scale 1, and a row's predicted speedup is its
+// simulated throughput over the calibration row's.
+//
+// A row runs as `poseidon simulate SETUP_SCENARIO --set K=V...` with: cluster.machines,
+// cluster.devices_per_machine, model, batch_per_worker (= batch_per_gpu: a process per GPU),
+// cluster.precision (when the device can run the row's precision under the framework compute
+// model; an fp32 row whose device cannot keeps the scenario's compute model, a mixed-precision one
+// is skipped), cluster.servers (rows that state it, parameter-server systems), the system's keys
+// (SystemOverrides) and cluster.compute_scale; then the caller's overrides, which win.
+//
+// Rows that cannot run are kept with the reason (setup without a scenario, model not in the
+// library, a scenario that refuses the row's keys, a failed simulation); none is dropped silently.
+// Deterministic: the same files and overrides give byte-identical output whatever `threads`.
+// Bad input (unreadable or malformed file, unknown setup or system, a row without exactly one
+// figure) throws config::ConfigError with FILE:LINE:COLUMN.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/simulation.h"
+
+namespace poseidon::sim {
+
+// One row of a measurement file, as read (what the file says).
+struct MeasurementRow {
+  std::string file;  // the measurement file, as given
+  int line = 0;
+  std::string set;   // calibration | fit | heldout
+  std::string source, setup, system, model, precision, variant, transport;
+  int machines = 1;
+  int gpus_per_machine = 1;
+  int gpus = 1;
+  int64_t batch_per_gpu = 0;
+  int servers = 0;          // 0: not stated
+  bool is_speedup = false;  // the figure is a speedup over one machine (else samples/s)
+  double published = 0;
+  std::string scenario;     // the setup's scenario, resolved against the file; "" when none
+  std::string no_scenario;  // the setup's `scenario:` text when it names no file
+};
+
+// Reads one measurement file. Throws config::ConfigError (FILE:LINE:COLUMN) for bad input.
+std::vector<MeasurementRow> LoadMeasurementFile(const std::string& path);
+
+// The --set keys of a system id of the measurement files (on top of the setup's scenario):
+// ddp_nccl: DDP; horovod_nccl, horovod_mpi: Horovod (NCCL and MPI not told apart); both with a
+// machine's copies over its interconnect (cluster.local_copies) on machines of 2+ devices, as
+// `poseidon compare` runs them; tf_ps, tf_ps_vars_cpu: TensorFlow's parameter servers (whole
+// variables per server: scheme ps, placement by_size, no baseline); caffe_ps: the papers'
+// parameter server (`poseidon compare`'s ps_papers); single_gpu, single_machine, poseidon_*:
+// the scenario as it is. Empty `known` = false for an unknown id.
+std::vector<std::string> SystemOverrides(const std::string& system, int devices_per_machine,
+                                         bool* known);
+
+struct ReproduceRow {
+  MeasurementRow m;
+  bool ran = false;
+  std::string reason;                  // why not, when !ran
+  double compute_scale = 1;            // the series' calibrated scale
+  double predicted = 0;                // samples/s, or speedup for a speedup row
+  double error_pct = 0;                // 100 (predicted - published) / published
+  std::vector<std::string> overrides;  // the row's --set keys (the caller's last)
+};
+
+struct ReproduceSummary {
+  std::string group;  // "fit", "heldout", "fit, multi-machine", "system ddp_nccl", ...
+  int points = 0;
+  double median_abs_pct = 0;
+  double max_abs_pct = 0;
+  int optimistic = 0;  // predicted > published
+};
+
+struct ReproduceResult {
+  std::vector<std::string> files;
+  std::vector<std::string> overrides;
+  std::vector<ReproduceRow> rows;  // the files' order
+  std::vector<ReproduceSummary> summary;
+};
+
+ReproduceResult RunReproduce(const std::vector<std::string>& files,
+                             const std::vector<std::string>& overrides, int threads);
+
+// The summary of `rows` that ran and are not calibration rows: per set, per set on more than one
+// machine, per system.
+std::vector<ReproduceSummary> SummarizeReproduce(const std::vector<ReproduceRow>& rows);
+
+// kTable: rows, skipped rows with their reasons, the summary; kCsv: one line per row.
+std::string FormatReproduce(const ReproduceResult& r, OutputFormat format);
+
+}  // namespace poseidon::sim
