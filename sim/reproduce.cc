@@ -22,7 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using config::ConfigError;
-using config::MapReader;
 
 // As config's FindData looks a model name up: models/NAME.yaml in the scenario's folder or one
 // above it, then the built-in data folder.
@@ -38,9 +37,6 @@ bool ModelExists(const std::string& scenario, const std::string& model) {
                              ec);
 }
 
-bool IsCalibrationSystem(const std::string& s) {
-  return s == "single_gpu" || s == "single_machine";
-}
 
 // The series of a row: (file, setup, model, precision, batch_per_gpu, variant).
 using SeriesKey = std::tuple<std::string, std::string, std::string, std::string, int64_t,
@@ -64,7 +60,7 @@ std::vector<std::string> RowOverrides(const MeasurementRow& m, bool with_precisi
   const std::vector<std::string> sys = SystemOverrides(m.system, m.gpus_per_machine, &known);
   o.insert(o.end(), sys.begin(), sys.end());
   const bool ps = m.system == "tf_ps" || m.system == "tf_ps_vars_cpu" || m.system == "caffe_ps" ||
-                  IsCalibrationSystem(m.system);
+                  config::IsCalibrationSystem(m.system);
   if (m.servers > 0 && ps) o.push_back(fmt::format("cluster.servers={}", m.servers));
   return o;
 }
@@ -172,133 +168,11 @@ std::vector<std::string> SystemOverrides(const std::string& system, int devices_
     return {"protocol.baseline=null", "protocol.dwbp=false", "protocol.scheme=ps",
             "protocol.placement_policy=round_robin"};
   }
-  if (IsCalibrationSystem(system) || system.rfind("poseidon", 0) == 0) return {};
+  if (config::IsCalibrationSystem(system) || system.rfind("poseidon", 0) == 0) return {};
   *known = false;
   return {};
 }
 
-std::vector<MeasurementRow> LoadMeasurementFile(const std::string& path) {
-  const config::YamlFile f = config::YamlFile::Load(path);
-  if (!f.root().IsMap()) {
-    config::FailAt(f.root(), path,
-                   "a measurement file is a mapping with schema_version, sources, setups and "
-                   "measurements (scenarios/measurements/README.md)");
-  }
-  MapReader top(f.root(), path, "measurement file");
-  const int64_t version = top.Int("schema_version");
-  if (version != 1) top.FailKey("schema_version", fmt::format("schema_version {}; only 1 is known", version));
-  const YAML::Node sources = top.Node("sources");
-  if (!sources.IsMap()) config::FailAt(sources, path, "'sources' must be a mapping ID: {title, url, ...}");
-  const YAML::Node setups = top.Node("setups");
-  if (!setups.IsMap()) config::FailAt(setups, path, "'setups' must be a mapping ID: {scenario, ...}");
-  const YAML::Node rows = top.Node("measurements");
-  if (!rows.IsSequence()) config::FailAt(rows, path, "'measurements' must be a list of rows");
-  top.Finish();
-
-  struct Setup {
-    std::string scenario, no_scenario;
-    std::vector<std::string> systems;
-  };
-  std::map<std::string, Setup> known_setups;
-  for (const auto& kv : setups) {
-    const std::string id = kv.first.as<std::string>();
-    MapReader s(kv.second, path, "setup '" + id + "'");
-    const std::string scenario = s.String("scenario");
-    Setup st;
-    const bool file_like = scenario.size() > 5 && scenario.substr(scenario.size() - 5) == ".yaml" &&
-                           scenario.find(' ') == std::string::npos;
-    if (file_like) {
-      st.scenario = config::ResolvePath(path, scenario);
-      std::error_code ec;
-      if (!fs::is_regular_file(st.scenario, ec)) {
-        s.FailKey("scenario", fmt::format("scenario '{}' not found (resolved to {}); check the path",
-                                          scenario, st.scenario));
-      }
-    } else {
-      st.no_scenario = scenario;
-    }
-    const YAML::Node systems = s.OptionalNode("systems");
-    if (systems.IsMap()) {
-      for (const auto& sys : systems) st.systems.push_back(sys.first.as<std::string>());
-    }
-    for (const char* k : {"device", "device_published", "gpus_per_machine_max", "intra_machine",
-                          "network"}) {
-      s.Ignore(k);
-    }
-    s.Finish();
-    known_setups[id] = st;
-  }
-
-  std::vector<MeasurementRow> out;
-  int index = 0;
-  for (const YAML::Node& row : rows) {
-    ++index;
-    MapReader r(row, path, fmt::format("measurement row {}", index));
-    MeasurementRow m;
-    m.file = path;
-    m.line = r.Loc().line;
-    m.set = r.String("set");
-    if (m.set != "calibration" && m.set != "fit" && m.set != "heldout") {
-      r.FailKey("set", fmt::format("set '{}'; expected calibration, fit or heldout", m.set));
-    }
-    m.model = r.String("model");
-    m.setup = r.String("setup");
-    const auto st = known_setups.find(m.setup);
-    if (st == known_setups.end()) {
-      std::vector<std::string> ids;
-      std::string list;
-      for (const auto& [id, _] : known_setups) {
-        ids.push_back(id);
-        list += (list.empty() ? "" : ", ") + id;
-      }
-      const std::string hint = config::ClosestName(m.setup, ids);
-      r.FailKey("setup", fmt::format("unknown setup '{}'{}; this file's setups: {}", m.setup,
-                                     hint.empty() ? "" : " (did you mean '" + hint + "'?)", list));
-    }
-    m.scenario = st->second.scenario;
-    m.no_scenario = st->second.no_scenario;
-    m.system = r.String("system");
-    const auto& systems = st->second.systems;
-    bool mapped = false;
-    (void)SystemOverrides(m.system, 1, &mapped);
-    const bool listed = std::find(systems.begin(), systems.end(), m.system) != systems.end() ||
-                        IsCalibrationSystem(m.system);
-    if (!listed || !mapped) {
-      r.FailKey("system",
-                fmt::format("system '{}' {}", m.system,
-                            !listed ? "is not one of setup '" + m.setup + "''s systems (nor "
-                                      "single_gpu / single_machine)"
-                                    : "has no simulator keys (sim/reproduce.h SystemOverrides "
-                                      "lists the known ones)"));
-    }
-    m.machines = static_cast<int>(r.PositiveInt("machines"));
-    m.gpus_per_machine = static_cast<int>(r.PositiveInt("gpus_per_machine"));
-    m.gpus = static_cast<int>(r.PositiveInt("gpus"));
-    if (m.gpus != m.machines * m.gpus_per_machine) {
-      r.FailKey("gpus", fmt::format("gpus {} is not machines {} x gpus_per_machine {}", m.gpus,
-                                    m.machines, m.gpus_per_machine));
-    }
-    m.batch_per_gpu = r.PositiveInt("batch_per_gpu");
-    m.precision = r.Choice("precision", {"fp32", "fp16", "bf16", "tf32"}, "fp32");
-    m.variant = r.String("variant", "");
-    m.transport = r.String("transport", "");
-    m.servers = r.Has("servers") ? static_cast<int>(r.PositiveInt("servers")) : 0;
-    m.source = r.String("source");
-    const bool has_rate = r.Has("samples_per_s");
-    const bool has_speedup = r.Has("speedup");
-    if (has_rate == has_speedup) {
-      r.Fail(has_rate ? "a row gives one figure: samples_per_s or speedup, not both"
-                      : "a row without a figure: give samples_per_s (whole job) or speedup (over "
-                        "one machine)");
-    }
-    m.is_speedup = has_speedup;
-    m.published = has_rate ? r.PositiveNumber("samples_per_s") : r.PositiveNumber("speedup");
-    for (const char* k : {"ref", "transcribed_from", "note"}) r.Ignore(k);
-    r.Finish();
-    out.push_back(std::move(m));
-  }
-  return out;
-}
 
 std::vector<ReproduceSummary> SummarizeReproduce(const std::vector<ReproduceRow>& rows) {
   std::vector<std::pair<std::string, std::function<bool(const MeasurementRow&)>>> groups = {
@@ -343,7 +217,17 @@ ReproduceResult RunReproduce(const std::vector<std::string>& files,
   res.files = files;
   res.overrides = overrides;
   for (const std::string& f : files) {
-    for (MeasurementRow& m : LoadMeasurementFile(f)) res.rows.push_back({std::move(m)});
+    for (MeasurementRow& m : config::LoadClusterMeasurementFile(f)) {
+      bool mapped = false;
+      (void)SystemOverrides(m.system, 1, &mapped);
+      if (!mapped) {
+        config::FailAt(m.system_loc, fmt::format("system '{}' has no simulator keys "
+                                                 "(sim/reproduce.h SystemOverrides lists the "
+                                                 "known ones)",
+                                                 m.system));
+      }
+      res.rows.push_back({std::move(m)});
+    }
   }
   const int n = static_cast<int>(res.rows.size());
   std::vector<Prepared> prep(static_cast<size_t>(n));

@@ -31,29 +31,12 @@
 #include <string>
 #include <vector>
 
+#include "config/cluster_measurement_loader.h"
 #include "sim/simulation.h"
 
 namespace poseidon::sim {
 
-// One row of a measurement file, as read (what the file says).
-struct MeasurementRow {
-  std::string file;  // the measurement file, as given
-  int line = 0;
-  std::string set;   // calibration | fit | heldout
-  std::string source, setup, system, model, precision, variant, transport;
-  int machines = 1;
-  int gpus_per_machine = 1;
-  int gpus = 1;
-  int64_t batch_per_gpu = 0;
-  int servers = 0;          // 0: not stated
-  bool is_speedup = false;  // the figure is a speedup over one machine (else samples/s)
-  double published = 0;
-  std::string scenario;     // the setup's scenario, resolved against the file; "" when none
-  std::string no_scenario;  // the setup's `scenario:` text when it names no file
-};
-
-// Reads one measurement file. Throws config::ConfigError (FILE:LINE:COLUMN) for bad input.
-std::vector<MeasurementRow> LoadMeasurementFile(const std::string& path);
+using config::MeasurementRow;
 
 // The --set keys of a system id of the measurement files (on top of the setup's scenario):
 // ddp_nccl: DDP; horovod_nccl, horovod_mpi: Horovod (NCCL and MPI not told apart); both with a
