@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+from golden import check_goldens
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "models_show")
 
@@ -29,23 +31,9 @@ def main():
     ap.add_argument("--poseidon", required=True)
     ap.add_argument("--update", action="store_true")
     a = ap.parse_args()
-    bad = 0
     names = sorted(f[:-4] for f in os.listdir(GOLDEN) if f.endswith(".txt"))
-    for name in names:
-        path = os.path.join(GOLDEN, name + ".txt")
-        got = show(a.poseidon, name)
-        if a.update:
-            with open(path, "w") as f:
-                f.write(got)
-            continue
-        with open(path) as f:
-            want = f.read()
-        if got != want:
-            bad += 1
-            print("%s: `poseidon models show %s` differs from %s" % (name, name, path))
-    if not a.update:
-        print("%d of %d models print their golden output" % (len(names) - bad, len(names)))
-    return 1 if bad else 0
+    cases = {n: ("poseidon models show " + n, lambda n=n: show(a.poseidon, n)) for n in names}
+    return check_goldens(GOLDEN, cases, a.update, "models")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+from golden import check_goldens
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "plan")
 ALEXNET = "scenarios/experiments/paper2015_alexnet.yaml"
@@ -47,23 +49,10 @@ def main():
     ap.add_argument("--poseidon", required=True)
     ap.add_argument("--update", action="store_true")
     a = ap.parse_args()
-    bad = 0
-    for name, (scenario, overrides) in CASES.items():
-        path = os.path.join(GOLDEN, name + ".txt")
-        got = plan(a.poseidon, scenario, overrides)
-        if a.update:
-            with open(path, "w") as f:
-                f.write(got)
-            continue
-        with open(path) as f:
-            want = f.read()
-        if got != want:
-            bad += 1
-            print("%s: `poseidon plan %s%s` differs from %s" % (
-                name, scenario, "".join(" --set " + o for o in overrides), path))
-    if not a.update:
-        print("%d of %d plans print their golden output" % (len(CASES) - bad, len(CASES)))
-    return 1 if bad else 0
+    cases = {name: ("poseidon plan " + scenario + "".join(" --set " + o for o in overrides),
+                    lambda s=scenario, o=overrides: plan(a.poseidon, s, o))
+             for name, (scenario, overrides) in CASES.items()}
+    return check_goldens(GOLDEN, cases, a.update, "plans")
 
 
 if __name__ == "__main__":
