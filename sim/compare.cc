@@ -1,15 +1,14 @@
 #include "sim/compare.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
-#include <thread>
 
 #include <fmt/format.h>
 
+#include "sim/parallel.h"
 #include "sim/text_escape.h"
 
 namespace poseidon::sim {
@@ -170,31 +169,21 @@ CompareResult RunCompare(const std::string& scenario_file,
     }
   }
 
-  const int n = static_cast<int>(c.rows.size());
-  std::atomic<int> next{0};
-  auto work = [&]() {
-    for (;;) {
-      const int i = next.fetch_add(1);
-      if (i >= n) return;
-      CompareRow& row = c.rows[static_cast<size_t>(i)];
-      if (!specs[static_cast<size_t>(i)]) continue;
-      try {
-        row.result = SimulateScenario(*specs[static_cast<size_t>(i)], {});
-        if (row.result.deadlocked) {
-          row.reason = "the simulation deadlocked: " + row.result.deadlock_report;
-          while (!row.reason.empty() && row.reason.back() == '\n') row.reason.pop_back();
-        } else {
-          row.ran = true;
-        }
-      } catch (const std::exception& e) {
-        row.reason = e.what();
+  ParallelFor(static_cast<int>(c.rows.size()), threads, [&](int i) {
+    CompareRow& row = c.rows[static_cast<size_t>(i)];
+    if (!specs[static_cast<size_t>(i)]) return;
+    try {
+      row.result = SimulateScenario(*specs[static_cast<size_t>(i)], {});
+      if (row.result.deadlocked) {
+        row.reason = "the simulation deadlocked: " + row.result.deadlock_report;
+        while (!row.reason.empty() && row.reason.back() == '\n') row.reason.pop_back();
+      } else {
+        row.ran = true;
       }
+    } catch (const std::exception& e) {
+      row.reason = e.what();
     }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < std::max(1, std::min(threads, n)); ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  });
 
   const CompareRow* poseidon = nullptr;
   for (const CompareRow& row : c.rows) {

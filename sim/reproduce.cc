@@ -1,19 +1,18 @@
 #include "sim/reproduce.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
+#include "sim/parallel.h"
 #include "sim/text_escape.h"
 
 namespace poseidon::sim {
@@ -125,19 +124,6 @@ double Simulate(const MeasurementRow& m, const std::vector<std::string>& keys, d
   if (r.deadlocked) throw std::runtime_error("the simulation deadlocked");
   if (!(r.throughput > 0)) throw std::runtime_error("the simulation reports no throughput");
   return r.throughput;
-}
-
-// Runs `fn(i)` for i in [0, n) on up to `threads` threads.
-template <typename Fn>
-void ParallelFor(int n, int threads, Fn fn) {
-  std::atomic<int> next{0};
-  auto work = [&] {
-    for (int i = next++; i < n; i = next++) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < std::max(1, std::min(threads, n)); ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
 }
 
 double Median(std::vector<double> v) {

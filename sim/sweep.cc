@@ -1,14 +1,13 @@
 #include "sim/sweep.h"
 
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "sim/parallel.h"
 #include "sim/simulation.h"
 #include "sim/text_escape.h"
 
@@ -57,34 +56,24 @@ std::string RunSweep(const config::SweepSpec& sweep, const SweepOptions& options
 
   const int jobs = static_cast<int>(unique.size());
   std::vector<std::string> results(unique.size());
-  std::atomic<int> next{0};
   std::mutex mu;
   int done = 0;
-  auto work = [&]() {
-    for (;;) {
-      const int j = next.fetch_add(1);
-      if (j >= jobs) return;
-      const config::SweepPoint& p = sweep.points[static_cast<size_t>(unique[static_cast<size_t>(j)])];
-      std::string error;
-      ScenarioResult r;
-      try {
-        r = SimulateScenario(p.scenario, {});
-        if (r.deadlocked) error = "deadlock: " + r.deadlock_report;
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-      std::string row = CsvRow(r) + "," + CsvField(error);
-      std::lock_guard<std::mutex> lock(mu);
-      results[static_cast<size_t>(j)] = std::move(row);
-      ++done;
-      if (options.progress) options.progress(done, jobs);
+  ParallelFor(jobs, options.threads, [&](int j) {
+    const config::SweepPoint& p = sweep.points[static_cast<size_t>(unique[static_cast<size_t>(j)])];
+    std::string error;
+    ScenarioResult r;
+    try {
+      r = SimulateScenario(p.scenario, {});
+      if (r.deadlocked) error = "deadlock: " + r.deadlock_report;
+    } catch (const std::exception& e) {
+      error = e.what();
     }
-  };
-  std::vector<std::thread> pool;
-  const int n = std::max(1, std::min(options.threads, jobs));
-  for (int t = 1; t < n; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+    std::string row = CsvRow(r) + "," + CsvField(error);
+    std::lock_guard<std::mutex> lock(mu);
+    results[static_cast<size_t>(j)] = std::move(row);
+    ++done;
+    if (options.progress) options.progress(done, jobs);
+  });
 
   std::string out;
   if (n_shards > 1) {
