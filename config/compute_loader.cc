@@ -120,6 +120,10 @@ OptimizerKind ReadOptimizer(MapReader& r, const std::string& key) {
   return OptimizerFromName(r.Choice(key, {"sgd", "adam", "adamw", "lamb"}, "sgd"));
 }
 
+MemoryFormat ReadMemoryFormat(MapReader& r, const std::string& key) {
+  return MemoryFormatFromName(r.Choice(key, {"nchw", "nhwc"}, "nchw"));
+}
+
 int ReadCudnnVersion(MapReader& r) {
   const std::string v = r.String("cudnn_version");
   const int version = ParseCudnnVersion(v);

@@ -86,6 +86,8 @@ int ReadCudnnVersion(MapReader& r);
 // adamw | lamb), as Choice errors: located, with the choices.
 Precision ReadPrecision(MapReader& r, const std::string& key);
 OptimizerKind ReadOptimizer(MapReader& r, const std::string& key);
+// A measurement's memory_format (nchw | nhwc), a Choice error when unknown.
+MemoryFormat ReadMemoryFormat(MapReader& r, const std::string& key);
 // Why `device` cannot run `precision` (empty when it can): tf32 and bf16 need the tensor-core
 // figure of that precision (Ampere and later); fp16 a tensor-core or fp16_tflops figure.
 std::string PrecisionUnsupported(const DeviceSpec& device, Precision precision);

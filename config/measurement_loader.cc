@@ -56,6 +56,7 @@ PublishedTimings Read(const YamlFile& f) {
   t.url = r.String("url", "");
   t.framework = r.String("framework", "");
   t.fp32_runs_tf32 = r.Bool("fp32_runs_tf32", false);
+  if (r.Has("memory_format")) t.memory_format = ReadMemoryFormat(r, "memory_format");
   const YAML::Node rows = r.Node("measurements");
   if (!rows.IsSequence() || rows.size() == 0) {
     FailAt(rows, f.path(), "'measurements' must be a non-empty list of rows; add one mapping "
@@ -71,6 +72,8 @@ PublishedTimings Read(const YamlFile& f) {
     row.library = m.String("cudnn", "");
     row.batch = m.PositiveInt("batch");
     row.input = m.Has("input") ? m.PositiveInt("input") : 0;
+    row.memory_format =
+        m.Has("memory_format") ? ReadMemoryFormat(m, "memory_format") : t.memory_format;
     ReadRowTime(m, &row);
     if (m.Has("bwd_from_total")) {
       const double total = m.PositiveNumber("bwd_from_total");

@@ -23,7 +23,9 @@
 // (sequence length, for a transformer run at another length than its file's) and ref (where in
 // the source). Such rows are priced by the `framework` compute model. File key fp32_runs_tf32:
 // true says the framework let cuDNN and cuBLAS run fp32 work as TF32 on Ampere and later (NGC
-// containers do unless NVIDIA_TF32_OVERRIDE=0): those rows are priced as tf32 there.
+// containers do unless NVIDIA_TF32_OVERRIDE=0): those rows are priced as tf32 there. Key
+// memory_format (nchw | nhwc, default nchw), in the file or a row (the row's wins): the layout
+// the convolutions ran in (config::MemoryFormat).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +51,7 @@ struct PublishedTiming {
   Precision precision = Precision::kFp32;
   OptimizerKind optimizer = OptimizerKind::kSgd;
   int64_t tokens = 0;  // 0 = the model file's sequence length
+  MemoryFormat memory_format = MemoryFormat::kNchw;  // the row's, else the file's
   std::string ref;
   bool fit = false;  // `set: fit` (else held out)
   core::SourceLoc loc;
@@ -57,6 +60,7 @@ struct PublishedTiming {
 struct PublishedTimings {
   std::string source, url, framework;
   bool fp32_runs_tf32 = false;
+  MemoryFormat memory_format = MemoryFormat::kNchw;
   std::vector<PublishedTiming> rows;
   core::SourceLoc loc;
 };

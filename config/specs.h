@@ -222,6 +222,19 @@ inline const char* PrecisionName(Precision p) { return kPrecisionNames[static_ca
 enum class OptimizerKind { kSgd, kAdam, kLamb };
 inline constexpr const char* kOptimizerNames[] = {"sgd", "adam", "lamb"};
 
+// The layout a published measurement's convolutions ran in (measurement files' memory_format):
+// nchw, PyTorch's and TensorFlow's default, or nhwc (PyTorch's channels_last, MXNet's and
+// Paddle's NHWC layouts). Recorded with each row; no compute model prices it (docs/gpu_model.md:
+// transposes around NCHW tensor-core convolutions were tried and the fit rows rejected them).
+enum class MemoryFormat { kNchw, kNhwc };
+inline constexpr const char* kMemoryFormatNames[] = {"nchw", "nhwc"};
+inline const char* MemoryFormatName(MemoryFormat f) {
+  return kMemoryFormatNames[static_cast<int>(f)];
+}
+inline MemoryFormat MemoryFormatFromName(const std::string& name) {
+  return name == "nhwc" ? MemoryFormat::kNhwc : MemoryFormat::kNchw;
+}
+
 // A precision or optimizer by name (a name already checked against the choices; an unknown one
 // gives fp32 / sgd). "adamw" prices as adam (the same pass); "unknown" (a published row that
 // does not say) as sgd.

@@ -160,7 +160,8 @@ void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& 
     }
   }
   if (c.csv) {
-    out << "set,file,model,device,precision,priced_as,batch,tokens,optimizer,iteration_ms,"
+    out << "set,file,model,device,precision,priced_as,batch,tokens,optimizer,memory_format,"
+           "iteration_ms,"
            "pred_iteration_ms,pred_fwd_ms,pred_bwd_ms,error\n";
   } else {
     out << fmt::format("{} compute model against the whole-iteration rows of {} files\n",
@@ -174,10 +175,11 @@ void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& 
     const std::string set = r.fit ? "fit" : "heldout";
     const std::string priced = config::PrecisionName(e.c->device.precision);
     if (c.csv) {
-      out << fmt::format("{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.4f}\n", set,
-                         std::filesystem::path(r.loc.file).filename().string(), r.model,
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.4f}\n",
+                         set, std::filesystem::path(r.loc.file).filename().string(), r.model,
                          r.device, config::PrecisionName(r.precision), priced, r.batch, r.tokens,
-                         config::kOptimizerNames[static_cast<int>(r.optimizer)], r.iteration_ms,
+                         config::kOptimizerNames[static_cast<int>(r.optimizer)],
+                         config::MemoryFormatName(r.memory_format), r.iteration_ms,
                          e.iteration_ms, e.fwd_ms, e.bwd_ms, e.total_err);
     } else {
       out << fmt::format("{:<8} {:<11} {:<14} {:<6} {:>5} {:>5} {:>11.2f} {:>11.2f} {:>8}\n", set,
