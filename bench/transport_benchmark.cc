@@ -25,6 +25,7 @@
 #include "real_runtime/frame.h"
 #include "real_runtime/frame_mac.h"
 #include "real_runtime/handshake.h"
+#include "real_runtime/loopback_push.h"
 #include "real_runtime/tls_files.h"
 #include "real_runtime/transport.h"
 
@@ -36,44 +37,8 @@ using asio::ip::tcp;
 constexpr size_t kMessageFloats = (4u << 20) / sizeof(float);  // 4 MiB per message
 constexpr int kMessages = 256;                                   // 1 GiB per iteration
 
-// An io_context on its own thread.
-struct Loop {
-  Loop() : guard(asio::make_work_guard(io)), thread([this] { io.run(); }) {}
-  ~Loop() {
-    guard.reset();
-    io.stop();
-    thread.join();
-  }
-  template <typename F>
-  void Run(F&& f) {
-    std::promise<void> done;
-    asio::post(io, [&] {
-      f();
-      done.set_value();
-    });
-    done.get_future().wait();
-  }
-  asio::io_context io;
-  asio::executor_work_guard<asio::io_context::executor_type> guard;
-  std::thread thread;
-};
-
-struct Latch {
-  std::mutex mu;
-  std::condition_variable cv;
-  int64_t count = 0;
-  void Add(int64_t n = 1) {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      count += n;
-    }
-    cv.notify_all();
-  }
-  void WaitFor(int64_t n) {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return count >= n; });
-  }
-};
+using Loop = TransportLoop;
+using Latch = CountLatch;
 
 // One TLS identity for every benchmark, made once.
 TlsFiles Identity() {
@@ -132,64 +97,10 @@ void BM_RawSocketStream(benchmark::State& state) {
 }
 BENCHMARK(BM_RawSocketStream)->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// 1 GiB of 4 MiB pushes through Transport; arg 0 = plain TCP, 1 = TLS.
-// A sender and a receiver Transport connected over loopback, each on its own loop; Push(n)
-// sends n copies of one message and returns when all arrived.
-class PushPair {
- public:
-  PushPair(bool tls, size_t floats) {
-    m_.type = core::MsgType::kPushGrad;
-    m_.from = 1;
-    m_.to = 0;
-    m_.data = std::make_shared<std::vector<float>>(floats, 1.0f);
-    m_.payload_bytes = static_cast<int64_t>(floats * sizeof(float));
-    TransportCallbacks rcb;
-    rcb.on_peer_up = [this](int) { up_.Add(); };
-    rcb.on_message = [this](core::Message msg) {
-      benchmark::DoNotOptimize(msg.data->data());
-      received_.Add();
-    };
-    TransportCallbacks scb;
-    scb.on_peer_up = [this](int) { up_.Add(); };
-    scb.on_sent = [this](const core::Message&) { Pump(); };
-    uint16_t port = 0;
-    receiver_loop_.Run([&] {
-      receiver_ = std::make_unique<Transport>(receiver_loop_.io, 0, Options(tls), rcb);
-      port = receiver_->Listen("127.0.0.1", 0);
-    });
-    sender_loop_.Run([&] {
-      sender_ = std::make_unique<Transport>(sender_loop_.io, 1, Options(tls), scb);
-      sender_->Connect(0, "127.0.0.1", port);
-    });
-    up_.WaitFor(2);
-  }
-  ~PushPair() {
-    sender_loop_.Run([&] { sender_.reset(); });
-    receiver_loop_.Run([&] { receiver_.reset(); });
-  }
-  void Push(int n) {
-    target_ += n;
-    sender_loop_.Run([&] {
-      remaining_ = n;
-      Pump();
-    });
-    received_.WaitFor(target_);
-  }
-
- private:
-  void Pump() {
-    while (remaining_ > 0 && sender_->Send(m_)) --remaining_;
-  }
-  Loop sender_loop_, receiver_loop_;
-  Latch up_, received_;
-  std::unique_ptr<Transport> sender_, receiver_;
-  core::Message m_;
-  int remaining_ = 0;
-  int64_t target_ = 0;
-};
-
+// 1 GiB of 4 MiB pushes through Transport (real_runtime/loopback_push.h); arg 0 = plain TCP,
+// 1 = TLS.
 void BM_TransportPush(benchmark::State& state) {
-  PushPair pair(state.range(0) != 0, kMessageFloats);
+  LoopbackPush pair(Options(state.range(0) != 0), kMessageFloats);
   for (auto _ : state) pair.Push(kMessages);
   state.SetBytesProcessed(state.iterations() * kMessages * kMessageFloats * sizeof(float));
 }
@@ -200,16 +111,9 @@ BENCHMARK(BM_TransportPush)->Arg(0)->Arg(1)->Iterations(3)->UseRealTime()->Unit(
 // loopback TCP stack included) per message of the given payload size, plain TCP. What an emulated
 // cluster's processes spend per message on the cores they share (scenarios/networks/emulated_*:
 // host_message_us and host_ns_per_byte are fitted to these counters, docs/performance.md).
-double ProcessCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 void BM_TransportMessageCpu(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
-  PushPair pair(false, std::max<size_t>(1, bytes / sizeof(float)));
+  LoopbackPush pair(Options(false), std::max<size_t>(1, bytes / sizeof(float)));
   // About 64 MiB or 4,000 messages per iteration, whichever is more messages.
   const int n = static_cast<int>(std::max<size_t>(4000, (64u << 20) / std::max<size_t>(bytes, 1)));
   pair.Push(n);  // warm: connection, buffers, pools

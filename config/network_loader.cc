@@ -9,27 +9,6 @@
 namespace poseidon::config {
 namespace {
 
-std::map<std::string, std::string> StringMap(const YAML::Node& node, const std::string& file,
-                                             const std::string& what) {
-  if (!node.IsMap()) {
-    FailAt(node, file,
-           fmt::format("'{}' must be a mapping of strings, e.g. '{}: {{date: \"...\"}}'", what,
-                       what));
-  }
-  std::map<std::string, std::string> m;
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    std::string key = AsString(it->first, file, fmt::format("{} key", what));
-    if (it->second.IsScalar()) {
-      m[key] = AsString(it->second, file, fmt::format("{} '{}'", what, key));
-    } else {
-      YAML::Emitter e;
-      e << YAML::Flow << it->second;
-      m[key] = e.c_str();
-    }
-  }
-  return m;
-}
-
 NetworkFileSpec ReadNetworkFile(const YamlFile& f);
 
 }  // namespace
@@ -108,9 +87,9 @@ NetworkFileSpec ReadNetworkFile(const YamlFile& f) {
     r.Fail("network file has no 'provenance'; say where the figures come from (date, command, "
            "host), e.g. 'provenance: {source: \"datasheet\"}'");
   }
-  s.provenance = StringMap(r.Node("provenance"), file, "provenance");
+  s.provenance = ReadStringMap(r.Node("provenance"), file, "provenance");
   YAML::Node meas = r.OptionalNode("measurements");
-  if (meas.IsDefined() && !meas.IsNull()) s.measurements = StringMap(meas, file, "measurements");
+  if (meas.IsDefined() && !meas.IsNull()) s.measurements = ReadStringMap(meas, file, "measurements");
   r.Finish();
   return s;
 }

@@ -231,6 +231,27 @@ std::string AsString(const YAML::Node& n, const std::string& file, const std::st
   return n.Scalar();
 }
 
+std::map<std::string, std::string> ReadStringMap(const YAML::Node& node, const std::string& file,
+                                                 const std::string& what) {
+  if (!node.IsMap()) {
+    FailAt(node, file,
+           fmt::format("'{}' must be a mapping of strings, e.g. '{}: {{date: \"...\"}}'", what,
+                       what));
+  }
+  std::map<std::string, std::string> m;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    std::string key = AsString(it->first, file, fmt::format("{} key", what));
+    if (it->second.IsScalar()) {
+      m[key] = AsString(it->second, file, fmt::format("{} '{}'", what, key));
+    } else {
+      YAML::Emitter e;
+      e << YAML::Flow << it->second;
+      m[key] = e.c_str();
+    }
+  }
+  return m;
+}
+
 std::string MapReader::String(const std::string& key) {
   return AsString(Get(key, "a string"), file_, key);
 }

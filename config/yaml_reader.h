@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -134,6 +135,11 @@ int64_t AsInt(const YAML::Node& n, const std::string& file, const std::string& w
 double AsNumber(const YAML::Node& n, const std::string& file, const std::string& what);
 bool AsBool(const YAML::Node& n, const std::string& file, const std::string& what);
 std::string AsString(const YAML::Node& n, const std::string& file, const std::string& what);
+
+// A mapping of strings (a file's provenance or measurements); a value that is not a scalar is kept
+// as its YAML flow text. A node that is not a mapping is a located error naming `what`.
+std::map<std::string, std::string> ReadStringMap(const YAML::Node& node, const std::string& file,
+                                                 const std::string& what);
 
 // "Did you mean" suggestions (core/names.h).
 using core::ClosestName;

@@ -90,29 +90,6 @@ pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int ke
   return pid;
 }
 
-// Runs argv to completion and returns its stdout (trimmed); throws ConfigError on failure.
-std::string Capture(const std::vector<std::string>& argv, const std::string& what) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw ConfigError("error: pipe failed");
-  const pid_t pid = Spawn(argv, fds[1], -1, -1);
-  ::close(fds[1]);
-  std::string out;
-  char buf[256];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw ConfigError(fmt::format("error: {} failed (see the message above)", what));
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
 // Whether the scenario file or a --set names `cluster.KEY` (devices or devices_per_machine, two
 // forms of one count), so that a flag overrides the form in use.
 bool NamesClusterKey(const std::string& file, const std::vector<std::string>& overrides,
@@ -171,6 +148,29 @@ std::string Describe(int status) {
 }
 
 }  // namespace
+
+std::string Capture(const std::vector<std::string>& argv, const std::string& what) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw ConfigError("error: pipe failed");
+  const pid_t pid = Spawn(argv, fds[1], -1, -1);
+  ::close(fds[1]);
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw ConfigError(fmt::format("error: {} failed (see the message above)", what));
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
 
 int RunLaunch(const LaunchOptions& o) {
   std::vector<std::string> overrides = o.overrides;

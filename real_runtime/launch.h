@@ -68,4 +68,9 @@ struct LaunchOptions {
 // config::ConfigError when the scenario cannot be read or the log folder cannot be made.
 int RunLaunch(const LaunchOptions& options);
 
+// Runs argv to completion (its stderr is this process's) and returns its stdout, trimmed; throws
+// config::ConfigError "error: WHAT failed (see the message above)" when it cannot run or exits
+// non-zero.
+std::string Capture(const std::vector<std::string>& argv, const std::string& what);
+
 }  // namespace poseidon::rt

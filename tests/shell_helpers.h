@@ -1,5 +1,5 @@
 // tests/shell_helpers.h: what the tests that run the `poseidon` binary share: run a shell command
-// and read a file back.
+// and read or write a file.
 #pragma once
 
 #include <sys/wait.h>
@@ -33,6 +33,10 @@ inline std::string ReadFile(const std::string& path) {
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
+}
+
+inline void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
 }
 
 }  // namespace poseidon::testing

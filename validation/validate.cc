@@ -21,6 +21,7 @@
 #include "validation/host_load.h"
 #include "validation/network_replay.h"
 #include "validation/summary.h"
+#include "validation/testbed_keys.h"
 #include "validation/trace_pace.h"
 #include "validation/trace_reader.h"
 
@@ -54,8 +55,11 @@ struct Config {
   config::ScenarioSpec sim_scenario;                        // with --sim-set on top
 };
 
+// `extra` (the testbed keys) go between the configuration's --set and the user's --sim-set.
 config::ScenarioSpec WithSimOverrides(const std::string& file, std::vector<std::string> overrides,
-                                      const ValidateOptions& o) {
+                                      const ValidateOptions& o,
+                                      const std::vector<std::string>& extra = {}) {
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
   overrides.insert(overrides.end(), o.sim_overrides.begin(), o.sim_overrides.end());
   return config::LoadScenarioFile(file, overrides);
 }
@@ -189,16 +193,104 @@ LiveTraces ReadLive(const std::string& dir, const config::ScenarioSpec& s, bool 
   return t;
 }
 
+
+// Which testbed keys the simulator charges: the network files' (nothing to do), a file's or
+// measured here (both replace each emulated configuration's CPU keys on the simulator's side).
+struct TestbedKeysChoice {
+  std::string file;  // "" for the network files' own
+  TestbedKeys keys;
+};
+
+TestbedKeysChoice ChooseTestbedKeys(const ValidateOptions& o, std::vector<Config>* configs,
+                                    const std::string& base_file) {
+  TestbedKeysChoice k;
+  if (o.testbed_keys == "files") return k;
+  if (o.testbed_keys == "measure") {
+    if (!o.emulate) {
+      throw ConfigError("error: --testbed-keys measure needs the emulated cluster (the kernel's CPU "
+                        "per byte is measured over its links); drop --loopback or give a file");
+    }
+    std::vector<double> rates;
+    for (const Config& c : *configs) {
+      if (c.sim_scenario.network.host_cores <= 0) continue;
+      const double g = c.sim_scenario.network.host_bandwidth_Bps * 8 / 1e9;
+      if (std::find(rates.begin(), rates.end(), g) == rates.end()) rates.push_back(g);
+    }
+    std::sort(rates.begin(), rates.end());
+    fmt::print(stderr, "validate: measuring the testbed's keys on this host ({} rate{})\n",
+               rates.size(), rates.size() == 1 ? "" : "s");
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) throw ConfigError("/proc/self/exe: error: cannot find this program: " + ec.message());
+    k.keys = MeasureTestbedKeys(rates, o.netns_script, exe.string(), o.command,
+                                [](const std::string& m) { fmt::print(stderr, "  {}\n", m); });
+    k.file = o.work_dir + "/testbed_keys.yaml";
+    std::ofstream out(k.file, std::ios::binary);
+    WriteTestbedKeys(k.keys, out);
+    if (!out) throw ConfigError(k.file + ": error: cannot write the measured testbed keys");
+    fmt::print(stderr, "validate: testbed keys measured, written to {}\n", k.file);
+  } else {
+    k.file = o.testbed_keys;
+    k.keys = LoadTestbedKeys(k.file);
+  }
+  for (Config& c : *configs) {
+    if (c.sim_scenario.network.host_cores <= 0) continue;
+    const double g = c.sim_scenario.network.host_bandwidth_Bps * 8 / 1e9;
+    c.sim_scenario = WithSimOverrides(base_file, c.overrides, o, TestbedKeyOverrides(k.keys, g, k.file));
+  }
+  return k;
+}
+
+// The testbed keys each configuration was charged, grouped by network and rate.
+class TestbedKeysTally {
+ public:
+  TestbedKeysTally(const std::vector<Config>& configs, const TestbedKeysChoice& choice) {
+    for (const Config& c : configs) {
+      TestbedKeysUsed u;
+      if (!KeysUsed(c.sim_scenario, choice.file, choice.file.empty() ? nullptr : &choice.keys, &u)) {
+        index_.push_back(-1);
+        continue;
+      }
+      int found = -1;
+      for (size_t e = 0; e < entries_.size(); ++e) {
+        const TestbedKeysUsed& v = entries_[e].used;
+        if (v.network == u.network && v.gbps == u.gbps && v.message_us == u.message_us &&
+            v.ns_per_byte == u.ns_per_byte && v.kernel_ns_per_byte == u.kernel_ns_per_byte &&
+            v.wakeup_us == u.wakeup_us && v.handoff_us == u.handoff_us) {
+          found = static_cast<int>(e);
+        }
+      }
+      if (found < 0) {
+        found = static_cast<int>(entries_.size());
+        entries_.push_back({std::move(u), {}, 0});
+      }
+      ++entries_[static_cast<size_t>(found)].configurations;
+      index_.push_back(found);
+    }
+  }
+  // A live run's workers' traces: its wake-ups and hand-offs.
+  void AddRun(size_t config, const std::vector<std::vector<TraceRecord>>& workers, int64_t warmup) {
+    if (index_[config] < 0) return;
+    for (const auto& w : workers) AddHostLatencies(w, warmup, &entries_[static_cast<size_t>(index_[config])].live);
+  }
+  const std::vector<TestbedKeysEntry>& entries() const { return entries_; }
+
+ private:
+  std::vector<TestbedKeysEntry> entries_;
+  std::vector<int> index_;  // per configuration, its entry (-1: not an emulated host)
+};
+
 }  // namespace
 
 int RunValidate(const ValidateOptions& o) {
   if (o.repeat < 1) throw ConfigError(fmt::format("error: --repeat must be >= 1, got {}", o.repeat));
   std::string base_file;
   std::vector<std::string> axes;
-  const std::vector<Config> configs = Configurations(o, &base_file, &axes);
+  std::vector<Config> configs = Configurations(o, &base_file, &axes);
   std::error_code ec;
   fs::create_directories(o.work_dir, ec);
   if (ec) throw ConfigError(o.work_dir + ": error: cannot create the work folder: " + ec.message());
+  const TestbedKeysChoice keys = ChooseTestbedKeys(o, &configs, base_file);
   const bool runs = o.repeat > 1;
 
   if (o.rerun_disturbed < 0) {
@@ -222,6 +314,7 @@ int RunValidate(const ValidateOptions& o) {
   std::vector<std::string> names;
   for (const Config& c : configs) names.push_back(c.name);
   Tally tally(names, o.repeat);
+  TestbedKeysTally testbed(configs, keys);
   int failures = 0;
   bool first_row = true;
   for (int run = 1; run <= o.repeat; ++run) {
@@ -322,6 +415,7 @@ int RunValidate(const ValidateOptions& o) {
           live = ReadLive(dir, s, !o.reuse_live);
           meas = IterationPaceFromTraces(live.workers, s.workers, s.warmup_iterations, s.iterations,
                                          s.consistency == "bsp");
+          testbed.AddRun(i, live.workers, s.warmup_iterations);
         } catch (const TraceError& e) {
           meas = Pace{false, e.what()};
         }
@@ -380,8 +474,10 @@ int RunValidate(const ValidateOptions& o) {
       }
     }
   }
-  json += "]," + tally.JsonTail(failures) + "}\n";
-  const std::string summary = tally.Text(failures);
+  const HostIdentity here = ThisHost();
+  json += "]," + tally.JsonTail(failures) + ",\"testbed_keys\":" +
+          TestbedKeysJson(testbed.entries(), here) + "}\n";
+  const std::string summary = tally.Text(failures) + TestbedKeysText(testbed.entries(), here);
   if (o.csv.empty()) {
     std::cout << csv;
   } else {

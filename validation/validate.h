@@ -13,7 +13,8 @@
 // it (validation/trace_pace.h). Reports measured and predicted iteration time (mean and spread
 // over the measured iterations), the error, the network model's error on the run's own traffic
 // (validation/network_replay.h), and the median and largest absolute error
-// (validation/summary.h). Each live run records what the host did meanwhile (DIR/host.txt) and
+// (validation/summary.h), then the testbed's keys it charged and where they came from
+// (validation/testbed_keys.h). Each live run records what the host did meanwhile (DIR/host.txt) and
 // is judged a faithful emulation or not by one rule (validation/host_load.h); the CSV and JSON
 // say so per run, the summary reports the faithful runs apart and lists the others with why.
 #pragma once
@@ -47,6 +48,13 @@ struct ValidateOptions {
   double wait_quiet_s = 0;
   // A live run judged not faithful is run again, up to this many times; the last one counts.
   int rerun_disturbed = 0;
+  // The emulated hosts' CPU keys on the simulator's side (validation/testbed_keys.h): "files"
+  // (the network files' own), "measure" (measured on this host before predicting, written to
+  // WORK_DIR/testbed_keys.yaml) or the path of a testbed keys file measured earlier. Whichever,
+  // the summary says which keys were charged, where they came from and what the live runs
+  // showed of the wake-up and hand-off.
+  std::string testbed_keys = "files";
+  std::string command;  // the command line, for the provenance of measured keys
 };
 
 // Runs every configuration; returns 0, 1 when some run could not be compared, 130 when

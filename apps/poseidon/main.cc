@@ -22,6 +22,7 @@
 #include "apps/poseidon/calibrate_command.h"
 #include "apps/poseidon/compare_command.h"
 #include "apps/poseidon/evaluate_command.h"
+#include "apps/poseidon/goodput_command.h"
 #include "apps/poseidon/gpu_model_command.h"
 #include "apps/poseidon/live_command.h"
 #include "apps/poseidon/models_command.h"
@@ -286,6 +287,7 @@ int main(int argc, char** argv) {
   auto calibrate_commands = poseidon::app::AddCalibrateCommands(app, &data_dir);
   auto gpu_model_commands = poseidon::app::AddGpuModelCommands(app, &data_dir);
   auto validate_command = poseidon::app::AddValidateCommand(app, POSEIDON_DATA_DIR);
+  auto goodput_command = poseidon::app::AddGoodputCommand(app);
   auto compare_command = poseidon::app::AddCompareCommand(app, POSEIDON_DATA_DIR);
   auto reproduce_command = poseidon::app::AddReproduceCommand(app);
   std::unique_ptr<poseidon::app::LiveCommands> live;
@@ -318,7 +320,8 @@ int main(int argc, char** argv) {
       return rc;
     }
     if (const int rc = live->RunIfParsed(); rc >= 0) return rc;
-    if (const int rc = poseidon::app::RunValidateCommand(*validate_command); rc >= 0) return rc;
+    if (const int rc = poseidon::app::RunValidateCommand(*validate_command, argc, argv); rc >= 0) return rc;
+    if (const int rc = poseidon::app::RunGoodputCommand(*goodput_command); rc >= 0) return rc;
     if (const int rc = poseidon::app::RunCompareCommand(*compare_command); rc >= 0) return rc;
     if (const int rc = poseidon::app::RunReproduceCommand(*reproduce_command); rc >= 0) return rc;
     if (const int rc = poseidon::app::RunGpuModelCommands(*gpu_model_commands); rc >= 0) {

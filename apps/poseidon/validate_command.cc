@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "apps/poseidon/cli_checks.h"
+#include "calibration/provenance.h"
 #include "config/yaml_reader.h"
 #include "validation/draw.h"
 #include "validation/validate.h"
@@ -64,13 +65,18 @@ std::shared_ptr<ValidateCommand> AddValidateCommand(CLI::App& app, const std::st
   v->add_option("--rerun-disturbed", o.rerun_disturbed,
                 "run a live run that was not faithful again, up to N times (the last one counts)")
       ->check(AtLeast(0));
+  v->add_option("--testbed-keys", o.testbed_keys,
+                 "the emulated hosts' CPU keys the simulator charges: 'files' (the network files'), "
+                 "'measure' (measure them on this host first: root, a minute or two per link rate) "
+                 "or a testbed keys file an earlier measure wrote (validation/testbed_keys.h)")
+      ->capture_default_str();
   v->add_flag("--loopback{false}", o.emulate,
               "run live over loopback instead of an emulated cluster (no root needed; the network "
               "is then not the scenario's)");
   return c;
 }
 
-int RunValidateCommand(const ValidateCommand& c) {
+int RunValidateCommand(const ValidateCommand& c, int argc, const char* const* argv) {
   if (!c.app->parsed()) return -1;
   if (c.draw_count != 0) {
     try {
@@ -87,6 +93,7 @@ int RunValidateCommand(const ValidateCommand& c) {
   }
   validation::ValidateOptions o = c.options;
   o.netns_script = c.data_dir + "/../scripts/netns-run";
+  o.command = calibration::JoinCommandLine(argc, argv);
   return validation::RunValidate(o);
 }
 

@@ -3,7 +3,7 @@
 // the work is in validation/ (validate.h, draw.h).
 //
 //   auto validate = AddValidateCommand(app);          // before parsing
-//   if (int rc = RunValidateCommand(*validate); rc >= 0) return rc;   // after
+//   if (int rc = RunValidateCommand(*validate, argc, argv); rc >= 0) return rc;   // after
 #pragma once
 
 #include <memory>
@@ -20,6 +20,6 @@ struct ValidateCommand;
 std::shared_ptr<ValidateCommand> AddValidateCommand(CLI::App& app, const std::string& data_dir);
 // Runs it when it was parsed and returns its exit code; -1 when it was not given. Bad input
 // throws config::ConfigError.
-int RunValidateCommand(const ValidateCommand& c);
+int RunValidateCommand(const ValidateCommand& c, int argc, const char* const* argv);
 
 }  // namespace poseidon::app

@@ -38,6 +38,7 @@ inline const std::string kRoot = POSEIDON_SOURCE_DIR;
 
 using Result = testing::ShellResult;
 using testing::ReadFile;
+using testing::WriteFile;
 using testing::Shell;
 
 // The float32 values of a raw parameter file (`launch --save-params`), in order.

@@ -717,6 +717,45 @@ TEST_F(LiveTest, ValidateRepeatsEveryConfigurationAndSummarisesTheMedians) {
     EXPECT_EQ(refused.rc, 1) << refused.out;
     EXPECT_NE(refused.out.find(why), std::string::npos) << refused.out;
   }
+  // The testbed keys: the summary says which were charged and where they came from, and what the
+  // live runs showed of the wake-up; a testbed keys file replaces the files' CPU keys on the
+  // simulator's side (a message 100x dearer: a slower prediction of the same runs).
+  EXPECT_NE(r.out.find("Testbed keys (what the simulator charged for the emulated hosts):"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("scenarios/networks/emulated_1gbit.yaml"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("host_message_us 7.40,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the live runs: wake-up "), std::string::npos) << r.out;
+  EXPECT_NE(ReadFile(dir + "/v.json").find("\"testbed_keys\":[{\"network\":"), std::string::npos);
+  WriteFile(dir + "/keys.yaml",
+            "schema_version: 1\nhost_message_us: 740\nhost_ns_per_byte: 1.037\n"
+            "host_kernel_ns_per_byte: [{bandwidth_gbps: 1, ns_per_byte: 1.043}]\n"
+            "provenance: {cpu: \"a test\", cores: \"2\"}\n");
+  Result keyed = Shell(base + "--reuse-live --testbed-keys " + dir + "/keys.yaml --work-dir " + dir +
+                       "/v -o " + dir + "/keyed.csv");
+  ASSERT_EQ(keyed.rc, 0) << keyed.out;
+  std::istringstream csv3(ReadFile(dir + "/keyed.csv"));
+  std::string row1k;
+  std::getline(csv3, header);
+  std::getline(csv3, row1k);
+  EXPECT_EQ(field(row1k, 4), field(row1, 4)) << row1k;
+  EXPECT_GT(std::stod(field(row1k, 6)), std::stod(field(row1, 6))) << row1k;
+  EXPECT_NE(keyed.out.find(dir + "/keys.yaml (message and kernel CPU"), std::string::npos) << keyed.out;
+  EXPECT_NE(keyed.out.find("host_message_us 740.00,"), std::string::npos) << keyed.out;
+  EXPECT_NE(keyed.out.find("measured on a test, 2 cores"), std::string::npos) << keyed.out;
+  EXPECT_NE(keyed.out.find("another kind of machine"), std::string::npos) << keyed.out;
+  WriteFile(dir + "/bad-keys.yaml", "schema_version: 1\nhost_message_us: 7\nhost_ns_per_byte: 1\n"
+                                    "host_kernel_ns_per_byte: [{bandwidth_gbps: 10, ns_per_byte: 1}]\n"
+                                    "provenance: {}\n");
+  Result wrong_rate = Shell(base + "--reuse-live --testbed-keys " + dir + "/bad-keys.yaml --work-dir " +
+                            dir + "/v -o " + dir + "/x.csv");
+  EXPECT_EQ(wrong_rate.rc, 2) << wrong_rate.out;
+  EXPECT_NE(wrong_rate.out.find("bad-keys.yaml: error: no host_kernel_ns_per_byte for links of 1 "
+                                "Gbit/s (the file has 10 Gbit/s)"),
+            std::string::npos) << wrong_rate.out;
+  Result loopback_measure = Shell(base + "--testbed-keys measure --work-dir " + dir + "/m");
+  EXPECT_EQ(loopback_measure.rc, 2) << loopback_measure.out;
+  EXPECT_NE(loopback_measure.out.find("--testbed-keys measure needs the emulated cluster"),
+            std::string::npos) << loopback_measure.out;
   Result bad = Shell(kBin + " validate x.yaml --repeat 0");
   EXPECT_EQ(bad.rc, 105) << bad.out;
   EXPECT_NE(bad.out.find("--repeat: must be a whole number >= 1, got '0'"), std::string::npos)

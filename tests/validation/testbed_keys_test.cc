@@ -1,0 +1,189 @@
+// The testbed's keys (validation/testbed_keys.h): the file format and its located errors, the
+// overrides per link rate, the message-CPU fit, the wake-up and hand-off read from traces, where
+// the shipped files' keys came from, and one real measurement of the live transport's CPU.
+#include "validation/testbed_keys.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/scenario.h"
+#include "core/trace.h"
+
+namespace poseidon::validation {
+namespace {
+
+const char* kKeys = R"(schema_version: 1
+host_message_us: 4.18
+host_ns_per_byte: 0.66
+host_kernel_ns_per_byte:
+  - {bandwidth_gbps: 1, ns_per_byte: 0.54}
+  - {bandwidth_gbps: 0.1, ns_per_byte: 0.261}
+provenance: {cpu: "Intel(R) Xeon(R) Processor", cores: "2", date: "2026-12-04T10:00:00Z"}
+)";
+
+std::string ErrorOf(const std::string& text) {
+  try {
+    ParseTestbedKeys(text, "keys.yaml");
+  } catch (const config::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TestbedKeys, ReadsWhatItWrites) {
+  const TestbedKeys k = ParseTestbedKeys(kKeys, "keys.yaml");
+  EXPECT_DOUBLE_EQ(k.host_message_us, 4.18);
+  EXPECT_DOUBLE_EQ(k.host_ns_per_byte, 0.66);
+  ASSERT_EQ(k.kernel_ns_per_byte.size(), 2u);
+  EXPECT_DOUBLE_EQ(k.kernel_ns_per_byte.at(0.1), 0.261);
+  EXPECT_EQ(k.provenance.at("cores"), "2");
+  TestbedKeys m = k;
+  m.measurements["message_cpu"] = "256 B 4.5 us: a \"quoted\" figure";
+  std::ostringstream out;
+  WriteTestbedKeys(m, out);
+  const TestbedKeys back = ParseTestbedKeys(out.str(), "written.yaml");
+  EXPECT_EQ(back.host_message_us, m.host_message_us);
+  EXPECT_EQ(back.host_ns_per_byte, m.host_ns_per_byte);
+  EXPECT_EQ(back.kernel_ns_per_byte, m.kernel_ns_per_byte);
+  EXPECT_EQ(back.measurements, m.measurements);
+  EXPECT_EQ(back.provenance, m.provenance);
+}
+
+TEST(TestbedKeys, BadFilesAreOneLocatedLine) {
+  std::string e = ErrorOf("schema_version: 1\nhost_message_us: 4\nhost_ns_per_byte: 1\n"
+                          "host_kernel_ns_per_byte: []\nprovenance: {}\n");
+  EXPECT_NE(e.find("keys.yaml:4:"), std::string::npos) << e;
+  EXPECT_NE(e.find("one per link rate"), std::string::npos) << e;
+  e = ErrorOf("schema_version: 1\nhost_message_us: -4\nhost_ns_per_byte: 1\n"
+              "host_kernel_ns_per_byte: [{bandwidth_gbps: 1, ns_per_byte: 1}]\nprovenance: {}\n");
+  EXPECT_NE(e.find("keys.yaml:2:"), std::string::npos) << e;
+  e = ErrorOf("schema_version: 1\nhost_message_us: 4\nhost_ns_per_byte: 1\n"
+              "host_kernel_ns_per_byte:\n  - {bandwidth_gbps: 1, ns_per_byte: 1}\n"
+              "  - {bandwidth_gbps: 1.0, ns_per_byte: 2}\nprovenance: {}\n");
+  EXPECT_NE(e.find("keys.yaml:6:"), std::string::npos) << e;
+  EXPECT_NE(e.find("a second figure for 1 Gbit/s"), std::string::npos) << e;
+  e = ErrorOf("schema_version: 1\nhost_message_us: 4\nhost_ns_per_byte: 1\n"
+              "host_kernel_ns_per_byte: [{bandwidth_gbps: 1, ns_per_byte: 1}]\n");
+  EXPECT_NE(e.find("no 'provenance'"), std::string::npos) << e;
+  e = ErrorOf("schema_version: 1\nhost_message_us: 4\nhost_ns_per_byte: 1\nhost_mesage_us: 3\n"
+              "host_kernel_ns_per_byte: [{bandwidth_gbps: 1, ns_per_byte: 1}]\nprovenance: {}\n");
+  EXPECT_NE(e.find("unknown key 'host_mesage_us'"), std::string::npos) << e;
+  EXPECT_THROW(LoadTestbedKeys("/nonexistent/keys.yaml"), config::ConfigError);
+}
+
+TEST(TestbedKeys, OverridesTakeTheLinkRatesFigure) {
+  const TestbedKeys k = ParseTestbedKeys(kKeys, "keys.yaml");
+  const std::vector<std::string> o = TestbedKeyOverrides(k, 0.1, "keys.yaml");
+  ASSERT_EQ(o.size(), 3u);
+  EXPECT_EQ(o[0], "cluster.network.host_message_us=4.18");
+  EXPECT_EQ(o[1], "cluster.network.host_ns_per_byte=0.66");
+  EXPECT_EQ(o[2], "cluster.network.host_kernel_ns_per_byte=0.261");
+  try {
+    TestbedKeyOverrides(k, 10, "keys.yaml");
+    FAIL() << "a rate the file does not have";
+  } catch (const config::ConfigError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("keys.yaml: error: no host_kernel_ns_per_byte for links of 10 Gbit/s"),
+              std::string::npos) << w;
+    EXPECT_NE(w.find("0.1, 1 Gbit/s"), std::string::npos) << w;
+  }
+}
+
+TEST(TestbedKeys, TheFitRecoversTwoTerms) {
+  std::vector<MessageCpuPoint> p;
+  for (int64_t b : {256, 4096, 65536, 1 << 20}) p.push_back({b, 4.0 + 0.66e-3 * static_cast<double>(b)});
+  const auto [c, ns] = FitMessageCpu(p);
+  EXPECT_NEAR(c, 4.0, 1e-9);
+  EXPECT_NEAR(ns, 0.66, 1e-9);
+  EXPECT_THROW(FitMessageCpu({{256, 4.0}}), std::invalid_argument);
+  EXPECT_THROW(FitMessageCpu({{256, 4.0}, {256, 5.0}}), std::invalid_argument);
+  EXPECT_THROW(FitMessageCpu({{256, 0.0}, {4096, 5.0}}), std::invalid_argument);
+}
+
+TraceRecord Task(int64_t ts_us, int64_t dur_us, int64_t clock, int lane = core::kLaneCompute) {
+  TraceRecord r;
+  r.kind = TraceRecordKind::kTask;
+  r.thread.actor = 1;
+  r.thread.lane = lane;
+  r.tid = core::TraceThreadId(1, 0, lane);
+  r.ts = ts_us * 1000;
+  r.dur = dur_us * 1000;
+  r.clock = clock;
+  return r;
+}
+
+TEST(TestbedKeys, WakeUpsAndHandOffsAreReadAsTheScriptReadsThem) {
+  // (start, duration) in us; a task is seen at start + duration. Each task but the first starts
+  // before its predecessor is seen (handed over early), so its predecessor's modelled end is its
+  // start.
+  //   a [0, 100), b [50, 150), c [120, 170), d [140, 180), e [145, 195)
+  //   (a, b, c): b's end 120 > seen(a) 100: b's thread slept to it, a wake-up 150 - 120 = 30
+  //   (b, c, d): c's end 140 <= seen(b) 150: a hand-off seen(c) - seen(b) = 20
+  //   (c, d, e): d's end 145 <= seen(c) 170: a hand-off seen(d) - seen(c) = 10
+  std::vector<TraceRecord> t = {Task(0, 100, 2), Task(50, 100, 2), Task(120, 50, 2),
+                                Task(140, 40, 3), Task(145, 50, 3)};
+  t.push_back(Task(60, 200, 2, core::kLaneCopy));  // another lane: ignored
+  HostLatencySamples s;
+  AddHostLatencies(t, 2, &s);
+  ASSERT_EQ(s.wakeup_us.size(), 1u);
+  EXPECT_DOUBLE_EQ(s.wakeup_us[0], 30);
+  ASSERT_EQ(s.handoff_us.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.handoff_us[0], 20);
+  EXPECT_DOUBLE_EQ(s.handoff_us[1], 10);
+  // A task not handed over early (it starts after its predecessor was seen) has no modelled end.
+  HostLatencySamples late;
+  AddHostLatencies({Task(0, 100, 2), Task(50, 100, 2), Task(160, 10, 2)}, 2, &late);
+  EXPECT_TRUE(late.wakeup_us.empty() && late.handoff_us.empty());
+  // The warm-up clocks are left out: only d and e remain, no three tasks.
+  HostLatencySamples warm;
+  AddHostLatencies(t, 3, &warm);
+  EXPECT_TRUE(warm.wakeup_us.empty() && warm.handoff_us.empty());
+}
+
+TEST(TestbedKeys, TheShippedFilesSayWhereTheirKeysWereMeasured) {
+  const config::ScenarioSpec s =
+      config::LoadScenarioFile(std::string(POSEIDON_SOURCE_DIR) + "/scenarios/validation/mlp_1g.yaml", {});
+  TestbedKeysUsed u;
+  ASSERT_TRUE(KeysUsed(s, "", nullptr, &u));
+  EXPECT_DOUBLE_EQ(u.gbps, 1);
+  EXPECT_DOUBLE_EQ(u.message_us, 7.4);
+  EXPECT_EQ(u.measured_on.cpu, "AMD EPYC");
+  EXPECT_EQ(u.measured_on.cores, 2);
+  EXPECT_FALSE(u.measured_date.empty());
+  TestbedKeysEntry e{u, {}, 3};
+  const HostIdentity same{"AMD EPYC", 2, "Linux 6.1"};
+  const HostIdentity other{"Intel(R) Xeon(R) Processor", 2, "Linux 6.1"};
+  EXPECT_EQ(TestbedKeysText({e}, same).find("another kind of machine"), std::string::npos);
+  EXPECT_NE(TestbedKeysText({e}, other).find("another kind of machine"), std::string::npos);
+  EXPECT_NE(TestbedKeysJson({e}, other).find("\"same_kind_as_this_host\":false"), std::string::npos);
+
+  const TestbedKeys k = ParseTestbedKeys(kKeys, "keys.yaml");
+  const config::ScenarioSpec m = config::LoadScenarioFile(
+      std::string(POSEIDON_SOURCE_DIR) + "/scenarios/validation/mlp_1g.yaml",
+      TestbedKeyOverrides(k, 1, "keys.yaml"));
+  ASSERT_TRUE(KeysUsed(m, "keys.yaml", &k, &u));
+  EXPECT_DOUBLE_EQ(u.message_us, 4.18);
+  EXPECT_DOUBLE_EQ(u.kernel_ns_per_byte, 0.54);
+  EXPECT_EQ(u.measured_on.cpu, "Intel(R) Xeon(R) Processor");
+  EXPECT_NE(u.source.find("keys.yaml"), std::string::npos);
+
+  // A real cluster's network charges no host CPU: no testbed keys.
+  const config::ScenarioSpec real =
+      config::LoadScenarioFile(std::string(POSEIDON_SOURCE_DIR) + "/scenarios/demo.yaml", {});
+  EXPECT_FALSE(KeysUsed(real, "", nullptr, &u));
+}
+
+TEST(TestbedKeys, TheLiveTransportsMessageCpuIsMeasured) {
+  // A real measurement (loopback TCP, this process's CPU): it says nothing about speed, only
+  // that every size costs something and a 1 MiB message more than a 256 B one.
+  const std::vector<MessageCpuPoint> p = MeasureMessageCpu(1, 4 << 20);
+  ASSERT_EQ(p.size(), 4u);
+  for (const MessageCpuPoint& x : p) EXPECT_GT(x.us_per_message, 0) << x.bytes;
+  EXPECT_GT(p.back().us_per_message, p.front().us_per_message);
+}
+
+}  // namespace
+}  // namespace poseidon::validation

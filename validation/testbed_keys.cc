@@ -1,0 +1,423 @@
+#include "validation/testbed_keys.h"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "calibration/provenance.h"
+#include "config/compute_loader.h"
+#include "config/network_loader.h"
+#include "config/yaml_reader.h"
+#include "real_runtime/launch.h"
+#include "real_runtime/loopback_push.h"
+#include "sim/text_escape.h"
+#include "validation/host_load.h"
+#include "validation/summary.h"
+
+namespace poseidon::validation {
+namespace {
+
+using config::ConfigError;
+
+constexpr int kSchemaVersion = 1;
+
+bool SameRate(double a, double b) { return std::fabs(a - b) <= 1e-6 * std::max(a, b); }
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Interrupt + softirq ticks of /proc/stat so far.
+int64_t KernelTicks() {
+  HostSample s;
+  std::string error;
+  if (!ParseProcStat(ReadText("/proc/stat"), &s, &error)) {
+    throw ConfigError("/proc/stat: error: " + error + "; the kernel CPU is measured from it");
+  }
+  return s.cpu.irq + s.cpu.softirq;
+}
+
+double Mean(const std::vector<double>& v) {
+  if (v.empty()) return NAN;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+TestbedKeys ReadKeys(const config::YamlFile& f) {
+  const std::string& file = f.path();
+  config::MapReader r(f.root(), file, "testbed keys file");
+  const int64_t version = r.Int("schema_version");
+  if (version != kSchemaVersion) {
+    r.FailKey("schema_version", fmt::format("testbed keys file schema_version {} is not supported; "
+                                            "this build reads version {}",
+                                            version, kSchemaVersion));
+  }
+  TestbedKeys k;
+  k.host_message_us = r.PositiveNumber("host_message_us");
+  k.host_ns_per_byte = r.NonNegativeNumber("host_ns_per_byte", 0);
+  if (!r.Has("host_ns_per_byte")) {
+    r.Fail("testbed keys file has no 'host_ns_per_byte' (the process CPU per payload byte); "
+           "measure it with 'poseidon validate --testbed-keys measure'");
+  }
+  const YAML::Node rates = r.Node("host_kernel_ns_per_byte");
+  if (!rates.IsSequence() || rates.size() == 0) {
+    config::FailAt(rates, file,
+                   "'host_kernel_ns_per_byte' must be a list of {bandwidth_gbps: G, ns_per_byte: N}, "
+                   "one per link rate, e.g. '- {bandwidth_gbps: 1, ns_per_byte: 0.54}'");
+  }
+  for (const YAML::Node& n : rates) {
+    config::MapReader e(n, file, "host_kernel_ns_per_byte entry");
+    const double gbps = e.PositiveNumber("bandwidth_gbps");
+    const double ns = e.NonNegativeNumber("ns_per_byte", 0);
+    if (!e.Has("ns_per_byte")) e.Fail("entry has no 'ns_per_byte'");
+    e.Finish();
+    for (const auto& [g, _] : k.kernel_ns_per_byte) {
+      if (SameRate(g, gbps)) {
+        config::FailAt(n, file, fmt::format("a second figure for {:g} Gbit/s; give one per rate", gbps));
+      }
+    }
+    k.kernel_ns_per_byte[gbps] = ns;
+  }
+  const YAML::Node meas = r.OptionalNode("measurements");
+  if (meas.IsDefined() && !meas.IsNull()) {
+    k.measurements = config::ReadStringMap(meas, file, "measurements");
+  }
+  if (!r.Has("provenance")) {
+    r.Fail("testbed keys file has no 'provenance'; say where the figures were measured (cpu, "
+           "cores, kernel, date), as 'poseidon validate --testbed-keys measure' writes it");
+  }
+  k.provenance = config::ReadStringMap(r.Node("provenance"), file, "provenance");
+  r.Finish();
+  return k;
+}
+
+std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
+
+std::string Identity(const HostIdentity& h) {
+  if (h.cpu.empty()) return "a machine not named";
+  return fmt::format("{}, {} cores{}", h.cpu, h.cores, h.kernel.empty() ? "" : ", " + h.kernel);
+}
+
+bool SameKind(const HostIdentity& a, const HostIdentity& b) {
+  return !a.cpu.empty() && a.cpu == b.cpu && a.cores == b.cores;
+}
+
+int ParseCores(const std::string& s) {
+  try {
+    return std::stoi(s);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+std::string Get(const std::map<std::string, std::string>& m, const std::string& key) {
+  const auto it = m.find(key);
+  return it == m.end() ? "" : it->second;
+}
+
+std::string LatencyText(const std::vector<double>& v) {
+  if (v.empty()) return "no samples";
+  return fmt::format("mean {:.1f} us, median {:.1f} us ({} samples)", Mean(v), Median(v), v.size());
+}
+
+}  // namespace
+
+HostIdentity ThisHost() {
+  HostIdentity h;
+  h.cpu = calibration::CpuModelName();
+  h.cores = calibration::LogicalCores();
+  utsname u{};
+  if (uname(&u) == 0) h.kernel = fmt::format("{} {}", u.sysname, u.release);
+  return h;
+}
+
+TestbedKeys LoadTestbedKeys(const std::string& path) {
+  return ReadKeys(config::YamlFile::Load(path));
+}
+
+TestbedKeys ParseTestbedKeys(const std::string& text, const std::string& name) {
+  return ReadKeys(config::YamlFile::Parse(text, name));
+}
+
+void WriteTestbedKeys(const TestbedKeys& k, std::ostream& out) {
+  using config::YamlScalarNumber;
+  using config::YamlScalarString;
+  out << "# The emulated testbed's keys, measured on one host. Format: validation/testbed_keys.h.\n"
+      << "schema_version: " << kSchemaVersion << "\n"
+      << "host_message_us: " << YamlScalarNumber(k.host_message_us) << "\n"
+      << "host_ns_per_byte: " << YamlScalarNumber(k.host_ns_per_byte) << "\n"
+      << "host_kernel_ns_per_byte:\n";
+  for (const auto& [gbps, ns] : k.kernel_ns_per_byte) {
+    out << "  - {bandwidth_gbps: " << YamlScalarNumber(gbps) << ", ns_per_byte: "
+        << YamlScalarNumber(ns) << "}\n";
+  }
+  if (!k.measurements.empty()) {
+    out << "measurements:\n";
+    for (const auto& [key, v] : k.measurements) {
+      out << "  " << YamlScalarString(key) << ": " << YamlScalarString(v) << "\n";
+    }
+  }
+  out << "provenance:" << (k.provenance.empty() ? " {}" : "") << "\n";
+  for (const auto& [key, v] : k.provenance) {
+    out << "  " << YamlScalarString(key) << ": " << YamlScalarString(v) << "\n";
+  }
+}
+
+std::vector<std::string> TestbedKeyOverrides(const TestbedKeys& k, double gbps,
+                                             const std::string& source) {
+  const double* kernel = nullptr;
+  std::string rates;
+  for (const auto& [g, ns] : k.kernel_ns_per_byte) {
+    if (SameRate(g, gbps)) kernel = &ns;
+    rates += fmt::format("{}{:g}", rates.empty() ? "" : ", ", g);
+  }
+  if (kernel == nullptr) {
+    throw ConfigError(fmt::format(
+        "{}: error: no host_kernel_ns_per_byte for links of {:g} Gbit/s (the file has {} Gbit/s); "
+        "measure this host at that rate with 'poseidon validate --testbed-keys measure'",
+        source, gbps, rates));
+  }
+  return {fmt::format("cluster.network.host_message_us={}", config::YamlScalarNumber(k.host_message_us)),
+          fmt::format("cluster.network.host_ns_per_byte={}", config::YamlScalarNumber(k.host_ns_per_byte)),
+          fmt::format("cluster.network.host_kernel_ns_per_byte={}", config::YamlScalarNumber(*kernel))};
+}
+
+std::pair<double, double> FitMessageCpu(const std::vector<MessageCpuPoint>& points) {
+  // Minimise sum ((c + b x_i) / t_i - 1)^2: weighted least squares with weights 1 / t_i^2.
+  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+  for (const MessageCpuPoint& p : points) {
+    if (!(p.us_per_message > 0)) throw std::invalid_argument("a message CPU figure must be > 0");
+    const double w = 1.0 / (p.us_per_message * p.us_per_message);
+    const double x = static_cast<double>(p.bytes);
+    s00 += w;
+    s01 += w * x;
+    s11 += w * x * x;
+    r0 += w * p.us_per_message;
+    r1 += w * x * p.us_per_message;
+  }
+  const double det = s00 * s11 - s01 * s01;
+  if (points.size() < 2 || !(std::fabs(det) > 1e-12 * s00 * s11)) {
+    throw std::invalid_argument("the fit needs at least two messages of different sizes");
+  }
+  const double c = (r0 * s11 - r1 * s01) / det;
+  const double b = (s00 * r1 - s01 * r0) / det;
+  return {c, b * 1e3};  // b is us per byte
+}
+
+std::vector<MessageCpuPoint> MeasureMessageCpu(int reps, int64_t round_bytes) {
+  rt::TransportOptions o;
+  o.job_id = "testbed-keys";
+  o.secret = "testbed-keys-measurement-secret-0123456789";
+  o.logger = std::make_shared<spdlog::logger>("testbed-keys",
+                                              std::make_shared<spdlog::sinks::null_sink_mt>());
+  std::vector<MessageCpuPoint> out;
+  for (const int64_t bytes : {int64_t{256}, int64_t{4096}, int64_t{65536}, int64_t{1} << 20}) {
+    rt::LoopbackPush pair(o, static_cast<size_t>(bytes) / sizeof(float));
+    const int n = static_cast<int>(std::max<int64_t>(4000, round_bytes / bytes));
+    pair.Push(n);  // warm: connection, buffers, pools
+    std::vector<double> us;
+    for (int r = 0; r < std::max(1, reps); ++r) {
+      const double c0 = rt::ProcessCpuSeconds();
+      pair.Push(n);
+      us.push_back(1e6 * (rt::ProcessCpuSeconds() - c0) / n);
+    }
+    out.push_back({bytes, Median(us)});
+  }
+  return out;
+}
+
+double MeasureKernelNsPerByte(double gbps, const std::string& netns_script, const std::string& exe,
+                              int reps, std::vector<std::string>* evidence,
+                              const MeasureProgress& progress) {
+  // 20 s of traffic at the rate, within 64 MiB .. 512 MiB (jiffies are 10 ms: a slow link's
+  // figure is coarse); 1 MiB for the setup. Messages of 1 MiB, as scripts/host-cpu-check moves.
+  const int64_t big = std::clamp<int64_t>(static_cast<int64_t>(gbps * 1e9 / 8 * 20) >> 20,
+                                          64, 512) << 20;
+  const int64_t small = int64_t{1} << 20;
+  const std::string rate = fmt::format("{}kbit", static_cast<int64_t>(gbps * 1e6));
+  auto transfer = [&](int64_t bytes) {
+    const std::string common = fmt::format("--mib {} --message-kib 1024", bytes >> 20);
+    const int64_t before = KernelTicks();
+    rt::Capture({"/bin/bash", netns_script, "-n", "2", "--rate", rate, "--cmd",
+                 fmt::format("{} transport-goodput --listen 7000 {}", exe, common), "--cmd",
+                 fmt::format("{} transport-goodput --connect 10.77.0.1:7000 {}", exe, common)},
+                fmt::format("moving {} MiB between two emulated machines at {:g} Gbit/s ({} -n 2 "
+                            "--rate {})",
+                            bytes >> 20, gbps, netns_script, rate));
+    return KernelTicks() - before;
+  };
+  const double tick_s = 1.0 / static_cast<double>(TicksPerSecond());
+  std::vector<double> per_byte;
+  for (int r = 0; r < std::max(1, reps); ++r) {
+    if (progress) progress(fmt::format("kernel CPU at {:g} Gbit/s, run {} of {}", gbps, r + 1, reps));
+    const int64_t base = transfer(small);
+    const int64_t full = transfer(big);
+    const double ns = 1e9 * tick_s * static_cast<double>(full - base) /
+                      static_cast<double>(big - small);
+    per_byte.push_back(std::max(0.0, ns));
+    evidence->push_back(fmt::format("{} MiB: {} ticks, 1 MiB: {} ticks -> {:.3f} ns/B", big >> 20,
+                                    full, base, ns));
+  }
+  return Median(per_byte);
+}
+
+TestbedKeys MeasureTestbedKeys(const std::vector<double>& rates_gbps,
+                               const std::string& netns_script, const std::string& exe,
+                               const std::string& command, const MeasureProgress& progress) {
+  TestbedKeys k;
+  if (progress) progress("process CPU per message of the live transport over loopback");
+  const std::vector<MessageCpuPoint> points = MeasureMessageCpu();
+  const auto [c, b] = FitMessageCpu(points);
+  k.host_message_us = std::max(c, 1e-3);
+  k.host_ns_per_byte = std::max(b, 0.0);
+  std::string msg, fit;
+  for (const MessageCpuPoint& p : points) {
+    msg += fmt::format("{}{} B {:.2f} us", msg.empty() ? "" : ", ", p.bytes, p.us_per_message);
+    fit += fmt::format("{}{:+.1f}%", fit.empty() ? "" : ", ",
+                       100 * ((k.host_message_us + k.host_ns_per_byte * 1e-3 * static_cast<double>(p.bytes)) /
+                                  p.us_per_message - 1));
+  }
+  k.measurements["message_cpu"] =
+      fmt::format("process CPU per message (median of 3 rounds): {}; fit relative error {}", msg, fit);
+  for (double g : rates_gbps) {
+    std::vector<std::string> evidence;
+    k.kernel_ns_per_byte[g] = MeasureKernelNsPerByte(g, netns_script, exe, 3, &evidence, progress);
+    std::string text;
+    for (const std::string& e : evidence) text += (text.empty() ? "" : "; ") + e;
+    k.measurements[fmt::format("kernel_cpu_{:g}_gbps", g)] =
+        fmt::format("interrupt + softirq ticks of /proc/stat (median of {}): {}", evidence.size(), text);
+  }
+  k.provenance = calibration::CollectProvenance(command);
+  const HostIdentity h = ThisHost();
+  k.provenance["kernel"] = h.kernel;
+  k.provenance["method"] =
+      "validation/testbed_keys.h: the live transport's process CPU per message over loopback "
+      "(256 B .. 1 MiB) fitted as c + b x bytes on relative error; the kernel's interrupt + softirq "
+      "CPU per byte between two emulated machines at each rate (a large transfer minus 1 MiB)";
+  return k;
+}
+
+void AddHostLatencies(const std::vector<TraceRecord>& events, int64_t warmup_clock,
+                      HostLatencySamples* out) {
+  std::map<int64_t, std::vector<const TraceRecord*>> lanes;  // by tid
+  for (const TraceRecord& e : events) {
+    if (e.kind != TraceRecordKind::kTask || e.thread.lane != core::kLaneCompute) continue;
+    if (e.clock < warmup_clock) continue;
+    lanes[e.tid].push_back(&e);
+  }
+  for (auto& [tid, tasks] : lanes) {
+    std::stable_sort(tasks.begin(), tasks.end(),
+                     [](const TraceRecord* x, const TraceRecord* y) { return x->ts < y->ts; });
+    for (size_t i = 0; i + 2 < tasks.size(); ++i) {
+      const TraceRecord& a = *tasks[i];
+      const TraceRecord& b = *tasks[i + 1];
+      const TraceRecord& c = *tasks[i + 2];
+      const core::TimeNs seen_a = a.ts + a.dur, seen_b = b.ts + b.dur;
+      if (!(b.ts < seen_a && c.ts < seen_b)) continue;  // b or c not handed over early
+      const core::TimeNs end_b = c.ts;
+      if (end_b > seen_a) {
+        out->wakeup_us.push_back(static_cast<double>(seen_b - end_b) / 1e3);
+      } else {
+        out->handoff_us.push_back(static_cast<double>(seen_b - seen_a) / 1e3);
+      }
+    }
+  }
+}
+
+bool KeysUsed(const config::ScenarioSpec& s, const std::string& keys_file, const TestbedKeys* keys,
+              TestbedKeysUsed* out) {
+  const config::NetworkSpec& n = s.network;
+  if (n.host_cores <= 0) return false;
+  TestbedKeysUsed u;
+  u.network = s.network_file.empty() ? "the scenario's network" : s.network_file;
+  u.gbps = n.host_bandwidth_Bps * 8 / 1e9;
+  u.message_us = n.host_message_ns / 1e3;
+  u.ns_per_byte = n.host_ns_per_byte;
+  u.kernel_ns_per_byte = n.host_kernel_ns_per_byte;
+  u.wakeup_us = n.host_wakeup_ns / 1e3;
+  u.handoff_us = n.host_handoff_ns / 1e3;
+  std::map<std::string, std::string> prov;
+  std::string prefix;
+  if (keys != nullptr) {
+    prov = keys->provenance;
+    u.source = fmt::format("{} (message and kernel CPU; wake-up and hand-off from {})", keys_file,
+                           u.network);
+  } else if (!s.network_file.empty()) {
+    prov = config::LoadNetworkFile(s.network_file).provenance;
+    // The host keys may have been measured apart from the link (host_keys_*); else the link's.
+    prefix = prov.count("host_keys_cpu") ? "host_keys_" : "";
+    u.source = s.network_file;
+  } else {
+    u.source = "the scenario's network (no file, no provenance)";
+  }
+  u.measured_on.cpu = Get(prov, prefix + "cpu");
+  u.measured_on.cores = ParseCores(Get(prov, prefix + "cores"));
+  u.measured_on.kernel = Get(prov, prefix + "kernel");
+  u.measured_date = Get(prov, prefix + "date");
+  *out = std::move(u);
+  return true;
+}
+
+std::string TestbedKeysText(const std::vector<TestbedKeysEntry>& entries, const HostIdentity& here) {
+  if (entries.empty()) return "";
+  std::string t = "\nTestbed keys (what the simulator charged for the emulated hosts):\n";
+  for (const TestbedKeysEntry& e : entries) {
+    const TestbedKeysUsed& u = e.used;
+    t += fmt::format("  {:g} Gbit/s, {} configuration{}: {}\n", u.gbps, e.configurations,
+                     e.configurations == 1 ? "" : "s", u.source);
+    t += fmt::format("    measured on {}{}\n", Identity(u.measured_on),
+                     u.measured_date.empty() ? "" : ", " + u.measured_date);
+    t += fmt::format("    host_message_us {}, host_ns_per_byte {}, host_kernel_ns_per_byte {}, "
+                     "host_wakeup_us {}, host_handoff_us {}\n",
+                     Fixed(u.message_us, 2), Fixed(u.ns_per_byte, 3), Fixed(u.kernel_ns_per_byte, 3),
+                     Fixed(u.wakeup_us, 1), Fixed(u.handoff_us, 1));
+    t += fmt::format("    the live runs: wake-up {}; hand-off {}\n", LatencyText(e.live.wakeup_us),
+                     LatencyText(e.live.handoff_us));
+  }
+  t += fmt::format("  this host: {}\n", Identity(here));
+  bool all_same = true;
+  for (const TestbedKeysEntry& e : entries) all_same = all_same && SameKind(e.used.measured_on, here);
+  if (!all_same) {
+    t += "  Some keys were measured on another kind of machine (or one not named): the CPU keys "
+         "may not carry (docs/validation.md, \"On another machine\"); 'poseidon validate "
+         "--testbed-keys measure' measures them here before predicting.\n";
+  }
+  return t;
+}
+
+std::string TestbedKeysJson(const std::vector<TestbedKeysEntry>& entries, const HostIdentity& here) {
+  auto num = [](double v) { return std::isfinite(v) ? fmt::format("{:.3f}", v) : std::string("null"); };
+  std::string j = "[";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TestbedKeysEntry& e = entries[i];
+    const TestbedKeysUsed& u = e.used;
+    j += fmt::format(
+        "{}{{\"network\":{},\"bandwidth_gbps\":{:g},\"configurations\":{},\"source\":{},"
+        "\"measured_on\":{{\"cpu\":{},\"cores\":{},\"kernel\":{},\"date\":{}}},\"same_kind_as_this_host\":{},"
+        "\"host_message_us\":{},\"host_ns_per_byte\":{},\"host_kernel_ns_per_byte\":{},"
+        "\"host_wakeup_us\":{},\"host_handoff_us\":{},\"live_wakeup_mean_us\":{},"
+        "\"live_wakeup_samples\":{},\"live_handoff_mean_us\":{},\"live_handoff_samples\":{}}}",
+        i ? "," : "", sim::JsonQuoted(u.network), u.gbps, e.configurations, sim::JsonQuoted(u.source),
+        sim::JsonQuoted(u.measured_on.cpu), u.measured_on.cores, sim::JsonQuoted(u.measured_on.kernel),
+        sim::JsonQuoted(u.measured_date), SameKind(u.measured_on, here) ? "true" : "false",
+        num(u.message_us), num(u.ns_per_byte), num(u.kernel_ns_per_byte), num(u.wakeup_us),
+        num(u.handoff_us), num(Mean(e.live.wakeup_us)), e.live.wakeup_us.size(),
+        num(Mean(e.live.handoff_us)), e.live.handoff_us.size());
+  }
+  return j + "]";
+}
+
+}  // namespace poseidon::validation
