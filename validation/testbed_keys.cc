@@ -144,6 +144,8 @@ HostIdentity ThisHost() {
   return h;
 }
 
+double LinkGbps(const config::NetworkSpec& network) { return network.host_bandwidth_Bps * 8 / 1e9; }
+
 TestbedKeys LoadTestbedKeys(const std::string& path) {
   return ReadKeys(config::YamlFile::Load(path));
 }
@@ -343,7 +345,7 @@ bool KeysUsed(const config::ScenarioSpec& s, const std::string& keys_file, const
   if (n.host_cores <= 0) return false;
   TestbedKeysUsed u;
   u.network = s.network_file.empty() ? "the scenario's network" : s.network_file;
-  u.gbps = n.host_bandwidth_Bps * 8 / 1e9;
+  u.gbps = LinkGbps(n);
   u.message_us = n.host_message_ns / 1e3;
   u.ns_per_byte = n.host_ns_per_byte;
   u.kernel_ns_per_byte = n.host_kernel_ns_per_byte;

@@ -60,6 +60,9 @@ struct TestbedKeys {
   std::map<std::string, std::string> provenance;
 };
 
+// The rate of a network's links in Gbit/s (1e9 bit/s), as the keys file and netns-run name it.
+double LinkGbps(const config::NetworkSpec& network);
+
 // Reads a testbed keys file; bad input is one config::ConfigError "FILE:LINE:COLUMN: error: ...".
 TestbedKeys LoadTestbedKeys(const std::string& path);
 TestbedKeys ParseTestbedKeys(const std::string& text, const std::string& name);

@@ -193,7 +193,6 @@ LiveTraces ReadLive(const std::string& dir, const config::ScenarioSpec& s, bool 
   return t;
 }
 
-
 // Which testbed keys the simulator charges: the network files' (nothing to do), a file's or
 // measured here (both replace each emulated configuration's CPU keys on the simulator's side).
 struct TestbedKeysChoice {
@@ -213,7 +212,7 @@ TestbedKeysChoice ChooseTestbedKeys(const ValidateOptions& o, std::vector<Config
     std::vector<double> rates;
     for (const Config& c : *configs) {
       if (c.sim_scenario.network.host_cores <= 0) continue;
-      const double g = c.sim_scenario.network.host_bandwidth_Bps * 8 / 1e9;
+      const double g = LinkGbps(c.sim_scenario.network);
       if (std::find(rates.begin(), rates.end(), g) == rates.end()) rates.push_back(g);
     }
     std::sort(rates.begin(), rates.end());
@@ -235,7 +234,7 @@ TestbedKeysChoice ChooseTestbedKeys(const ValidateOptions& o, std::vector<Config
   }
   for (Config& c : *configs) {
     if (c.sim_scenario.network.host_cores <= 0) continue;
-    const double g = c.sim_scenario.network.host_bandwidth_Bps * 8 / 1e9;
+    const double g = LinkGbps(c.sim_scenario.network);
     c.sim_scenario = WithSimOverrides(base_file, c.overrides, o, TestbedKeyOverrides(k.keys, g, k.file));
   }
   return k;
