@@ -15,7 +15,10 @@ iteration after the warm-up, averaged:
   update     the shards' optimizer steps, per shard and iteration
 and names the phase with the largest absolute difference (iteration aside). A message is in
 flight from its send to its delivery in both (live: the receiver records it, on the job's time
-base).
+base). Then the stagger: per worker, how long after the first worker of its clock it began each
+iteration (mean over the clocks after the warm-up). Workers that settle at another stagger live
+than simulated run another schedule (one waits for another's parameters), even with every phase
+close on average.
 """
 import argparse
 import json
@@ -71,6 +74,24 @@ def phases(path, warmup):
             "pull": inflight(pull), "update": mean(list(update.values()))}
 
 
+def stagger(path, warmup):
+    """Per worker actor, the mean (ms) over clocks >= warmup of its iteration begin minus the
+    earliest begin of that clock among the workers."""
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    begins = defaultdict(dict)  # clock -> worker -> ts
+    for e in events:
+        m = ITERATION.match(e.get("name", ""))
+        if e.get("ph") == "i" and m and int(m.group(1)) >= warmup:
+            begins[int(m.group(1))].setdefault(e.get("tid", 0) // 8, e["ts"])
+    offsets = defaultdict(list)
+    for clock, by_worker in begins.items():
+        first = min(by_worker.values())
+        for w, ts in by_worker.items():
+            offsets[w].append(ts - first)
+    return {w: sum(v) / len(v) / 1e3 for w, v in offsets.items()}
+
+
 def union_length(spans):
     total, end = 0.0, float("-inf")
     for a, b in sorted(spans):
@@ -100,6 +121,12 @@ def main(argv):
         if phase != "iteration" and abs(s - l) > worst_diff:
             worst, worst_diff = phase, abs(s - l)
     print(f"largest difference: {worst} ({worst_diff:.3f} ms per worker-iteration)")
+    s_st, l_st = stagger(a.simulated, a.warmup), stagger(a.live, a.warmup)
+    print("stagger (ms after the first worker's iteration begin, mean):")
+    for w in sorted(set(s_st) | set(l_st)):
+        # Actor k + 1 is worker k (core/trace.h).
+        print(f"  worker {w - 1}: simulated {s_st.get(w, float('nan')):+.1f}, "
+              f"live {l_st.get(w, float('nan')):+.1f}")
     return 0
 
 

@@ -11,7 +11,14 @@ whose messages the model gets most wrong, in summed milliseconds:
     /usr/bin/python3 analysis/net_replay.py out/validate/config-6/run-1/net-replay.csv --warmup 2
 
 A network error near zero with an iteration error far from it means the model carries the live
-traffic right and the simulated run's schedule is what differs.
+traffic right and the simulated run's schedule is what differs. That can still be the network:
+a sum over many messages can be right while the model serves the messages of one link in
+another order than TCP did, and the one it finishes late is the one the schedule waits for.
+`--messages N` lists the N messages (clock >= warmup) whose time in flight the model gets most
+wrong, each with its send time from its clock's first send:
+
+    /usr/bin/python3 analysis/net_replay.py out/validate/config-4/run-1/net-replay.csv \
+        --warmup 2 --messages 10
 """
 import argparse
 import csv
@@ -48,6 +55,33 @@ def pairs(path, warmup):
     return out
 
 
+def messages(path, warmup, count):
+    """The `count` messages of clocks >= warmup whose model - live time in flight is largest in
+    magnitude (ties: file order), as (clock, offset us from the clock's first send, sender,
+    receiver, bytes, live us, model us)."""
+    by_pair = pairs(path, warmup)  # validates the file
+    del by_pair
+    with open(path, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if int(r["clock"]) >= warmup]
+    first = {}
+    for r in rows:
+        c = int(r["clock"])
+        first[c] = min(first.get(c, float("inf")), float(r["sent_us"]))
+    out = [(int(r["clock"]), float(r["sent_us"]) - first[int(r["clock"])], r["from"], r["to"],
+            int(r["bytes"]), float(r["live_us"]), float(r["model_us"])) for r in rows]
+    out.sort(key=lambda m: -abs(m[6] - m[5]))
+    return out[:count]
+
+
+def report_messages(rows):
+    lines = [f"{'clock':>5} {'sent +ms':>9} {'sender -> receiver':<26} {'bytes':>9} "
+             f"{'live ms':>9} {'model ms':>9} {'model-live':>10}"]
+    for clock, offset, src, dst, size, live, model in rows:
+        lines.append(f"{clock:>5} {offset / 1e3:>9.1f} {src + ' -> ' + dst:<26} {size:>9} "
+                     f"{live / 1e3:>9.1f} {model / 1e3:>9.1f} {(model - live) / 1e3:>+10.1f}")
+    return "\n".join(lines)
+
+
 def report(by_pair):
     """The table, the total and the pair that differs most (text)."""
     lines = [f"{'sender -> receiver':<26} {'messages':>8} {'live ms':>9} {'model ms':>9} "
@@ -71,9 +105,14 @@ def main(argv):
     p.add_argument("csv", help="net-replay.csv from `poseidon validate`")
     p.add_argument("--warmup", type=int, default=0,
                    help="leave out the messages of clocks below this (default 0)")
+    p.add_argument("--messages", type=int, default=0, metavar="N",
+                   help="also list the N messages the model gets most wrong (default 0: none)")
     a = p.parse_args(argv)
     try:
         print(report(pairs(a.csv, a.warmup)))
+        if a.messages > 0:
+            print()
+            print(report_messages(messages(a.csv, a.warmup, a.messages)))
     except ValueError as err:
         print(f"net_replay.py: error: {err}", file=sys.stderr)
         return 2

@@ -543,6 +543,24 @@ class HostLatencyTest(TempDirTest):
         self.assertIn("no rank-*.json traces there", r.stderr)
 
 
+class StaggerTest(TempDirTest):
+    def test_mean_offset_from_the_first_worker_per_clock(self):
+        ev = []
+        for c in range(4):
+            for tid, late in ((8, 0), (16, 3000 if c % 2 else 1000), (24, 500)):
+                ev.append({"ph": "i", "s": "t", "name": f"iteration {c}", "cat": "protocol",
+                           "tid": tid, "ts": c * 100000 + late, "args": {"clock": c}})
+        path = self.path("t.json")
+        with open(path, "w") as f:
+            json.dump({"traceEvents": ev}, f)
+        import compare_phases  # noqa: E402
+        # Clocks 1..3: worker 1 (actor 2) at +3, +1, +3 ms; worker 2 (actor 3) at +0.5 ms.
+        st = compare_phases.stagger(path, 1)
+        self.assertEqual(st[1], 0.0)
+        self.assertAlmostEqual(st[2], 7.0 / 3)
+        self.assertAlmostEqual(st[3], 0.5)
+
+
 class NetReplayTest(TempDirTest):
     def replay_csv(self, rows):
         path = self.path("net-replay.csv")
@@ -566,6 +584,27 @@ class NetReplayTest(TempDirTest):
                       r.stdout)
         self.assertIn("largest difference: shard 1 -> worker 0 (-1.0 ms over 1 messages, "
                       "model/live 0.50)", r.stdout)
+
+    def test_lists_the_messages_the_model_gets_most_wrong(self):
+        src = self.replay_csv(["0,worker 0,shard 1,1000,0,900000,100",   # warm-up: left out
+                               "1000,worker 0,shard 1,1000,1,1000,1100",
+                               "4000,worker 2,shard 0,262144,1,58000,44000",
+                               "9000,worker 2,shard 1,204800,1,31000,45000",
+                               "20000,shard 1,worker 0,1000,2,2000,2000"])
+        import net_replay  # noqa: E402
+        rows = net_replay.messages(src, 1, 2)
+        # Equal magnitudes keep the file's order.
+        self.assertEqual(rows, [(1, 3000.0, "worker 2", "shard 0", 262144, 58000.0, 44000.0),
+                                (1, 8000.0, "worker 2", "shard 1", 204800, 31000.0, 45000.0)])
+        r = run_script("net_replay.py", src, "--warmup", "1", "--messages", "3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        at = lines.index(next(x for x in lines if x.startswith("clock")))
+        self.assertEqual(len(lines) - at - 1, 3)
+        self.assertIn("worker 2 -> shard 0", lines[at + 1])
+        self.assertIn("-14.0", lines[at + 1])
+        self.assertIn("+14.0", lines[at + 2])
+        self.assertIn("+0.1", lines[at + 3])
 
     def test_rejects_other_files_with_the_reason(self):
         other = self.path("other.csv")
@@ -603,5 +642,6 @@ class ComparePhasesTest(TempDirTest):
         r = run_script("compare_phases.py", sim, live, "--warmup", "1")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("largest difference: wait (0.250 ms", r.stdout)
+        self.assertIn("worker 0: simulated +0.0, live +0.0", r.stdout)
         r = run_script("compare_phases.py", sim, self.path("missing.json"))
         self.assertEqual(r.returncode, 2)
