@@ -561,6 +561,52 @@ class StaggerTest(TempDirTest):
         self.assertAlmostEqual(st[3], 0.5)
 
 
+class TcpWindowsTest(TempDirTest):
+    SAMPLE = ("{t} pn0a1b2c-2 0      0          10.77.0.3:{lport}    10.77.0.1:{pport}\n"
+              "{t} pn0a1b2c-2 \t reno wscale:10,10 rto:204 rtt:{rtt}/1.0 mss:1448 cwnd:{cwnd} "
+              "{ssthresh}bytes_sent:{sent} bytes_retrans:{retrans} bytes_acked:1\n")
+
+    def test_windows_per_connection_named_by_the_logs(self):
+        samples = self.path("windows.txt")
+        with open(samples, "w") as f:
+            f.write("1.0 pn0a1b2c-2 header line that is not a socket\n")
+            f.write(self.SAMPLE.format(t=1.0, lport=39185, pport=45686, rtt=5.0, cwnd=10,
+                                       ssthresh="", sent=300000, retrans=0))
+            f.write(self.SAMPLE.format(t=1.1, lport=39185, pport=45686, rtt=10.68, cwnd=134,
+                                       ssthresh="ssthresh:90 ", sent=3267632, retrans=1448))
+            f.write(self.SAMPLE.format(t=1.1, lport=39185, pport=9, rtt=1.0, cwnd=10,
+                                       ssthresh="", sent=683, retrans=0))  # below --min-bytes
+        logs = os.path.join(self.dir, "run")
+        os.makedirs(logs)
+        with open(os.path.join(logs, "rank-3-worker.log"), "w") as f:
+            f.write("[t] [rank-3] [info] rank 3: listening on 10.77.0.3:39185\n"
+                    "[t] [rank-3] [info] worker 2: clock offset to the coordinator 1 us\n")
+        with open(os.path.join(logs, "rank-4-shard.log"), "w") as f:
+            f.write("[t] [rank-4] [info] rank 4: listening on 10.77.0.1:43597\n"
+                    "[t] [rank-4] [info] shard 0: clock offset to the coordinator 1 us\n"
+                    "[t] [rank-4] [info] rank 4: connection with rank 3 at 10.77.0.3:39185 is up"
+                    " (dialed)\n")
+        with open(os.path.join(logs, "rank-3-worker.log"), "a") as f:
+            f.write("[t] [rank-3] [info] rank 3: connection with rank 4 at 10.77.0.1:45686 is up"
+                    " (accepted)\n")
+        r = run_script("tcp_windows.py", "summary", samples, "--logs", logs)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = r.stdout.splitlines()
+        self.assertEqual(len(rows), 2, r.stdout)
+        # 10 and 134 segments of 1448 bytes: 14 and 189 KiB.
+        self.assertRegex(rows[1], r"^worker 2 -> shard 0 +14/ +189/ +189 +90 +10\.68 +3\.27 +1\.4$")
+        r = run_script("tcp_windows.py", "summary", samples)
+        self.assertIn("10.77.0.3:39185 -> 10.77.0.1:45686", r.stdout)
+
+    def test_a_file_without_windows_is_named(self):
+        empty = self.path("empty.txt")
+        with open(empty, "w") as f:
+            f.write("1.0 pn0a1b2c-2 nothing here\n")
+        r = run_script("tcp_windows.py", "summary", empty)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no `ss -tin` sample with a congestion window", r.stderr)
+
+
 class NetReplayTest(TempDirTest):
     def replay_csv(self, rows):
         path = self.path("net-replay.csv")
