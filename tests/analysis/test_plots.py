@@ -543,6 +543,46 @@ class HostLatencyTest(TempDirTest):
         self.assertIn("no rank-*.json traces there", r.stderr)
 
 
+class PaperBaselinesTest(TempDirTest):
+    HEAD = ("experiment,name,model,machines,devices_per_machine,batch_per_device,system,label,"
+            "iteration_ms,throughput_img_s,speedup,single_node_iteration_ms,compute_ms,wait_ms,"
+            "communication_ms,network_gb_per_iteration,poseidon_gain,set,reason\n")
+
+    def row(self, machines, system, speedup, reason=""):
+        return (f"atc17_vgg19_22k,x,vgg19_22k,{machines},1,32,{system},\"L, a\",1,1,{speedup},1,1,"
+                f"0,0,0,1,k,{reason}\n")
+
+    def test_tables_from_a_csv_and_cannot_run(self):
+        path = self.path("pb.csv")
+        with open(path, "w") as f:
+            f.write(self.HEAD)
+            f.write(self.row(16, "poseidon", 10.76) + self.row(16, "ddp", 4.73) +
+                    self.row(16, "horovod", 0, "DDP all-reduces in lockstep") +
+                    self.row(16, "ps_papers", 0.61) + self.row(16, "ps_overlap", 8.07))
+            f.write(self.row(2, "poseidon", 2.0) + self.row(2, "ddp", 2.0))
+        r = run_script("paper_baselines.py", "--from-csv", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertIn("**ATC'17: VGG19-22K, Titan X, 10 GbE**", lines[0])
+        # Rows in machine order; a missing or refused system is "cannot run"; the gain is over
+        # the best other system that ran.
+        self.assertEqual(lines[4], "| 2 | 2.00x | 2.00x | cannot run | cannot run | cannot run "
+                                   "| 1.00x |")
+        self.assertEqual(lines[5], "| 16 | 10.76x | 4.73x | cannot run | 0.61x | 8.07x | 1.33x |")
+        self.assertEqual(len([x for x in lines if x.startswith("**")]), 1)
+
+    def test_bad_input_is_one_line(self):
+        other = self.path("other.csv")
+        with open(other, "w") as f:
+            f.write("a,b\n1,2\n")
+        r = run_script("paper_baselines.py", "--from-csv", other)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not a CSV this script wrote", r.stderr)
+        r = run_script("paper_baselines.py", "--only", "nosuch", "--from-csv", other)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown experiment", r.stderr)
+
+
 class StaggerTest(TempDirTest):
     def test_mean_offset_from_the_first_worker_per_clock(self):
         ev = []
