@@ -35,6 +35,14 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
       r.NonNegativeNumber("sender_queue_bytes", static_cast<double>(n->sender_queue_bytes)));
   n->queue_limit_bytes = std::llround(
       r.NonNegativeNumber("queue_limit_bytes", static_cast<double>(n->queue_limit_bytes)));
+  n->auto_flow_message_bytes = std::llround(r.NonNegativeNumber(
+      "auto_flow_message_bytes", static_cast<double>(n->auto_flow_message_bytes)));
+  if (r.Has("auto_flow_message_bytes") && n->model != NetworkModelKind::kAuto) {
+    r.FailKey("auto_flow_message_bytes",
+              fmt::format("'auto_flow_message_bytes' applies to model auto only (this network's "
+                          "model is {}); remove it or set 'model: auto'",
+                          NetworkModelName(n->model)));
+  }
   n->host_cores = static_cast<int>(r.NonNegativeNumber("host_cores", n->host_cores));
   n->host_message_ns = r.NonNegativeNumber("host_message_us", n->host_message_ns / 1e3) * 1e3;
   n->host_ns_per_byte = r.NonNegativeNumber("host_ns_per_byte", n->host_ns_per_byte);
@@ -120,6 +128,9 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
   if (n.burst_bytes > 0) out << "burst_bytes: " << n.burst_bytes << "\n";
   if (n.sender_queue_bytes > 0) out << "sender_queue_bytes: " << n.sender_queue_bytes << "\n";
   if (n.queue_limit_bytes > 0) out << "queue_limit_bytes: " << n.queue_limit_bytes << "\n";
+  if (n.auto_flow_message_bytes > 0) {
+    out << "auto_flow_message_bytes: " << n.auto_flow_message_bytes << "\n";
+  }
   if (n.host_cores > 0) {
     out << "host_cores: " << n.host_cores << "\n";
     out << "host_message_us: " << YamlScalarNumber(n.host_message_ns / 1e3) << "\n";

@@ -23,7 +23,8 @@ namespace poseidon::config {
 // traffic fills one (TCP's regime is the traffic's: a job that never overflows a queue never loses
 // a packet and keeps slow start's windows; one that does is held by its windows from then on).
 // The simulation runs the job with the queue model and, if a queue filled, again with the flow
-// model (sim/simulation.cc, RunWithNetworkModel).
+// model (sim/simulation.cc, RunWithNetworkModel); with NetworkSpec::auto_flow_message_bytes > 0
+// also if the job sent a message of that many bytes or more between machines.
 enum class NetworkModelKind { kFlow, kAlphaBeta, kQueue, kAuto };
 inline const char* NetworkModelName(NetworkModelKind k) {
   return k == NetworkModelKind::kFlow        ? "flow"
@@ -90,6 +91,13 @@ struct NetworkSpec {
   // `limit`); a full queue takes no more than its rate, shared max-min by the flows it holds back,
   // and their senders give the rest of their NICs to their other flows. 0 = no limit.
   int64_t queue_limit_bytes = 0;
+  // Model auto only (YAML: auto_flow_message_bytes): a job that sends a message of at least this
+  // many wire bytes between machines is simulated with the flow model even if no queue fills. A
+  // TCP sender does not split its link equally among sockets with long messages waiting: the
+  // one whose receiver is congested gets less (docs/validation.md, "The PS divergences at 100
+  // Mbit/s, named"), which the flow model's prices carry and the queue model's equal split does
+  // not; short messages leave at the sender's share, as the queue model says. 0 = off.
+  int64_t auto_flow_message_bytes = 0;
   // The host CPU messages cost when every process of the cluster shares a few cores, as in an
   // emulated cluster on one machine (YAML: host_cores, host_message_us, host_ns_per_byte). A
   // message that has arrived is processed, sender's and receiver's work together, for

@@ -261,6 +261,7 @@ void SimJob::StartQueuedFlow(const Event& ev) {
 }
 
 void SimJob::StartFlow(int src, int dst, uint32_t slot) {
+  largest_network_message_ = std::max(largest_network_message_, slots_[slot].msg.wire_bytes());
   network_->StartFlow(now_, src, dst, slots_[slot].msg.wire_bytes(), slot);
   NicChange(src, +1);
   NicChange(dst, +1);

@@ -131,6 +131,8 @@ class SimJob {
   std::vector<TimeNs> ReplayMessages(const std::vector<ReplayMessage>& messages);
   // After Run or ReplayMessages: a receiving queue of the network model reached its limit.
   bool queue_overflowed() const { return network_->queue_overflowed(); }
+  // After Run or ReplayMessages: the most wire bytes of one message the network model carried.
+  int64_t largest_network_message() const { return largest_network_message_; }
 
  private:
   class ActorHost;
@@ -224,6 +226,7 @@ class SimJob {
   std::vector<Connection> dense_connections_;
   std::unordered_map<uint64_t, Connection> connections_;
   bool replaying_ = false;  // in ReplayMessages: no actor is told of sends or deliveries
+  int64_t largest_network_message_ = 0;
   int32_t free_slot_ = -1;
   EventQueue queue_;
   TimeNs now_ = 0;

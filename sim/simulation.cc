@@ -41,7 +41,8 @@ SimJobConfig JobConfig(const config::ScenarioSpec& s, const core::Model& model,
 }
 
 // `run(job)` on a SimJob of cfg; with model auto (config/specs.h) on one with the queue model,
-// and, if that job's traffic filled a receiving queue, again on one with the flow model.
+// and, if that job's traffic filled a receiving queue (or, with auto_flow_message_bytes, carried
+// a message that long between machines), again on one with the flow model.
 template <typename Run>
 auto RunWithNetworkModel(SimJobConfig cfg, Run run) {
   if (cfg.network.model != config::NetworkModelKind::kAuto) {
@@ -52,7 +53,11 @@ auto RunWithNetworkModel(SimJobConfig cfg, Run run) {
   flow.network.model = config::NetworkModelKind::kFlow;
   SimJob queue_job(std::move(cfg));  // MakeNetworkModel: auto's first pass is the queue model
   auto result = run(queue_job);
-  if (!queue_job.queue_overflowed()) return result;
+  const int64_t long_message = flow.network.auto_flow_message_bytes;
+  if (!queue_job.queue_overflowed() &&
+      !(long_message > 0 && queue_job.largest_network_message() >= long_message)) {
+    return result;
+  }
   SimJob flow_job(std::move(flow));
   return run(flow_job);
 }

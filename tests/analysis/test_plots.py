@@ -99,6 +99,18 @@ class TempDirTest(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.dir, name)
 
+    def write(self, name, text):
+        """Writes text to the file `name` in the test's folder; returns its path."""
+        with open(self.path(name), "w") as f:
+            f.write(text)
+        return self.path(name)
+
+    def assert_refused(self, script, args, message):
+        """The script exits 2 and names the problem on stderr."""
+        r = run_script(script, *args)
+        self.assertEqual(r.returncode, 2, r.stdout)
+        self.assertIn(message, r.stderr)
+
 
 class ReadSweepTest(TempDirTest):
     def test_converts_numbers_detects_axes_and_skips_failed_points(self):
@@ -572,15 +584,11 @@ class PaperBaselinesTest(TempDirTest):
         self.assertEqual(len([x for x in lines if x.startswith("**")]), 1)
 
     def test_bad_input_is_one_line(self):
-        other = self.path("other.csv")
-        with open(other, "w") as f:
-            f.write("a,b\n1,2\n")
-        r = run_script("paper_baselines.py", "--from-csv", other)
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("not a CSV this script wrote", r.stderr)
-        r = run_script("paper_baselines.py", "--only", "nosuch", "--from-csv", other)
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("unknown experiment", r.stderr)
+        other = self.write("other.csv", "a,b\n1,2\n")
+        self.assert_refused("paper_baselines.py", ["--from-csv", other],
+                            "not a CSV this script wrote")
+        self.assert_refused("paper_baselines.py", ["--only", "nosuch", "--from-csv", other],
+                            "unknown experiment")
 
 
 class StaggerTest(TempDirTest):
@@ -639,12 +647,9 @@ class TcpWindowsTest(TempDirTest):
         self.assertIn("10.77.0.3:39185 -> 10.77.0.1:45686", r.stdout)
 
     def test_a_file_without_windows_is_named(self):
-        empty = self.path("empty.txt")
-        with open(empty, "w") as f:
-            f.write("1.0 pn0a1b2c-2 nothing here\n")
-        r = run_script("tcp_windows.py", "summary", empty)
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("no `ss -tin` sample with a congestion window", r.stderr)
+        empty = self.write("empty.txt", "1.0 pn0a1b2c-2 nothing here\n")
+        self.assert_refused("tcp_windows.py", ["summary", empty],
+                            "no `ss -tin` sample with a congestion window")
 
 
 class NetReplayTest(TempDirTest):

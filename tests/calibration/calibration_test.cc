@@ -209,6 +209,36 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   fs::remove_all(dir);
 }
 
+// auto_flow_message_bytes: written and read back with model auto; a scenario that takes the file
+// and chooses another model keeps the file's value unused (it is refused only where given).
+TEST(NetworkFile, AutoFlowMessageBytesRoundTripsAndAnotherModelMayOverride) {
+  config::NetworkFileSpec f;
+  f.network.host_bandwidth_Bps = 1e8 / 8;
+  f.network.model = config::NetworkModelKind::kAuto;
+  f.network.queue_limit_bytes = 1250000;
+  f.network.auto_flow_message_bytes = 65536;
+  f.provenance = {{"date", "2026-12-04"}};
+  std::ostringstream text;
+  config::WriteNetworkYaml(f, text);
+  EXPECT_NE(text.str().find("auto_flow_message_bytes: 65536"), std::string::npos) << text.str();
+  EXPECT_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.auto_flow_message_bytes, 65536);
+  f.network.auto_flow_message_bytes = 0;  // off: not written, old files unchanged
+  std::ostringstream off;
+  config::WriteNetworkYaml(f, off);
+  EXPECT_EQ(off.str().find("auto_flow_message_bytes"), std::string::npos) << off.str();
+
+  fs::path dir = TempDir("netauto");
+  fs::create_directories(dir / "networks");
+  std::ofstream(dir / "networks" / "link.yaml") << text.str();
+  const std::string scen = (dir / "s.yaml").string();
+  std::ofstream(scen) << "schema_version: 1\nmodel: fmnist_mlp\nbatch_per_worker: 8\n"
+                         "cluster:\n  workers: 2\n  device: k20\n"
+                         "  network: {file: link, model: flow}\n";
+  config::ScenarioSpec s = config::LoadScenarioFile(scen);
+  EXPECT_EQ(s.network.model, config::NetworkModelKind::kFlow);
+  fs::remove_all(dir);
+}
+
 // The error ParseNetworkYaml(text, name) throws, or "" if it accepts the text.
 std::string NetworkFileError(const std::string& text, const std::string& name) {
   try {
@@ -248,6 +278,10 @@ TEST(NetworkFile, BadInputIsLocated) {
        "needs 'host_cores'"},
       {"efficiency: 1\nhost_kernel_ns_per_byte: 1\nprovenance: {a: b}\n", "kern.yaml",
        "kern.yaml:5:", "needs 'host_cores'"},
+      {"model: auto\nefficiency: 1\nauto_flow_message_bytes: -1\nprovenance: {a: b}\n",
+       "afneg.yaml", "afneg.yaml:6:", "auto_flow_message_bytes"},
+      {"model: flow\nefficiency: 1\nauto_flow_message_bytes: 65536\nprovenance: {a: b}\n",
+       "afflow.yaml", "afflow.yaml:6:", "applies to model auto only (this network's model is flow)"},
   };
   for (const auto& c : cases) {
     const std::string err = NetworkFileError(head + c.body, c.name);

@@ -486,6 +486,36 @@ TEST(SimJob, AutoNetworkModelIsTheQueueModelUnlessAQueueFills) {
   EXPECT_THROW(json_with(vit, config::NetworkModelKind::kAuto), std::invalid_argument);
 }
 
+// model auto with auto_flow_message_bytes: a job that sends a message at least that long between
+// machines is simulated by the flow model even though no queue fills; shorter messages leave
+// the choice to the queues. The CNN with PS on 4 workers at 100 Mbit/s sends 200 KiB chunks and
+// fills no queue; the vision transformer's pushes are at most 33 KB.
+TEST(SimJob, AutoNetworkModelTakesTheFlowModelForLongMessages) {
+  SimOptions opts;
+  opts.baseline = false;
+  auto json_with = [&](config::ScenarioSpec s, config::NetworkModelKind kind, int64_t bytes) {
+    s.network.model = kind;
+    s.network.auto_flow_message_bytes = bytes;
+    return FormatResult(SimulateScenario(s, opts), OutputFormat::kJson);
+  };
+  config::ScenarioSpec cnn = config::LoadScenarioFile(
+      kSrc + "/scenarios/validation/mlp_1g.yaml",
+      {"cluster.network.file=emulated_100mbit", "cluster.workers=4", "model=fmnist_cnn",
+       "cluster.profile=fmnist_cnn_cpu_b64"});
+  const std::string queue = json_with(cnn, config::NetworkModelKind::kQueue, 0);
+  const std::string flow = json_with(cnn, config::NetworkModelKind::kFlow, 0);
+  ASSERT_NE(queue, flow);
+  EXPECT_EQ(json_with(cnn, config::NetworkModelKind::kAuto, 0), queue);  // off: as before
+  EXPECT_EQ(json_with(cnn, config::NetworkModelKind::kAuto, 64 << 10), flow);
+  EXPECT_EQ(json_with(cnn, config::NetworkModelKind::kAuto, 1 << 20), queue);  // none that long
+  config::ScenarioSpec vit = config::LoadScenarioFile(
+      kSrc + "/scenarios/validation/mlp_1g.yaml",
+      {"cluster.network.file=emulated_100mbit", "cluster.workers=4", "model=fmnist_vit",
+       "batch_per_worker=32", "cluster.profile=fmnist_vit_cpu_b32"});
+  EXPECT_EQ(json_with(vit, config::NetworkModelKind::kAuto, 64 << 10),
+            json_with(vit, config::NetworkModelKind::kQueue, 0));
+}
+
 // A scenario with fault tolerance simulates its heartbeats (timers, small messages to the
 // coordinator) without a failure: the job ends, deterministically, and the heartbeats cost
 // next to nothing next to the training traffic.
