@@ -37,7 +37,8 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
       r.NonNegativeNumber("queue_limit_bytes", static_cast<double>(n->queue_limit_bytes)));
   n->auto_flow_message_bytes = std::llround(r.NonNegativeNumber(
       "auto_flow_message_bytes", static_cast<double>(n->auto_flow_message_bytes)));
-  if (r.Has("auto_flow_message_bytes") && n->model != NetworkModelKind::kAuto) {
+  if (r.Has("auto_flow_message_bytes") && n->auto_flow_message_bytes > 0 &&
+      n->model != NetworkModelKind::kAuto) {
     r.FailKey("auto_flow_message_bytes",
               fmt::format("'auto_flow_message_bytes' applies to model auto only (this network's "
                           "model is {}); remove it or set 'model: auto'",

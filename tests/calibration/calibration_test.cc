@@ -209,6 +209,8 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   fs::remove_all(dir);
 }
 
+std::string NetworkFileError(const std::string& text, const std::string& name);
+
 // auto_flow_message_bytes: written and read back with model auto; a scenario that takes the file
 // and chooses another model keeps the file's value unused (it is refused only where given).
 TEST(NetworkFile, AutoFlowMessageBytesRoundTripsAndAnotherModelMayOverride) {
@@ -226,6 +228,11 @@ TEST(NetworkFile, AutoFlowMessageBytesRoundTripsAndAnotherModelMayOverride) {
   std::ostringstream off;
   config::WriteNetworkYaml(f, off);
   EXPECT_EQ(off.str().find("auto_flow_message_bytes"), std::string::npos) << off.str();
+  // 0 (off) is accepted with any model, so that `--sim-set ...=0` can turn it off everywhere.
+  EXPECT_EQ(NetworkFileError("schema_version: 1\nmodel: queue\nbandwidth_gbps: 1\nlatency_us: 5\n"
+                             "efficiency: 1\nauto_flow_message_bytes: 0\nprovenance: {a: b}\n",
+                             "zero.yaml"),
+            "");
 
   fs::path dir = TempDir("netauto");
   fs::create_directories(dir / "networks");
