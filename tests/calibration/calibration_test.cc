@@ -142,6 +142,21 @@ TEST(CalibrationLoop, OneNodeIterationPredictedWithinAGenerousBound) {
   fs::remove_all(dir);
 }
 
+// A scenario of the MLP on 2 workers whose network is `{file: link, KEYS}`, the network file
+// `link.yaml` holding `network_yaml`, loaded from a temporary data folder.
+config::ScenarioSpec LoadWithNetworkFile(const std::string& network_yaml, const std::string& keys) {
+  fs::path dir = TempDir("netfile");
+  fs::create_directories(dir / "networks");
+  std::ofstream(dir / "networks" / "link.yaml") << network_yaml;
+  const std::string scen = (dir / "s.yaml").string();
+  std::ofstream(scen) << "schema_version: 1\nmodel: fmnist_mlp\nbatch_per_worker: 8\n"
+                         "cluster:\n  workers: 2\n  device: k20\n"
+                         "  network: {file: link" << keys << "}\n";
+  config::ScenarioSpec s = config::LoadScenarioFile(scen);
+  fs::remove_all(dir);
+  return s;
+}
+
 TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   config::NetworkFileSpec f;
   f.network.host_bandwidth_Bps = 1e9 / 8;
@@ -186,14 +201,7 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_EQ(back.provenance, f.provenance);
   EXPECT_EQ(back.measurements, f.measurements);
 
-  fs::path dir = TempDir("netfile");
-  fs::create_directories(dir / "networks");
-  std::ofstream(dir / "networks" / "link.yaml") << text.str();
-  const std::string scen = (dir / "s.yaml").string();
-  std::ofstream(scen) << "schema_version: 1\nmodel: fmnist_mlp\nbatch_per_worker: 8\n"
-                         "cluster:\n  workers: 2\n  device: k20\n"
-                         "  network: {file: link, latency_us: 40, fairness_alpha: 0}\n";
-  config::ScenarioSpec s = config::LoadScenarioFile(scen);
+  config::ScenarioSpec s = LoadWithNetworkFile(text.str(), ", latency_us: 40, fairness_alpha: 0");
   EXPECT_DOUBLE_EQ(s.network.efficiency, 0.94);
   // The file's sharing keys carry over; the scenario's win.
   EXPECT_EQ(s.network.connections, config::ConnectionKind::kProcessPair);
@@ -206,7 +214,6 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_EQ(s.network.per_message_overhead_ns, 12000);
   EXPECT_EQ(s.network.latency_ns, 40000);  // the scenario's key wins
   EXPECT_EQ(fs::path(s.network_file).filename(), "link.yaml");
-  fs::remove_all(dir);
 }
 
 std::string NetworkFileError(const std::string& text, const std::string& name);
@@ -234,16 +241,8 @@ TEST(NetworkFile, AutoFlowMessageBytesRoundTripsAndAnotherModelMayOverride) {
                              "zero.yaml"),
             "");
 
-  fs::path dir = TempDir("netauto");
-  fs::create_directories(dir / "networks");
-  std::ofstream(dir / "networks" / "link.yaml") << text.str();
-  const std::string scen = (dir / "s.yaml").string();
-  std::ofstream(scen) << "schema_version: 1\nmodel: fmnist_mlp\nbatch_per_worker: 8\n"
-                         "cluster:\n  workers: 2\n  device: k20\n"
-                         "  network: {file: link, model: flow}\n";
-  config::ScenarioSpec s = config::LoadScenarioFile(scen);
-  EXPECT_EQ(s.network.model, config::NetworkModelKind::kFlow);
-  fs::remove_all(dir);
+  EXPECT_EQ(LoadWithNetworkFile(text.str(), ", model: flow").network.model,
+            config::NetworkModelKind::kFlow);
 }
 
 // The error ParseNetworkYaml(text, name) throws, or "" if it accepts the text.
