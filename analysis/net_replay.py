@@ -27,9 +27,9 @@ import sys
 COLUMNS = {"sent_us", "from", "to", "bytes", "clock", "live_us", "model_us"}
 
 
-def pairs(path, warmup):
-    """Per (sender, receiver), in first-seen order: [messages, live us, model us] summed over the
-    messages of clocks >= warmup."""
+def read(path, warmup):
+    """The messages of clocks >= warmup, in file order, as (clock, sent us, sender, receiver,
+    bytes, live us, model us); ValueError naming the file (and line) for anything else."""
     try:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
@@ -38,20 +38,30 @@ def pairs(path, warmup):
     if not rows or not COLUMNS <= set(rows[0]):
         raise ValueError(f"{path}: not a net-replay.csv of `poseidon validate` "
                          f"(columns {', '.join(sorted(COLUMNS))})")
-    out = {}
+    out = []
     for line, r in enumerate(rows, start=2):
         try:
-            clock, live, model = int(r["clock"]), float(r["live_us"]), float(r["model_us"])
+            m = (int(r["clock"]), float(r["sent_us"]), r["from"], r["to"], int(r["bytes"]),
+                 float(r["live_us"]), float(r["model_us"]))
         except ValueError:
-            raise ValueError(f"{path}:{line}: not a number in clock, live_us or model_us")
-        if clock < warmup:
-            continue
-        s = out.setdefault((r["from"], r["to"]), [0, 0.0, 0.0])
+            raise ValueError(f"{path}:{line}: not a number in clock, sent_us, bytes, live_us or "
+                             "model_us")
+        if m[0] >= warmup:
+            out.append(m)
+    if not out:
+        raise ValueError(f"{path}: no message of clock >= {warmup}")
+    return out
+
+
+def pairs(path, warmup):
+    """Per (sender, receiver), in first-seen order: [messages, live us, model us] summed over the
+    messages of clocks >= warmup."""
+    out = {}
+    for _, _, src, dst, _, live, model in read(path, warmup):
+        s = out.setdefault((src, dst), [0, 0.0, 0.0])
         s[0] += 1
         s[1] += live
         s[2] += model
-    if not out:
-        raise ValueError(f"{path}: no message of clock >= {warmup}")
     return out
 
 
@@ -59,16 +69,12 @@ def messages(path, warmup, count):
     """The `count` messages of clocks >= warmup whose model - live time in flight is largest in
     magnitude (ties: file order), as (clock, offset us from the clock's first send, sender,
     receiver, bytes, live us, model us)."""
-    by_pair = pairs(path, warmup)  # validates the file
-    del by_pair
-    with open(path, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if int(r["clock"]) >= warmup]
+    rows = read(path, warmup)
     first = {}
-    for r in rows:
-        c = int(r["clock"])
-        first[c] = min(first.get(c, float("inf")), float(r["sent_us"]))
-    out = [(int(r["clock"]), float(r["sent_us"]) - first[int(r["clock"])], r["from"], r["to"],
-            int(r["bytes"]), float(r["live_us"]), float(r["model_us"])) for r in rows]
+    for clock, sent, *_ in rows:
+        first[clock] = min(first.get(clock, float("inf")), sent)
+    out = [(clock, sent - first[clock], src, dst, size, live, model)
+           for clock, sent, src, dst, size, live, model in rows]
     out.sort(key=lambda m: -abs(m[6] - m[5]))
     return out[:count]
 
