@@ -114,8 +114,8 @@ TEST(GpuFit, TheFreshSetIsHeldOutAndPricedAsTheDocsSay) {
 
 // The H200 set (scenarios/devices/measurements/measured/, measured with PyTorch on a lent H200
 // before any prediction for it was looked at): held out, and priced as docs/gpu_model.md says
-// (all rows median 20.8%, max 63.9%; per layout, the half-precision NCHW rows are predicted too
-// fast by 32-45% and the NHWC ones within 6% but for ResNet-50 fp16).
+// (all rows median 20.8%, max 63.9%; the half-precision NCHW CNN rows predicted 32-45% fast, the
+// NHWC ones -37% to +29%, BERT-large under AMP at batch 32 and 8 54-64% fast).
 TEST(GpuFit, TheH200SetIsHeldOutAndPricedAsTheDocsSay) {
   const std::string file = kData + "/devices/measurements/measured/h200_pytorch_2026-12-04.yaml";
   std::vector<GpuCase> cases = LoadGpuCases(config::LoadPublishedTimings(file), kData);
