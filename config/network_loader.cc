@@ -44,6 +44,20 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
                           "model is {}); remove it or set 'model: auto'",
                           NetworkModelName(n->model)));
   }
+  n->connection_Bps = r.NonNegativeNumber("connection_gbps", n->connection_Bps * 8 / 1e9) * 1e9 / 8;
+  if (r.Has("connection_gbps") && n->connection_Bps > 0) {
+    if (n->model != NetworkModelKind::kFlow) {
+      r.FailKey("connection_gbps",
+                fmt::format("'connection_gbps' (a cap per connection) is priced by the flow model "
+                            "only (this network's model is {}); set 'model: flow' or remove it",
+                            NetworkModelName(n->model)));
+    }
+    if (n->connections != ConnectionKind::kMachinePair) {
+      r.FailKey("connection_gbps",
+                "'connection_gbps' caps the one connection of a machine pair and needs "
+                "'connections: machine_pair'; remove one of them");
+    }
+  }
   n->host_cores = static_cast<int>(r.NonNegativeNumber("host_cores", n->host_cores));
   n->host_message_ns = r.NonNegativeNumber("host_message_us", n->host_message_ns / 1e3) * 1e3;
   n->host_ns_per_byte = r.NonNegativeNumber("host_ns_per_byte", n->host_ns_per_byte);
@@ -131,6 +145,9 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
   if (n.queue_limit_bytes > 0) out << "queue_limit_bytes: " << n.queue_limit_bytes << "\n";
   if (n.auto_flow_message_bytes > 0) {
     out << "auto_flow_message_bytes: " << n.auto_flow_message_bytes << "\n";
+  }
+  if (n.connection_Bps > 0) {
+    out << "connection_gbps: " << YamlScalarNumber(n.connection_Bps * 8 / 1e9) << "\n";
   }
   if (n.host_cores > 0) {
     out << "host_cores: " << n.host_cores << "\n";

@@ -100,6 +100,14 @@ struct NetworkSpec {
   // every shipped file: 64 KiB at 100 Mbit/s helped the in-sample sets and made held-out set 7
   // worse (docs/validation.md), so it is a switch for such experiments, not a default.
   int64_t auto_flow_message_bytes = 0;
+  // Flow model only (YAML: connection_gbps, 1e9 bits/s): the most one connection carries, as a
+  // cloud network caps a single flow (one TCP 5-tuple) below the NIC's rate: Amazon EC2 limits
+  // single-flow traffic to 5 Gbit/s between instances outside a cluster placement group and to
+  // 10 Gbit/s inside one, whatever the instance's rate ("Amazon EC2 instance network
+  // bandwidth", EC2 User Guide). With connections: machine_pair (what it needs) a machine pair's
+  // messages share one connection, one message on the network at a time; a machine reaches its
+  // NIC's rate only by talking to several machines at once. 0 = no limit.
+  double connection_Bps = 0;
   // The host CPU messages cost when every process of the cluster shares a few cores, as in an
   // emulated cluster on one machine (YAML: host_cores, host_message_us, host_ns_per_byte). A
   // message that has arrived is processed, sender's and receiver's work together, for

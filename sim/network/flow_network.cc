@@ -78,7 +78,8 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
       overhead_ns_(spec.per_message_overhead_ns),
       alpha_(spec.fairness_alpha),
       ack_weight_(spec.fairness_alpha > 0 ? spec.ack_path_weight : 0),
-      burst_bytes_(static_cast<double>(spec.burst_bytes)) {
+      burst_bytes_(static_cast<double>(spec.burst_bytes)),
+      connection_Bps_(spec.connection_Bps) {
   CheckNetworkSpec(spec);
   const size_t n = static_cast<size_t>(topo_.num_links());
   capacity_.resize(n);
@@ -95,6 +96,7 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
   if (ack_weight_ > 0) af_ack_flows_.resize(n);
   // Prices are rate^-alpha in units of the fastest link, far from overflow and underflow.
   for (size_t l = 0; l < n; ++l) af_unit_ = std::max(af_unit_, capacity_[l]);
+  af_unit_ = std::max(af_unit_, connection_Bps_);
   link_scratch_.resize(n);
   groups_.resize(n + 1);
 }
@@ -130,6 +132,7 @@ void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
   }
   h.nlinks = static_cast<uint8_t>(route.size);
   for (int i = 0; i < route.size; ++i) h.link[i] = route.links[static_cast<size_t>(i)];
+  if (connection_Bps_ > 0) h.link[h.nlinks++] = ConnectionLink(src, dst);
   if (ack_weight_ > 0) {
     if (ack_route_.size() < flows_.size()) ack_route_.resize(flows_.size());
     ack_route_[static_cast<size_t>(f)] = topo_.RouteBetween(dst, src);
@@ -225,6 +228,27 @@ std::vector<uint64_t> FlowNetwork::LinkFlowTags(int l) const {
 }
 
 // ---- flows and links -------------------------------------------------------------------------
+
+int32_t FlowNetwork::ConnectionLink(int src, int dst) {
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) |
+                       static_cast<uint32_t>(dst);
+  const auto [it, added] = connection_links_.try_emplace(key, static_cast<int32_t>(capacity_.size()));
+  if (!added) return it->second;
+  // A link of its own: every per-link array grows by one (groups_ keeps one more than links).
+  capacity_.push_back(connection_Bps_);
+  link_flows_.emplace_back();
+  link_load_.push_back(0.0);
+  link_bytes_.push_back(0.0);
+  link_busy_ns_.push_back(0);
+  link_busy_since_.push_back(0);
+  link_idle_since_.push_back(std::numeric_limits<TimeNs>::min() / 2);
+  link_tokens_.push_back(0.0);  // not a token bucket: never on a route BurstCredit reads
+  af_price_.push_back(0.0);
+  if (ack_weight_ > 0) af_ack_flows_.emplace_back();
+  link_scratch_.emplace_back();
+  groups_.emplace_back();
+  return it->second;
+}
 
 int32_t FlowNetwork::AllocFlow() {
   int32_t f;
@@ -1060,6 +1084,10 @@ void CheckNetworkSpec(const config::NetworkSpec& spec) {
         "queue_limit_bytes >= 0, got {}, {}, {}, {}",
         spec.loc.ToString(), spec.fairness_alpha, spec.burst_bytes, spec.sender_queue_bytes,
         spec.queue_limit_bytes));
+  }
+  if (!(spec.connection_Bps >= 0 && std::isfinite(spec.connection_Bps))) {
+    throw std::invalid_argument(fmt::format("{}: connection_gbps must be >= 0 (0 = no cap), got {}",
+                                            spec.loc.ToString(), spec.connection_Bps * 8 / 1e9));
   }
   if (!(spec.ack_path_weight >= 0 && spec.ack_path_weight <= config::kMaxAckPathWeight)) {
     throw std::invalid_argument(fmt::format("{}: ack_path_weight must be in [0, {}], got {}",

@@ -79,6 +79,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -137,6 +138,8 @@ class FlowNetwork final : public NetworkModel {
  private:
   // Hot solver state of a flow, packed (48 bytes) so that a re-solve touching thousands of flows
   // stays in cache; the rest of a flow lives in Flow.
+  // A flow's links: its route's, and its connection's when connection_gbps caps it.
+  static constexpr int kMaxFlowLinks = kMaxRouteLinks + 1;
   struct Hot {
     double rate = 0;          // bytes/s since Flow::last_t; 0: new, not solved yet
     double new_rate = 0;      // scratch: result of the current solve
@@ -145,7 +148,7 @@ class FlowNetwork final : public NetworkModel {
     uint32_t stamp = 0;  // round in which kFree/kFrozen are valid
     uint8_t flags = 0;
     uint8_t nlinks = 0;
-    int32_t link[kMaxRouteLinks] = {};
+    int32_t link[kMaxFlowLinks] = {};  // the route's links, then its connection's (if capped)
   };
   static constexpr uint8_t kFree = 1, kFrozen = 2;
   struct Flow {
@@ -159,7 +162,7 @@ class FlowNetwork final : public NetworkModel {
     TimeNs extra = 0;  // route latency + per-message overhead
     uint64_t tag = 0;
     int32_t src = 0, dst = 0;
-    int32_t pos[kMaxRouteLinks] = {};  // index of this flow in link_flows_[link[i]]
+    int32_t pos[kMaxFlowLinks] = {};  // index of this flow in link_flows_[link[i]]
   };
   // Key of the completion order; unique (start sequences are), so pops never depend on how the
   // heaps are laid out. id: the flow slot in a group's heap, the group in tops_.
@@ -329,6 +332,12 @@ class FlowNetwork final : public NetworkModel {
   std::vector<double> af_backs_;         // per flow on the link being solved, af_back_
   std::vector<int32_t> af_work_;         // links to update (FIFO)
   std::vector<uint8_t> af_queued_;       // per link: in af_work_
+  // connection_gbps: one more link per machine pair that has talked, with the cap as its capacity
+  // (after the topology's links, which alone are reported by Links()); its only flow is the
+  // pair's message on the network (SimJob sends a connection's messages one at a time).
+  double connection_Bps_ = 0;
+  std::unordered_map<uint64_t, int32_t> connection_links_;
+  int32_t ConnectionLink(int src, int dst);
   double af_unit_ = 1;                   // prices are in units of the fastest link's capacity
   std::vector<LinkScratch> link_scratch_;
 

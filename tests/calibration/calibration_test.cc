@@ -245,6 +245,22 @@ TEST(NetworkFile, AutoFlowMessageBytesRoundTripsAndAnotherModelMayOverride) {
             config::NetworkModelKind::kFlow);
 }
 
+// connection_gbps: written and read back; 0 (no cap) is not written, so old files stay as they were.
+TEST(NetworkFile, ConnectionCapRoundTrips) {
+  config::NetworkFileSpec f;
+  f.network.host_bandwidth_Bps = 25e9 / 8;
+  f.network.connection_Bps = 5e9 / 8;
+  f.provenance = {{"source", "EC2 User Guide"}};
+  std::ostringstream text;
+  config::WriteNetworkYaml(f, text);
+  EXPECT_NE(text.str().find("connection_gbps: 5\n"), std::string::npos) << text.str();
+  EXPECT_DOUBLE_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.connection_Bps, 5e9 / 8);
+  f.network.connection_Bps = 0;
+  std::ostringstream off;
+  config::WriteNetworkYaml(f, off);
+  EXPECT_EQ(off.str().find("connection_gbps"), std::string::npos) << off.str();
+}
+
 // The error ParseNetworkYaml(text, name) throws, or "" if it accepts the text.
 std::string NetworkFileError(const std::string& text, const std::string& name) {
   try {
@@ -288,6 +304,12 @@ TEST(NetworkFile, BadInputIsLocated) {
        "afneg.yaml", "afneg.yaml:6:", "auto_flow_message_bytes"},
       {"model: flow\nefficiency: 1\nauto_flow_message_bytes: 65536\nprovenance: {a: b}\n",
        "afflow.yaml", "afflow.yaml:6:", "applies to model auto only (this network's model is flow)"},
+      {"efficiency: 1\nconnection_gbps: -5\nprovenance: {a: b}\n", "capneg.yaml", "capneg.yaml:5:",
+       "connection_gbps"},
+      {"model: queue\nefficiency: 1\nconnection_gbps: 5\nprovenance: {a: b}\n", "capq.yaml",
+       "capq.yaml:6:", "flow model only (this network's model is queue)"},
+      {"efficiency: 1\nconnections: process_pair\nconnection_gbps: 5\nprovenance: {a: b}\n",
+       "capproc.yaml", "capproc.yaml:6:", "needs 'connections: machine_pair'"},
   };
   for (const auto& c : cases) {
     const std::string err = NetworkFileError(head + c.body, c.name);

@@ -516,6 +516,29 @@ TEST(SimJob, AutoNetworkModelTakesTheFlowModelForLongMessages) {
             json_with(vit, config::NetworkModelKind::kQueue, 0));
 }
 
+// network.connection_gbps (a cloud's cap on one flow): two machines talk over one connection
+// each way, so a cap of a quarter of the NIC makes their communication 4x as long; eight machines
+// each talk to seven others at once and fill their NICs anyway; a cap at or above the NIC's rate
+// changes nothing, byte for byte.
+TEST(SimJob, AConnectionCapSlowsAPairOfMachinesAndNotACluster) {
+  SimOptions opts;
+  opts.baseline = false;
+  auto run = [&](int machines, const std::string& cap) {
+    return SimulateScenario(
+        config::LoadScenarioFile(kSrc + "/scenarios/demo.yaml",
+                                 {"model=alexnet", "cluster.machines=" + std::to_string(machines),
+                                  "cluster.network.connection_gbps=" + cap}),
+        opts);
+  };
+  const ScenarioResult two = run(2, "0"), two_capped = run(2, "2.5");
+  EXPECT_NEAR(two_capped.communication_ms, 4 * two.communication_ms, 0.01 * two.communication_ms);
+  EXPECT_GT(two_capped.iteration_ms, 2 * two.iteration_ms);
+  const ScenarioResult eight = run(8, "0"), eight_capped = run(8, "2.5");
+  EXPECT_NEAR(eight_capped.iteration_ms, eight.iteration_ms, 1e-3 * eight.iteration_ms);
+  EXPECT_EQ(FormatResult(run(2, "10"), OutputFormat::kJson),
+            FormatResult(two, OutputFormat::kJson));
+}
+
 // A scenario with fault tolerance simulates its heartbeats (timers, small messages to the
 // coordinator) without a failure: the job ends, deterministically, and the heartbeats cost
 // next to nothing next to the training traffic.

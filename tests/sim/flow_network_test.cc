@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -381,6 +382,60 @@ TEST(FlowNetworkTest, AlphaFairKeepsClosedFormsOfOneBottleneckAndFillsEveryLink)
   ExpectRandomTrafficFeasibleAndParetoEfficient(spec, B, 7);
 }
 
+// network.connection_gbps: a machine pair's connection carries at most the cap, so one transfer
+// takes S / cap on a faster link, a sender reaches its NIC's rate only through several pairs, and
+// the links the cap leaves unused go to the other flows (max-min over links and connections).
+TEST(FlowNetworkTest, AConnectionCapLimitsEachMachinePairNotTheMachine) {
+  const double B = 1.25e9, cap = 0.5e9;  // a 10 Gbit/s NIC, a 4 Gbit/s single flow
+  const int64_t S = 100'000'000, L = 1000;
+  config::NetworkSpec spec = Spec(B, L);
+  spec.connection_Bps = cap;
+  {
+    FlowNetwork net(Topology::Star(2, B, L), spec);
+    net.StartFlow(0, 0, 1, S, 1);
+    const auto done = Drain(net);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].delivered_at, L + CeilNs(S, static_cast<int64_t>(cap)));
+    EXPECT_EQ(net.Links(done[0].delivered_at).size(), 4u);  // the topology's links alone
+  }
+  {
+    // One sender to two receivers: each pair at the cap (the NIC is not full); to three: each at
+    // B / 3 < cap (the NIC is the bottleneck again).
+    FlowNetwork net(Topology::Star(4, B, L), spec);
+    net.StartFlow(0, 0, 1, S, 1);
+    net.StartFlow(0, 0, 2, S, 2);
+    auto flows = net.ActiveFlows();
+    ASSERT_EQ(flows.size(), 2u);
+    EXPECT_DOUBLE_EQ(flows[0].rate_Bps, cap);
+    EXPECT_DOUBLE_EQ(flows[1].rate_Bps, cap);
+    net.StartFlow(0, 0, 3, S, 3);
+    flows = net.ActiveFlows();
+    for (const auto& f : flows) EXPECT_NEAR(f.rate_Bps, B / 3, 1e-9 * B);
+  }
+  {
+    // Three senders into 2 share its downlink at B / 3 each, below the cap; 0 -> 1 leaves from
+    // the same NIC as 0 -> 2 and takes the cap, not the B - B / 3 its NIC has left.
+    FlowNetwork net(Topology::Star(4, B, L), spec);
+    net.StartFlow(0, 0, 1, S, 1);
+    net.StartFlow(0, 0, 2, S, 2);
+    net.StartFlow(0, 1, 2, S, 3);
+    net.StartFlow(0, 3, 2, S, 4);
+    const auto flows = net.ActiveFlows();
+    ASSERT_EQ(flows.size(), 4u);
+    EXPECT_DOUBLE_EQ(flows[0].rate_Bps, cap);
+    for (size_t i = 1; i < 4; ++i) EXPECT_NEAR(flows[i].rate_Bps, B / 3, 1e-9 * B);
+  }
+  {
+    // Alpha-fair sharing honours the cap as well (a link of its own with one flow).
+    spec.fairness_alpha = 1;
+    FlowNetwork net(Topology::Star(2, B, L), spec);
+    net.StartFlow(0, 0, 1, S, 1);
+    const auto flows = net.ActiveFlows();
+    ASSERT_EQ(flows.size(), 1u);
+    EXPECT_NEAR(flows[0].rate_Bps, cap, 1e-6 * cap);
+  }
+}
+
 TEST(FlowNetworkTest, EfficiencyScalesTimeAndOverheadIsAdded) {
   const int64_t S = 1'000'000, L = 1000, kOverhead = 777;
   FlowNetwork net = StarNet(2, 1e9, L, 0.8, kOverhead);
@@ -613,15 +668,30 @@ TEST(FlowNetworkTest, SameCallsGiveIdenticalResults) {
 }
 
 // From-scratch max-min fair rates by progressive filling: saturate the link with the smallest
-// fair share (lowest id on ties), freeze its flows, repeat.
+// fair share (lowest id on ties), freeze its flows, repeat. connection_Bps > 0: each (src, dst)
+// pair's flows also share a link of that capacity (network.connection_gbps).
 std::vector<double> ReferenceMaxMin(const Topology& topo,
-                                    const std::vector<FlowNetwork::FlowInfo>& flows) {
-  const size_t nl = static_cast<size_t>(topo.num_links());
+                                    const std::vector<FlowNetwork::FlowInfo>& flows_in,
+                                    double connection_Bps = 0) {
+  size_t nl = static_cast<size_t>(topo.num_links());
   std::vector<double> rem(nl);
-  std::vector<int> cnt(nl, 0);
   for (size_t l = 0; l < nl; ++l) rem[l] = topo.link(static_cast<int>(l)).capacity_Bps;
-  for (const auto& f : flows) {
-    for (int32_t l : f.route) ++cnt[static_cast<size_t>(l)];
+  std::vector<std::vector<int32_t>> routes;
+  std::map<std::pair<int, int>, int32_t> pair_link;
+  for (const auto& f : flows_in) {
+    routes.emplace_back(f.route.begin(), f.route.end());
+    if (connection_Bps <= 0) continue;
+    auto [it, added] = pair_link.try_emplace({f.src, f.dst}, static_cast<int32_t>(nl));
+    if (added) {
+      rem.push_back(connection_Bps);
+      ++nl;
+    }
+    routes.back().push_back(it->second);
+  }
+  const auto& flows = flows_in;
+  std::vector<int> cnt(nl, 0);
+  for (const auto& r : routes) {
+    for (int32_t l : r) ++cnt[static_cast<size_t>(l)];
   }
   std::vector<double> rate(flows.size(), -1);
   size_t left = flows.size();
@@ -633,7 +703,7 @@ std::vector<double> ReferenceMaxMin(const Topology& topo,
     const double level = rem[best] / cnt[best];
     for (size_t i = 0; i < flows.size(); ++i) {
       if (rate[i] >= 0) continue;
-      const Route& r = flows[i].route;
+      const std::vector<int32_t>& r = routes[i];
       if (std::find(r.begin(), r.end(), static_cast<int32_t>(best)) == r.end()) continue;
       rate[i] = level;
       --left;
@@ -646,9 +716,9 @@ std::vector<double> ReferenceMaxMin(const Topology& topo,
   return rate;
 }
 
-void CheckAgainstReference(const FlowNetwork& net, int* checks) {
+void CheckAgainstReference(const FlowNetwork& net, int* checks, double connection_Bps = 0) {
   const auto flows = net.ActiveFlows();
-  const auto ref = ReferenceMaxMin(net.topology(), flows);
+  const auto ref = ReferenceMaxMin(net.topology(), flows, connection_Bps);
   for (size_t i = 0; i < flows.size(); ++i) {
     ASSERT_NEAR(flows[i].rate_Bps, ref[i], 1e-9 * ref[i]) << "flow " << i << " of " << flows.size();
   }
@@ -673,7 +743,10 @@ TEST(FlowNetworkTest, IncrementalSolverMatchesFromScratchWaterFilling) {
       std::uniform_real_distribution<double> cap(2e8, 2e9);
       for (int l = 0; l < topo.num_links(); ++l) topo.SetLinkCapacity(l, cap(rng));
     }
-    FlowNetwork net(std::move(topo), Spec(1e9, 1000));
+    // Every 5th seed caps each machine pair's flows together (connection_gbps) below the links.
+    config::NetworkSpec spec = Spec(1e9, 1000);
+    if (seed % 5 == 0) spec.connection_Bps = 3e8;
+    FlowNetwork net(std::move(topo), spec);
     TimeNs now = 0;
     std::vector<FlowDone> done;
     // Concurrency: light, or (every 4th seed) dense, far more flows than hosts.
@@ -691,7 +764,7 @@ TEST(FlowNetworkTest, IncrementalSolverMatchesFromScratchWaterFilling) {
         now = std::max(now, net.NextEventTime());
         net.AdvanceTo(now, &done);
       }
-      CheckAgainstReference(net, &checks);
+      CheckAgainstReference(net, &checks, spec.connection_Bps);
       if (HasFatalFailure()) return;
       now += static_cast<TimeNs>(rng() % 3000);
     }
