@@ -52,11 +52,6 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
                             "only (this network's model is {}); set 'model: flow' or remove it",
                             NetworkModelName(n->model)));
     }
-    if (n->connections != ConnectionKind::kMachinePair) {
-      r.FailKey("connection_gbps",
-                "'connection_gbps' caps the one connection of a machine pair and needs "
-                "'connections: machine_pair'; remove one of them");
-    }
   }
   n->host_cores = static_cast<int>(r.NonNegativeNumber("host_cores", n->host_cores));
   n->host_message_ns = r.NonNegativeNumber("host_message_us", n->host_message_ns / 1e3) * 1e3;

@@ -104,9 +104,9 @@ struct NetworkSpec {
   // cloud network caps a single flow (one TCP 5-tuple) below the NIC's rate: Amazon EC2 limits
   // single-flow traffic to 5 Gbit/s between instances outside a cluster placement group and to
   // 10 Gbit/s inside one, whatever the instance's rate ("Amazon EC2 instance network
-  // bandwidth", EC2 User Guide). With connections: machine_pair (what it needs) a machine pair's
-  // messages share one connection, one message on the network at a time; a machine reaches its
-  // NIC's rate only by talking to several machines at once. 0 = no limit.
+  // bandwidth", EC2 User Guide). A connection (one per machine pair, or per process pair:
+  // `connections`) has one message on the network at a time; a machine reaches its NIC's rate
+  // only over several connections at once. 0 = no limit.
   double connection_Bps = 0;
   // The host CPU messages cost when every process of the cluster shares a few cores, as in an
   // emulated cluster on one machine (YAML: host_cores, host_message_us, host_ns_per_byte). A

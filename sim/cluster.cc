@@ -186,15 +186,21 @@ void SimJob::StartFlowAfterQueue(int src, int dst, uint32_t slot, bool continues
   StartFlow(src, dst, slot);
 }
 
-SimJob::Connection& SimJob::ConnectionOf(int src, int dst, ActorId from, ActorId to) {
-  uint64_t key = 0, space = 0;
+uint64_t SimJob::ConnectionKey(int src, int dst, ActorId from, ActorId to) const {
   if (config_.network.connections == config::ConnectionKind::kProcessPair) {
-    space = static_cast<uint64_t>(config_.layout.num_actors());
-    key = static_cast<uint64_t>(from) * space + static_cast<uint64_t>(to);
-  } else {
-    space = static_cast<uint64_t>(config_.layout.num_machines);
-    key = static_cast<uint64_t>(src) * space + static_cast<uint64_t>(dst);
+    return static_cast<uint64_t>(from) * static_cast<uint64_t>(config_.layout.num_actors()) +
+           static_cast<uint64_t>(to);
   }
+  return static_cast<uint64_t>(src) * static_cast<uint64_t>(config_.layout.num_machines) +
+         static_cast<uint64_t>(dst);
+}
+
+SimJob::Connection& SimJob::ConnectionOf(int src, int dst, ActorId from, ActorId to) {
+  const uint64_t key = ConnectionKey(src, dst, from, to);
+  uint64_t space = static_cast<uint64_t>(config_.network.connections ==
+                                                 config::ConnectionKind::kProcessPair
+                                             ? config_.layout.num_actors()
+                                             : config_.layout.num_machines);
   // Up to kDenseConnections pairs, a flat table (a hash map's lookups and rehashes cost ~5% of a
   // 1,024-machine run); beyond, the map holds only the pairs that talk.
   space *= space;
@@ -262,7 +268,9 @@ void SimJob::StartQueuedFlow(const Event& ev) {
 
 void SimJob::StartFlow(int src, int dst, uint32_t slot) {
   largest_network_message_ = std::max(largest_network_message_, slots_[slot].msg.wire_bytes());
-  network_->StartFlow(now_, src, dst, slots_[slot].msg.wire_bytes(), slot);
+  const Message& m = slots_[slot].msg;
+  network_->StartConnectionFlow(now_, src, dst, m.wire_bytes(), slot,
+                                ConnectionKey(src, dst, m.from, m.to));
   NicChange(src, +1);
   NicChange(dst, +1);
   if (intra_ && replaying_ == false) {

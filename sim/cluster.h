@@ -204,6 +204,9 @@ class SimJob {
   // now_ plus the wake-up latency if the thread sleeps, else once it is free.
   TimeNs ProtocolThreadStart(core::ActorId actor) const;
   void EnsureHostCpuState();
+  // The connection a message from actor `from` on machine src to `to` on dst travels on: one per
+  // machine pair or per process pair (network.connections).
+  uint64_t ConnectionKey(int src, int dst, core::ActorId from, core::ActorId to) const;
   Connection& ConnectionOf(int src, int dst, core::ActorId from, core::ActorId to);
   std::string DeadlockReport() const;
 

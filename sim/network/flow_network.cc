@@ -104,6 +104,13 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
 // ---- public interface ------------------------------------------------------------------------
 
 void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) {
+  StartConnectionFlow(now, src, dst, payload_bytes, tag,
+                      (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) |
+                          static_cast<uint32_t>(dst));
+}
+
+void FlowNetwork::StartConnectionFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
+                                      uint64_t tag, uint64_t connection) {
   CheckStartFlow(now, now_, payload_bytes);
   const Route route = topo_.RouteBetween(src, dst);  // validates src, dst
   if (!seeds_.empty() && pending_t_ != now) Flush();
@@ -132,7 +139,7 @@ void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
   }
   h.nlinks = static_cast<uint8_t>(route.size);
   for (int i = 0; i < route.size; ++i) h.link[i] = route.links[static_cast<size_t>(i)];
-  if (connection_Bps_ > 0) h.link[h.nlinks++] = ConnectionLink(src, dst);
+  if (connection_Bps_ > 0) h.link[h.nlinks++] = ConnectionLink(connection);
   if (ack_weight_ > 0) {
     if (ack_route_.size() < flows_.size()) ack_route_.resize(flows_.size());
     ack_route_[static_cast<size_t>(f)] = topo_.RouteBetween(dst, src);
@@ -229,10 +236,9 @@ std::vector<uint64_t> FlowNetwork::LinkFlowTags(int l) const {
 
 // ---- flows and links -------------------------------------------------------------------------
 
-int32_t FlowNetwork::ConnectionLink(int src, int dst) {
-  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) |
-                       static_cast<uint32_t>(dst);
-  const auto [it, added] = connection_links_.try_emplace(key, static_cast<int32_t>(capacity_.size()));
+int32_t FlowNetwork::ConnectionLink(uint64_t connection) {
+  const auto [it, added] =
+      connection_links_.try_emplace(connection, static_cast<int32_t>(capacity_.size()));
   if (!added) return it->second;
   // A link of its own: every per-link array grows by one (groups_ keeps one more than links).
   capacity_.push_back(connection_Bps_);

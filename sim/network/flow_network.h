@@ -101,6 +101,8 @@ class FlowNetwork final : public NetworkModel {
 
   int num_hosts() const override { return topo_.num_hosts(); }
   void StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) override;
+  void StartConnectionFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag,
+                           uint64_t connection) override;
   TimeNs NextEventTime() const override;
   void AdvanceTo(TimeNs now, std::vector<FlowDone>* done) override;
   int active_flows() const override { return active_count_; }
@@ -332,12 +334,12 @@ class FlowNetwork final : public NetworkModel {
   std::vector<double> af_backs_;         // per flow on the link being solved, af_back_
   std::vector<int32_t> af_work_;         // links to update (FIFO)
   std::vector<uint8_t> af_queued_;       // per link: in af_work_
-  // connection_gbps: one more link per machine pair that has talked, with the cap as its capacity
-  // (after the topology's links, which alone are reported by Links()); its only flow is the
-  // pair's message on the network (SimJob sends a connection's messages one at a time).
+  // connection_gbps: one more link per connection that has carried a flow, with the cap as its
+  // capacity (after the topology's links, which alone are reported by Links()); SimJob sends a
+  // connection's messages one at a time, so its only flow is the message on the network.
   double connection_Bps_ = 0;
   std::unordered_map<uint64_t, int32_t> connection_links_;
-  int32_t ConnectionLink(int src, int dst);
+  int32_t ConnectionLink(uint64_t connection);
   double af_unit_ = 1;                   // prices are in units of the fastest link's capacity
   std::vector<LinkScratch> link_scratch_;
 

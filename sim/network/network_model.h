@@ -51,6 +51,13 @@ class NetworkModel {
   // Starts sending `payload_bytes` (>= 0) from host `src` to host `dst` (src != dst) at `now`;
   // `now` never decreases between calls.
   virtual void StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) = 0;
+  // StartFlow for a message of one connection, `connection` a key the caller keeps per
+  // connection (network.connection_gbps caps each; the flow model prices it). StartFlow is a
+  // flow of the connection of its machine pair. The other models ignore the key.
+  virtual void StartConnectionFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
+                                   uint64_t tag, uint64_t /*connection*/) {
+    StartFlow(now, src, dst, payload_bytes, tag);
+  }
   // Earliest time at which AdvanceTo would report a flow, or kNever.
   virtual TimeNs NextEventTime() const = 0;
   // Advances the model to `now` (>= every earlier call) and appends the flows whose transmission

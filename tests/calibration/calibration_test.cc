@@ -308,8 +308,6 @@ TEST(NetworkFile, BadInputIsLocated) {
        "connection_gbps"},
       {"model: queue\nefficiency: 1\nconnection_gbps: 5\nprovenance: {a: b}\n", "capq.yaml",
        "capq.yaml:6:", "flow model only (this network's model is queue)"},
-      {"efficiency: 1\nconnections: process_pair\nconnection_gbps: 5\nprovenance: {a: b}\n",
-       "capproc.yaml", "capproc.yaml:6:", "needs 'connections: machine_pair'"},
   };
   for (const auto& c : cases) {
     const std::string err = NetworkFileError(head + c.body, c.name);

@@ -426,6 +426,20 @@ TEST(FlowNetworkTest, AConnectionCapLimitsEachMachinePairNotTheMachine) {
     for (size_t i = 1; i < 4; ++i) EXPECT_NEAR(flows[i].rate_Bps, B / 3, 1e-9 * B);
   }
   {
+    // The cap is per connection, whatever its machines: two connections of one machine pair (a
+    // process pair each, connections: process_pair) get the cap each; two flows of one connection
+    // share it (SimJob never sends them at once; the model still prices it).
+    FlowNetwork net(Topology::Star(2, B, L), spec);
+    net.StartConnectionFlow(0, 0, 1, S, 1, /*connection=*/7);
+    net.StartConnectionFlow(0, 0, 1, S, 2, /*connection=*/8);
+    net.StartConnectionFlow(0, 0, 1, S, 3, /*connection=*/8);
+    const auto flows = net.ActiveFlows();
+    ASSERT_EQ(flows.size(), 3u);
+    EXPECT_DOUBLE_EQ(flows[0].rate_Bps, cap);
+    EXPECT_DOUBLE_EQ(flows[1].rate_Bps, cap / 2);
+    EXPECT_DOUBLE_EQ(flows[2].rate_Bps, cap / 2);
+  }
+  {
     // Alpha-fair sharing honours the cap as well (a link of its own with one flow).
     spec.fairness_alpha = 1;
     FlowNetwork net(Topology::Star(2, B, L), spec);
