@@ -3,6 +3,8 @@
 
 #include "real_runtime/transport_impl.h"
 
+#include "real_runtime/socket_pacing.h"
+
 #include <endian.h>
 
 #include <fmt/format.h>
@@ -73,6 +75,12 @@ void Transport::Impl::StartConn(const std::shared_ptr<Conn>& c) {
   sock.set_option(tcp::no_delay(true), ignored);
   sock.set_option(asio::socket_base::send_buffer_size(o_.socket_buffer_bytes), ignored);
   sock.set_option(asio::socket_base::receive_buffer_size(o_.socket_buffer_bytes), ignored);
+  if (o_.max_pacing_Bps > 0) {
+    std::string error;
+    if (!SetMaxPacingRate(sock.native_handle(), o_.max_pacing_Bps, &error)) {
+      log_->warn("transport: the connection's rate is not capped: {}", error);
+    }
+  }
   conns_.emplace(c.get(), c);
   if (!c->dialer) {
     c->pending_counted = true;

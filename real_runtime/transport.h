@@ -62,6 +62,9 @@ struct TransportOptions {
   std::chrono::milliseconds connect_timeout{30000}; // Connect retries until this has passed
   int max_pending_handshakes = 64;                  // accepted connections not yet authenticated
   int socket_buffer_bytes = 4 << 20;                // SO_SNDBUF / SO_RCVBUF (the kernel caps it)
+  // > 0: every connection sends at most this many bytes per second (SO_MAX_PACING_RATE;
+  // socket_pacing.h): the scenario's network.connection_gbps, a cloud's cap on one flow. 0 = none.
+  double max_pacing_Bps = 0;
   // Optional TLS (both sides must agree): every connection is TLS 1.2+ with certificates
   // verified against tls_ca on both ends (mutual TLS), and the HMAC handshake runs inside it.
   // Peer host names are not checked: a peer is identified by the HMAC handshake, TLS adds

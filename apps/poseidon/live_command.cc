@@ -418,6 +418,8 @@ class Commands final : public LiveCommands {
       throw ConfigError(e.what());
     }
     o.transport.job_id = job_id_;
+    // A cloud's cap on one flow, as the scenario prices it, on each of this process's connections.
+    o.transport.max_pacing_Bps = o.scenario.network.connection_Bps;
     if (!node_flags_.tls_dir.empty()) {
       const rt::TlsFiles f = WithConfigErrors([&] { return rt::JobTlsFiles(node_flags_.tls_dir); });
       o.transport.tls = true;

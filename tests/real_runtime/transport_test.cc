@@ -30,6 +30,7 @@
 #include "real_runtime/half.h"
 #include "real_runtime/handshake.h"
 #include "real_runtime/secret_file.h"
+#include "real_runtime/socket_pacing.h"
 #include "tests/real_runtime/transport_helpers.h"
 
 namespace poseidon::rt {
@@ -91,6 +92,32 @@ TEST_F(TransportTest, ControlFramesAndBothDirections) {
   EXPECT_EQ(w_.ev.control[0].first, 0);
   EXPECT_EQ(w_.ev.control[0].second, (std::vector<uint8_t>{70, 1, 2, 3}));
   ExpectGoodTraffic();
+}
+
+// max_pacing_Bps (the scenario's network.connection_gbps): connections with a cap still carry
+// every message, bit for bit, both ways.
+TEST_F(TransportTest, PacedConnectionsCarryTraffic) {
+  v_opts_.max_pacing_Bps = 50e6;
+  w_opts_.max_pacing_Bps = 50e6;
+  StartGoodPair();
+  ExpectGoodTraffic();
+}
+
+// The cap itself: the kernel reports back the rate it was given, on a TCP socket of each family;
+// a rate below 1 B/s is refused with the call named.
+TEST(SocketPacing, TheKernelKeepsTheCapAndABadRateIsNamed) {
+  for (int family : {AF_INET, AF_INET6}) {
+    const int fd = ::socket(family, SOCK_STREAM, 0);
+    if (fd < 0) continue;  // no IPv6 here
+    std::string error;
+    EXPECT_EQ(MaxPacingRate(fd), ~uint64_t{0});  // none yet
+    ASSERT_TRUE(SetMaxPacingRate(fd, 625e6 + 0.9, &error)) << error;  // 5 Gbit/s
+    EXPECT_EQ(MaxPacingRate(fd), 625'000'000u);
+    EXPECT_FALSE(SetMaxPacingRate(fd, 0.5, &error));
+    EXPECT_NE(error.find("SO_MAX_PACING_RATE"), std::string::npos) << error;
+    EXPECT_NE(error.find(">= 1 B/s"), std::string::npos) << error;
+    ::close(fd);
+  }
 }
 
 TEST_F(TransportTest, WrongSecretIsRefusedOnBothSides) {
