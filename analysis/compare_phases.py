@@ -5,7 +5,8 @@
         out/validate/config-0/live.json --warmup 2
 
 Both files are Chrome traces of the same scenario (`poseidon validate` writes them as sim.json
-and live.json per configuration; or `simulate --trace` and `trace merge`). Per worker and
+and live.json per configuration, live.json under run-N/ with --repeat; or `simulate --trace` and
+`trace merge`). Each is read once. Per worker and
 iteration after the warm-up, averaged:
   iteration  from one iteration's begin to the next's
   compute    forward and backward tasks (the worker's compute lane)
@@ -27,25 +28,36 @@ import sys
 from collections import defaultdict
 
 
+# The trace names a message's kind and receiver only in its event name (core/trace.cc writes
+# args clock and bytes), so these patterns read them there.
 ITERATION = re.compile(r"^iteration (\d+)$")
 PUSH = re.compile(r"^(push|factors) ")
 TO_WORKER = re.compile(r"^params .* -> worker (\d+)$")
 
 
-def phases(path, warmup):
+def load(path):
+    """A trace's events and each worker actor's iteration begins ({actor: {clock: ts}})."""
     with open(path) as f:
         events = json.load(f)["traceEvents"]
+    begins = defaultdict(dict)
+    for e in events:
+        m = ITERATION.match(e.get("name", "")) if e.get("ph") == "i" else None
+        if m:
+            begins[e.get("tid", 0) // 8].setdefault(int(m.group(1)), e["ts"])
+    return events, begins
+
+
+def phases(trace, warmup, path="trace"):
+    """The per-phase means (ms) of a trace load() read."""
+    events, begins = trace
     compute = defaultdict(float)
     update = defaultdict(float)
     push = defaultdict(list)
     pull = defaultdict(list)
-    begins = defaultdict(dict)  # worker -> clock -> ts
     for e in events:
         actor = e.get("tid", 0) // 8
         clock = e.get("args", {}).get("clock", 0)
         name = e.get("name", "")
-        if e.get("ph") == "i" and ITERATION.match(name):
-            begins[actor].setdefault(int(ITERATION.match(name).group(1)), e["ts"])
         if e.get("ph") != "X" or clock < warmup:
             continue
         if e["cat"] == "compute" and (name.startswith("forward ") or name.startswith("backward ")):
@@ -54,10 +66,9 @@ def phases(path, warmup):
             update[(actor, clock)] += e["dur"]
         elif e["cat"] == "network" and PUSH.match(name):
             push[(actor, clock)].append((e["ts"], e["ts"] + e["dur"]))
-        elif e["cat"] == "network" and TO_WORKER.match(name):
+        elif e["cat"] == "network" and (m := TO_WORKER.match(name)):
             # "worker K" is the K-th worker, actor K + 1.
-            pull[(int(TO_WORKER.match(name).group(1)) + 1, clock)].append(
-                (e["ts"], e["ts"] + e["dur"]))
+            pull[(int(m.group(1)) + 1, clock)].append((e["ts"], e["ts"] + e["dur"]))
     iters, comp = [], []
     for w, b in begins.items():
         for c in sorted(b):
@@ -74,20 +85,19 @@ def phases(path, warmup):
             "pull": inflight(pull), "update": mean(list(update.values()))}
 
 
-def stagger(path, warmup):
+def stagger(trace, warmup):
     """Per worker actor, the mean (ms) over clocks >= warmup of its iteration begin minus the
-    earliest begin of that clock among the workers."""
-    with open(path) as f:
-        events = json.load(f)["traceEvents"]
-    begins = defaultdict(dict)  # clock -> worker -> ts
-    for e in events:
-        m = ITERATION.match(e.get("name", ""))
-        if e.get("ph") == "i" and m and int(m.group(1)) >= warmup:
-            begins[int(m.group(1))].setdefault(e.get("tid", 0) // 8, e["ts"])
+    earliest begin of that clock among the workers. `trace`: what load() returns, or a path."""
+    _, begins = load(trace) if isinstance(trace, str) else trace
+    by_clock = defaultdict(dict)  # clock -> worker -> ts
+    for w, b in begins.items():
+        for clock, ts in b.items():
+            if clock >= warmup:
+                by_clock[clock][w] = ts
     offsets = defaultdict(list)
-    for clock, by_worker in begins.items():
-        first = min(by_worker.values())
-        for w, ts in by_worker.items():
+    for clock in sorted(by_clock):
+        first = min(by_clock[clock].values())
+        for w, ts in by_clock[clock].items():
             offsets[w].append(ts - first)
     return {w: sum(v) / len(v) / 1e3 for w, v in offsets.items()}
 
@@ -109,7 +119,8 @@ def main(argv):
     p.add_argument("--warmup", type=int, default=1)
     a = p.parse_args(argv)
     try:
-        sim, live = phases(a.simulated, a.warmup), phases(a.live, a.warmup)
+        sim_trace, live_trace = load(a.simulated), load(a.live)
+        sim, live = phases(sim_trace, a.warmup, a.simulated), phases(live_trace, a.warmup, a.live)
     except (OSError, ValueError, KeyError) as err:
         print(f"compare_phases.py: error: {err}", file=sys.stderr)
         return 2
@@ -121,7 +132,7 @@ def main(argv):
         if phase != "iteration" and abs(s - l) > worst_diff:
             worst, worst_diff = phase, abs(s - l)
     print(f"largest difference: {worst} ({worst_diff:.3f} ms per worker-iteration)")
-    s_st, l_st = stagger(a.simulated, a.warmup), stagger(a.live, a.warmup)
+    s_st, l_st = stagger(sim_trace, a.warmup), stagger(live_trace, a.warmup)
     print("stagger (ms after the first worker's iteration begin, mean):")
     for w in sorted(set(s_st) | set(l_st)):
         # Actor k + 1 is worker k (core/trace.h).
