@@ -138,7 +138,7 @@ class FlowNetwork final : public NetworkModel {
   const SolverStats& solver_stats() const { return stats_; }
 
  private:
-  // Hot solver state of a flow, packed (48 bytes) so that a re-solve touching thousands of flows
+  // Hot solver state of a flow, packed (56 bytes) so that a re-solve touching thousands of flows
   // stays in cache; the rest of a flow lives in Flow.
   // A flow's links: its route's, and its connection's when connection_gbps caps it.
   static constexpr int kMaxFlowLinks = kMaxRouteLinks + 1;
