@@ -145,7 +145,7 @@ std::string GroupStats(const std::vector<double>& errs) {
 }
 
 // Whole-iteration rows of every file, then the summaries: per set and precision, per set,
-// precision and device, per set and model.
+// precision and device, per set, precision and layout, per set and model.
 void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& files,
                      config::DeviceComputeModel kind, std::ostream& out) {
   std::vector<std::vector<calibration::GpuCase>> all;
@@ -166,10 +166,11 @@ void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& 
   } else {
     out << fmt::format("{} compute model against the whole-iteration rows of {} files\n",
                        KindName(kind), files.size());
-    out << fmt::format("{:<8} {:<11} {:<14} {:<6} {:>5} {:>5} {:>11} {:>11} {:>8}\n", "set",
-                       "model", "device", "prec", "batch", "tok", "iter_ms", "pred", "error");
+    out << fmt::format("{:<8} {:<11} {:<14} {:<6} {:<4} {:>5} {:>5} {:>11} {:>11} {:>8}\n",
+                       "set", "model", "device", "prec", "fmt", "batch", "tok", "iter_ms", "pred",
+                       "error");
   }
-  std::map<std::string, std::vector<double>> by_precision, by_device, by_model;
+  std::map<std::string, std::vector<double>> by_precision, by_device, by_layout, by_model;
   for (const auto& e : errors) {
     const config::PublishedTiming& r = e.c->row;
     const std::string set = r.fit ? "fit" : "heldout";
@@ -182,12 +183,15 @@ void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& 
                          config::MemoryFormatName(r.memory_format), r.iteration_ms,
                          e.iteration_ms, e.fwd_ms, e.bwd_ms, e.total_err);
     } else {
-      out << fmt::format("{:<8} {:<11} {:<14} {:<6} {:>5} {:>5} {:>11.2f} {:>11.2f} {:>8}\n", set,
-                         r.model, r.device, PricedPrecision(*e.c), r.batch, r.tokens,
+      out << fmt::format("{:<8} {:<11} {:<14} {:<6} {:<4} {:>5} {:>5} {:>11.2f} {:>11.2f} {:>8}\n",
+                         set, r.model, r.device, PricedPrecision(*e.c),
+                         config::MemoryFormatName(r.memory_format), r.batch, r.tokens,
                          r.iteration_ms, e.iteration_ms, Pct(e.total_err));
     }
     by_precision[set + " " + priced].push_back(e.total_err);
     by_device[set + " " + priced + " " + r.device].push_back(e.total_err);
+    by_layout[set + " " + priced + " " + config::MemoryFormatName(r.memory_format)].push_back(
+        e.total_err);
     by_model[set + " " + r.model].push_back(e.total_err);
   }
   if (c.csv) return;
@@ -196,6 +200,8 @@ void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& 
   for (const auto& [k, v] : by_precision) out << fmt::format("  {:<30} {}\n", k, GroupStats(v));
   out << "per set, precision and device:\n";
   for (const auto& [k, v] : by_device) out << fmt::format("  {:<30} {}\n", k, GroupStats(v));
+  out << "per set, precision and layout (memory_format; nchw where a file does not say):\n";
+  for (const auto& [k, v] : by_layout) out << fmt::format("  {:<30} {}\n", k, GroupStats(v));
   out << "per set and model:\n";
   for (const auto& [k, v] : by_model) out << fmt::format("  {:<30} {}\n", k, GroupStats(v));
   for (const bool fit : {true, false}) {

@@ -635,6 +635,16 @@ TEST(GpuModelCommand, CompareShowAndCheckRun) {
       << out;
   EXPECT_NE(out.find("heldout tf32"), std::string::npos) << out;
   EXPECT_EQ(out.find("fit      all precisions"), std::string::npos) << "--set heldout: " << out;
+  // Each row's layout, and the summary per layout: the H200 set's half-precision CNNs in both.
+  out = RunCapture(bin + " gpu-model check --compute-model framework " + Root() +
+                       "/scenarios/devices/measurements/measured/h200_pytorch_2026-12-04.yaml 2>&1",
+                   &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("heldout +resnet50 +h200 +bf16 +nhwc +256 ")))
+      << out;
+  EXPECT_NE(out.find("per set, precision and layout"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("heldout bf16 nhwc +4 rows")))
+      << out;
   // A precision: the framework model, per layer, with the optimizer step and the iteration.
   out = RunCapture(bin + " gpu-model show bert_large --device h100 --batch 64 --precision bf16 "
                          "--optimizer adamw 2>&1",
