@@ -188,12 +188,11 @@ config::ProfileSpec Measure(const core::Model& model, const std::string& model_n
 
   p.provenance = CollectProvenance(o.command);
   for (const auto& [key, value] : kernels::BackendProvenance(o.backend)) p.provenance[key] = value;
-  // A cuda profile names its GPU (the backend's provenance has it), not the host's CPU.
-  if (auto gpu = p.provenance.find("device"); o.backend == kernels::Backend::kCuda &&
-                                              gpu != p.provenance.end()) {
-    p.device = "cuda: " + gpu->second;
-  }
   if (o.backend == kernels::Backend::kCuda) {
+    // A cuda profile names its GPU (the backend's provenance has it), not the host's CPU.
+    if (auto gpu = p.provenance.find("device"); gpu != p.provenance.end()) {
+      p.device = "cuda: " + gpu->second;
+    }
     // Host<->device copy bandwidth, for the record. The layer times above already contain the
     // copies a cuda Net makes (parameters up before a layer's forward, gradients down after its
     // backward), so pcie_gbs stays unset: the simulator would add them a second time.

@@ -45,13 +45,11 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
                           NetworkModelName(n->model)));
   }
   n->connection_Bps = r.NonNegativeNumber("connection_gbps", n->connection_Bps * 8 / 1e9) * 1e9 / 8;
-  if (r.Has("connection_gbps") && n->connection_Bps > 0) {
-    if (n->model != NetworkModelKind::kFlow) {
-      r.FailKey("connection_gbps",
-                fmt::format("'connection_gbps' (a cap per connection) is priced by the flow model "
-                            "only (this network's model is {}); set 'model: flow' or remove it",
-                            NetworkModelName(n->model)));
-    }
+  if (r.Has("connection_gbps") && n->connection_Bps > 0 && n->model != NetworkModelKind::kFlow) {
+    r.FailKey("connection_gbps",
+              fmt::format("'connection_gbps' (a cap per connection) is priced by the flow model "
+                          "only (this network's model is {}); set 'model: flow' or remove it",
+                          NetworkModelName(n->model)));
   }
   n->host_cores = static_cast<int>(r.NonNegativeNumber("host_cores", n->host_cores));
   n->host_message_ns = r.NonNegativeNumber("host_message_us", n->host_message_ns / 1e3) * 1e3;

@@ -3,8 +3,6 @@
 
 #include "real_runtime/transport_impl.h"
 
-#include "real_runtime/socket_pacing.h"
-
 #include <endian.h>
 
 #include <fmt/format.h>
@@ -12,6 +10,8 @@
 
 #include <bit>
 #include <stdexcept>
+
+#include "real_runtime/socket_pacing.h"
 
 namespace poseidon::rt {
 

@@ -81,24 +81,28 @@ FlowNetwork::FlowNetwork(Topology topology, const config::NetworkSpec& spec)
       burst_bytes_(static_cast<double>(spec.burst_bytes)),
       connection_Bps_(spec.connection_Bps) {
   CheckNetworkSpec(spec);
-  const size_t n = static_cast<size_t>(topo_.num_links());
-  capacity_.resize(n);
-  for (size_t l = 0; l < n; ++l) capacity_[l] = topo_.link(static_cast<int>(l)).capacity_Bps;
-  link_flows_.resize(n);
-  link_load_.assign(n, 0.0);
-  link_bytes_.assign(n, 0.0);
-  link_busy_ns_.assign(n, 0);
-  link_busy_since_.assign(n, 0);
-  // Buckets start full: idle since long before time 0.
-  link_idle_since_.assign(n, std::numeric_limits<TimeNs>::min() / 2);
-  link_tokens_.assign(n, burst_bytes_);
-  af_price_.assign(n, 0.0);
-  if (ack_weight_ > 0) af_ack_flows_.resize(n);
+  groups_.resize(1);  // group 0: flows without a busy bottleneck; AppendLink adds one per link
+  // Buckets start full (a link is idle since long before time 0).
+  for (int l = 0; l < topo_.num_links(); ++l) AppendLink(topo_.link(l).capacity_Bps, burst_bytes_);
   // Prices are rate^-alpha in units of the fastest link, far from overflow and underflow.
-  for (size_t l = 0; l < n; ++l) af_unit_ = std::max(af_unit_, capacity_[l]);
+  for (double c : capacity_) af_unit_ = std::max(af_unit_, c);
   af_unit_ = std::max(af_unit_, connection_Bps_);
-  link_scratch_.resize(n);
-  groups_.resize(n + 1);
+}
+
+int32_t FlowNetwork::AppendLink(double capacity_Bps, double tokens) {
+  capacity_.push_back(capacity_Bps);
+  link_flows_.emplace_back();
+  link_load_.push_back(0.0);
+  link_bytes_.push_back(0.0);
+  link_busy_ns_.push_back(0);
+  link_busy_since_.push_back(0);
+  link_idle_since_.push_back(std::numeric_limits<TimeNs>::min() / 2);
+  link_tokens_.push_back(tokens);
+  af_price_.push_back(0.0);
+  if (ack_weight_ > 0) af_ack_flows_.emplace_back();
+  link_scratch_.emplace_back();
+  groups_.emplace_back();
+  return static_cast<int32_t>(capacity_.size() - 1);
 }
 
 // ---- public interface ------------------------------------------------------------------------
@@ -237,23 +241,12 @@ std::vector<uint64_t> FlowNetwork::LinkFlowTags(int l) const {
 // ---- flows and links -------------------------------------------------------------------------
 
 int32_t FlowNetwork::ConnectionLink(uint64_t connection) {
-  const auto [it, added] =
-      connection_links_.try_emplace(connection, static_cast<int32_t>(capacity_.size()));
-  if (!added) return it->second;
-  // A link of its own: every per-link array grows by one (groups_ keeps one more than links).
-  capacity_.push_back(connection_Bps_);
-  link_flows_.emplace_back();
-  link_load_.push_back(0.0);
-  link_bytes_.push_back(0.0);
-  link_busy_ns_.push_back(0);
-  link_busy_since_.push_back(0);
-  link_idle_since_.push_back(std::numeric_limits<TimeNs>::min() / 2);
-  link_tokens_.push_back(0.0);  // not a token bucket: never on a route BurstCredit reads
-  af_price_.push_back(0.0);
-  if (ack_weight_ > 0) af_ack_flows_.emplace_back();
-  link_scratch_.emplace_back();
-  groups_.emplace_back();
-  return it->second;
+  const auto it = connection_links_.find(connection);
+  if (it != connection_links_.end()) return it->second;
+  // A link of its own, not a token bucket (it is never on a route BurstCredit reads).
+  const int32_t link = AppendLink(connection_Bps_, 0.0);
+  connection_links_.emplace(connection, link);
+  return link;
 }
 
 int32_t FlowNetwork::AllocFlow() {

@@ -340,6 +340,8 @@ class FlowNetwork final : public NetworkModel {
   double connection_Bps_ = 0;
   std::unordered_map<uint64_t, int32_t> connection_links_;
   int32_t ConnectionLink(uint64_t connection);
+  // Grows every per-link array by one link (and groups_, which keeps one more); returns its id.
+  int32_t AppendLink(double capacity_Bps, double tokens);
   double af_unit_ = 1;                   // prices are in units of the fastest link's capacity
   std::vector<LinkScratch> link_scratch_;
 
