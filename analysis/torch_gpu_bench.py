@@ -16,11 +16,13 @@ fp32 (TF32 off for matmul and cuDNN), tf32 (on for both), fp16 (autocast float16
 GradScaler) and bf16 (autocast bfloat16); parameters and optimizer state stay fp32 (automatic
 mixed precision). Layout nhwc = model and input in torch.channels_last (CNNs only).
 
-Models and how they match scenarios/models/: resnet50, resnet101, vgg16 (torchvision, 1000
-classes, 224 px), vit_b16 (torchvision vit_b_16), inception_v3 (torchvision, no aux head, 299 px),
-bert_large (transformers BertForSequenceClassification of bert-large-uncased's shape with 2 labels:
-our bert_large is the encoder with its pooler, the 2-way classifier adds 2,050 parameters),
-gpt2_medium (transformers GPT2LMHeadModel of gpt2-medium's shape, LM loss over the sequence).
+Models and how they match scenarios/models/: resnet18, resnet34, resnet50, resnet101, resnet152,
+vgg11, vgg16, vgg19 (torchvision, 1000 classes, 224 px), vit_b16 (torchvision vit_b_16),
+inception_v3 (torchvision, no aux head, 299 px), bert_base and bert_large (transformers
+BertForSequenceClassification of bert-base/large-uncased's shape with 2 labels: our models are the
+encoder with its pooler, the 2-way classifier adds 2 x hidden + 2 parameters), gpt2_small and
+gpt2_medium (transformers GPT2LMHeadModel of gpt2's / gpt2-medium's shape, LM loss over the
+sequence).
 CNNs train with SGD (momentum 0.9), transformers with AdamW (PyTorch's default implementation).
 `tiny` is a two-layer perceptron for testing this script without a GPU (--torch-device cpu).
 
@@ -57,8 +59,12 @@ DEFAULT_PLAN = (
     + [("resnet101", 128, None, p, l) for l in ("nchw", "nhwc") for p in ("fp16", "bf16")]
     + [("inception_v3", 128, None, p, "nchw") for p in ("tf32", "bf16")]
 )
-CNNS = ("resnet50", "resnet101", "vgg16", "vit_b16", "inception_v3", "tiny")
-TRANSFORMERS = ("bert_large", "gpt2_medium")
+CNNS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg11", "vgg16", "vgg19",
+        "vit_b16", "inception_v3", "tiny")
+TRANSFORMERS = ("bert_base", "bert_large", "gpt2_small", "gpt2_medium")
+# The transformers' shapes (scenarios/models/<name>.yaml): hidden size, layers, heads, MLP width.
+TRANSFORMER_SHAPES = {"bert_base": (768, 12, 12, 3072), "bert_large": (1024, 24, 16, 4096),
+                      "gpt2_small": (768, 12, 12, 3072), "gpt2_medium": (1024, 24, 16, 4096)}
 
 
 class BenchError(Exception):
@@ -83,7 +89,7 @@ def build_model(torch, name):
     if name == "tiny":
         model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 64), nn.ReLU(), nn.Linear(64, 10))
         size, classes = 8, 10
-    elif name in ("resnet50", "resnet101", "vgg16", "vit_b16", "inception_v3"):
+    elif name in CNNS:
         try:
             import torchvision.models as tvm
         except ImportError as e:
@@ -100,10 +106,12 @@ def build_model(torch, name):
             import transformers
         except ImportError as e:
             raise BenchError(f"model {name} needs transformers ({e})")
-        if name == "bert_large":
-            cfg = transformers.BertConfig(vocab_size=30522, hidden_size=1024, num_hidden_layers=24,
-                                          num_attention_heads=16, intermediate_size=4096,
-                                          max_position_embeddings=512, num_labels=2)
+        hidden, depth, heads, mlp = TRANSFORMER_SHAPES[name]
+        if name.startswith("bert"):
+            cfg = transformers.BertConfig(vocab_size=30522, hidden_size=hidden,
+                                          num_hidden_layers=depth, num_attention_heads=heads,
+                                          intermediate_size=mlp, max_position_embeddings=512,
+                                          num_labels=2)
             model = transformers.BertForSequenceClassification(cfg)
             vocab = 30522
 
@@ -111,8 +119,8 @@ def build_model(torch, name):
                 ids = torch.randint(0, vocab, (batch, tokens), device=device)
                 return ids, torch.randint(0, 2, (batch,), device=device)
         else:
-            cfg = transformers.GPT2Config(vocab_size=50257, n_positions=1024, n_embd=1024,
-                                          n_layer=24, n_head=16)
+            cfg = transformers.GPT2Config(vocab_size=50257, n_positions=1024, n_embd=hidden,
+                                          n_layer=depth, n_head=heads, n_inner=mlp)
             model = transformers.GPT2LMHeadModel(cfg)
             vocab = 50257
 
