@@ -95,7 +95,8 @@ using FwVec = std::array<double, config::kNumFrameworkParams>;
 FwVec ToFwCoords(const FrameworkModelParams& p) {
   return {Logit(std::min(p.tensor_efficiency, 0.999)), Logit(std::min(p.gemm_efficiency, 0.999)),
           Logit(std::min(p.memory_efficiency, 0.999)), std::log(std::max(p.launch_us, 1e-3)),
-          std::log(std::max(p.dispatch_us, 1e-3)),     std::log(std::max(p.iteration_us, 1e-3))};
+          std::log(std::max(p.dispatch_us, 1e-3)),     std::log(std::max(p.iteration_us, 1e-3)),
+          Logit(std::min(p.bn_efficiency_nchw, 0.999)), Logit(std::min(p.bn_efficiency_nhwc, 0.999))};
 }
 
 FrameworkModelParams FromFwCoords(const FwVec& y) {
@@ -106,6 +107,8 @@ FrameworkModelParams FromFwCoords(const FwVec& y) {
   p.launch_us = std::exp(y[3]);
   p.dispatch_us = std::exp(y[4]);
   p.iteration_us = std::exp(y[5]);
+  p.bn_efficiency_nchw = Logistic(y[6]);
+  p.bn_efficiency_nhwc = Logistic(y[7]);
   return p;
 }
 
@@ -237,6 +240,7 @@ std::vector<GpuCase> LoadGpuCases(const config::PublishedTimings& timings,
         device.precision = config::Precision::kTf32;
       }
       device.optimizer = row.optimizer;
+      device.memory_format = row.memory_format;
       const std::string why = config::PrecisionUnsupported(device, device.precision);
       if (!why.empty()) config::FailAt(row.loc, why);
     }
@@ -318,9 +322,28 @@ KernelModelParams FitKernelParams(const std::vector<GpuCase>& cases,
 }
 
 FrameworkModelParams FitFrameworkParams(const std::vector<GpuCase>& cases,
-                                        const FrameworkModelParams& start, int evaluations) {
+                                        const FrameworkModelParams& start, int evaluations,
+                                        const std::vector<std::string>& held) {
   POSEIDON_CHECK(evaluations > 0) << evaluations;
-  auto f = [&cases](const FwVec& y) { return FrameworkObjective(cases, FromFwCoords(y)); };
+  std::vector<int> fixed;
+  for (const std::string& name : held) {
+    int index = -1;
+    for (int i = 0; i < config::kNumFrameworkParams; ++i) {
+      if (name == config::kFrameworkParamNames[i]) index = i;
+    }
+    POSEIDON_CHECK(index >= 0) << "unknown framework constant " << name;
+    fixed.push_back(index);
+  }
+  // A held constant is start's, whatever the simplex does along its coordinate.
+  FrameworkModelParams held_values = start;
+  auto params = [&](const FwVec& y) {
+    FrameworkModelParams p = FromFwCoords(y);
+    for (int i : fixed) {
+      *config::FrameworkParamField(p, i) = *config::FrameworkParamField(held_values, i);
+    }
+    return p;
+  };
+  auto f = [&](const FwVec& y) { return FrameworkObjective(cases, params(y)); };
   // The objective has kinks (a kernel's time is a max of its dispatch and its work, a GEMM the
   // faster of two plans), where one simplex can stall: four fixed starts (the given one, and it
   // with the rates high or low and the fixed costs small or large), the best result kept.
@@ -337,7 +360,7 @@ FrameworkModelParams FitFrameworkParams(const std::vector<GpuCase>& cases,
     const double fy = f(y);
     if (s == 0 || fy < best_f) best = y, best_f = fy;
   }
-  return FromFwCoords(best);
+  return params(best);
 }
 
 }  // namespace poseidon::calibration

@@ -67,10 +67,12 @@ config::KernelModelParams FitKernelParams(const std::vector<GpuCase>& cases,
 double FitObjective(const std::vector<GpuCase>& cases, const config::KernelModelParams& p);
 
 // The framework model's constants fitted to the `set: fit` whole-iteration rows (sum of squared
-// log ratios of the iteration time), the same Nelder-Mead from `start`.
+// log ratios of the iteration time), the same Nelder-Mead from `start`. The constants named in
+// `held` (config::kFrameworkParamNames) keep start's values: measured, not fitted.
 config::FrameworkModelParams FitFrameworkParams(const std::vector<GpuCase>& cases,
                                                 const config::FrameworkModelParams& start,
-                                                int evaluations = 3000);
+                                                int evaluations = 3000,
+                                                const std::vector<std::string>& held = {});
 double FrameworkObjective(const std::vector<GpuCase>& cases,
                           const config::FrameworkModelParams& fp);
 

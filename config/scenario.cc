@@ -278,11 +278,13 @@ void ReadInterconnect(MapReader& c, ScenarioSpec* s) {
   }
 }
 
-// cluster.precision and cluster.optimizer: what the `framework` compute model prices (a precision
-// implies that model; another model named with it is an error, as is a precision the device
+// cluster.precision, cluster.optimizer and cluster.memory_format: what the `framework` compute
+// model prices (any of them implies that model; another model named with it is an error, as is a precision the device
 // cannot run).
 void ReadPrecisionKeys(MapReader& c, ScenarioSpec* s) {
-  const std::string key = c.Has("precision") ? "precision" : "optimizer";
+  const std::string key = c.Has("precision")   ? "precision"
+                          : c.Has("optimizer") ? "optimizer"
+                                               : "memory_format";
   if (!s->device) {
     c.FailKey(key, fmt::format("'{}' prices a 'device' without a profile; add 'device: NAME' or "
                                "remove '{}'",
@@ -308,6 +310,7 @@ void ReadPrecisionKeys(MapReader& c, ScenarioSpec* s) {
     if (!why.empty()) c.FailKey("precision", fmt::format("{} ({})", why, s->device_file));
   }
   if (c.Has("optimizer")) s->device->optimizer = ReadOptimizer(c, "optimizer");
+  if (c.Has("memory_format")) s->device->memory_format = ReadMemoryFormat(c, "memory_format");
 }
 
 // protocol.baseline and its settings (core/collectives.h gives each default's source). Whether a
@@ -460,7 +463,9 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
                             s.device_file));
     }
   }
-  if (c.Has("precision") || c.Has("optimizer")) ReadPrecisionKeys(c, &s);
+  if (c.Has("precision") || c.Has("optimizer") || c.Has("memory_format")) {
+    ReadPrecisionKeys(c, &s);
+  }
   if (c.Has("cudnn_version")) {
     if (!s.device) {
       c.FailKey("cudnn_version", "'cudnn_version' applies to a 'device'; add 'device: NAME' or "

@@ -33,6 +33,8 @@
 //     precision: bf16              # optional: fp32 | tf32 | fp16 | bf16 (fp16/bf16: mixed
 //                                  # precision); picks the framework model (cost/framework_model.h)
 //     optimizer: adamw             # optional, framework model: sgd | adam | adamw | lamb
+//     memory_format: nhwc          # optional, framework model: nchw (default) | nhwc
+//                                  # (channels_last): CNN activations' layout
 //     cudnn_version: "2.0"         # optional: the cuDNN release whose algorithms cudnn may use
 //     profile: ../profiles/x.yaml  # ... or measured per-layer times (wins when given)
 //     server_update_gbs: 10        # host memory bandwidth for the shards' SGD update

@@ -212,14 +212,20 @@ struct FrameworkModelParams {
                                    // kernel never takes less (the GPU waits for the CPU)
   double iteration_us = 1000;      // per iteration outside kernels (zero_grad, loss scaling,
                                    // the Python loop, synchronisation)
+  // Batch norm's kernels are bound by their per-channel reductions, not by the values' width:
+  // they run at this fraction of DRAM bandwidth counting every value as 4 bytes, whatever the
+  // precision; NCHW (each channel a strided plane) and NHWC (channels contiguous) apart.
+  double bn_efficiency_nchw = 0.4;
+  double bn_efficiency_nhwc = 0.6;
 };
 inline constexpr const char* kFrameworkParamNames[] = {
-    "tensor_efficiency", "gemm_efficiency", "memory_efficiency",
-    "launch_us",         "dispatch_us",     "iteration_us"};
-inline constexpr int kNumFrameworkParams = 6;
+    "tensor_efficiency", "gemm_efficiency",    "memory_efficiency", "launch_us",
+    "dispatch_us",       "iteration_us",       "bn_efficiency_nchw", "bn_efficiency_nhwc"};
+inline constexpr int kNumFrameworkParams = 8;
 inline double* FrameworkParamField(FrameworkModelParams& p, int i) {
   double* fields[] = {&p.tensor_efficiency, &p.gemm_efficiency, &p.memory_efficiency,
-                      &p.launch_us,         &p.dispatch_us,     &p.iteration_us};
+                      &p.launch_us,         &p.dispatch_us,     &p.iteration_us,
+                      &p.bn_efficiency_nchw, &p.bn_efficiency_nhwc};
   return fields[i];
 }
 
@@ -240,10 +246,11 @@ inline const char* PrecisionName(Precision p) { return kPrecisionNames[static_ca
 enum class OptimizerKind { kSgd, kAdam, kLamb };
 inline constexpr const char* kOptimizerNames[] = {"sgd", "adam", "lamb"};
 
-// The layout a published measurement's convolutions ran in (measurement files' memory_format):
-// nchw, PyTorch's and TensorFlow's default, or nhwc (PyTorch's channels_last, MXNet's and
-// Paddle's NHWC layouts). Recorded with each row; no compute model prices it (docs/gpu_model.md:
-// transposes around NCHW tensor-core convolutions were tried and the fit rows rejected them).
+// The layout a CNN's activations are kept in (scenario: cluster.memory_format; measurement files'
+// memory_format): nchw, PyTorch's and TensorFlow's default, or nhwc (PyTorch's channels_last,
+// MXNet's and Paddle's NHWC layouts). The `framework` model prices it: cuDNN's tensor-core
+// convolutions run NHWC, so under NCHW each one is wrapped in layout transposes, and batch norm's
+// kernels reduce strided planes (cost/framework_model.h).
 enum class MemoryFormat { kNchw, kNhwc };
 inline constexpr const char* kMemoryFormatNames[] = {"nchw", "nhwc"};
 inline const char* MemoryFormatName(MemoryFormat f) {
@@ -310,6 +317,7 @@ struct DeviceSpec {
   // cluster.optimizer), and its fitted constants overridden by YAML framework_model: {NAME: v}.
   Precision precision = Precision::kFp32;
   OptimizerKind optimizer = OptimizerKind::kSgd;
+  MemoryFormat memory_format = MemoryFormat::kNchw;  // cluster.memory_format
   std::map<std::string, double> framework_model;
   core::SourceLoc loc;
 };

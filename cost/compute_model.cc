@@ -104,8 +104,10 @@ ComputeModel ComputeModel::FromFrameworkModel(const core::Model& model,
   c.iteration_ns_ = OptimizerStepNs(model, device, c.framework_params_) +
                     c.framework_params_.iteration_us * 1e3;
   if (!c.fwd_base_.empty()) c.fwd_base_[0] += c.iteration_ns_;
-  c.base_source_ = fmt::format("framework model {} {} (batch {})", device.name,
-                               config::PrecisionName(device.precision), batch);
+  c.base_source_ = fmt::format("framework model {} {}{} (batch {})", device.name,
+                               config::PrecisionName(device.precision),
+                               device.memory_format == config::MemoryFormat::kNhwc ? " nhwc" : "",
+                               batch);
   c.ComputeTotals();
   return c;
 }

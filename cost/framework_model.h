@@ -1,5 +1,5 @@
 // cost/framework_model.h: what a training iteration costs on a current GPU when a current framework
-// (PyTorch, TensorFlow, MXNet with cuDNN 7-8 and cuBLAS(Lt)) runs it at a precision.
+// (PyTorch, TensorFlow, MXNet with cuDNN 7-9 and cuBLAS(Lt)) runs it at a precision.
 //
 // The `framework` compute model (cost::ComputeModel::FromDevice when the device says
 // `compute_model: framework`, or a scenario names `cluster.precision`). Where the `cudnn` model
@@ -23,14 +23,24 @@
 //     GEMM's epilogue (addmm; the bias gradient is one reduction kernel); a convolution's bias,
 //     batch norm, ReLU, GELU, residual add, dropout, layer norm and softmax are each their own
 //     memory-bound kernel, at bytes x (value bytes / 4) of the fp32 table (cost/layer_work.h).
-//   Kernel time: max(dispatch_us, launch_us + max(F / rate, D / (bandwidth x
-//     memory_efficiency))): the CPU of an eager framework issues one kernel per dispatch_us at
-//     best, so small kernels cost their dispatch, not their work (what matters at small batches).
+//   Layout (device.memory_format, the scenario's cluster.memory_format): cuDNN's tensor-core
+//     convolutions run NHWC, so under NCHW each pass of one is wrapped in transposes (forward: x
+//     in, y out; backward: dy and x in, dx out), each a memory-bound kernel that reads and writes
+//     its tensor once (what a profile of PyTorch 2.11 / cuDNN 9 shows: nchwToNhwcKernel and
+//     nhwcToNchwKernel around every convolution; docs/gpu_model.md). Batch norm is bound by its
+//     per-channel reductions, not by the values' width: 4 bytes a value whatever the precision, at
+//     bandwidth x bn_efficiency_nchw or bn_efficiency_nhwc.
+//   Autocast (fp16 / bf16): each layer that runs on tensor cores casts its fp32 parameter tensors
+//     to half in the forward pass and their half gradients back to fp32 in the backward pass, a
+//     kernel per tensor and pass (6 bytes a parameter each).
+//   Kernel time: launch_us + max(F / rate, D / (bandwidth x memory_efficiency)). The CPU of an
+//     eager framework issues one kernel per dispatch_us at best while the GPU runs what it was
+//     given, so a layer's pass takes max(its kernels' time, kernels x dispatch_us): many small
+//     kernels cost their dispatch, not their work (what decides small batches).
 //   Optimizer step, once per iteration: one pass over the parameters at memory speed: SGD with
 //     momentum reads weights, gradients and momentum and writes weights and momentum (20 bytes per
 //     parameter); Adam 28; LAMB 40 (a second pass for the trust ratio); mixed precision adds the
-//     gradient unscale (8) and the weights' cast to half (6). One fused kernel per parameter
-//     tensor (multi-tensor apply), each at least a dispatch.
+//     gradient unscale (8). A launch per parameter tensor (multi-tensor apply).
 //   Per iteration: iteration_us outside kernels (zero_grad, the loss scaler, the loop).
 //
 // The constants (config::FrameworkModelParams) are the same for every device and precision: a
@@ -67,7 +77,8 @@ LayerCost FrameworkLayerCost(const core::Layer& layer, int64_t batch,
 double OptimizerStepNs(const core::Model& model, const config::DeviceSpec& device,
                        const FrameworkModelParams& p);
 
-// One GEMM C[M,N] = A[M,K] B[K,N] at the device's precision, ns (a kernel, dispatch included).
+// One GEMM C[M,N] = A[M,K] B[K,N] at the device's precision, ns (one kernel on its own: at least
+// a dispatch).
 double FrameworkGemmNs(double m, double n, double k, const config::DeviceSpec& device,
                        const FrameworkModelParams& p);
 

@@ -32,7 +32,10 @@ struct GpuModelCommands {
   std::string compute_model = "auto";
   std::string precision = "fp32";
   std::string optimizer = "sgd";
+  std::string memory_format = "nchw";
   bool csv = false;
+  bool all_rows = false;
+  std::vector<std::string> hold;  // NAME=VALUE: framework constants measured, not fitted
   std::string set = "all";
   int evaluations = 4000;
   std::string output;
@@ -273,14 +276,48 @@ int Fit(const GpuModelCommands& c) {
   std::string names;
   for (const auto& f : files) names += " " + f;
   if (c.compute_model == "framework") {
-    const std::vector<calibration::GpuCase> cases = LoadAllCases(c, files);
-    const config::FrameworkModelParams start{};  // config/specs.h defaults: a fixed start
-    config::FrameworkModelParams p = calibration::FitFrameworkParams(cases, start, c.evaluations);
+    std::vector<calibration::GpuCase> cases = LoadAllCases(c, files);
+    if (c.all_rows) {
+      for (auto& gc : cases) gc.row.fit = true;  // rows an earlier evaluation has seen
+    }
+    config::FrameworkModelParams start{};  // config/specs.h defaults: a fixed start
+    std::vector<std::string> held;
+    for (const std::string& kv : c.hold) {
+      const size_t eq = kv.find('=');
+      int index = -1;
+      for (int i = 0; eq != std::string::npos && i < config::kNumFrameworkParams; ++i) {
+        if (kv.substr(0, eq) == config::kFrameworkParamNames[i]) index = i;
+      }
+      double v = 0;
+      try {
+        v = eq == std::string::npos ? 0 : std::stod(kv.substr(eq + 1));
+      } catch (const std::exception&) {
+        index = -1;
+      }
+      if (index < 0 || !(v > 0)) {
+        throw config::ConfigError(fmt::format(
+            "--hold {}: give NAME=VALUE with a framework constant's name (tensor_efficiency, "
+            "..., bn_efficiency_nhwc) and a value > 0",
+            kv));
+      }
+      *config::FrameworkParamField(start, index) = v;
+      held.push_back(config::kFrameworkParamNames[index]);
+    }
+    config::FrameworkModelParams p =
+        calibration::FitFrameworkParams(cases, start, c.evaluations, held);
     std::string yaml = fmt::format(
         "# poseidon gpu-model fit --compute-model framework --evaluations {}{}\n# objective "
-        "{:.6g} (start {:.6g}); fit rows only\nframework_model:\n",
-        c.evaluations, names, calibration::FrameworkObjective(cases, p),
-        calibration::FrameworkObjective(cases, start));
+        "{:.6g} (start {:.6g}); {}\nframework_model:\n",
+        c.evaluations,
+        (c.all_rows ? " --all-rows" : "") +
+            [&] {
+              std::string h;
+              for (const std::string& kv : c.hold) h += " --hold " + kv;
+              return h;
+            }() +
+            names, calibration::FrameworkObjective(cases, p),
+        calibration::FrameworkObjective(cases, start),
+        c.all_rows ? "every row of the files" : "fit rows only");
     for (int i = 0; i < config::kNumFrameworkParams; ++i) {
       yaml += fmt::format("  {}: {:.6g}\n", config::kFrameworkParamNames[i],
                           *config::FrameworkParamField(p, i));
@@ -330,6 +367,7 @@ int Show(const GpuModelCommands& c) {
   if (framework) {
     d.precision = config::PrecisionFromName(c.precision);
     d.optimizer = config::OptimizerFromName(c.optimizer);
+    d.memory_format = config::MemoryFormatFromName(c.memory_format);
     const std::string why = config::PrecisionUnsupported(d, d.precision);
     if (!why.empty()) throw config::ConfigError(fmt::format("{}: error: {}", device_file, why));
   }
@@ -337,8 +375,9 @@ int Show(const GpuModelCommands& c) {
   const config::FrameworkModelParams fp = cost::FrameworkParamsFor(d);
   std::cout << fmt::format("{} on {} ({}), batch {}, {}\n", m.name(), d.name, d.description,
                            c.batch,
-                           framework ? fmt::format("framework compute model, precision {}",
-                                                   config::PrecisionName(d.precision))
+                           framework ? fmt::format("framework compute model, precision {}, {}",
+                                                   config::PrecisionName(d.precision),
+                                                   config::MemoryFormatName(d.memory_format))
                                      : std::string("cudnn compute model"));
   std::cout << fmt::format("{:<28} {:<12} {:<18} {:>10} {:<18} {:>10} {:>7}\n", "layer", "type",
                            "fwd kernel", "fwd_ms", "bwd kernel", "bwd_ms", "kernels");
@@ -445,6 +484,12 @@ std::shared_ptr<GpuModelCommands> AddGpuModelCommands(CLI::App& app, const std::
   c->fit->add_option("--evaluations", c->evaluations, "objective evaluations at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  c->fit->add_flag("--all-rows", c->all_rows,
+                   "fit the framework model to every row of the files, held out or not (rows "
+                   "that an earlier evaluation has seen; report the fit on a set measured after)");
+  c->fit->add_option("--hold", c->hold,
+                     "NAME=VALUE: a framework constant measured elsewhere, kept at VALUE (repeat)")
+      ->allow_extra_args(false);
   c->fit->add_option("-o,--output", c->output, "also write the kernel_model mapping here");
   c->show = g->add_subcommand("show", "per layer: the algorithm picked and the time, forward and "
                                       "backward");
@@ -462,6 +507,10 @@ std::shared_ptr<GpuModelCommands> AddGpuModelCommands(CLI::App& app, const std::
   c->show->add_option("--optimizer", c->optimizer, "the framework model's optimizer step: sgd, "
                                                    "adam, adamw or lamb")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "lamb"}))
+      ->capture_default_str();
+  c->show->add_option("--memory-format", c->memory_format,
+                      "the framework model's activation layout: nchw or nhwc (channels_last)")
+      ->check(CLI::IsMember({"nchw", "nhwc"}))
       ->capture_default_str();
   c->show->add_option("--compute-model", c->compute_model,
                       "auto (the device file's, framework for a precision), cudnn or framework")

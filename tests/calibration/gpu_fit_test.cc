@@ -71,6 +71,20 @@ TEST(GpuFit, TheFrameworkFitReadsOnlyTheFitRowsOfWholeIterations) {
   EXPECT_LT(FrameworkObjective(cases, a), FrameworkObjective(cases, {}));
 }
 
+// Constants measured elsewhere (a kernel profile) are held at their value while the others fit.
+TEST(GpuFit, AHeldFrameworkConstantKeepsItsValue) {
+  const std::vector<GpuCase> cases = Cases("lambda_pytorch.yaml");
+  config::FrameworkModelParams start{};
+  start.bn_efficiency_nhwc = 0.37;
+  start.dispatch_us = 33;
+  const config::FrameworkModelParams a =
+      FitFrameworkParams(cases, start, 60, {"bn_efficiency_nhwc", "dispatch_us"});
+  EXPECT_EQ(a.bn_efficiency_nhwc, 0.37);
+  EXPECT_EQ(a.dispatch_us, 33);
+  EXPECT_NE(a.tensor_efficiency, start.tensor_efficiency);  // the others moved
+  EXPECT_LE(FrameworkObjective(cases, a), FrameworkObjective(cases, start));
+}
+
 // The framework model on the held-out whole-iteration rows is far closer than the cudnn model,
 // which knows neither tensor cores nor half precision (docs/gpu_model.md has the table; the goal
 // of the issue, median <= 10% and max <= 25% per precision, is not met yet).
@@ -90,11 +104,11 @@ TEST(GpuFit, TheFrameworkModelBeatsTheCudnnModelOnHeldOutIterations) {
   EXPECT_GT(c.median_abs, 2 * f.median_abs);
 }
 
-// The fresh held-out set (scenarios/devices/measurements/fresh/, recorded after the framework
-// model was frozen): every row held out, so no fit reads it, and the framework model's error on
-// it is what docs/gpu_model.md reports (median 13.2%, max 52.0%); a model change that moves it
-// must move the docs too.
-TEST(GpuFit, TheFreshSetIsHeldOutAndPricedAsTheDocsSay) {
+// The fresh set (scenarios/devices/measurements/fresh/, recorded after the model of cfef734 was
+// frozen, held out for it: median 13.2%, max 52.0%). Its rows stay marked held out, but the
+// framework model of now was fitted with --all-rows on them (docs/gpu_model.md, "v2"): in sample,
+// median 18.6%, max 51.6%; a model change that moves these must move the docs too.
+TEST(GpuFit, TheFreshSetIsPricedAsTheDocsSay) {
   std::vector<GpuCase> cases;
   for (const auto& e : std::filesystem::directory_iterator(kData + "/devices/measurements/fresh")) {
     if (e.path().extension() != ".yaml") continue;
@@ -108,15 +122,14 @@ TEST(GpuFit, TheFreshSetIsHeldOutAndPricedAsTheDocsSay) {
                                     config::DeviceComputeModel::kFramework);
   const ErrorStats s = Stats(errors, /*fit_rows=*/false, /*which=*/0);
   EXPECT_EQ(s.rows, static_cast<int>(cases.size()));
-  EXPECT_NEAR(s.median_abs, 0.132, 0.0005);
-  EXPECT_NEAR(s.max_abs, 0.520, 0.0005);
+  EXPECT_NEAR(s.median_abs, 0.186, 0.0005);
+  EXPECT_NEAR(s.max_abs, 0.516, 0.0005);
 }
 
-// The H200 set (scenarios/devices/measurements/measured/, measured with PyTorch on a lent H200
-// before any prediction for it was looked at): held out, and priced as docs/gpu_model.md says
-// (all rows median 20.8%, max 63.9%; the half-precision NCHW CNN rows predicted 32-45% fast, the
-// NHWC ones -37% to +29%, BERT-large under AMP at batch 32 and 8 54-64% fast).
-TEST(GpuFit, TheH200SetIsHeldOutAndPricedAsTheDocsSay) {
+// The first H200 set (scenarios/devices/measurements/measured/, PyTorch on a lent H200, held out
+// for the model of cfef734: median 20.8%, max 63.9%). The model of now was fitted on it too
+// (--all-rows): in sample, median 11.8%, max 43.1%, as docs/gpu_model.md says.
+TEST(GpuFit, TheFirstH200SetIsPricedAsTheDocsSay) {
   const std::string file = kData + "/devices/measurements/measured/h200_pytorch_2026-12-04.yaml";
   std::vector<GpuCase> cases = LoadGpuCases(config::LoadPublishedTimings(file), kData);
   ASSERT_EQ(cases.size(), 33u);
@@ -125,8 +138,8 @@ TEST(GpuFit, TheH200SetIsHeldOutAndPricedAsTheDocsSay) {
                                     config::DeviceComputeModel::kFramework);
   const ErrorStats s = Stats(errors, /*fit_rows=*/false, /*which=*/0);
   EXPECT_EQ(s.rows, 33);
-  EXPECT_NEAR(s.median_abs, 0.208, 0.0005);
-  EXPECT_NEAR(s.max_abs, 0.639, 0.0005);
+  EXPECT_NEAR(s.median_abs, 0.118, 0.0005);
+  EXPECT_NEAR(s.max_abs, 0.431, 0.0005);
 }
 
 // The goals of docs/gpu_model.md on the held-out rows, fwd + bwd per row.

@@ -398,6 +398,29 @@ TEST_F(ScenarioFile, PrecisionPicksTheFrameworkModelAndIsCheckedAgainstTheDevice
   EXPECT_NE(e.find("s.yaml:7:14: error: unknown optimizer 'adagrad'"), std::string::npos) << e;
 }
 
+// cluster.memory_format: the CNN activations' layout the framework model prices (nchw default).
+TEST_F(ScenarioFile, MemoryFormatIsTheFrameworkModelsLayout) {
+  auto on = [](const std::string& lines) {
+    std::string text = kGood;
+    text.replace(text.find("device: k20"), 11, "device: h100");
+    text.insert(text.find("  network:"), lines);
+    return text;
+  };
+  ScenarioSpec s = LoadScenarioFile(Write(on("  precision: bf16\n  memory_format: nhwc\n")));
+  EXPECT_EQ(s.device->memory_format, config::MemoryFormat::kNhwc);
+  EXPECT_EQ(LoadScenarioFile(Write(on("  precision: bf16\n"))).device->memory_format,
+            config::MemoryFormat::kNchw);
+  // Alone it picks the framework model too (at fp32).
+  s = LoadScenarioFile(Write(on("  memory_format: nhwc\n")));
+  EXPECT_EQ(s.device->compute_model, DeviceComputeModel::kFramework);
+  std::string e = Error(on("  memory_format: nhcw\n"));
+  EXPECT_NE(e.find("s.yaml:7:18: error: unknown memory_format 'nhcw'"), std::string::npos) << e;
+  e = Error(on("  compute_model: roofline\n  memory_format: nhwc\n"));
+  EXPECT_NE(e.find("'memory_format' is priced by the framework compute model"),
+            std::string::npos)
+      << e;
+}
+
 TEST_F(ScenarioFile, UnreadableFile) {
   try {
     LoadScenarioFile((dir_ / "missing.yaml").string());
