@@ -142,6 +142,23 @@ TEST(GpuFit, TheFirstH200SetIsPricedAsTheDocsSay) {
   EXPECT_NEAR(s.max_abs, 0.431, 0.0005);
 }
 
+// The second H200 set, measured after the framework model v2 was frozen (f1367c2): held out, no
+// fit has read it, and priced as docs/gpu_model.md says (median 14.2%, max 45.9%; the goal of
+// 10% / 25% is not met). A model change moves this figure only with a set measured after it.
+TEST(GpuFit, TheSecondH200SetIsHeldOutAndPricedAsTheDocsSay) {
+  const std::string file =
+      kData + "/devices/measurements/measured/h200_pytorch_blind_2026-12-04.yaml";
+  std::vector<GpuCase> cases = LoadGpuCases(config::LoadPublishedTimings(file), kData);
+  ASSERT_EQ(cases.size(), 32u);
+  for (const GpuCase& c : cases) EXPECT_FALSE(c.row.fit) << c.row.loc.line;
+  const auto errors = EvaluateCases(cases, cost::FittedKernelParams(),
+                                    config::DeviceComputeModel::kFramework);
+  const ErrorStats s = Stats(errors, /*fit_rows=*/false, /*which=*/0);
+  EXPECT_EQ(s.rows, 32);
+  EXPECT_NEAR(s.median_abs, 0.142, 0.0005);
+  EXPECT_NEAR(s.max_abs, 0.459, 0.0005);
+}
+
 // The goals of docs/gpu_model.md on the held-out rows, fwd + bwd per row.
 TEST(GpuFit, HeldOutErrorsMeetTheGoals) {
   for (const char* file : {"convnet_benchmarks.yaml", "cnn_benchmarks.yaml"}) {
