@@ -12,7 +12,7 @@ printf "%8s %10s %12s %14s %12s\n" workers wall_s peak_MiB iteration_ms messages
 for n in ${sizes[@]}; do
   out=$(mktemp)
   /usr/bin/time -f "%e %M" -o "$out.time" "$bin" simulate bench/scenarios/alexnet_bsp.yaml \
-      --set cluster.workers="$n" --no-baseline --format json > "$out"
+      --set cluster.machines="$n" --no-baseline --format json > "$out"
   read -r wall kb < "$out.time"
   /usr/bin/python3 - "$out" "$n" "$wall" "$kb" <<'PY'
 import json, sys

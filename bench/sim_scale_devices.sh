@@ -20,7 +20,7 @@ for model in alexnet resnet50; do
   for n in ${sizes[@]}; do
     out=$(mktemp)
     /usr/bin/time -f "%e %M" -o "$out.time" "$bin" simulate bench/scenarios/alexnet_bsp.yaml \
-        --set model="$model" --set cluster.workers="$n" --set cluster.devices_per_machine=8 \
+        --set model="$model" --set cluster.machines="$n" --set cluster.devices_per_machine=8 \
         --set cluster.interconnect=dgx1_v100 "${extra[@]}" --no-baseline --format json > "$out"
     read -r wall kb < "$out.time"
     /usr/bin/python3 - "$out" "$model" "$n" "$wall" "$kb" <<'PY'
