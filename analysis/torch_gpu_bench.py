@@ -28,7 +28,8 @@ CNNs train with SGD (momentum 0.9), transformers with AdamW (PyTorch's default i
 
 The file is rewritten after every row, so a run stopped by its budget or a time limit keeps the
 rows it finished. Rows are `set: heldout`: a file this script writes is a measurement nobody has
-compared with a prediction yet; whoever fits a model to it must change that first.
+compared with a prediction yet; whoever fits a model to it marks its rows fit first, or fits with
+`poseidon gpu-model fit --all-rows` and says so, and judges the model on a set measured after.
 """
 
 import argparse
@@ -149,8 +150,10 @@ def build_model(torch, name):
     return model, make, loss, "sgd"
 
 
-def run_one(torch, row, device, warmup, steps, blocks):
-    """Trains one plan row and returns (samples_per_s, block figures, last loss)."""
+def training_step(torch, row, device):
+    """Builds one plan row's model, optimizer and batch on `device` at its precision and layout;
+    returns step() (zero_grad, forward, loss, backward, optimizer step; returns the loss) and
+    the objects it holds, to delete after."""
     name, batch, tokens, precision, layout = row
     tf32 = precision == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -186,6 +189,13 @@ def run_one(torch, row, device, warmup, steps, blocks):
             opt.step()
         return loss
 
+    return step, opt_name, [model, opt, x, y]
+
+
+def run_one(torch, row, device, warmup, steps, blocks):
+    """Trains one plan row and returns (samples_per_s, block figures, last loss)."""
+    name, batch, _tokens, precision, _layout = row
+    step, opt_name, held = training_step(torch, row, device)
     for _ in range(warmup):
         loss = step()
     figures = []
@@ -208,7 +218,7 @@ def run_one(torch, row, device, warmup, steps, blocks):
     last = float(loss.detach().float().cpu())
     if last != last or last in (float("inf"), float("-inf")):
         raise BenchError(f"{name} {precision}: the loss is {last} (not finite)")
-    del model, opt, x, y
+    del step, held
     if device == "cuda":
         torch.cuda.empty_cache()
     return statistics.median(figures), figures, last, opt_name

@@ -56,37 +56,7 @@ def kernel_class(name):
 
 def profile_row(torch, row, device, warmup, steps):
     name, batch, tokens, precision, layout = row
-    tf32 = precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cudnn.benchmark = True
-    model, make, loss_fn, opt_name = bench.build_model(torch, name)
-    channels_last = layout == "nhwc"
-    model = model.to(device)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    model.train()
-    opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if opt_name == "sgd"
-           else torch.optim.AdamW(model.parameters(), lr=1e-5))
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
-    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" and device == "cuda" else None
-    x, y = make(batch, tokens, device, channels_last)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        if dtype is not None:
-            with torch.autocast(device_type=device, dtype=dtype):
-                loss = loss_fn(model, x, y)
-        else:
-            loss = loss_fn(model, x, y)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-
+    step, _opt_name, held = bench.training_step(torch, row, device)
     for _ in range(warmup):
         step()
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -125,7 +95,7 @@ def profile_row(torch, row, device, warmup, steps):
                          "per_step": count_by_name[n] / steps}
                         for n, v in by_name.most_common(25)],
     }
-    del model, opt, x, y
+    del step, held
     if device == "cuda":
         torch.cuda.empty_cache()
     return out
