@@ -35,13 +35,9 @@
 // counts as unchanged and is left alone (no new finish time). Starts at the same ns, and ends at
 // the same ns, are batched into one solve.
 //
-// Memory: flows live in slot vectors with a free list (the solver's 48-byte working set and an
-// 8-byte round mark apart from the rest), links in flat arrays; the per-solve scratch vectors are
-// reused, so the hot path allocates nothing once warm (but a completion group that empties frees
-// its heap). Each link's list of flows carries copies of their rates and bottlenecks, so that the
-// solver's scans of a link read the list in order and touch only the flows' marks at random (a
-// scan of a busy link visits thousands of flows, most of them fixed; the copies cost one write per
-// link of a flow whose rate or bottleneck moved).
+// Memory: flows live in slot vectors with a free list (the solver's 48-byte working set apart from
+// the rest), links in flat arrays; the per-solve scratch vectors are reused, so the hot path
+// allocates nothing once warm (but a completion group that empties frees its heap).
 //
 // Completion order: every flow's finish ns is its own (computed from its own remaining bytes and
 // rate, rounded up), and flows end in (finish ns, start sequence) order. The entries are kept in
@@ -142,7 +138,7 @@ class FlowNetwork final : public NetworkModel {
   const SolverStats& solver_stats() const { return stats_; }
 
  private:
-  // Hot solver state of a flow, packed (48 bytes) so that a re-solve touching thousands of flows
+  // Hot solver state of a flow, packed (56 bytes) so that a re-solve touching thousands of flows
   // stays in cache; the rest of a flow lives in Flow.
   // A flow's links: its route's, and its connection's when connection_gbps caps it.
   static constexpr int kMaxFlowLinks = kMaxRouteLinks + 1;
@@ -169,7 +165,6 @@ class FlowNetwork final : public NetworkModel {
     int32_t flow;
     int32_t bottleneck;
   };
-  static_assert(sizeof(Hot) == 48 && sizeof(Mark) == 8 && sizeof(LinkEntry) == 16);
   struct Flow {
     // What a rate change and the completion heap touch come first (one cache line).
     double remaining = 0;  // wire bytes left at last_t
