@@ -188,9 +188,9 @@ std::vector<LinkStats> FlowNetwork::Links(TimeNs now) const {
     s.name = topo_.LinkName(static_cast<int>(l));
     s.capacity_Bps = capacity_[l];
     double bytes = link_bytes_[l];
-    for (const LinkEntry& e : link_flows_[l]) {
-      const Flow& fl = flows_[static_cast<size_t>(e.flow)];
-      const double rate = e.rate;
+    for (int32_t f : link_flows_[l]) {
+      const Flow& fl = flows_[static_cast<size_t>(f)];
+      const double rate = hot_[static_cast<size_t>(f)].rate;
       const double left =
           fl.remaining - rate * static_cast<double>(std::max<TimeNs>(0, now - fl.last_t)) * 1e-9;
       bytes += std::clamp(fl.wire - left, 0.0, fl.wire);
@@ -232,8 +232,8 @@ std::vector<FlowNetwork::FlowInfo> FlowNetwork::ActiveFlows() const {
 std::vector<uint64_t> FlowNetwork::LinkFlowTags(int l) const {
   Flush();
   std::vector<uint64_t> tags;
-  for (const LinkEntry& e : link_flows_.at(static_cast<size_t>(l))) {
-    tags.push_back(flows_[static_cast<size_t>(e.flow)].tag);
+  for (int32_t f : link_flows_.at(static_cast<size_t>(l))) {
+    tags.push_back(flows_[static_cast<size_t>(f)].tag);
   }
   return tags;
 }
@@ -258,7 +258,6 @@ int32_t FlowNetwork::AllocFlow() {
     f = static_cast<int32_t>(flows_.size());
     flows_.emplace_back();
     hot_.emplace_back();
-    mark_.emplace_back();
     heap_pos_.push_back(-1);
     flow_group_.push_back(-1);
     prefetch_ = flows_.size() >= kPrefetchSlots;
@@ -267,8 +266,7 @@ int32_t FlowNetwork::AllocFlow() {
   flow_group_[static_cast<size_t>(f)] = -1;
   flows_[static_cast<size_t>(f)] = Flow{};
   flows_[static_cast<size_t>(f)].live = true;
-  hot_[static_cast<size_t>(f)] = Hot{};
-  mark_[static_cast<size_t>(f)] = Mark{};  // stamp 0: never a live round epoch (they start at 1)
+  hot_[static_cast<size_t>(f)] = Hot{};  // stamp 0: never a live round epoch (they start at 1)
   return f;
 }
 
@@ -277,10 +275,10 @@ void FlowNetwork::AttachToLinks(int32_t f, TimeNs now) {
   const Hot& h = hot_[static_cast<size_t>(f)];
   for (int i = 0; i < h.nlinks; ++i) {
     const int32_t l = h.link[i];
-    std::vector<LinkEntry>& on = link_flows_[static_cast<size_t>(l)];
+    std::vector<int32_t>& on = link_flows_[static_cast<size_t>(l)];
     if (on.empty()) link_busy_since_[static_cast<size_t>(l)] = now;
     fl.pos[i] = static_cast<int32_t>(on.size());
-    on.push_back(LinkEntry{h.rate, f, h.bottleneck});
+    on.push_back(f);
     seeds_.push_back(l);
   }
 }
@@ -290,10 +288,10 @@ void FlowNetwork::DetachFromLinks(int32_t f, TimeNs now) {
   const Hot& h = hot_[static_cast<size_t>(f)];
   for (int i = 0; i < h.nlinks; ++i) {
     const int32_t l = h.link[i];
-    std::vector<LinkEntry>& on = link_flows_[static_cast<size_t>(l)];
+    std::vector<int32_t>& on = link_flows_[static_cast<size_t>(l)];
     const int32_t idx = fl.pos[i];
-    const int32_t moved = on.back().flow;
-    on[static_cast<size_t>(idx)] = on.back();
+    const int32_t moved = on.back();
+    on[static_cast<size_t>(idx)] = moved;
     on.pop_back();
     if (moved != f) {
       const Hot& mh = hot_[static_cast<size_t>(moved)];
@@ -313,25 +311,6 @@ void FlowNetwork::DetachFromLinks(int32_t f, TimeNs now) {
       link_busy_ns_[static_cast<size_t>(l)] += now - link_busy_since_[static_cast<size_t>(l)];
     }
     seeds_.push_back(l);
-  }
-}
-
-void FlowNetwork::SetRate(int32_t f, double rate) {
-  Hot& h = hot_[static_cast<size_t>(f)];
-  const Flow& fl = flows_[static_cast<size_t>(f)];
-  h.rate = rate;
-  for (int i = 0; i < h.nlinks; ++i) {
-    link_flows_[static_cast<size_t>(h.link[i])][static_cast<size_t>(fl.pos[i])].rate = rate;
-  }
-}
-
-void FlowNetwork::SetBottleneck(int32_t f, int32_t bottleneck) {
-  Hot& h = hot_[static_cast<size_t>(f)];
-  const Flow& fl = flows_[static_cast<size_t>(f)];
-  h.bottleneck = bottleneck;
-  for (int i = 0; i < h.nlinks; ++i) {
-    link_flows_[static_cast<size_t>(h.link[i])][static_cast<size_t>(fl.pos[i])].bottleneck =
-        bottleneck;
   }
 }
 
@@ -434,7 +413,7 @@ void FlowNetwork::Solve(TimeNs now) {
     }
     const int32_t f = free_flows_[k];
     Hot& h = hot_[static_cast<size_t>(f)];
-    if (h.bottleneck != h.new_bottleneck) SetBottleneck(f, h.new_bottleneck);
+    h.bottleneck = h.new_bottleneck;
     if (!RateChanged(h)) continue;
     Flow& fl = flows_[static_cast<size_t>(f)];
     if (h.rate > 0) {
@@ -447,7 +426,7 @@ void FlowNetwork::Solve(TimeNs now) {
         link_load_[static_cast<size_t>(h.link[i])] += h.new_rate - h.rate;
       }
     }
-    SetRate(f, h.new_rate);
+    h.rate = h.new_rate;
     fl.finish = now + RoundUpNs(fl.remaining / h.rate * 1e9);
     ++stats_.rate_changes;
     const int32_t to = GroupFor(h.bottleneck);
@@ -615,10 +594,8 @@ void FlowNetwork::SolveAlphaFair() {
       af_price_[l] = std::pow(
           capacity_[l] / af_unit_ / static_cast<double>(link_flows_[l].size()), -alpha_);
     }
-    for (const LinkEntry& e : link_flows_[l]) {
-      if (hot_[static_cast<size_t>(e.flow)].link[0] == static_cast<int32_t>(l)) {
-        free_flows_.push_back(e.flow);
-      }
+    for (int32_t f : link_flows_[l]) {
+      if (hot_[static_cast<size_t>(f)].link[0] == static_cast<int32_t>(l)) free_flows_.push_back(f);
     }
   }
   // ack_path_weight: which flows have each busy link on their reverse route.
@@ -669,10 +646,10 @@ void FlowNetwork::SolveAlphaFair() {
     af_others_.clear();
     af_backs_.clear();
     int unpriced = 0;  // flows with no other priced link: their rate is set by l alone
-    for (const LinkEntry& e : link_flows_[lu]) {
-      const double o = std::max(0.0, af_path_[static_cast<size_t>(e.flow)] - old);
+    for (int32_t f : link_flows_[lu]) {
+      const double o = std::max(0.0, af_path_[static_cast<size_t>(f)] - old);
       af_others_.push_back(o);
-      if (ack_weight_ > 0) af_backs_.push_back(af_back_[static_cast<size_t>(e.flow)]);
+      if (ack_weight_ > 0) af_backs_.push_back(af_back_[static_cast<size_t>(f)]);
       if (o == 0) ++unpriced;
     }
     // A flow's price at link price p: d = o + p forward, plus k min(back, d) (FlowPrice).
@@ -711,7 +688,7 @@ void FlowNetwork::SolveAlphaFair() {
     }
     if (p == old) continue;
     af_price_[lu] = p;
-    for (const LinkEntry& e : link_flows_[lu]) af_path_[static_cast<size_t>(e.flow)] += p - old;
+    for (int32_t f : link_flows_[lu]) af_path_[static_cast<size_t>(f)] += p - old;
     const std::vector<int32_t>* acks = ack_weight_ > 0 ? &af_ack_flows_[lu] : nullptr;
     if (acks) {
       for (int32_t f : *acks) af_back_[static_cast<size_t>(f)] += p - old;
@@ -727,7 +704,7 @@ void FlowNetwork::SolveAlphaFair() {
         }
       }
     };
-    for (const LinkEntry& e : link_flows_[lu]) requeue(e.flow);
+    for (int32_t f : link_flows_[lu]) requeue(f);
     if (acks) {
       for (int32_t f : *acks) requeue(f);
     }
@@ -745,14 +722,10 @@ void FlowNetwork::SolveAlphaFair() {
   }
   for (int32_t l : af_links_) {
     double load = 0;
-    for (const LinkEntry& e : link_flows_[static_cast<size_t>(l)]) {
-      load += hot_[static_cast<size_t>(e.flow)].new_rate;
-    }
+    for (int32_t f : link_flows_[static_cast<size_t>(l)]) load += hot_[static_cast<size_t>(f)].new_rate;
     const double over = load / capacity_[static_cast<size_t>(l)];
     if (over > 1 + 1e-9) {
-      for (const LinkEntry& e : link_flows_[static_cast<size_t>(l)]) {
-        hot_[static_cast<size_t>(e.flow)].new_rate /= over;
-      }
+      for (int32_t f : link_flows_[static_cast<size_t>(l)]) hot_[static_cast<size_t>(f)].new_rate /= over;
     }
   }
 }
@@ -760,7 +733,7 @@ void FlowNetwork::SolveAlphaFair() {
 bool FlowNetwork::FillRound() {
   ++stats_.rounds;
   if (++round_epoch_ == 0) {
-    for (Mark& m : mark_) m.stamp = 0;
+    for (Hot& h : hot_) h.stamp = 0;
     for (LinkScratch& t : link_scratch_) t.popped_stamp = 0;
     round_epoch_ = 1;
   }
@@ -775,23 +748,23 @@ bool FlowNetwork::FillRound() {
     s.rem = capacity_[static_cast<size_t>(l)];
     s.max_fixed = 0;
     s.frozen = 0;
-    const std::vector<LinkEntry>& on = link_flows_[static_cast<size_t>(l)];
+    const std::vector<int32_t>& on = link_flows_[static_cast<size_t>(l)];
     double load = 0;  // the rates before this solve, summed afresh (ends the running sum's drift)
     for (size_t k = 0, n = on.size(), ahead_end = AheadEnd(prefetch_, n); k < n; ++k) {
-      if (k < ahead_end) __builtin_prefetch(&mark_[static_cast<size_t>(on[k + kAhead].flow)]);
-      const LinkEntry& e = on[k];
-      Mark& m = mark_[static_cast<size_t>(e.flow)];
-      if (m.stamp != round_epoch_) {
-        m.stamp = round_epoch_;
-        m.flags = (e.bottleneck < 0 || InRegion(e.bottleneck)) ? kFree : 0;
-        if (m.flags & kFree) free_flows_.push_back(e.flow);
+      if (k < ahead_end) Prefetch(hot_[static_cast<size_t>(on[k + kAhead])]);
+      const int32_t f = on[k];
+      Hot& h = hot_[static_cast<size_t>(f)];
+      if (h.stamp != round_epoch_) {
+        h.stamp = round_epoch_;
+        h.flags = (h.bottleneck < 0 || InRegion(h.bottleneck)) ? kFree : 0;
+        if (h.flags & kFree) free_flows_.push_back(f);
       }
-      load += e.rate;
-      if (m.flags & kFree) {
+      load += h.rate;
+      if (h.flags & kFree) {
         ++s.cnt;
       } else {
-        s.rem -= e.rate;
-        s.max_fixed = std::max(s.max_fixed, e.rate);
+        s.rem -= h.rate;
+        s.max_fixed = std::max(s.max_fixed, h.rate);
       }
     }
     link_load_[static_cast<size_t>(l)] = load;
@@ -819,7 +792,7 @@ bool FlowNetwork::FillRound() {
       continue;
     }
     water_ = std::max(water_, share);
-    const std::vector<LinkEntry>& on = link_flows_[static_cast<size_t>(l)];
+    const std::vector<int32_t>& on = link_flows_[static_cast<size_t>(l)];
     stats_.flow_visits += on.size();
     // (b) A fixed flow faster than this level would be bottlenecked here: bring its bottleneck
     // into R, which frees it (and raises this link's share above the level: look again later).
@@ -827,9 +800,10 @@ bool FlowNetwork::FillRound() {
     // free), so below it there is nothing to look for.
     bool grew = false;
     if (s.max_fixed > share * (1 + kRelTol)) {
-      for (const LinkEntry& e : on) {
-        if (!(mark_[static_cast<size_t>(e.flow)].flags & kFree) && e.rate > share * (1 + kRelTol)) {
-          ActivateLink(e.bottleneck);
+      for (int32_t f : on) {
+        const Hot& h = hot_[static_cast<size_t>(f)];
+        if (!(h.flags & kFree) && h.rate > share * (1 + kRelTol)) {
+          ActivateLink(h.bottleneck);
           grew = true;
         }
       }
@@ -841,21 +815,11 @@ bool FlowNetwork::FillRound() {
     }
     s.popped_stamp = round_epoch_;
     for (size_t k = 0, n = on.size(), ahead_end = AheadEnd(prefetch_, n); k < n; ++k) {
-      if (k < ahead_end) {
-        // Two stages: the mark 2 kAhead early; kAhead early, the Hot of a flow to freeze.
-        if (k + 2 * kAhead < n) {
-          __builtin_prefetch(&mark_[static_cast<size_t>(on[k + 2 * kAhead].flow)]);
-        }
-        const int32_t next = on[k + kAhead].flow;
-        if ((mark_[static_cast<size_t>(next)].flags & (kFree | kFrozen)) == kFree) {
-          Prefetch(hot_[static_cast<size_t>(next)]);
-        }
-      }
-      const int32_t f = on[k].flow;
-      Mark& mk = mark_[static_cast<size_t>(f)];
-      if ((mk.flags & (kFree | kFrozen)) != kFree) continue;
-      mk.flags |= kFrozen;
+      if (k < ahead_end) Prefetch(hot_[static_cast<size_t>(on[k + kAhead])]);
+      const int32_t f = on[k];
       Hot& h = hot_[static_cast<size_t>(f)];
+      if ((h.flags & (kFree | kFrozen)) != kFree) continue;
+      h.flags |= kFrozen;
       h.new_rate = share;
       h.new_bottleneck = l;
       ++s.frozen;
@@ -901,26 +865,24 @@ void FlowNetwork::ActivateLink(int32_t link) {
   s.max_fixed = 0;
   s.frozen = 0;
   const double floor = water_ * (1 - kRelTol);
-  const std::vector<LinkEntry>& on = link_flows_[static_cast<size_t>(link)];
+  const std::vector<int32_t>& on = link_flows_[static_cast<size_t>(link)];
   stats_.flow_visits += on.size();
   ++stats_.link_visits;
   double load = 0;
   for (size_t k = 0, n = on.size(), ahead_end = AheadEnd(prefetch_, n); k < n; ++k) {
-    if (k < ahead_end) __builtin_prefetch(&mark_[static_cast<size_t>(on[k + kAhead].flow)]);
-    const LinkEntry& e = on[k];
-    const int32_t f = e.flow;
-    Mark& mk = mark_[static_cast<size_t>(f)];
-    load += e.rate;
-    if (mk.stamp != round_epoch_) {
+    if (k < ahead_end) Prefetch(hot_[static_cast<size_t>(on[k + kAhead])]);
+    const int32_t f = on[k];
+    Hot& h = hot_[static_cast<size_t>(f)];
+    load += h.rate;
+    if (h.stamp != round_epoch_) {
       // First seen this round: none of its other links is in R.
-      mk.stamp = round_epoch_;
-      mk.flags = (e.bottleneck < 0 || InRegion(e.bottleneck)) ? kFree : 0;
-      if (mk.flags & kFree) free_flows_.push_back(f);
-    } else if (!(mk.flags & kFree) && e.bottleneck == link) {
+      h.stamp = round_epoch_;
+      h.flags = (h.bottleneck < 0 || InRegion(h.bottleneck)) ? kFree : 0;
+      if (h.flags & kFree) free_flows_.push_back(f);
+    } else if (!(h.flags & kFree) && h.bottleneck == link) {
       // Fixed so far, but its bottleneck just joined R: it turns free on its other R-links.
-      mk.flags = kFree;
+      h.flags = kFree;
       free_flows_.push_back(f);
-      const Hot& h = hot_[static_cast<size_t>(f)];
       for (int i = 0; i < h.nlinks; ++i) {
         const int32_t m = h.link[i];
         if (m == link || !InRegion(m)) continue;
@@ -933,11 +895,11 @@ void FlowNetwork::ActivateLink(int32_t link) {
         PushShare(m);
       }
     }
-    if (!(mk.flags & kFree)) {
-      s.rem -= e.rate;
-      s.max_fixed = std::max(s.max_fixed, e.rate);
-    } else if (mk.flags & kFrozen) {
-      s.rem -= hot_[static_cast<size_t>(f)].new_rate;
+    if (!(h.flags & kFree)) {
+      s.rem -= h.rate;
+      s.max_fixed = std::max(s.max_fixed, h.rate);
+    } else if (h.flags & kFrozen) {
+      s.rem -= h.new_rate;
     } else {
       ++s.cnt;
     }

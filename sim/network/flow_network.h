@@ -147,36 +147,24 @@ class FlowNetwork final : public NetworkModel {
     double new_rate = 0;      // scratch: result of the current solve
     int32_t bottleneck = -1;  // a saturated link where this flow's rate is the largest; -1: none
     int32_t new_bottleneck = -1;
+    uint32_t stamp = 0;  // round in which kFree/kFrozen are valid
+    uint8_t flags = 0;
     uint8_t nlinks = 0;
     int32_t link[kMaxFlowLinks] = {};  // the route's links, then its connection's (if capped)
   };
-  // A flow's state within one filling round, apart from Hot: 8 bytes a flow, so that the scans
-  // of a link's flows (which read the rest from the link's entries) touch a small array.
-  struct Mark {
-    uint32_t stamp = 0;  // round in which kFree/kFrozen are valid
-    uint8_t flags = 0;
-  };
   static constexpr uint8_t kFree = 1, kFrozen = 2;
-  // A flow on a link's list, with copies of what a scan of the link reads (Hot::rate and
-  // Hot::bottleneck, kept equal to them by SetRate and SetBottleneck): the scans read the list in
-  // order instead of every flow's Hot at random.
-  struct LinkEntry {
-    double rate;
-    int32_t flow;
-    int32_t bottleneck;
-  };
   struct Flow {
     // What a rate change and the completion heap touch come first (one cache line).
     double remaining = 0;  // wire bytes left at last_t
     TimeNs last_t = 0;
     TimeNs finish = 0;  // end of transmission at the current rate
     uint64_t seq = 0;   // start order
-    int32_t pos[kMaxFlowLinks] = {};  // index of this flow in link_flows_[link[i]]
     bool live = false;
     double wire = 0;   // wire bytes in total
     TimeNs extra = 0;  // route latency + per-message overhead
     uint64_t tag = 0;
     int32_t src = 0, dst = 0;
+    int32_t pos[kMaxFlowLinks] = {};  // index of this flow in link_flows_[link[i]]
   };
   // Key of the completion order; unique (start sequences are), so pops never depend on how the
   // heaps are laid out. id: the flow slot in a group's heap, the group in tops_.
@@ -246,9 +234,6 @@ class FlowNetwork final : public NetworkModel {
   // A flow frozen this round moved the load of link m, outside R, by delta: whether m must join
   // R (file comment, (a): it was saturated, or this round's moves bring it near capacity).
   bool MustJoin(int32_t m, double delta);
-  // Set Hot::rate and Hot::bottleneck and their copies in flow f's link entries.
-  void SetRate(int32_t f, double rate);
-  void SetBottleneck(int32_t f, int32_t bottleneck);
   bool RateChanged(const Hot& h) const {
     return h.rate == 0 || std::abs(h.new_rate - h.rate) > kRelTol * h.rate;
   }
@@ -313,7 +298,6 @@ class FlowNetwork final : public NetworkModel {
   int active_count_ = 0;
 
   std::vector<Hot> hot_;
-  std::vector<Mark> mark_;
   std::vector<Flow> flows_;
   std::vector<int32_t> free_slots_;
   bool prefetch_ = false;  // the slot arrays outgrew the caches (flow_network.cc, Prefetch)
@@ -329,7 +313,7 @@ class FlowNetwork final : public NetworkModel {
 
   // Per link.
   std::vector<double> capacity_;
-  std::vector<std::vector<LinkEntry>> link_flows_;
+  std::vector<std::vector<int32_t>> link_flows_;
   std::vector<double> link_load_;     // max-min: sum of the rates of the flows on it
   std::vector<double> link_bytes_;    // wire bytes of flows that finished
   std::vector<TimeNs> link_busy_ns_;  // closed busy periods
