@@ -996,6 +996,80 @@ TEST(FlowNetworkTest, CompletionOrderIsFinishThenStartOrderUnderChurn) {
   EXPECT_GT(rebuilds, 0u);
 }
 
+// Under churn, with and without a cap per connection, every link's bytes (Links(), summed from
+// the link's list of flows) agree with the flows' own rates and finish times (ActiveFlows), and
+// every link's list (LinkFlowTags) holds exactly the active flows whose route crosses it: a guard
+// for any change to how the solver keeps its per-link state.
+TEST(FlowNetworkTest, LinkBytesAndListsFollowEveryRateChangeUnderChurn) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    config::NetworkSpec spec = Spec(1e9, 1000);
+    if (seed % 2 == 0) spec.connection_Bps = 3e8;
+    const int hosts = 12;
+    FlowNetwork net(Topology::Star(hosts, 1e9, 1000), spec);
+    const int nlinks = net.topology().num_links();
+    std::map<uint64_t, std::pair<Route, int64_t>> started;  // tag: route, size
+    std::vector<double> finished_bytes(static_cast<size_t>(nlinks), 0.0);
+    TimeNs now = 0;
+    std::vector<FlowDone> done;
+    uint64_t tag = 0;
+    for (int step = 0; step < 300; ++step) {
+      if (net.active_flows() < 80 && rng() % 3 != 0) {
+        const int burst = 1 + static_cast<int>(rng() % 6);
+        for (int b = 0; b < burst; ++b) {
+          const int src = static_cast<int>(rng() % static_cast<uint64_t>(hosts));
+          int dst = static_cast<int>(rng() % static_cast<uint64_t>(hosts - 1));
+          if (dst >= src) ++dst;
+          const int64_t size = 1 + static_cast<int64_t>(rng() % 2'000'000);
+          started[tag] = {net.topology().RouteBetween(src, dst), size};
+          net.StartFlow(now, src, dst, size, tag++);
+        }
+      } else if (net.NextEventTime() != kNever) {
+        now = std::max(now, net.NextEventTime());
+        done.clear();
+        net.AdvanceTo(now, &done);
+        for (const FlowDone& d : done) {
+          const auto& [route, size] = started.at(d.tag);
+          for (int i = 0; i < route.size; ++i) {
+            finished_bytes[static_cast<size_t>(route.links[static_cast<size_t>(i)])] +=
+                static_cast<double>(size);
+          }
+        }
+      }
+      now += static_cast<TimeNs>(rng() % 3000);
+      if (net.NextEventTime() != kNever && net.NextEventTime() < now) {
+        now = net.NextEventTime();  // Links() at a time no flow has ended by yet
+      }
+      // A flow's bytes left now, from its own rate: it reaches 0 at its finish (rounded up to a
+      // whole ns, so within one ns of transmission, ~1 byte).
+      const auto flows = net.ActiveFlows();
+      std::vector<double> expect = finished_bytes;
+      std::vector<double> slack(static_cast<size_t>(nlinks), 1e-6);
+      std::vector<std::vector<uint64_t>> on(static_cast<size_t>(nlinks));
+      for (const auto& f : flows) {
+        const double size = static_cast<double>(started.at(f.tag).second);
+        const double left = f.rate_Bps * static_cast<double>(f.finish - now) * 1e-9;
+        for (int i = 0; i < f.route.size; ++i) {
+          const size_t l = static_cast<size_t>(f.route.links[static_cast<size_t>(i)]);
+          on[l].push_back(f.tag);
+          expect[l] += std::clamp(size - left, 0.0, size);
+          slack[l] += 2 + f.rate_Bps * 1e-9;
+        }
+      }
+      const auto links = net.Links(now);
+      for (int l = 0; l < nlinks; ++l) {
+        const size_t lu = static_cast<size_t>(l);
+        std::vector<uint64_t> tags = net.LinkFlowTags(l);
+        std::sort(tags.begin(), tags.end());
+        std::sort(on[lu].begin(), on[lu].end());
+        ASSERT_EQ(tags, on[lu]) << "seed " << seed << " step " << step << " link " << l;
+        ASSERT_NEAR(links[lu].bytes, expect[lu], slack[lu] + 1e-9 * expect[lu])
+            << "seed " << seed << " step " << step << " link " << l;
+      }
+    }
+  }
+}
+
 TEST(FlowNetworkTest, SolverStaysLocalOnSparseTraffic) {
   // 300 random pairs among 1024 hosts: components are tiny, so a start or an end should visit
   // a handful of flows, not all of them (work counts, not wall-clock time).
