@@ -191,6 +191,13 @@ TEST(FrameworkModel, NchwWrapsATensorCoreConvolutionInTransposes) {
       conv, b, WithLayout(Ampere(Precision::kFp32), config::MemoryFormat::kNhwc), p);
   EXPECT_DOUBLE_EQ(a.fwd.ns, n.fwd.ns);
   EXPECT_DOUBLE_EQ(a.bwd.ns, n.bwd.ns);
+  // Nor does fp16 without tensor cores (cuDNN's pseudo-half on a GPU with no fast half).
+  config::DeviceSpec pascal = Ampere(Precision::kFp16);
+  pascal.tensor_flops.clear();
+  const LayerCost pa = FrameworkLayerCost(conv, b, pascal, p);
+  const LayerCost pn = FrameworkLayerCost(conv, b, WithLayout(pascal, config::MemoryFormat::kNhwc), p);
+  EXPECT_DOUBLE_EQ(pa.fwd.ns, pn.fwd.ns);
+  EXPECT_EQ(pa.bwd.kernels, pn.bwd.kernels);
 }
 
 TEST(FrameworkModel, BatchNormIsPricedByValuesNotBytesAndByLayout) {
