@@ -327,10 +327,7 @@ FrameworkModelParams FitFrameworkParams(const std::vector<GpuCase>& cases,
   POSEIDON_CHECK(evaluations > 0) << evaluations;
   std::vector<int> fixed;
   for (const std::string& name : held) {
-    int index = -1;
-    for (int i = 0; i < config::kNumFrameworkParams; ++i) {
-      if (name == config::kFrameworkParamNames[i]) index = i;
-    }
+    const int index = config::FrameworkParamIndex(name);
     POSEIDON_CHECK(index >= 0) << "unknown framework constant " << name;
     fixed.push_back(index);
   }

@@ -222,6 +222,13 @@ inline constexpr const char* kFrameworkParamNames[] = {
     "tensor_efficiency", "gemm_efficiency",    "memory_efficiency", "launch_us",
     "dispatch_us",       "iteration_us",       "bn_efficiency_nchw", "bn_efficiency_nhwc"};
 inline constexpr int kNumFrameworkParams = 8;
+// The index of a FrameworkModelParams field by its YAML name, -1 when there is none.
+inline int FrameworkParamIndex(const std::string& name) {
+  for (int i = 0; i < kNumFrameworkParams; ++i) {
+    if (name == kFrameworkParamNames[i]) return i;
+  }
+  return -1;
+}
 inline double* FrameworkParamField(FrameworkModelParams& p, int i) {
   double* fields[] = {&p.tensor_efficiency, &p.gemm_efficiency, &p.memory_efficiency,
                       &p.launch_us,         &p.dispatch_us,     &p.iteration_us,

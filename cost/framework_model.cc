@@ -160,13 +160,14 @@ LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   }
   cost.fwd.gemm_kernels = cost.fwd.tensor_kernels = groups;
   cost.bwd.gemm_kernels = cost.bwd.tensor_kernels = groups * (l.bottoms.empty() ? 1 : 2);
+  // The whole input and output, every group (bytes).
+  const double x = vb * b * hw_in * static_cast<double>(in.c);
+  const double y = vb * b * hw_out * static_cast<double>(l.out.c);
   if (c.nchw && c.align >= 4) {
     // cuDNN's tensor-core convolutions run NHWC: under NCHW each pass transposes what it reads
     // and writes (forward: x in, y out; backward: dy and x in for the weight gradient, dx out),
     // one memory-bound kernel each, read and written once. Half precision without tensor cores
     // (half2 on a P100, fp16 storage elsewhere: align 2 or 1) runs NCHW as it is.
-    const double x = vb * b * hw_in * static_cast<double>(in.c);
-    const double y = vb * b * hw_out * static_cast<double>(l.out.c);
     cost.fwd.ns += StreamKernelNs(c, 0, 2 * x) + StreamKernelNs(c, 0, 2 * y);
     cost.fwd.kernels += 2;
     cost.bwd.ns += StreamKernelNs(c, 0, 2 * y) + StreamKernelNs(c, 0, 2 * x);
@@ -177,9 +178,8 @@ LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
     }
   }
   if (s.bias) {
-    const double all_out = vb * b * hw_out * static_cast<double>(l.out.c);
-    cost.fwd.ns += StreamKernelNs(c, 0, 2 * all_out);
-    cost.bwd.ns += StreamKernelNs(c, 0, all_out);
+    cost.fwd.ns += StreamKernelNs(c, 0, 2 * y);
+    cost.bwd.ns += StreamKernelNs(c, 0, y);
     cost.fwd.kernels += 1;
     cost.bwd.kernels += 1;
   }

@@ -282,17 +282,15 @@ int Fit(const GpuModelCommands& c) {
     }
     config::FrameworkModelParams start{};  // config/specs.h defaults: a fixed start
     std::vector<std::string> held;
+    std::string flags = c.all_rows ? " --all-rows" : "";
     for (const std::string& kv : c.hold) {
       const size_t eq = kv.find('=');
-      int index = -1;
-      for (int i = 0; eq != std::string::npos && i < config::kNumFrameworkParams; ++i) {
-        if (kv.substr(0, eq) == config::kFrameworkParamNames[i]) index = i;
-      }
+      const int index = eq == std::string::npos ? -1 : config::FrameworkParamIndex(kv.substr(0, eq));
       double v = 0;
       try {
-        v = eq == std::string::npos ? 0 : std::stod(kv.substr(eq + 1));
+        if (index >= 0) v = std::stod(kv.substr(eq + 1));
       } catch (const std::exception&) {
-        index = -1;
+        v = 0;
       }
       if (index < 0 || !(v > 0)) {
         throw config::ConfigError(fmt::format(
@@ -302,20 +300,14 @@ int Fit(const GpuModelCommands& c) {
       }
       *config::FrameworkParamField(start, index) = v;
       held.push_back(config::kFrameworkParamNames[index]);
+      flags += " --hold " + kv;
     }
     config::FrameworkModelParams p =
         calibration::FitFrameworkParams(cases, start, c.evaluations, held);
     std::string yaml = fmt::format(
         "# poseidon gpu-model fit --compute-model framework --evaluations {}{}\n# objective "
         "{:.6g} (start {:.6g}); {}\nframework_model:\n",
-        c.evaluations,
-        (c.all_rows ? " --all-rows" : "") +
-            [&] {
-              std::string h;
-              for (const std::string& kv : c.hold) h += " --hold " + kv;
-              return h;
-            }() +
-            names, calibration::FrameworkObjective(cases, p),
+        c.evaluations, flags + names, calibration::FrameworkObjective(cases, p),
         calibration::FrameworkObjective(cases, start),
         c.all_rows ? "every row of the files" : "fit rows only");
     for (int i = 0; i < config::kNumFrameworkParams; ++i) {
