@@ -10,7 +10,9 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -114,12 +116,30 @@ TEST(ComputeProfiler, BadOptionsAreRejected) {
   EXPECT_THROW(MeasureComputeProfile(m, "x", o, nullptr), std::invalid_argument);
 }
 
-// Loop (a), fast subset: the reference backend (single-threaded plain loops, so an OpenMP team
-// fighting other tests for the two cores cannot distort one side), medians on both sides, and
-// a generous bound; the 5% claim is checked by scripts/calibration-loop and recorded in
-// docs/calibration.md. A profile timed without the optimizer step between iterations (the bug
-// this guards against) predicted fc layers ~30% fast.
-TEST(CalibrationLoop, OneNodeIterationPredictedWithinAGenerousBound) {
+// Loop (a) measures a profile and whole iterations in one run: what holds however busy the
+// machine is (how close they agree is CalibrationLoopTiming's, label timing).
+TEST(CalibrationLoop, ProfileAndWholeIterationsComeFromOneRun) {
+  core::Model m = LoadModel("fmnist_mlp");
+  ComputeProfileOptions o;
+  o.batch = 16;
+  o.backend = kernels::Backend::kReference;
+  o.repetitions = 4;
+  o.warmup = 1;
+  ProfileAndIterations r = MeasureProfileAndIterations(m, "fmnist_mlp", o, nullptr);
+  ASSERT_EQ(r.whole_iteration_ms.size(), 4u);
+  for (double ms : r.whole_iteration_ms) EXPECT_GT(ms, 0.0);
+  EXPECT_EQ(r.profile.layers.size(), m.layers().size());
+  EXPECT_EQ(r.profile.batch, 16);
+  EXPECT_GT(r.profile.update_ms_per_mb, 0.0);
+}
+
+// Loop (a), fast subset, label timing (outside the default suite: its outcome depends on what
+// else the machine runs; ctest --test-dir build -L timing on a quiet machine): the reference
+// backend (single-threaded plain loops), medians on both sides, and a generous bound; the 5%
+// claim is checked by scripts/calibration-loop and recorded in docs/calibration.md. A profile
+// timed without the optimizer step between iterations (the bug this guards against) predicted
+// fc layers ~30% fast.
+TEST(CalibrationLoopTiming, OneNodeIterationPredictedWithinAGenerousBound) {
   core::Model m = LoadModel("fmnist_mlp");
   ComputeProfileOptions o;
   o.batch = 16;
@@ -554,28 +574,76 @@ TEST(NetnsRun, CleansUpOnIntToItsProcessGroup) {
 }
 
 // Loop (b), fast subset: calibrate a 100 Mbit/s emulated link (keeping the shipped file's
-// sharing keys), then 1 and 2 senders into one receiver, predicted with the calibrated file. Bound 10% (the full check, 5%, is the script's).
-TEST(NetnsRun, CalibratedLinkPredictsTransfers) {
-  std::string why;
-  if (!CanUseNamespaces(&why)) GTEST_SKIP() << why;
+// sharing keys), then 1 and 2 senders into one receiver, predicted with the calibrated file.
+struct LoopB {
+  config::NetworkFileSpec file;  // what calibrate-net wrote
+  struct Row {
+    int senders = 0;
+    int64_t bytes = 0;
+    double measured_ms = 0, predicted_ms = 0;
+  };
+  std::vector<Row> rows;  // the transfer check's table
+  double worst = -1;      // its "worst |error|" line
+  std::string out;        // both commands' output
+};
+
+// Runs both halves in namespaces; false (with a failure recorded) when a command fails.
+bool RunLoopB(LoopB* r) {
   const std::string bin = POSEIDON_BIN;
-  if (!fs::exists(bin)) GTEST_SKIP() << "poseidon binary not built at " << bin;
   fs::path dir = TempDir("loopb");
   const std::string net = (dir / "net.yaml").string();
   int st = 0;
   // The server and the receiver wait for their peers: bounded, so that a peer that fails to
   // start fails the test instead of hanging it.
-  std::string out = RunCapture(
+  r->out = RunCapture(
       Root() + "/scripts/netns-run --rate 100mbit --cmd 'timeout 120 " + bin +
           " calibrate-net --listen 7070 --once' --cmd '" + bin +
           " calibrate-net --connect 10.77.0.1:7070 --line-rate-gbps 0.1 --max-size 4194304 "
           "--seconds-per-size 0.2 --streams 1 --sharing-from " + Root() +
           "/scenarios/networks/emulated_100mbit.yaml -o " + net + "' 2>&1",
       &st);
-  ASSERT_EQ(st, 0) << out;
-  config::NetworkFileSpec f = config::LoadNetworkFile(net);
-  EXPECT_GT(f.network.efficiency, 0.8);
-  // The keys calibrate-net does not measure come from --sharing-from, and say so.
+  if (st != 0) {
+    ADD_FAILURE() << r->out;
+    return false;
+  }
+  r->file = config::LoadNetworkFile(net);
+  r->out += RunCapture(Root() + "/scripts/netns-run -n 3 --rate 100mbit --cmd 'timeout 120 " +
+                           bin + " calibrate-net --receive 7071 --senders 2 --sizes 1048576 "
+                           "--reps 3 --network " + net + "' -- " + bin +
+                           " calibrate-net --send 10.77.0.1:7071 2>&1",
+                       &st);
+  fs::remove_all(dir);
+  if (st != 0) {
+    ADD_FAILURE() << r->out;
+    return false;
+  }
+  std::istringstream in(r->out);
+  std::string line;
+  const std::regex row(R"(^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+[-+][0-9.]+%$)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, row)) {
+      r->rows.push_back(
+          {std::stoi(m[1]), std::stoll(m[2]), std::stod(m[3]), std::stod(m[4])});
+    }
+    if (line.rfind("worst |error|: ", 0) == 0) r->worst = std::stod(line.substr(15));
+  }
+  return true;
+}
+
+// What holds however busy the machine is: the keys calibrate-net does not measure come from
+// --sharing-from and say so; the table prices each row with the calibrated file; no transfer
+// beats the shaped link (k x S bytes through one 100 Mbit/s downlink, less tbf's one burst).
+// How close the prediction is to the measurement is NetnsRunTiming's (label timing).
+TEST(NetnsRun, CalibratedLinkPricesTransfersWithTheCalibratedFile) {
+  std::string why;
+  if (!CanUseNamespaces(&why)) GTEST_SKIP() << why;
+  if (!fs::exists(POSEIDON_BIN)) GTEST_SKIP() << "poseidon binary not built at " << POSEIDON_BIN;
+  LoopB r;
+  if (!RunLoopB(&r)) return;
+  const config::NetworkFileSpec& f = r.file;
+  EXPECT_GT(f.network.efficiency, 0.0);
+  EXPECT_LE(f.network.efficiency, 1.05);  // a shaped link delivers at most its rate
   const config::NetworkSpec shipped =
       config::LoadNetworkFile(Root() + "/scenarios/networks/emulated_100mbit.yaml").network;
   EXPECT_EQ(f.network.connections, shipped.connections);
@@ -591,18 +659,37 @@ TEST(NetnsRun, CalibratedLinkPredictsTransfers) {
   EXPECT_DOUBLE_EQ(f.network.host_wakeup_ns, shipped.host_wakeup_ns);
   EXPECT_DOUBLE_EQ(f.network.host_kernel_ns_per_byte, shipped.host_kernel_ns_per_byte);
   EXPECT_GT(f.network.host_wakeup_ns, 0);
-  EXPECT_NE(f.provenance["sharing"].find("emulated_100mbit.yaml"), std::string::npos);
-  out = RunCapture(Root() + "/scripts/netns-run -n 3 --rate 100mbit --cmd 'timeout 120 " + bin +
-                       " calibrate-net --receive 7071 --senders 2 --sizes 1048576 --reps 3 "
-                       "--network " + net + "' -- " + bin +
-                       " calibrate-net --send 10.77.0.1:7071 2>&1",
-                   &st);
-  ASSERT_EQ(st, 0) << out;
-  auto pos = out.find("worst |error|: ");
-  ASSERT_NE(pos, std::string::npos) << out;
-  const double worst = std::stod(out.substr(pos + 15));
-  EXPECT_LT(worst, 10.0) << out;
-  fs::remove_all(dir);
+  ASSERT_TRUE(f.provenance.count("sharing"));
+  EXPECT_NE(f.provenance.at("sharing").find("emulated_100mbit.yaml"), std::string::npos);
+  ASSERT_EQ(r.rows.size(), 2u) << r.out;
+  constexpr double kBurstBytes = 32768;  // netns-run's tbf burst (its first output line)
+  ASSERT_NE(r.out.find("burst 32768"), std::string::npos) << r.out;
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const LoopB::Row& row = r.rows[i];
+    EXPECT_EQ(row.senders, static_cast<int>(i) + 1) << r.out;
+    EXPECT_EQ(row.bytes, 1048576) << r.out;
+    EXPECT_NEAR(row.predicted_ms, PredictTransferMs(f.network, row.senders, row.bytes), 1e-3)
+        << r.out;
+    const double floor_ms = (row.senders * static_cast<double>(row.bytes) - kBurstBytes) * 8 /
+                            100e6 * 1e3;
+    EXPECT_GT(row.measured_ms, floor_ms) << "faster than the shaped link: " << r.out;
+  }
+  EXPECT_GE(r.worst, 0.0) << r.out;
+}
+
+// Label timing (outside the default suite: its outcome depends on what else the machine runs):
+// the same loop, the prediction within 10% of the measurement (the full check, 5%, is
+// scripts/calibration-loop's). Run it on a quiet machine: ctest --test-dir build -L timing.
+TEST(NetnsRunTiming, CalibratedLinkPredictsTransfersWithinTenPercent) {
+  std::string why;
+  if (!CanUseNamespaces(&why)) GTEST_SKIP() << why;
+  if (!fs::exists(POSEIDON_BIN)) GTEST_SKIP() << "poseidon binary not built at " << POSEIDON_BIN;
+  LoopB r;
+  if (!RunLoopB(&r)) return;
+  EXPECT_GT(r.file.network.efficiency, 0.8);
+  ASSERT_EQ(r.rows.size(), 2u) << r.out;
+  EXPECT_GE(r.worst, 0.0) << r.out;
+  EXPECT_LT(r.worst, 10.0) << r.out;
 }
 
 }  // namespace

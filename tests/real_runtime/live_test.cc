@@ -762,80 +762,114 @@ TEST_F(LiveTest, ValidateRepeatsEveryConfigurationAndSummarisesTheMedians) {
       << bad.out;
 }
 
-// The validation subset CI runs (scenarios/validation/ci_subset.yaml): the MLP with SFB on 2 and
-// 4 machines of the emulated 100 Mbit/s network (communication is most of an iteration), compute
-// replayed from its CPU profile, against the simulator with the calibrated network. Each
-// prediction must be within 8% of the live run (the goal; they are within 2% here), and a
-// simulator whose network is 20% too fast or too slow must be caught: compared with the same live
-// runs (--reuse-live, so that their noise does not enter twice), its errors leave the bound
-// (about -14% to -16% and +23% to +25% here).
-TEST_F(LiveTest, ValidationSubsetCatchesAWrongNetworkModel) {
+// The validation subset (scenarios/validation/ci_subset.yaml): the MLP with SFB on 2 and 4
+// machines of the emulated 100 Mbit/s network (communication is most of an iteration), compute
+// replayed from its CPU profile, against the simulator with the calibrated network; then the same
+// live runs (--reuse-live, so that their noise does not enter twice) against a simulator whose
+// network is 20% too fast and one 20% too slow.
+struct ValidationRow {
+  double measured = 0, predicted = 0, error = 0;
+  double network = 0;  // the network model's error on the live run's own traffic
+};
+struct ValidationRuns {
+  std::vector<ValidationRow> honest, fast, slow;
+};
+
+// One row per configuration of `validate ci_subset.yaml EXTRA`, columns found by name.
+std::vector<ValidationRow> ValidateSubset(const std::string& dir, const std::string& extra) {
+  const std::string csv = dir + "/validate.csv";
+  fs::remove(csv);
+  Result r = Shell(kBin + " validate " + kRoot + "/scenarios/validation/ci_subset.yaml --work-dir " +
+                   dir + "/validate -o " + csv + " " + extra);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  std::istringstream in(ReadFile(csv));
+  auto split = [](const std::string& line) {
+    std::vector<std::string> f;
+    std::istringstream row(line);
+    std::string x;
+    while (std::getline(row, x, ',')) f.push_back(x);
+    return f;
+  };
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = split(line);
+  auto col = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  std::vector<ValidationRow> rows;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> f = split(line);
+    if (f.size() != header.size()) {
+      ADD_FAILURE() << "a row without an error: " << line << "\n" << r.out;
+      continue;
+    }
+    rows.push_back(ValidationRow{std::stod(f[col("measured_ms")]), std::stod(f[col("predicted_ms")]),
+                                 std::stod(f[col("error_pct")]),
+                                 std::stod(f[col("network_error_pct")])});
+  }
+  EXPECT_EQ(rows.size(), 2u) << r.out;
+  rows.resize(2);
+  return rows;
+}
+
+ValidationRuns ValidateSubsetThreeWays(const std::string& dir) {
+  ValidationRuns v;
+  v.honest = ValidateSubset(dir, "");
+  v.fast = ValidateSubset(dir, "--reuse-live --sim-set cluster.network.bandwidth_gbps=0.12");
+  v.slow = ValidateSubset(dir, "--reuse-live --sim-set cluster.network.bandwidth_gbps=0.08");
+  return v;
+}
+
+// What holds however busy the machine is: the wrong simulators reuse the honest run's
+// measurements, and their predictions (of the iteration and of the live traffic) move the way
+// their networks do. How close the honest one lands is LiveTiming's (label timing).
+TEST_F(LiveTest, ValidationSubsetComparesWrongNetworksWithTheSameLiveRuns) {
+  if (!NamespacesAvailable()) {
+    GTEST_SKIP() << "the emulated cluster needs root (CAP_NET_ADMIN); skipped";
+  }
+  const ValidationRuns v = ValidateSubsetThreeWays(Dir());
+  for (size_t i = 0; i < v.honest.size(); ++i) {
+    SCOPED_TRACE(fmt::format("configuration {}: measured {} ms, predicted {} ms", i,
+                             v.honest[i].measured, v.honest[i].predicted));
+    EXPECT_GT(v.honest[i].measured, 0.0);
+    EXPECT_EQ(v.fast[i].measured, v.honest[i].measured);
+    EXPECT_EQ(v.slow[i].measured, v.honest[i].measured);
+    EXPECT_LT(v.fast[i].predicted, v.honest[i].predicted);
+    EXPECT_GT(v.slow[i].predicted, v.honest[i].predicted);
+    EXPECT_LT(v.fast[i].error, v.honest[i].error);
+    EXPECT_GT(v.slow[i].error, v.honest[i].error);
+    EXPECT_LT(v.fast[i].network, v.honest[i].network);
+    EXPECT_GT(v.slow[i].network, v.honest[i].network);
+  }
+  EXPECT_TRUE(fs::exists(Dir() + "/validate/config-0/net-replay.csv"));
+}
+
+// Label timing (outside the default suite: its outcome depends on what else the machine runs;
+// ctest --test-dir build -L timing on a quiet machine). Each prediction within 8% of the live run
+// (the goal; within 2% on a quiet 2-core VM), and the wrong networks caught: their errors
+// leave the bound (about -14% to -16% and +23% to +25% there), and so do their replays of the
+// live traffic (the messages here are large: the network sets their time).
+class LiveTiming : public DataSuite<LiveTiming> {
+ public:
+  static constexpr char kDirName[] = "poseidon_live_timing";
+};
+
+TEST_F(LiveTiming, ValidationSubsetWithinEightPercentAndAWrongNetworkOutside) {
   if (!NamespacesAvailable()) {
     GTEST_SKIP() << "the emulated cluster needs root (CAP_NET_ADMIN); skipped";
   }
   constexpr double kBound = 8.0;
-  const std::string dir = Dir();
-  struct Row {
-    double measured = 0, predicted = 0, error = 0;
-    double network = 0;  // the network model's error on the live run's own traffic
-  };
-  // One row per configuration, columns found by name.
-  auto validate = [&](const std::string& extra) {
-    const std::string csv = dir + "/validate.csv";
-    fs::remove(csv);
-    Result r = Shell(kBin + " validate " + kRoot + "/scenarios/validation/ci_subset.yaml --work-dir " +
-                     dir + "/validate -o " + csv + " " + extra);
-    EXPECT_EQ(r.rc, 0) << r.out;
-    std::istringstream in(ReadFile(csv));
-    auto split = [](const std::string& line) {
-      std::vector<std::string> f;
-      std::istringstream row(line);
-      std::string x;
-      while (std::getline(row, x, ',')) f.push_back(x);
-      return f;
-    };
-    std::string line;
-    std::getline(in, line);
-    const std::vector<std::string> header = split(line);
-    auto col = [&](const std::string& name) {
-      return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
-    };
-    std::vector<Row> rows;
-    while (std::getline(in, line)) {
-      const std::vector<std::string> f = split(line);
-      if (f.size() != header.size()) {
-        ADD_FAILURE() << "a row without an error: " << line << "\n" << r.out;
-        continue;
-      }
-      rows.push_back(Row{std::stod(f[col("measured_ms")]), std::stod(f[col("predicted_ms")]),
-                         std::stod(f[col("error_pct")]), std::stod(f[col("network_error_pct")])});
-    }
-    EXPECT_EQ(rows.size(), 2u) << r.out;
-    rows.resize(2);
-    return rows;
-  };
-  const std::vector<Row> honest = validate("");
-  const std::vector<Row> fast = validate("--reuse-live --sim-set cluster.network.bandwidth_gbps=0.12");
-  const std::vector<Row> slow = validate("--reuse-live --sim-set cluster.network.bandwidth_gbps=0.08");
-  for (size_t i = 0; i < honest.size(); ++i) {
+  const ValidationRuns v = ValidateSubsetThreeWays(Dir());
+  for (size_t i = 0; i < v.honest.size(); ++i) {
     SCOPED_TRACE(fmt::format("configuration {}: measured {} ms, predicted {} ms", i,
-                             honest[i].measured, honest[i].predicted));
-    EXPECT_LT(std::fabs(honest[i].error), kBound);
-    // The same measurement; only the prediction moved, each way, and out of the bound.
-    EXPECT_EQ(fast[i].measured, honest[i].measured);
-    EXPECT_EQ(slow[i].measured, honest[i].measured);
-    EXPECT_LT(fast[i].predicted, honest[i].predicted);
-    EXPECT_GT(slow[i].predicted, honest[i].predicted);
-    EXPECT_GT(std::fabs(fast[i].error), kBound) << "fast: " << fast[i].error << "%";
-    EXPECT_GT(std::fabs(slow[i].error), kBound) << "slow: " << slow[i].error << "%";
-    // The live traffic replayed through the network model: within the bound with the honest
-    // model, out of it with the wrong ones (the messages here are large: the network sets their
-    // time).
-    EXPECT_LT(std::fabs(honest[i].network), kBound) << "network: " << honest[i].network << "%";
-    EXPECT_LT(fast[i].network, -kBound) << "fast, network: " << fast[i].network << "%";
-    EXPECT_GT(slow[i].network, kBound) << "slow, network: " << slow[i].network << "%";
+                             v.honest[i].measured, v.honest[i].predicted));
+    EXPECT_LT(std::fabs(v.honest[i].error), kBound);
+    EXPECT_GT(std::fabs(v.fast[i].error), kBound) << "fast: " << v.fast[i].error << "%";
+    EXPECT_GT(std::fabs(v.slow[i].error), kBound) << "slow: " << v.slow[i].error << "%";
+    EXPECT_LT(std::fabs(v.honest[i].network), kBound) << "network: " << v.honest[i].network << "%";
+    EXPECT_LT(v.fast[i].network, -kBound) << "fast, network: " << v.fast[i].network << "%";
+    EXPECT_GT(v.slow[i].network, kBound) << "slow, network: " << v.slow[i].network << "%";
   }
-  EXPECT_TRUE(fs::exists(dir + "/validate/config-0/net-replay.csv"));
 }
 
 }  // namespace
