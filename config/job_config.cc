@@ -50,6 +50,10 @@ void ReadBaselineInto(const ScenarioSpec& s, const core::Model& model, core::Pro
   b.first_bucket_bytes = std::max<int64_t>(1, MibBytes(s.ddp_first_bucket_mib));
   b.fusion_threshold_bytes = MibBytes(s.horovod_fusion_threshold_mib);
   b.cycle_ns = std::max<core::TimeNs>(1, std::llround(s.horovod_cycle_ms * 1e6));
+  if (!core::AllreduceAlgorithmFromName(s.allreduce_algorithm, &b.algorithm)) {
+    FailAt(s.protocol_loc, fmt::format("unknown allreduce_algorithm '{}'; known: ring, tree",
+                                       s.allreduce_algorithm));
+  }
   if (b.kind != core::Baseline::kHorovod) return;
   const std::vector<core::GradTensor> tensors = core::GradientReadyOrder(model);
   if (tensors.empty()) return;

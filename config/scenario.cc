@@ -362,6 +362,22 @@ void ReadBaseline(MapReader& p, ScenarioSpec* s) {
         r, "cycle_ms", 1, "Horovod negotiates once per HOROVOD_CYCLE_TIME (1 ms by default)");
     r.Finish();
   }
+  if (p.Has("allreduce_algorithm")) {
+    s->allreduce_algorithm = p.Choice("allreduce_algorithm", {"ring", "tree"}, "ring");
+    if (s->baseline.empty()) {
+      p.FailKey("allreduce_algorithm",
+                "protocol.allreduce_algorithm chooses how a baseline's collectives all-reduce "
+                "(NCCL_ALGO), but the scenario runs no baseline; add 'baseline: ddp' (or horovod) "
+                "or remove it");
+    }
+    if (s->allreduce_algorithm == "tree" && s->workers < 2) {
+      p.FailKey("allreduce_algorithm",
+                fmt::format("allreduce_algorithm: tree joins machines by NCCL's double binary "
+                            "tree, but the cluster has {} machine (NCCL uses no tree inside one "
+                            "machine); use ring, or 2 or more machines",
+                            s->workers));
+    }
+  }
   if (s->baseline.empty()) return;
   const std::string why =
       fmt::format("baseline {} all-reduces every layer's gradient", s->baseline);

@@ -80,6 +80,9 @@
 //                                  # simulator only); needs bsp and scheme absent or allreduce
 //     ddp: {bucket_cap_mib: 25, first_bucket_mib: 1}          # baseline ddp (DDP's defaults)
 //     horovod: {fusion_threshold_mib: 128, cycle_ms: 1}        # baseline horovod (Horovod's)
+//     allreduce_algorithm: ring    # a baseline's collectives: ring | tree (NCCL's double binary
+//                                  # tree across machines, a chain inside one; 2+ machines;
+//                                  # core/tree.h)
 //   stragglers:                    # per-worker compute slowdown
 //     - {worker: 3, slowdown: 1.5}
 //   jitter: {distribution: lognormal, cv: 0.05}   # per-task compute variability (seeded)
@@ -171,6 +174,7 @@ struct ScenarioSpec {
   double ddp_first_bucket_mib = 1;
   double horovod_fusion_threshold_mib = 128;
   double horovod_cycle_ms = 1;
+  std::string allreduce_algorithm = "ring";  // ring | tree (core AllreduceAlgorithm)
   core::SourceLoc fusion_threshold_loc;  // where the threshold was given (or the baseline)
   // protocol.fault_tolerance (core/job.h FaultConfig); all off unless the section is present
   struct FaultTolerance {

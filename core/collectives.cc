@@ -30,6 +30,21 @@ bool BaselineFromName(const std::string& name, Baseline* b) {
 
 std::string KnownBaselines() { return "ddp, horovod"; }
 
+const char* AllreduceAlgorithmName(AllreduceAlgorithm a) {
+  return a == AllreduceAlgorithm::kTree ? "tree" : "ring";
+}
+
+bool AllreduceAlgorithmFromName(const std::string& name, AllreduceAlgorithm* a) {
+  if (name == "ring") {
+    *a = AllreduceAlgorithm::kRing;
+  } else if (name == "tree") {
+    *a = AllreduceAlgorithm::kTree;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 std::vector<GradTensor> GradientReadyOrder(const Model& model) {
   std::vector<GradTensor> out;
   const std::vector<int>& layers = model.param_layers();

@@ -63,8 +63,17 @@ inline constexpr int64_t kDdpFirstBucketBytes = int64_t{1} << 20;  // _DEFAULT_F
 inline constexpr int64_t kHorovodFusionThresholdBytes = int64_t{128} << 20;
 inline constexpr TimeNs kHorovodCycleNs = 1'000'000;  // HOROVOD_CYCLE_TIME=1 (ms)
 
+// How a collective all-reduces (NCCL_ALGO): the chunked ring of core/ring.h, or NCCL's double
+// binary tree across machines with a chain inside each (core/tree.h). NCCL picks between them by
+// message size and machine count unless told; the scenario names one.
+enum class AllreduceAlgorithm : uint8_t { kRing, kTree };
+// "ring", "tree".
+const char* AllreduceAlgorithmName(AllreduceAlgorithm a);
+bool AllreduceAlgorithmFromName(const std::string& name, AllreduceAlgorithm* a);
+
 struct BaselineConfig {
   Baseline kind = Baseline::kNone;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kRing;
   int64_t bucket_cap_bytes = kDdpBucketCapBytes;                  // ddp, > 0
   int64_t first_bucket_bytes = kDdpFirstBucketBytes;              // ddp, > 0
   int64_t fusion_threshold_bytes = kHorovodFusionThresholdBytes;  // horovod

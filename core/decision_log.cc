@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "core/tree.h"
+
 namespace poseidon::core {
 
 void DecisionLog::Add(ActorId actor, std::string key, std::string value) {
@@ -12,6 +14,7 @@ void DecisionLog::Send(ActorId actor, const Message& m) {
   std::string key = std::string("send ") + MsgTypeName(m.type) + " to " + std::to_string(m.to);
   if (m.layer >= 0) key += " layer " + std::to_string(m.layer);
   if (m.chunk >= 0) key += " chunk " + std::to_string(m.chunk);
+  if (tree_halves_ && m.type == MsgType::kBucket) key += " half " + std::to_string(TreeHalf(m.step));
   std::string value = "c" + std::to_string(m.clock);
   if (m.step >= 0) value += "s" + std::to_string(m.step);
   value += ":" + std::to_string(m.payload_bytes);

@@ -27,6 +27,10 @@ class DecisionLog {
   void Send(ActorId actor, const Message& m);
   void Compute(ActorId actor, const ComputeTask& t);
   void Trace(const TraceEvent& e);  // iteration begins and layer versions; other kinds ignored
+  // A job whose collectives run NCCL's tree (core/tree.h): the two halves of a piece go up and
+  // down independent trees, so a bucket step's key names its half (two peers may be neighbours
+  // in both trees; the order of their halves is timing).
+  void KeyTreeHalves() { tree_halves_ = true; }
 
   // One line per (actor, key), sorted: actor id, tab, key, tab, the values in order.
   std::string Text() const;
@@ -34,6 +38,7 @@ class DecisionLog {
  private:
   void Add(ActorId actor, std::string key, std::string value);
   std::map<ActorId, std::map<std::string, std::vector<std::string>>> entries_;
+  bool tree_halves_ = false;
 };
 
 }  // namespace poseidon::core

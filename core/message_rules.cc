@@ -1,6 +1,9 @@
 #include "core/message_rules.h"
 
+#include <algorithm>
+
 #include "core/ring.h"
+#include "core/tree.h"
 
 namespace poseidon::core {
 namespace {
@@ -218,18 +221,36 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
                                             " runs no baseline's collectives");
       }
       const int P = L.num_workers;
-      if (!L.IsWorker(m.from) || L.WorkerIndex(m.from) != (L.WorkerIndex(me) + P - 1) % P) {
-        return Err(C::kWrongSender, "a bucket step not from the previous worker of the ring");
+      const bool tree = job.config->baseline.algorithm == AllreduceAlgorithm::kTree;
+      const int steps = tree ? kTreeSteps : 2 * (P - 1);
+      if (!L.IsWorker(m.from)) {
+        return Err(C::kWrongSender, "a bucket step from " + L.ActorName(m.from) + ", not a worker");
       }
       if (ProtocolError e = ClockInRange(m, *job.config)) return e;
       const CollectivePlan& plan = *job.collectives;
       const int layers = static_cast<int>(job.model->layers().size());
-      if (m.chunk < 0 || m.chunk >= plan.max_pieces() || m.step < 0 || m.step >= 2 * (P - 1) ||
+      if (m.chunk < 0 || m.chunk >= plan.max_pieces() || m.step < 0 || m.step >= steps ||
           m.layer < 0 || m.layer >= layers) {
         return Err(C::kOutOfRange, "bucket step " + S(m.step) + " of piece " + S(m.chunk) +
                                        " (layer " + S(m.layer) + "; a clock has at most " +
-                                       S(plan.max_pieces()) + " pieces, " + S(2 * (P - 1)) +
-                                       " steps)");
+                                       S(plan.max_pieces()) + " pieces, " + S(steps) + " steps)");
+      }
+      const int from = L.WorkerIndex(m.from);
+      if (tree) {
+        // Up from a child of this half's tree, down from its parent.
+        const TreeLinks t = AllreduceTreeLinks(L, L.WorkerIndex(me), TreeHalf(m.step));
+        const bool ok = TreePhaseDown(m.step)
+                            ? from == t.parent
+                            : std::find(t.children.begin(), t.children.end(), from) !=
+                                  t.children.end();
+        if (!ok) {
+          return Err(C::kWrongSender,
+                     "tree step " + S(m.step) + " from " + L.ActorName(m.from) + ", which is not " +
+                         (TreePhaseDown(m.step) ? "the parent" : "a child") + " of " + me_name() +
+                         " in tree " + S(TreeHalf(m.step)));
+        }
+      } else if (from != (L.WorkerIndex(me) + P - 1) % P) {
+        return Err(C::kWrongSender, "a bucket step not from the previous worker of the ring");
       }
       if (ProtocolError e = WireIs(m, job.config->gradient_wire, "a bucket step")) return e;
       if (job.config->baseline.kind != Baseline::kDdp) return ProtocolError::Ok();
@@ -275,9 +296,11 @@ ProtocolError CheckCollectiveStep(const JobShape& job, const Collective& c, cons
                                    S(m.layer) + " (its collective starts at layer " +
                                    S(c.first_layer) + ")");
   }
-  const int P = job.layout->num_workers;
+  const bool tree = job.config->baseline.algorithm == AllreduceAlgorithm::kTree;
+  // A tree step carries half `step / 2` of its piece: segment TreeHalf of a two-way split.
+  const int P = tree ? 2 : job.layout->num_workers;
   const int piece = m.chunk - c.piece_base;
-  const int seg = RingSegmentSent(job.layout->WorkerIndex(m.from), m.step, P);
+  const int seg = tree ? TreeHalf(m.step) : RingSegmentSent(job.layout->WorkerIndex(m.from), m.step, P);
   const RingSpan span =
       RingSegmentFloats(c.bytes, plan.chunk_bytes(), piece, seg, P, plan.value_words());
   const int64_t piece_bytes =

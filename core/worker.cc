@@ -24,7 +24,9 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
       send_queue_(host, config.priority_window_bytes),
       devices_(config.devices_per_machine),
       end_(config.iterations),
-      copies_(config.device_copies && config.devices_per_machine == 1) {
+      copies_(config.device_copies && config.devices_per_machine == 1),
+      tree_(config.baseline.enabled() &&
+            config.baseline.algorithm == AllreduceAlgorithm::kTree) {
   POSEIDON_CHECK(layout_.IsWorker(id_)) << "actor " << id_ << " is not a worker";
   POSEIDON_CHECK(devices_ >= 1) << "devices_per_machine " << devices_;
   dev_.resize(static_cast<size_t>(devices_));
@@ -69,6 +71,9 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
     }
     tensor_ready_.assign(plan_.tensors().size(), 0);
     if (config_.baseline.kind == Baseline::kDdp) fused_ = plan_.Ddp(0);
+    if (tree_) {
+      for (int t = 0; t < 2; ++t) tree_links_[t] = AllreduceTreeLinks(layout_, rank_, t);
+    }
     if (config_.baseline.kind == Baseline::kHorovod && rank_ == 0) {
       reports_.assign(static_cast<size_t>(P), {0, 0});
     }
@@ -780,8 +785,64 @@ void Worker::StartFused(TimeNs now) {
         std::min(config_.chunk_bytes, c.bytes - static_cast<int64_t>(p) * config_.chunk_bytes);
   }
   fused_pieces_done_ = 0;
-  for (int p = 0; p < c.pieces; ++p) FusedStep(now, p);
+  if (tree_) {
+    tree_pieces_.assign(static_cast<size_t>(c.pieces), TreePiece{});
+    for (int p = 0; p < c.pieces; ++p) TreeStepPiece(now, p);
+  } else {
+    for (int p = 0; p < c.pieces; ++p) FusedStep(now, p);
+  }
   if (fused_pieces_done_ == c.pieces) FusedDone(now);
+}
+
+// The running collective's tree all-reduce (core/tree.h), piece by piece and half by half: a
+// half's partial sum goes up once every child's has arrived (and been added here), the sum goes
+// down once it is here (at the root: once the children's are in; elsewhere: once the parent's
+// copy arrived).
+void Worker::TreeStepPiece(TimeNs now, int piece) {
+  (void)now;
+  const Collective& c = fused_[fused_next_];
+  TreePiece& p = tree_pieces_[static_cast<size_t>(piece)];
+  if (p.done) return;
+  auto it = tree_recv_.find({fused_clock_, c.piece_base + piece});
+  const TreeRecv r = it == tree_recv_.end() ? TreeRecv{} : it->second;
+  bool done = true;
+  for (int half = 0; half < 2; ++half) {
+    const TreeLinks& t = tree_links_[half];
+    if (!p.up_sent[half] && r.up[half] == static_cast<int>(t.children.size())) {
+      if (t.parent >= 0) SendTreeHalf(c, piece, half, /*down=*/false, t.parent);
+      p.up_sent[half] = true;
+    }
+    if (p.up_sent[half] && !p.down_sent[half] && (t.parent < 0 || r.down[half])) {
+      for (int child : t.children) SendTreeHalf(c, piece, half, /*down=*/true, child);
+      p.down_sent[half] = true;
+    }
+    done = done && p.down_sent[half];
+  }
+  if (!done) return;
+  p.done = true;
+  ++fused_pieces_done_;
+}
+
+// Half `half` of piece `piece` of collective `c`, up to worker `to` (the running partial sum) or
+// down to it (the sum).
+void Worker::SendTreeHalf(const Collective& c, int piece, int half, bool down, int to) {
+  const RingSpan span =
+      RingSegmentFloats(c.bytes, config_.chunk_bytes, piece, half, 2, plan_.value_words());
+  const int64_t piece_bytes =
+      std::min(config_.chunk_bytes, c.bytes - static_cast<int64_t>(piece) * config_.chunk_bytes);
+  Message m;
+  m.type = MsgType::kBucket;
+  m.from = id_;
+  m.to = layout_.worker(to);
+  m.clock = fused_clock_;
+  m.layer = c.first_layer;
+  m.chunk = c.piece_base + piece;
+  m.step = TreeStep(half, down);
+  m.payload_bytes = WirePayloadBytes(config_.gradient_wire,
+                                     RingSegmentBytes(piece_bytes, half, 2), span.count);
+  m.wire = config_.gradient_wire;
+  m.data = CollectiveSegment(c, span);
+  Send(std::move(m), c.first_layer);
 }
 
 // The running collective's ring, piece by piece: exactly the per-layer ring's steps (RingStep)
@@ -843,7 +904,10 @@ void Worker::FusedDone(TimeNs now) {
   const int P = layout_.num_workers;
   fused_running_ = false;
   ++fused_next_;
-  for (int p = 0; p < c.pieces; ++p) fused_recv_.erase({clock, c.piece_base + p});
+  for (int p = 0; p < c.pieces; ++p) {
+    fused_recv_.erase({clock, c.piece_base + p});
+    tree_recv_.erase({clock, c.piece_base + p});
+  }
   std::vector<int> synced;
   for (int i = c.first; i < c.end; ++i) {
     const int layer = plan_.tensors()[static_cast<size_t>(i)].layer;
@@ -909,16 +973,40 @@ ProtocolError Worker::OnBucketStep(TimeNs now, const Message& msg, bool buffered
     if (ProtocolError e = CheckCollectiveStep(shape_, *c, msg)) return e;
   }
   const int P = layout_.num_workers;
-  int& recv = fused_recv_[{msg.clock, msg.chunk}];
-  if (recv >= 2 * (P - 1)) {
-    return ProtocolError::Of(ProtocolErrorCode::kWrongState,
-                             "more ring steps of piece " + std::to_string(msg.chunk) +
-                                 " of clock " + std::to_string(msg.clock) + " than the ring has");
-  }
   const int piece = msg.chunk - c->piece_base;
-  const int seg = RingSegmentSent(layout_.WorkerIndex(msg.from), msg.step, P);
-  const RingSpan span =
-      RingSegmentFloats(c->bytes, config_.chunk_bytes, piece, seg, P, plan_.value_words());
+  RingSpan span;
+  bool reduce = true;
+  if (tree_) {
+    // CheckMessageShape made sure the sender is a child (up) or the parent (down) of this half.
+    const int half = TreeHalf(msg.step);
+    TreeRecv& r = tree_recv_[{msg.clock, msg.chunk}];
+    reduce = !TreePhaseDown(msg.step);
+    if (reduce ? r.up[half] >= static_cast<int>(tree_links_[half].children.size())
+               : r.down[half]) {
+      return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                               "tree step " + std::to_string(msg.step) + " of piece " +
+                                   std::to_string(msg.chunk) + " of clock " +
+                                   std::to_string(msg.clock) + " again");
+    }
+    span = RingSegmentFloats(c->bytes, config_.chunk_bytes, piece, half, 2, plan_.value_words());
+    if (reduce) {
+      ++r.up[half];
+    } else {
+      r.down[half] = true;
+    }
+  } else {
+    int& recv = fused_recv_[{msg.clock, msg.chunk}];
+    if (recv >= 2 * (P - 1)) {
+      return ProtocolError::Of(ProtocolErrorCode::kWrongState,
+                               "more ring steps of piece " + std::to_string(msg.chunk) +
+                                   " of clock " + std::to_string(msg.clock) +
+                                   " than the ring has");
+    }
+    const int seg = RingSegmentSent(layout_.WorkerIndex(msg.from), msg.step, P);
+    span = RingSegmentFloats(c->bytes, config_.chunk_bytes, piece, seg, P, plan_.value_words());
+    reduce = msg.step < P - 1;
+    ++recv;
+  }
   const std::vector<TensorPart> parts =
       SplitCollectiveSpan(plan_.tensors(), c->first, c->end, span);
   for (const TensorPart& part : parts) {
@@ -928,11 +1016,14 @@ ProtocolError Worker::OnBucketStep(TimeNs now, const Message& msg, bool buffered
       const auto b = msg.data->begin() + part.at;
       sub.data = std::make_shared<const std::vector<float>>(b, b + part.span.count);
     }
-    store_->RingReceive(sub, part.span, /*reduce=*/msg.step < P - 1);
+    store_->RingReceive(sub, part.span, reduce);
   }
-  ++recv;
   if (cs == &fused_ && fused_running_ && c == &fused_[fused_next_]) {
-    FusedStep(now, piece);
+    if (tree_) {
+      TreeStepPiece(now, piece);
+    } else {
+      FusedStep(now, piece);
+    }
     if (fused_pieces_done_ == c->pieces) FusedDone(now);
   }
   return {};

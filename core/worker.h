@@ -61,6 +61,7 @@
 #include "core/param_store.h"
 #include "core/placement.h"
 #include "core/send_queue.h"
+#include "core/tree.h"
 
 namespace poseidon::core {
 
@@ -158,6 +159,8 @@ class Worker final : public Actor {
   void FusedReady(TimeNs now, int layer, int64_t clock);
   void StartFused(TimeNs now);
   void FusedStep(TimeNs now, int piece);
+  void TreeStepPiece(TimeNs now, int piece);
+  void SendTreeHalf(const Collective& c, int piece, int half, bool down, int to);
   void FusedDone(TimeNs now);
   ProtocolError OnBucketStep(TimeNs now, const Message& msg, bool buffered);
   ProtocolError TakeFused(TimeNs now, int64_t clock, int from, int to);
@@ -217,6 +220,22 @@ class Worker final : public Actor {
   std::vector<int> layer_tensors_left_;  // per layer id: tensors not reduced yet this clock
   std::map<std::pair<int64_t, int32_t>, int> fused_recv_;  // steps received, per (clock, piece)
   std::vector<Message> fused_early_;     // horovod: steps of collectives not answered here yet
+  // Tree all-reduce (BaselineConfig::algorithm kTree, core/tree.h): this worker's links in the
+  // two trees, the running collective's pieces, and per (clock, piece) what arrived.
+  struct TreePiece {
+    bool up_sent[2] = {false, false};    // the half's partial sum went to the parent (or, at the
+                                         // root, every child's arrived)
+    bool down_sent[2] = {false, false};  // the half's sum went to the children
+    bool done = false;
+  };
+  struct TreeRecv {
+    int up[2] = {0, 0};                // children's partial sums of each half
+    bool down[2] = {false, false};     // the parent's sum of each half
+  };
+  const bool tree_;
+  TreeLinks tree_links_[2];
+  std::vector<TreePiece> tree_pieces_;  // of the running collective
+  std::map<std::pair<int64_t, int32_t>, TreeRecv> tree_recv_;
   // Horovod's negotiation.
   TimeNs cycle_start_ = 0;   // when the last cycle began
   bool cycle_armed_ = false;

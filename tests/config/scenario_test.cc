@@ -30,9 +30,9 @@ class ScenarioFile : public ::testing::Test {
     return path;
   }
   // The message of the ConfigError that loading `text` throws ("" if none).
-  std::string Error(const std::string& text) {
+  std::string Error(const std::string& text, const std::vector<std::string>& sets = {}) {
     try {
-      LoadScenarioFile(Write(text));
+      LoadScenarioFile(Write(text), sets);
     } catch (const ConfigError& e) {
       return e.what();
     } catch (const core::ModelError& e) {
@@ -294,6 +294,26 @@ TEST_F(ScenarioFile, Baselines) {
   s = LoadScenarioFile(Write(std::string(kGood) + "protocol:\n  baseline: horovod\n  horovod:\n"
                              "    fusion_threshold_mib: 0.00004\n"));
   EXPECT_EQ(BuildProtocol(s, BuildScenarioModel(s), false).baseline.fusion_threshold_bytes, 42);
+
+  // protocol.allreduce_algorithm: ring by default, tree on 2+ machines of a baseline.
+  s = LoadScenarioFile(Write(std::string(kGood) + "protocol:\n  baseline: ddp\n"));
+  EXPECT_EQ(BuildProtocol(s, BuildScenarioModel(s), false).baseline.algorithm,
+            core::AllreduceAlgorithm::kRing);
+  s = LoadScenarioFile(Write(std::string(kGood) + "protocol:\n  baseline: horovod\n"
+                             "  allreduce_algorithm: tree\n"));
+  EXPECT_EQ(BuildProtocol(s, BuildScenarioModel(s), false).baseline.algorithm,
+            core::AllreduceAlgorithm::kTree);
+  one_line(Error(std::string(kGood) + "protocol:\n  baseline: ddp\n  allreduce_algorithm: "
+                                      "halving\n"),
+           "s.yaml:11:24: error: unknown allreduce_algorithm 'halving'; known: ring, tree");
+  one_line(Error(std::string(kGood) + "protocol:\n  allreduce_algorithm: tree\n"),
+           "s.yaml:10:24: error: protocol.allreduce_algorithm chooses how a baseline's "
+           "collectives all-reduce (NCCL_ALGO), but the scenario runs no baseline");
+  const std::string one_machine =
+      Error(std::string(kGood) + "protocol:\n  baseline: ddp\n  allreduce_algorithm: tree\n",
+            {"cluster.machines=1"});
+  one_line(one_machine, "s.yaml:11:24: error: allreduce_algorithm: tree joins machines by NCCL's "
+                        "double binary tree, but the cluster has 1 machine");
 }
 
 // cluster.local_copies: interconnect times the copies between the processes of one machine's

@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "core/collectives.h"
+#include "core/message_rules.h"
+#include "core/tree.h"
 #include "tests/core/fake_cluster.h"
 #include "tests/core/test_models.h"
 
@@ -195,11 +197,24 @@ core::ProtocolConfig BaselineConfig(const core::Model& model, core::Baseline kin
 }
 
 // Every worker ends each clock of each layer with the exact sum of the P workers' gradients, with
-// layers split between collectives and collectives cut into pieces, DWBP on and off.
-void ExpectSums(const core::Model& model, core::Baseline kind) {
+// layers split between collectives and collectives cut into pieces, DWBP on and off. The tree
+// runs on machines of one worker and of two (its chain inside a machine).
+void ExpectSums(const core::Model& model, core::Baseline kind,
+                core::AllreduceAlgorithm algorithm = core::AllreduceAlgorithm::kRing) {
+  const bool tree = algorithm == core::AllreduceAlgorithm::kTree;
+  std::vector<core::JobLayout> layouts;
   for (int P : {1, 2, 3, 4}) {
+    if (!tree || P > 1) layouts.push_back(core::JobLayout::Colocated(P, 1));
+  }
+  if (tree) {
+    for (int machines : {5, 7}) layouts.push_back(core::JobLayout::Colocated(machines, 1));
+    for (int machines : {2, 3}) layouts.push_back(core::JobLayout::Build(machines, 2, 1, true));
+  }
+  for (const core::JobLayout& layout : layouts) {
+    const int P = layout.num_workers;
     for (uint64_t seed : {0, 5, 11, 12}) {
       core::ProtocolConfig cfg = BaselineConfig(model, kind);
+      cfg.baseline.algorithm = algorithm;
       cfg.dwbp = seed != 5;
       std::vector<std::unique_ptr<ExactStore>> stores;
       std::vector<core::WorkerStore*> ptrs;
@@ -207,11 +222,13 @@ void ExpectSums(const core::Model& model, core::Baseline kind) {
         stores.push_back(std::make_unique<ExactStore>(model, w));
         ptrs.push_back(stores.back().get());
       }
-      FakeCluster c(model, core::JobLayout::Colocated(P, 1), cfg, seed, ptrs);
+      FakeCluster c(model, layout, cfg, seed, ptrs);
       c.deliver_timers = true;
       c.Run();
-      const std::string where = std::string(core::BaselineName(kind)) + " P " + std::to_string(P) +
-                                " seed " + std::to_string(seed);
+      const std::string where = std::string(core::BaselineName(kind)) + " " +
+                                core::AllreduceAlgorithmName(algorithm) + " P " +
+                                std::to_string(P) + " on " + std::to_string(layout.num_machines) +
+                                " machines, seed " + std::to_string(seed);
       ASSERT_TRUE(c.AllFinished()) << where << ": " << c.worker(0).WaitingFor();
       for (int l : model.param_layers()) {
         for (int64_t clock = 0; clock < cfg.iterations; ++clock) {
@@ -239,6 +256,14 @@ TEST(Collectives, DdpBucketsGiveEveryWorkerTheSumOfAllGradients) {
 TEST(Collectives, HorovodFusionGivesEveryWorkerTheSumOfAllGradients) {
   const core::Model model = core::Model::Build(ThreeFcSpec());
   ExpectSums(model, core::Baseline::kHorovod);
+}
+
+// The tree all-reduce (core/tree.h): the same exact sums on every worker, under shuffled
+// schedules, on machines of one worker and of two.
+TEST(Collectives, TreeAllReduceGivesEveryWorkerTheSumOfAllGradients) {
+  const core::Model model = core::Model::Build(ThreeFcSpec());
+  ExpectSums(model, core::Baseline::kDdp, core::AllreduceAlgorithm::kTree);
+  ExpectSums(model, core::Baseline::kHorovod, core::AllreduceAlgorithm::kTree);
 }
 
 // Which collective each bucket step belongs to, by worker and clock, in the order sent; and when
@@ -365,6 +390,60 @@ TEST(Collectives, HorovodFusesAnsweredTensorsWithinTheThreshold) {
   }
   // The fused groups themselves, for the answers above.
   EXPECT_EQ(core::FuseTensors(t, 0, 6, 2600), (std::vector<int>{3, 5, 6}));
+}
+
+// A tree step is taken only from a child of its half's tree (up) or from the parent (down), with
+// a step of the tree's four and the half's floats; anything else is the sender's error.
+TEST(Collectives, TreeStepsFromAnyoneButTheTreeNeighboursAreRefused) {
+  const core::Model model = core::Model::Build(ThreeFcSpec());
+  core::ProtocolConfig cfg = BaselineConfig(model, core::Baseline::kDdp);
+  cfg.baseline.algorithm = core::AllreduceAlgorithm::kTree;
+  const core::JobLayout layout = core::JobLayout::Colocated(4, 1);
+  const core::Placement placement = core::Placement::Build(
+      model, layout.num_servers, cfg.chunk_bytes, cfg.scheme_of_layer, cfg.placement_policy);
+  const core::CollectivePlan plan(model, cfg.baseline, cfg.chunk_bytes);
+  const core::JobShape shape{&layout, &cfg, &placement, &model, cfg.fault, &plan};
+  // Tree 0 over 4 machines: 0 <- 2 <- {1, 3}; tree 1 mirrors it: 3 <- 1 <- {0, 2}.
+  const core::Collective& c = plan.Ddp(1).front();
+  auto step = [&](int from, int to, int s) {
+    core::Message m;
+    m.type = core::MsgType::kBucket;
+    m.from = layout.worker(from);
+    m.to = layout.worker(to);
+    m.clock = 1;
+    m.layer = c.first_layer;
+    m.chunk = c.piece_base;
+    m.step = s;
+    const core::RingSpan span =
+        core::RingSegmentFloats(c.bytes, cfg.chunk_bytes, 0, core::TreeHalf(s), 2);
+    m.payload_bytes = span.count * 4;
+    m.data = std::make_shared<const std::vector<float>>(static_cast<size_t>(span.count), 1.f);
+    return core::CheckMessageShape(shape, m.to, m);
+  };
+  EXPECT_FALSE(step(1, 2, core::TreeStep(0, false)));  // up tree 0: 1 is a child of 2
+  EXPECT_FALSE(step(2, 1, core::TreeStep(0, true)));   // down tree 0: 2 is 1's parent
+  EXPECT_FALSE(step(0, 1, core::TreeStep(1, false)));  // up tree 1: 0 is a child of 1
+  const core::ProtocolError not_child = step(0, 2, core::TreeStep(0, false));
+  EXPECT_EQ(not_child.code, core::ProtocolErrorCode::kWrongSender);
+  EXPECT_NE(not_child.what.find("not a child of worker 2 in tree 0"), std::string::npos)
+      << not_child.what;
+  EXPECT_EQ(step(3, 1, core::TreeStep(0, true)).code, core::ProtocolErrorCode::kWrongSender);
+  EXPECT_EQ(step(1, 2, 4).code, core::ProtocolErrorCode::kOutOfRange);
+  // The right neighbour with the other half's size.
+  const core::ProtocolError short_half = [&] {
+    core::Message x;
+    x.type = core::MsgType::kBucket;
+    x.from = layout.worker(1);
+    x.to = layout.worker(2);
+    x.clock = 1;
+    x.layer = c.first_layer;
+    x.chunk = c.piece_base;
+    x.step = core::TreeStep(0, false);
+    x.payload_bytes = 4;
+    x.data = std::make_shared<const std::vector<float>>(1, 1.f);
+    return core::CheckMessageShape(shape, x.to, x);
+  }();
+  EXPECT_EQ(short_half.code, core::ProtocolErrorCode::kWrongShape) << short_half.what;
 }
 
 }  // namespace

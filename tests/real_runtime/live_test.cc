@@ -75,6 +75,19 @@ TEST_F(LiveTest, BspFollowsTheOneProcessLossCurveWith1And2And4Workers) {
     }
     EXPECT_GT(want.front() - want.back(), 0.5) << "the curve must actually descend";
   }
+  // DDP's buckets all-reduced by NCCL's tree (core/tree.h) on 4 machines: the same curve.
+  const std::string csv = Dir() + "/ddp_tree.csv";
+  Result r = Launch("ddp_tree",
+                    "--workers 4 --servers 1 --set iterations=25 --set batch_per_worker=8 --set "
+                    "protocol.scheme=allreduce --set protocol.baseline=ddp --set "
+                    "protocol.allreduce_algorithm=tree --set protocol.ddp.bucket_cap_mib=0.05 "
+                    "--set protocol.chunk_kib=64 --print-interval 1 --csv " + csv);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::vector<double> got = Losses(csv);
+  ASSERT_EQ(got.size(), want.size()) << r.out;
+  for (int i = 0; i < iters; ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << "ddp by tree, iteration " << i + 1;
+  }
 }
 
 // The small vision transformer (patch embedding, class token, attention, layer norm, GELU; the
@@ -496,6 +509,15 @@ TEST_F(LiveTest, SimulatorAndLiveRunMakeTheSameProtocolDecisions) {
       "--set cluster.workers=3 --set cluster.servers=1 --set protocol.scheme=allreduce "
       "--set protocol.baseline=ddp --set protocol.ddp.first_bucket_mib=0.02 "
       "--set protocol.ddp.bucket_cap_mib=0.001 --set protocol.chunk_kib=100",
+      // The same buckets by NCCL's tree (core/tree.h): 4 machines, and 2 machines of 2 processes
+      // (the chain inside a machine).
+      "--set cluster.workers=4 --set cluster.servers=1 --set protocol.scheme=allreduce "
+      "--set protocol.baseline=ddp --set protocol.allreduce_algorithm=tree "
+      "--set protocol.ddp.first_bucket_mib=0.02 --set protocol.ddp.bucket_cap_mib=0.001 "
+      "--set protocol.chunk_kib=100",
+      "--set cluster.workers=2 --set cluster.devices_per_machine=2 --set cluster.client=device "
+      "--set cluster.servers=1 --set protocol.scheme=allreduce --set protocol.baseline=ddp "
+      "--set protocol.allreduce_algorithm=tree --set protocol.chunk_kib=100",
   };
   int n = 0;
   for (const std::string& c : configs) {

@@ -31,19 +31,24 @@ constexpr double kGbps = 10;
 constexpr double kBytesPerNs = kGbps / 8;
 constexpr int64_t kLatencyNs = 5000;
 
-SimRun RunTwo(const core::Model& model, const core::BaselineConfig& b, int iterations) {
+SimRun RunOn(const core::Model& model, const core::BaselineConfig& b, int iterations,
+             int machines) {
   SimJobConfig cfg;
   cfg.model = &model;
-  cfg.layout = core::JobLayout::Colocated(2, 1);
+  cfg.layout = core::JobLayout::Colocated(machines, 1);
   cfg.protocol.chunk_bytes = int64_t{1} << 30;  // one piece per collective
   cfg.protocol.iterations = iterations;
   cfg.protocol.scheme_of_layer.assign(model.layers().size(), core::Scheme::kAllreduce);
   cfg.protocol.baseline = b;
   cfg.network.host_bandwidth_Bps = kGbps * 1e9 / 8;
   cfg.network.latency_ns = kLatencyNs;
-  cfg.worker_compute.assign(2, ZeroCompute(model));
+  cfg.worker_compute.assign(static_cast<size_t>(machines), ZeroCompute(model));
   SimJob job(std::move(cfg));
   return job.Run();
+}
+
+SimRun RunTwo(const core::Model& model, const core::BaselineConfig& b, int iterations) {
+  return RunOn(model, b, iterations, 2);
 }
 
 // A ring all-reduce of S bytes between two workers: two steps, each one message of S/2 bytes
@@ -93,6 +98,50 @@ TEST(BaselineSim, DdpIterationIsTheSumOfItsBucketsAllReduces) {
                   RingOfTwoNs(2'202'400) + RingOfTwoNs(4'004'000), 6);
     }
   }
+}
+
+// NCCL's tree on two machines (core/tree.h): tree 0 is 1 -> 0, tree 1 is 0 -> 1, so each half goes
+// up one way while the other goes up the other way, then both come down: two steps of S/2 each
+// way at once, exactly the ring of two.
+TEST(BaselineSim, TreeOnTwoMachinesTakesTheRingOfTwosTime) {
+  const core::Model model = core::Model::Build(ThreeFc());
+  core::BaselineConfig b;
+  b.kind = core::Baseline::kDdp;
+  b.first_bucket_bytes = 100 << 10;
+  b.bucket_cap_bytes = 3 << 19;
+  b.algorithm = core::AllreduceAlgorithm::kTree;
+  const double rebuilt = RingOfTwoNs(200'400) + RingOfTwoNs(2'002'000) + RingOfTwoNs(4'004'000);
+  const SimRun run = RunTwo(model, b, 3);
+  ASSERT_FALSE(run.deadlocked) << run.deadlock_report;
+  for (const WorkerRun& w : run.workers) {
+    for (size_t c = 1; c < 3; ++c) {
+      EXPECT_NEAR(static_cast<double>(w.iteration_end[c] - w.iteration_begin[c]), rebuilt, 6)
+          << "clock " << c;
+    }
+  }
+}
+
+// Where latency rules (one gradient of 10 values on 8 machines), the ring takes 2(P-1) = 14 steps
+// one after another and the tree twice its depth, 2 x 3: up 1 -> 2 -> 4 -> 0 and back down in
+// tree 0 (tree 1 mirrors it). Each step is a latency plus a message of a few bytes.
+TEST(BaselineSim, TreeTakesTwiceItsDepthInStepsWhereTheRingTakesTwicePMinusOne) {
+  const core::Model model = core::Model::Build(testing::FcChainSpec("tiny", 4, {2}));
+  core::BaselineConfig b;
+  b.kind = core::Baseline::kDdp;
+  const double step_max = kLatencyNs + 2 * (core::Message::kHeaderBytes + 40) / kBytesPerNs;
+  auto clock1 = [&](core::AllreduceAlgorithm a) {
+    b.algorithm = a;
+    const SimRun run = RunOn(model, b, 3, 8);
+    EXPECT_FALSE(run.deadlocked) << run.deadlock_report;
+    const WorkerRun& w = run.workers.at(0);
+    return static_cast<double>(w.iteration_end.at(1) - w.iteration_begin.at(1));
+  };
+  const double tree = clock1(core::AllreduceAlgorithm::kTree);
+  const double ring = clock1(core::AllreduceAlgorithm::kRing);
+  EXPECT_GE(tree, 6 * kLatencyNs);
+  EXPECT_LE(tree, 6 * step_max);
+  EXPECT_GE(ring, 14 * kLatencyNs);
+  EXPECT_LE(ring, 14 * step_max);
 }
 
 // With a process per device, DDP's ring between the two devices of one machine crosses its
