@@ -25,6 +25,7 @@ int FuzzScenario(const uint8_t* data, size_t size);
 int FuzzModel(const uint8_t* data, size_t size);
 int FuzzIdx(const uint8_t* data, size_t size);
 int FuzzProtocol(const uint8_t* data, size_t size);
+int FuzzCollectives(const uint8_t* data, size_t size);  // fuzz/protocol_fuzz.cc, baselines
 int FuzzControl(const uint8_t* data, size_t size);
 
 }  // namespace poseidon::fuzz

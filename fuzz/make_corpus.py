@@ -96,6 +96,20 @@ def protocols():
                                                  for i in range(256)))
     put(t, "mutated", bytes([1]) + b"".join(bytes([0, 0, 0, 0]) + bytes([1, i % 256, i % 8, 1])
                                             for i in range(300)))
+    # The baselines' job (FuzzCollectives): DDP / Horovod, ring / tree, 3 x 1 / 2 x 2 workers.
+    t = "collectives_fuzz"
+    for config in range(16):
+        steps = []
+        for i in range(900):
+            steps.append(bytes([0, 0, 0, 0]))
+            steps.append(bytes([3, i % streams, 0, 0]))
+            if i % 25 == 0:
+                steps.append(bytes([4, 0, 0, 0]))
+        put(t, "inorder_%d" % config, bytes([config]) + b"".join(steps))
+    put(t, "forged_only", bytes([2]) + b"".join(bytes([2, i, 255 - i, i * 7 % 256])
+                                                 for i in range(256)))
+    put(t, "mutated", bytes([3]) + b"".join(bytes([0, 0, 0, 0]) + bytes([1, i % 256, i % 8, 1])
+                                            for i in range(300)))
 
 
 def controls():
@@ -160,7 +174,7 @@ def yamls():
 
 if __name__ == "__main__":
     for t in ["frame_fuzz", "handshake_fuzz", "idx_fuzz", "scenario_fuzz", "model_fuzz",
-              "protocol_fuzz", "control_fuzz"]:
+              "protocol_fuzz", "collectives_fuzz", "control_fuzz"]:
         shutil.rmtree(os.path.join(OUT, t), ignore_errors=True)
     frames()
     handshakes()

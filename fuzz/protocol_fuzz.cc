@@ -15,6 +15,12 @@
 // The actors must refuse what does not fit with a ProtocolError and never abort (a
 // POSEIDON_CHECK that fires is a finding, as is a sanitizer report or a hang: libFuzzer's
 // -timeout); what they send must name real actors. Deterministic, phantom payloads.
+//
+// The collectives target (FuzzCollectives) drives the same harness with a baseline's job
+// (core/collectives.h): every layer all-reduced under BSP by DDP's buckets or Horovod's fusion
+// (bit 0 of byte 0), by ring or NCCL's tree (bit 1, core/tree.h), on 3 machines of one worker or
+// 2 machines of two (bit 2), DWBP on or off (bit 3); forged and changed messages then include
+// bucket steps, Horovod's ready reports and answers.
 #include <deque>
 #include <memory>
 #include <vector>
@@ -49,7 +55,36 @@ class FakeHost final : public core::Host {
 
 class Harness {
  public:
-  explicit Harness(uint8_t config_bits) : model_(core::Model::Build(testing::SmallNetSpec())) {
+  Harness(uint8_t config_bits, bool collectives)
+      : model_(core::Model::Build(testing::SmallNetSpec())), collectives_(collectives) {
+    if (collectives) {
+      ConfigureCollectives(config_bits);
+    } else {
+      ConfigurePoseidon(config_bits);
+    }
+    placement_ = core::Placement::Build(model_, layout_.num_servers, config_.chunk_bytes,
+                                        config_.scheme_of_layer, config_.placement_policy);
+    const core::ProtocolConfig& c = config_;
+    for (ActorId a = 0; a < layout_.num_actors(); ++a) {
+      hosts_.push_back(std::make_unique<FakeHost>(this, a));
+    }
+    streams_.resize(static_cast<size_t>(layout_.num_actors()) * core::kNumStreams);
+    actors_.push_back(std::make_unique<core::Coordinator>(layout_, hosts_[0].get(), c.fault));
+    for (int w = 0; w < layout_.num_workers; ++w) {
+      const ActorId a = layout_.worker(w);
+      actors_.push_back(std::make_unique<core::Worker>(a, model_, placement_, layout_, c,
+                                                       hosts_[static_cast<size_t>(a)].get(),
+                                                       &worker_store_));
+    }
+    for (int s = 0; s < layout_.num_servers; ++s) {
+      const ActorId a = layout_.server(s);
+      actors_.push_back(std::make_unique<core::ServerShard>(
+          a, placement_, layout_, c, hosts_[static_cast<size_t>(a)].get(), &shard_store_));
+    }
+  }
+
+  // Poseidon's own protocol: 3 workers and 2 shards, every consistency and option.
+  void ConfigurePoseidon(uint8_t config_bits) {
     layout_ = core::JobLayout::Colocated(3, 2);
     core::ProtocolConfig& c = config_;
     c.consistency = config_bits % 3 == 0   ? core::Consistency::kBsp
@@ -75,24 +110,25 @@ class Harness {
     }
     // The last bit: the papers' whole-tensor placement instead of balanced chunks.
     if (config_bits & 128) c.placement_policy = core::PlacementPolicy::kTensorRoundRobin;
-    placement_ = core::Placement::Build(model_, layout_.num_servers, c.chunk_bytes,
-                                        c.scheme_of_layer, c.placement_policy);
-    for (ActorId a = 0; a < layout_.num_actors(); ++a) {
-      hosts_.push_back(std::make_unique<FakeHost>(this, a));
-    }
-    streams_.resize(static_cast<size_t>(layout_.num_actors()) * core::kNumStreams);
-    actors_.push_back(std::make_unique<core::Coordinator>(layout_, hosts_[0].get(), c.fault));
-    for (int w = 0; w < layout_.num_workers; ++w) {
-      const ActorId a = layout_.worker(w);
-      actors_.push_back(std::make_unique<core::Worker>(a, model_, placement_, layout_, c,
-                                                       hosts_[static_cast<size_t>(a)].get(),
-                                                       &worker_store_));
-    }
-    for (int s = 0; s < layout_.num_servers; ++s) {
-      const ActorId a = layout_.server(s);
-      actors_.push_back(std::make_unique<core::ServerShard>(
-          a, placement_, layout_, c, hosts_[static_cast<size_t>(a)].get(), &shard_store_));
-    }
+  }
+
+  // A baseline's job (the header comment says which bit picks what).
+  void ConfigureCollectives(uint8_t config_bits) {
+    layout_ = (config_bits & 4) ? core::JobLayout::Build(2, 2, 1, true)
+                                : core::JobLayout::Colocated(3, 1);
+    core::ProtocolConfig& c = config_;
+    c.iterations = 3;
+    c.batch = 2;
+    c.chunk_bytes = 2048;
+    c.dwbp = (config_bits & 8) == 0;
+    c.scheme_of_layer.assign(model_.layers().size(), core::Scheme::kAllreduce);
+    c.baseline.kind = (config_bits & 1) ? core::Baseline::kHorovod : core::Baseline::kDdp;
+    c.baseline.algorithm =
+        (config_bits & 2) ? core::AllreduceAlgorithm::kTree : core::AllreduceAlgorithm::kRing;
+    c.baseline.first_bucket_bytes = 3000;
+    c.baseline.bucket_cap_bytes = 6000;
+    c.baseline.fusion_threshold_bytes = 8000;
+    c.baseline.cycle_ns = 3;
   }
 
   void Start() {
@@ -118,7 +154,7 @@ class Harness {
           core::Message m = history_[(b[1] | (b[2] << 8)) % history_.size()];
           const int8_t v = static_cast<int8_t>(b[3]);
           switch (b[2] % 8) {
-            case 0: m.type = static_cast<core::MsgType>(1 + (b[3] % 10)); break;
+            case 0: m.type = static_cast<core::MsgType>(1 + (b[3] % (collectives_ ? 13 : 10))); break;
             case 1: m.from = v % 8; break;
             case 2: m.to = v % 8; break;
             case 3: m.clock += v; break;
@@ -132,7 +168,7 @@ class Harness {
         return;
       case 2: {
         core::Message m;
-        m.type = static_cast<core::MsgType>(b[1] % 12);
+        m.type = static_cast<core::MsgType>(b[1] % (collectives_ ? 14 : 12));
         m.from = (b[1] >> 4) % 7;
         m.to = b[2] % 7;
         m.clock = static_cast<int8_t>(b[3]) % 5;
@@ -189,6 +225,7 @@ class Harness {
   }
 
   core::Model model_;
+  const bool collectives_;  // FuzzCollectives: a baseline's job, message types up to kResponse
   core::JobLayout layout_;
   core::ProtocolConfig config_;
   core::Placement placement_;
@@ -209,9 +246,11 @@ void FakeHost::SetTimer(core::TimeNs, uint64_t timer_id) { h_->OnTimer(id_, time
 
 }  // namespace
 
-int FuzzProtocol(const uint8_t* data, size_t size) {
+namespace {
+
+int Run(const uint8_t* data, size_t size, bool collectives) {
   if (size < 1) return 0;
-  Harness h(data[0]);
+  Harness h(data[0], collectives);
   h.Start();
   constexpr size_t kMaxSteps = 4000;
   for (size_t off = 1, steps = 0; off + 4 <= size && steps < kMaxSteps; off += 4, ++steps) {
@@ -219,5 +258,10 @@ int FuzzProtocol(const uint8_t* data, size_t size) {
   }
   return 0;
 }
+
+}  // namespace
+
+int FuzzProtocol(const uint8_t* data, size_t size) { return Run(data, size, false); }
+int FuzzCollectives(const uint8_t* data, size_t size) { return Run(data, size, true); }
 
 }  // namespace poseidon::fuzz

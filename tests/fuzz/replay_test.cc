@@ -70,6 +70,7 @@ INSTANTIATE_TEST_SUITE_P(Fuzz, FuzzReplay,
                                            Target{"model_fuzz", FuzzModel},
                                            Target{"idx_fuzz", FuzzIdx},
                                            Target{"protocol_fuzz", FuzzProtocol},
+                                           Target{"collectives_fuzz", FuzzCollectives},
                                            Target{"control_fuzz", FuzzControl}),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
