@@ -195,8 +195,7 @@ uint64_t SimJob::ConnectionKey(int src, int dst, ActorId from, ActorId to) const
     return static_cast<uint64_t>(from) * static_cast<uint64_t>(config_.layout.num_actors()) +
            static_cast<uint64_t>(to);
   }
-  return static_cast<uint64_t>(src) * static_cast<uint64_t>(config_.layout.num_machines) +
-         static_cast<uint64_t>(dst);
+  return MachinePairConnection(src, dst, config_.layout.num_machines);
 }
 
 SimJob::Connection& SimJob::ConnectionOf(int src, int dst, ActorId from, ActorId to) {

@@ -109,8 +109,7 @@ int32_t FlowNetwork::AppendLink(double capacity_Bps, double tokens) {
 
 void FlowNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) {
   StartConnectionFlow(now, src, dst, payload_bytes, tag,
-                      (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) |
-                          static_cast<uint32_t>(dst));
+                      MachinePairConnection(src, dst, num_hosts()));
 }
 
 void FlowNetwork::StartConnectionFlow(TimeNs now, int src, int dst, int64_t payload_bytes,

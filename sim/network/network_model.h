@@ -44,6 +44,13 @@ struct LinkStats {
   double utilisation = 0;      // bytes / (capacity * now)
 };
 
+// The connection key of machine pair (src, dst) among `hosts` machines: what StartFlow uses, and
+// what a caller passing its own keys uses for a connection per machine pair (SimJob), so that the
+// two never name one pair twice or two pairs once. Dense: < hosts * hosts.
+inline uint64_t MachinePairConnection(int src, int dst, int hosts) {
+  return static_cast<uint64_t>(src) * static_cast<uint64_t>(hosts) + static_cast<uint64_t>(dst);
+}
+
 class NetworkModel {
  public:
   virtual ~NetworkModel() = default;
@@ -53,7 +60,8 @@ class NetworkModel {
   virtual void StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) = 0;
   // StartFlow for a message of one connection, `connection` a key the caller keeps per
   // connection (network.connection_gbps caps each; the flow model prices it). StartFlow is a
-  // flow of the connection of its machine pair. The other models ignore the key.
+  // flow of the connection of its machine pair (MachinePairConnection). The other models ignore
+  // the key.
   virtual void StartConnectionFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
                                    uint64_t tag, uint64_t /*connection*/) {
     StartFlow(now, src, dst, payload_bytes, tag);

@@ -116,16 +116,21 @@ TEST(ComputeProfiler, BadOptionsAreRejected) {
   EXPECT_THROW(MeasureComputeProfile(m, "x", o, nullptr), std::invalid_argument);
 }
 
+// Loop (a) on fmnist_mlp, batch 16, the reference backend (single-threaded plain loops).
+ProfileAndIterations LoopA(const core::Model& m, int repetitions, int warmup) {
+  ComputeProfileOptions o;
+  o.batch = 16;
+  o.backend = kernels::Backend::kReference;
+  o.repetitions = repetitions;
+  o.warmup = warmup;
+  return MeasureProfileAndIterations(m, "fmnist_mlp", o, nullptr);
+}
+
 // Loop (a) measures a profile and whole iterations in one run: what holds however busy the
 // machine is (how close they agree is CalibrationLoopTiming's, label timing).
 TEST(CalibrationLoop, ProfileAndWholeIterationsComeFromOneRun) {
   core::Model m = LoadModel("fmnist_mlp");
-  ComputeProfileOptions o;
-  o.batch = 16;
-  o.backend = kernels::Backend::kReference;
-  o.repetitions = 4;
-  o.warmup = 1;
-  ProfileAndIterations r = MeasureProfileAndIterations(m, "fmnist_mlp", o, nullptr);
+  ProfileAndIterations r = LoopA(m, 4, 1);
   ASSERT_EQ(r.whole_iteration_ms.size(), 4u);
   for (double ms : r.whole_iteration_ms) EXPECT_GT(ms, 0.0);
   EXPECT_EQ(r.profile.layers.size(), m.layers().size());
@@ -141,12 +146,7 @@ TEST(CalibrationLoop, ProfileAndWholeIterationsComeFromOneRun) {
 // fc layers ~30% fast.
 TEST(CalibrationLoopTiming, OneNodeIterationPredictedWithinAGenerousBound) {
   core::Model m = LoadModel("fmnist_mlp");
-  ComputeProfileOptions o;
-  o.batch = 16;
-  o.backend = kernels::Backend::kReference;
-  o.repetitions = 15;
-  o.warmup = 3;
-  ProfileAndIterations r = MeasureProfileAndIterations(m, "fmnist_mlp", o, nullptr);
+  ProfileAndIterations r = LoopA(m, 15, 3);
   ASSERT_EQ(r.whole_iteration_ms.size(), 15u);
   fs::path dir = TempDir("loopa");
   const std::string file = (dir / "p.yaml").string();
