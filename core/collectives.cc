@@ -135,14 +135,29 @@ std::vector<TensorPart> SplitCollectiveSpan(const std::vector<GradTensor>& tenso
   return parts;
 }
 
+int64_t TreePieceBytes(int64_t collective_bytes, int64_t chunk_bytes, int depth) {
+  int64_t chunk = chunk_bytes;
+  auto fewer = [&](int64_t k) { return collective_bytes / (2 * chunk) < k; };
+  while (fewer(int64_t{8} * depth) && chunk > 131072) chunk /= 2;
+  while (fewer(int64_t{4} * depth) && chunk > 65536) chunk /= 2;
+  while (fewer(depth) && chunk > 32768) chunk /= 2;
+  return 2 * chunk;
+}
+
 CollectivePlan::CollectivePlan(const Model& model, const BaselineConfig& baseline,
-                               int64_t chunk_bytes)
+                               int64_t chunk_bytes, int tree_depth)
     : tensors_(GradientReadyOrder(model)),
       baseline_(baseline),
       chunk_bytes_(chunk_bytes),
+      tree_depth_(tree_depth),
       value_words_(model.layers().empty() ? 1 : model.layers()[0].value_words) {
   POSEIDON_CHECK(chunk_bytes_ > 0) << "chunk_bytes " << chunk_bytes_;
-  for (const GradTensor& t : tensors_) max_pieces_ += RingPieces(t.bytes(), chunk_bytes_);
+  // A tree's chunk stops halving at or below 32 KiB, so it stays above 16 KiB (or chunk_bytes):
+  // every tensor alone, cut into pieces of twice that, bounds a clock's pieces however the
+  // tensors are grouped.
+  const bool tree = baseline_.algorithm == AllreduceAlgorithm::kTree;
+  const int64_t smallest = tree ? 2 * std::min<int64_t>(chunk_bytes_, 16384) : chunk_bytes_;
+  for (const GradTensor& t : tensors_) max_pieces_ += RingPieces(t.bytes(), smallest);
   if (baseline_.kind == Baseline::kDdp && !tensors_.empty()) {
     Append(DdpBucketEnds(tensors_, baseline_, 0), &ddp0_);
     Append(DdpBucketEnds(tensors_, baseline_, 1), &ddp_);
@@ -158,7 +173,10 @@ void CollectivePlan::Append(const std::vector<int>& ends, std::vector<Collective
     POSEIDON_CHECK(c.first < c.end && c.end <= static_cast<int>(tensors_.size()))
         << "collective over tensors [" << c.first << ", " << c.end << ")";
     for (int i = c.first; i < c.end; ++i) c.bytes += tensors_[static_cast<size_t>(i)].bytes();
-    c.pieces = RingPieces(c.bytes, chunk_bytes_);
+    c.piece_bytes = baseline_.algorithm == AllreduceAlgorithm::kTree
+                        ? TreePieceBytes(c.bytes, chunk_bytes_, tree_depth_)
+                        : chunk_bytes_;
+    c.pieces = RingPieces(c.bytes, c.piece_bytes);
     c.first_layer = tensors_[static_cast<size_t>(c.end - 1)].layer;
     out->push_back(c);
   }

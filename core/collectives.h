@@ -121,11 +121,21 @@ struct TensorPart {
 std::vector<TensorPart> SplitCollectiveSpan(const std::vector<GradTensor>& tensors, int first,
                                             int end, RingSpan span);
 
+// NCCL's pipelining of a tree all-reduce (src/enqueue.cc, the Simple protocol's chunk size for
+// ncclPatternTreeUpDown): each tree (one channel each) starts from a chunk of `chunk_bytes`
+// (NCCL's Simple step, 4 MiB buffer / 8 steps = 512 KiB, the default chunk_kib) and halves it
+// while the collective holds fewer than 8 x depth chunks per tree and the chunk is above
+// 128 KiB, then fewer than 4 x depth above 64 KiB, then fewer than depth above 32 KiB, so that
+// a deep tree has enough chunks in flight. A piece is one chunk of each tree: twice that.
+// `depth`: the most hops from a worker up to the root (TreeDepth).
+int64_t TreePieceBytes(int64_t collective_bytes, int64_t chunk_bytes, int depth);
+
 // One collective of a clock: a fused ring all-reduce over tensors [first, end) of the ready order.
 struct Collective {
   int first = 0, end = 0;
   int64_t bytes = 0;        // the tensors' bytes: the ring's "layer bytes"
-  int pieces = 0;           // RingPieces(bytes, chunk_bytes)
+  int64_t piece_bytes = 0;  // chunk_bytes for a ring, TreePieceBytes for a tree
+  int pieces = 0;           // RingPieces(bytes, piece_bytes)
   int piece_base = 0;       // the number of its first piece among its clock's pieces
   int32_t first_layer = 0;  // the earliest layer (in forward order) it holds
 };
@@ -135,7 +145,9 @@ struct Collective {
 class CollectivePlan {
  public:
   CollectivePlan() = default;
-  CollectivePlan(const Model& model, const BaselineConfig& baseline, int64_t chunk_bytes);
+  // `tree_depth`: with BaselineConfig::algorithm kTree, the tree's depth (TreeDepth).
+  CollectivePlan(const Model& model, const BaselineConfig& baseline, int64_t chunk_bytes,
+                 int tree_depth = 0);
 
   const std::vector<GradTensor>& tensors() const { return tensors_; }
   const BaselineConfig& baseline() const { return baseline_; }
@@ -154,6 +166,7 @@ class CollectivePlan {
   std::vector<GradTensor> tensors_;
   BaselineConfig baseline_;
   int64_t chunk_bytes_ = 1;
+  int tree_depth_ = 0;
   int value_words_ = 1;
   std::vector<Collective> ddp0_, ddp_;
   int max_pieces_ = 0;

@@ -302,9 +302,9 @@ ProtocolError CheckCollectiveStep(const JobShape& job, const Collective& c, cons
   const int piece = m.chunk - c.piece_base;
   const int seg = tree ? TreeHalf(m.step) : RingSegmentSent(job.layout->WorkerIndex(m.from), m.step, P);
   const RingSpan span =
-      RingSegmentFloats(c.bytes, plan.chunk_bytes(), piece, seg, P, plan.value_words());
+      RingSegmentFloats(c.bytes, c.piece_bytes, piece, seg, P, plan.value_words());
   const int64_t piece_bytes =
-      std::min(plan.chunk_bytes(), c.bytes - static_cast<int64_t>(piece) * plan.chunk_bytes());
+      std::min(c.piece_bytes, c.bytes - static_cast<int64_t>(piece) * c.piece_bytes);
   const WireFormat wire = job.config->gradient_wire;
   return Sized(m, *job.config, span.count,
                WirePayloadBytes(wire, RingSegmentBytes(piece_bytes, seg, P), span.count),

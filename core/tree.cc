@@ -82,4 +82,16 @@ TreeLinks AllreduceTreeLinks(const JobLayout& layout, int worker, int tree) {
   return AllreduceTreeLinks(machines, P / machines, worker, tree);
 }
 
+int TreeDepth(const JobLayout& layout) {
+  int depth = 0;
+  for (int t = 0; t < 2; ++t) {
+    for (int w = 0; w < layout.num_workers; ++w) {
+      int hops = 0;
+      for (int at = w; (at = AllreduceTreeLinks(layout, at, t).parent) >= 0;) ++hops;
+      depth = std::max(depth, hops);
+    }
+  }
+  return depth;
+}
+
 }  // namespace poseidon::core

@@ -51,5 +51,8 @@ struct TreeLinks {
 TreeLinks AllreduceTreeLinks(int machines, int per_machine, int worker, int tree);
 // The same for a job's layout: its worker machines and workers per machine read from machine_of.
 TreeLinks AllreduceTreeLinks(const JobLayout& layout, int worker, int tree);
+// The most hops from a worker up to the root in either tree (NCCL's tree depth, which sets how
+// finely it pipelines: core/collectives.h TreePieceBytes).
+int TreeDepth(const JobLayout& layout);
 
 }  // namespace poseidon::core

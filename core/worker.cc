@@ -15,8 +15,12 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
       placement_(placement),
       layout_(layout),
       config_(config),
-      plan_(config.baseline.enabled() ? CollectivePlan(model, config.baseline, config.chunk_bytes)
-                                      : CollectivePlan()),
+      plan_(config.baseline.enabled()
+                ? CollectivePlan(model, config.baseline, config.chunk_bytes,
+                                 config.baseline.algorithm == AllreduceAlgorithm::kTree
+                                     ? TreeDepth(layout)
+                                     : 0)
+                : CollectivePlan()),
       shape_{&layout_, &config_, &placement_, &model_, config_.fault,
              config_.baseline.enabled() ? &plan_ : nullptr},
       host_(host),
@@ -782,7 +786,7 @@ void Worker::StartFused(TimeNs now) {
   fused_pieces_.assign(static_cast<size_t>(c.pieces), RingPiece{});
   for (int p = 0; p < c.pieces; ++p) {
     fused_pieces_[static_cast<size_t>(p)].bytes =
-        std::min(config_.chunk_bytes, c.bytes - static_cast<int64_t>(p) * config_.chunk_bytes);
+        std::min(c.piece_bytes, c.bytes - static_cast<int64_t>(p) * c.piece_bytes);
   }
   fused_pieces_done_ = 0;
   if (tree_) {
@@ -827,9 +831,9 @@ void Worker::TreeStepPiece(TimeNs now, int piece) {
 // down to it (the sum).
 void Worker::SendTreeHalf(const Collective& c, int piece, int half, bool down, int to) {
   const RingSpan span =
-      RingSegmentFloats(c.bytes, config_.chunk_bytes, piece, half, 2, plan_.value_words());
+      RingSegmentFloats(c.bytes, c.piece_bytes, piece, half, 2, plan_.value_words());
   const int64_t piece_bytes =
-      std::min(config_.chunk_bytes, c.bytes - static_cast<int64_t>(piece) * config_.chunk_bytes);
+      std::min(c.piece_bytes, c.bytes - static_cast<int64_t>(piece) * c.piece_bytes);
   Message m;
   m.type = MsgType::kBucket;
   m.from = id_;
@@ -860,7 +864,7 @@ void Worker::FusedStep(TimeNs now, int piece) {
     const int t = p.sent;
     const int seg = RingSegmentSent(rank_, t, P);
     const RingSpan span =
-        RingSegmentFloats(c.bytes, config_.chunk_bytes, piece, seg, P, plan_.value_words());
+        RingSegmentFloats(c.bytes, c.piece_bytes, piece, seg, P, plan_.value_words());
     Message m;
     m.type = MsgType::kBucket;
     m.from = id_;
@@ -988,7 +992,7 @@ ProtocolError Worker::OnBucketStep(TimeNs now, const Message& msg, bool buffered
                                    std::to_string(msg.chunk) + " of clock " +
                                    std::to_string(msg.clock) + " again");
     }
-    span = RingSegmentFloats(c->bytes, config_.chunk_bytes, piece, half, 2, plan_.value_words());
+    span = RingSegmentFloats(c->bytes, c->piece_bytes, piece, half, 2, plan_.value_words());
     if (reduce) {
       ++r.up[half];
     } else {
@@ -1003,7 +1007,7 @@ ProtocolError Worker::OnBucketStep(TimeNs now, const Message& msg, bool buffered
                                    " than the ring has");
     }
     const int seg = RingSegmentSent(layout_.WorkerIndex(msg.from), msg.step, P);
-    span = RingSegmentFloats(c->bytes, config_.chunk_bytes, piece, seg, P, plan_.value_words());
+    span = RingSegmentFloats(c->bytes, c->piece_bytes, piece, seg, P, plan_.value_words());
     reduce = msg.step < P - 1;
     ++recv;
   }

@@ -2,6 +2,8 @@
 // a chain inside each.
 #include "core/tree.h"
 
+#include "core/collectives.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -104,6 +106,28 @@ TEST(AllreduceTree, AChainInsideEachMachine) {
       EXPECT_EQ(a.children, b.children);
     }
   }
+}
+
+// NCCL's tree pipelining (core/collectives.h TreePieceBytes): a chunk per tree from chunk_bytes,
+// halved while there are fewer than 8 x depth chunks above 128 KiB, 4 x depth above 64 KiB and
+// depth above 32 KiB; a piece is a chunk of each of the two trees.
+TEST(AllreduceTree, PiecesShrinkUntilADeepTreeHasEnoughInFlight) {
+  const int64_t k = 1024;
+  // 100 MB on depth 3: 95 chunks of 512 KiB per tree, >= 24: unchanged.
+  EXPECT_EQ(TreePieceBytes(100'000'000, 512 * k, 3), 1024 * k);
+  // 4,004,000 B on depth 1: 512 KiB -> 256 KiB (3 < 8) -> 128 KiB (7 < 8), stops at 128 KiB.
+  EXPECT_EQ(TreePieceBytes(4'004'000, 512 * k, 1), 256 * k);
+  // 582,312 B on depth 3: down to 128 KiB, then 64 KiB (2 < 12), then 4 >= 3 chunks: stop.
+  EXPECT_EQ(TreePieceBytes(582'312, 512 * k, 3), 128 * k);
+  // A tiny collective: down to 32 KiB, not below.
+  EXPECT_EQ(TreePieceBytes(40, 512 * k, 7), 64 * k);
+  // A chunk already small is kept.
+  EXPECT_EQ(TreePieceBytes(40, 20'000, 7), 40'000);
+  // Depth from a layout: 8 machines of one worker, 3 hops; 3 machines of 4, the chain of 3 below
+  // the deepest head plus its 2 hops to the root.
+  EXPECT_EQ(TreeDepth(JobLayout::Colocated(8, 1)), 3);
+  EXPECT_EQ(TreeDepth(JobLayout::Colocated(2, 1)), 1);
+  EXPECT_EQ(TreeDepth(JobLayout::Build(3, 4, 1, true)), 5);
 }
 
 }  // namespace
