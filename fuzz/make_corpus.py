@@ -79,12 +79,11 @@ def handshakes():
     put(t, "tag_short", bytes([2]) + bytes(15))
 
 
-def protocols():
-    t = "protocol_fuzz"
+def protocol_seeds(t, configs, forged_config, mutated_config):
     # Byte 0: the job's configuration (fuzz/protocol_fuzz.cc); then 4-byte steps. The seeds run
     # a job in order: deliver the oldest message sent, then finish a task of every stream.
     streams = 6 * 3
-    for config in [0, 1, 2, 4, 8, 16, 32, 33, 34, 96]:
+    for config in configs:
         steps = []
         for i in range(900):
             steps.append(bytes([0, 0, 0, 0]))
@@ -92,24 +91,16 @@ def protocols():
             if i % 25 == 0:
                 steps.append(bytes([4, 0, 0, 0]))
         put(t, "inorder_%d" % config, bytes([config]) + b"".join(steps))
-    put(t, "forged_only", bytes([0]) + b"".join(bytes([2, i, 255 - i, i * 7 % 256])
-                                                 for i in range(256)))
-    put(t, "mutated", bytes([1]) + b"".join(bytes([0, 0, 0, 0]) + bytes([1, i % 256, i % 8, 1])
-                                            for i in range(300)))
+    put(t, "forged_only", bytes([forged_config]) + b"".join(bytes([2, i, 255 - i, i * 7 % 256])
+                                                            for i in range(256)))
+    put(t, "mutated", bytes([mutated_config]) + b"".join(
+        bytes([0, 0, 0, 0]) + bytes([1, i % 256, i % 8, 1]) for i in range(300)))
+
+
+def protocols():
+    protocol_seeds("protocol_fuzz", [0, 1, 2, 4, 8, 16, 32, 33, 34, 96], 0, 1)
     # The baselines' job (FuzzCollectives): DDP / Horovod, ring / tree, 3 x 1 / 2 x 2 workers.
-    t = "collectives_fuzz"
-    for config in range(16):
-        steps = []
-        for i in range(900):
-            steps.append(bytes([0, 0, 0, 0]))
-            steps.append(bytes([3, i % streams, 0, 0]))
-            if i % 25 == 0:
-                steps.append(bytes([4, 0, 0, 0]))
-        put(t, "inorder_%d" % config, bytes([config]) + b"".join(steps))
-    put(t, "forged_only", bytes([2]) + b"".join(bytes([2, i, 255 - i, i * 7 % 256])
-                                                 for i in range(256)))
-    put(t, "mutated", bytes([3]) + b"".join(bytes([0, 0, 0, 0]) + bytes([1, i % 256, i % 8, 1])
-                                            for i in range(300)))
+    protocol_seeds("collectives_fuzz", range(16), 2, 3)
 
 
 def controls():
