@@ -34,6 +34,7 @@ std::unique_ptr<NodeRole> MakeRole(NodeProcess& p) {
   const NodeOptions& o = p.options();
   if (o.rank == 0) return std::make_unique<CoordinatorRole>(p);
   LiveJob job = BuildLiveJob(o);
+  p.FollowBaseline(job.protocol.baseline);
   if (p.layout().IsServer(o.rank)) return std::make_unique<ShardRole>(p, std::move(job));
   const bool replay = job.replayed.has_value();
   return std::make_unique<WorkerRole>(

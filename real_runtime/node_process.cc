@@ -27,11 +27,6 @@ using config::ConfigError;
 NodeProcess::NodeProcess(const NodeOptions& o)
     : o_(o), layout_(config::BuildLayout(o.scenario)), fault_tolerance_(config::BuildFault(o.scenario)) {
   const config::ScenarioSpec& s = o_.scenario;
-  core::AllreduceAlgorithm algorithm = core::AllreduceAlgorithm::kRing;
-  if (!s.baseline.empty() && core::AllreduceAlgorithmFromName(s.allreduce_algorithm, &algorithm) &&
-      algorithm == core::AllreduceAlgorithm::kTree) {
-    decisions_.KeyTreeHalves();
-  }
   if (o_.rank < 0 || o_.rank >= layout_.num_actors()) {
     throw ConfigError(fmt::format(
         "error: rank {} is out of range: scenario {} has {} processes "

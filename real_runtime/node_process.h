@@ -50,6 +50,8 @@ class NodeProcess final : public core::Host {
   // (`model: torch`), once the job is known (on the loop thread): the actor then starts as soon as
   // the rendezvous is complete.
   void SetRole(std::unique_ptr<NodeRole> role);
+  // The job's baseline, for the decisions recorded (core::DecisionLog::FollowBaseline).
+  void FollowBaseline(const core::BaselineConfig& b) { decisions_.FollowBaseline(b); }
   bool has_role() const { return role_ != nullptr; }
   // Control frames no role takes yet (the job's description, before the role exists): true when
   // the handler took the frame. Before Run.

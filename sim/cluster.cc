@@ -44,10 +44,7 @@ class SimJob::ActorHost final : public core::Host {
 
 SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
   const core::JobLayout& layout = config_.layout;
-  if (config_.protocol.baseline.enabled() &&
-      config_.protocol.baseline.algorithm == core::AllreduceAlgorithm::kTree) {
-    run_.decisions.KeyTreeHalves();
-  }
+  run_.decisions.FollowBaseline(config_.protocol.baseline);
   POSEIDON_CHECK(config_.model != nullptr);
   POSEIDON_CHECK(static_cast<int>(config_.worker_compute.size()) == layout.num_workers)
       << config_.worker_compute.size() << " compute models for " << layout.num_workers
