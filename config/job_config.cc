@@ -36,7 +36,51 @@ core::FaultConfig BuildFault(const ScenarioSpec& s) {
 
 namespace {
 
+core::NcclGeneration NcclGenerationOf(const ScenarioSpec& s);
+
+}  // namespace
+
+core::NcclTopology BuildNcclTopology(const ScenarioSpec& s) {
+  core::NcclTopology t;
+  t.ranks = ProtocolWorkers(s);
+  t.nodes = s.workers;
+  t.net_GBps = s.network.host_bandwidth_Bps / 1e9;
+  t.intra_nvlink = s.interconnect.kind == InterconnectKind::kNvlink;
+  double intra_Bps = s.network.host_bandwidth_Bps;
+  if (t.ranks > t.nodes) {
+    if (t.intra_nvlink) {
+      intra_Bps = s.interconnect.link_Bps;
+    } else if (s.interconnect.pcie_Bps > 0) {
+      intra_Bps = s.interconnect.pcie_Bps;
+    } else if (s.device && s.device->pcie_bandwidth_Bps > 0) {
+      intra_Bps = s.device->pcie_bandwidth_Bps;
+    }
+  }
+  t.intra_GBps = intra_Bps / 1e9;
+  t.generation = NcclGenerationOf(s);
+  return t;
+}
+
+namespace {
+
 int64_t MibBytes(double mib) { return std::llround(mib * 1024 * 1024); }
+
+// The row of NCCL's tables a device's generation reads (compCapIndex: below sm_80 is Volta's;
+// Ada, sm_89, is Ampere's); a CPU device or an unnamed generation reads Volta's, the first.
+core::NcclGeneration NcclGenerationOf(const ScenarioSpec& s) {
+  if (!s.device) return core::NcclGeneration::kVolta;
+  switch (s.device->architecture) {
+    case GpuArchitecture::kAmpere:
+    case GpuArchitecture::kAda:
+      return core::NcclGeneration::kAmpere;
+    case GpuArchitecture::kHopper:
+      return core::NcclGeneration::kHopper;
+    case GpuArchitecture::kBlackwell:
+      return core::NcclGeneration::kBlackwell;
+    default:
+      return core::NcclGeneration::kVolta;
+  }
+}
 
 // protocol.baseline into the core's BaselineConfig; the sizes are whole bytes (at least one) and
 // Horovod's fusion threshold at least the model's smallest gradient tensor.
@@ -51,9 +95,10 @@ void ReadBaselineInto(const ScenarioSpec& s, const core::Model& model, core::Pro
   b.fusion_threshold_bytes = MibBytes(s.horovod_fusion_threshold_mib);
   b.cycle_ns = std::max<core::TimeNs>(1, std::llround(s.horovod_cycle_ms * 1e6));
   if (!core::AllreduceAlgorithmFromName(s.allreduce_algorithm, &b.algorithm)) {
-    FailAt(s.protocol_loc, fmt::format("unknown allreduce_algorithm '{}'; known: ring, tree",
+    FailAt(s.protocol_loc, fmt::format("unknown allreduce_algorithm '{}'; known: ring, tree, auto",
                                        s.allreduce_algorithm));
   }
+  b.nccl = BuildNcclTopology(s);
   if (b.kind != core::Baseline::kHorovod) return;
   const std::vector<core::GradTensor> tensors = core::GradientReadyOrder(model);
   if (tensors.empty()) return;

@@ -26,6 +26,13 @@ core::FaultConfig BuildFault(const ScenarioSpec& s);
 // through this.
 core::WireFormat BuildGradientWire(const ScenarioSpec& s, const core::Model& model);
 
+// What NCCL's tuning model (core/nccl_tuning.h) reads of the scenario's cluster, for
+// allreduce_algorithm auto: the job's workers on its worker machines, a machine's NIC
+// (network.bandwidth_gbps), a device's path inside the machine (the interconnect's NVLink rate,
+// else its or the device's PCIe rate; for one process per machine the NIC's), and the device's
+// generation. The CPU's network post overhead is NCCL's on Intel x86 (1 us).
+core::NcclTopology BuildNcclTopology(const ScenarioSpec& s);
+
 // The protocol configuration: SACP plan, consistency, gate, priorities. Throws ConfigError (at
 // the scenario's protocol section) for a plan the model cannot take (sfb on a conv layer, an
 // unknown layer name). `timing`: what `scheme: auto` weighs plans with (core/sacp_time.h; hosts

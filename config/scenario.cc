@@ -363,7 +363,7 @@ void ReadBaseline(MapReader& p, ScenarioSpec* s) {
     r.Finish();
   }
   if (p.Has("allreduce_algorithm")) {
-    s->allreduce_algorithm = p.Choice("allreduce_algorithm", {"ring", "tree"}, "ring");
+    s->allreduce_algorithm = p.Choice("allreduce_algorithm", {"ring", "tree", "auto"}, "ring");
     if (s->baseline.empty()) {
       p.FailKey("allreduce_algorithm",
                 "protocol.allreduce_algorithm chooses how a baseline's collectives all-reduce "

@@ -31,7 +31,15 @@ bool BaselineFromName(const std::string& name, Baseline* b) {
 std::string KnownBaselines() { return "ddp, horovod"; }
 
 const char* AllreduceAlgorithmName(AllreduceAlgorithm a) {
-  return a == AllreduceAlgorithm::kTree ? "tree" : "ring";
+  switch (a) {
+    case AllreduceAlgorithm::kRing:
+      return "ring";
+    case AllreduceAlgorithm::kTree:
+      return "tree";
+    case AllreduceAlgorithm::kAuto:
+      return "auto";
+  }
+  return "?";
 }
 
 bool AllreduceAlgorithmFromName(const std::string& name, AllreduceAlgorithm* a) {
@@ -39,6 +47,8 @@ bool AllreduceAlgorithmFromName(const std::string& name, AllreduceAlgorithm* a) 
     *a = AllreduceAlgorithm::kRing;
   } else if (name == "tree") {
     *a = AllreduceAlgorithm::kTree;
+  } else if (name == "auto") {
+    *a = AllreduceAlgorithm::kAuto;
   } else {
     return false;
   }
@@ -155,8 +165,12 @@ CollectivePlan::CollectivePlan(const Model& model, const BaselineConfig& baselin
   // A tree's chunk stops halving at or below 32 KiB, so it stays above 16 KiB (or chunk_bytes):
   // every tensor alone, cut into pieces of twice that, bounds a clock's pieces however the
   // tensors are grouped.
-  const bool tree = baseline_.algorithm == AllreduceAlgorithm::kTree;
-  const int64_t smallest = tree ? 2 * std::min<int64_t>(chunk_bytes_, 16384) : chunk_bytes_;
+  // Under auto a collective may run either, so the smaller of the two bounds.
+  const int64_t tree_smallest = 2 * std::min<int64_t>(chunk_bytes_, 16384);
+  const int64_t smallest = baseline_.algorithm == AllreduceAlgorithm::kTree
+                               ? tree_smallest
+                           : MayRunTree(baseline_) ? std::min(tree_smallest, chunk_bytes_)
+                                                   : chunk_bytes_;
   for (const GradTensor& t : tensors_) max_pieces_ += RingPieces(t.bytes(), smallest);
   if (baseline_.kind == Baseline::kDdp && !tensors_.empty()) {
     Append(DdpBucketEnds(tensors_, baseline_, 0), &ddp0_);
@@ -173,13 +187,24 @@ void CollectivePlan::Append(const std::vector<int>& ends, std::vector<Collective
     POSEIDON_CHECK(c.first < c.end && c.end <= static_cast<int>(tensors_.size()))
         << "collective over tensors [" << c.first << ", " << c.end << ")";
     for (int i = c.first; i < c.end; ++i) c.bytes += tensors_[static_cast<size_t>(i)].bytes();
-    c.piece_bytes = baseline_.algorithm == AllreduceAlgorithm::kTree
+    c.algorithm = AlgorithmFor(c.bytes);
+    c.piece_bytes = c.algorithm == AllreduceAlgorithm::kTree
                         ? TreePieceBytes(c.bytes, chunk_bytes_, tree_depth_)
                         : chunk_bytes_;
     c.pieces = RingPieces(c.bytes, c.piece_bytes);
     c.first_layer = tensors_[static_cast<size_t>(c.end - 1)].layer;
     out->push_back(c);
   }
+}
+
+bool CollectivePlan::MayRunTree(const BaselineConfig& b) {
+  return b.enabled() && (b.algorithm == AllreduceAlgorithm::kTree ||
+                         (b.algorithm == AllreduceAlgorithm::kAuto && b.nccl.nodes > 1));
+}
+
+AllreduceAlgorithm CollectivePlan::AlgorithmFor(int64_t bytes) const {
+  if (baseline_.algorithm != AllreduceAlgorithm::kAuto) return baseline_.algorithm;
+  return NcclChooseAllreduce(bytes, baseline_.nccl);
 }
 
 const Collective* CollectivePlan::Holding(const std::vector<Collective>& cs, int piece) {

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "core/nccl_tuning.h"
 #include "core/ring.h"
 #include "core/types.h"
 
@@ -63,17 +64,16 @@ inline constexpr int64_t kDdpFirstBucketBytes = int64_t{1} << 20;  // _DEFAULT_F
 inline constexpr int64_t kHorovodFusionThresholdBytes = int64_t{128} << 20;
 inline constexpr TimeNs kHorovodCycleNs = 1'000'000;  // HOROVOD_CYCLE_TIME=1 (ms)
 
-// How a collective all-reduces (NCCL_ALGO): the chunked ring of core/ring.h, or NCCL's double
-// binary tree across machines with a chain inside each (core/tree.h). NCCL picks between them by
-// message size and machine count unless told; the scenario names one.
-enum class AllreduceAlgorithm : uint8_t { kRing, kTree };
-// "ring", "tree".
+// How a collective all-reduces (AllreduceAlgorithm, core/nccl_tuning.h): "ring", "tree", "auto".
 const char* AllreduceAlgorithmName(AllreduceAlgorithm a);
 bool AllreduceAlgorithmFromName(const std::string& name, AllreduceAlgorithm* a);
 
 struct BaselineConfig {
   Baseline kind = Baseline::kNone;
+  // kRing or kTree for every collective, or kAuto: each as NCCL's tuning model chooses for its
+  // bytes on `nccl` (NcclChooseAllreduce).
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kRing;
+  NcclTopology nccl;
   int64_t bucket_cap_bytes = kDdpBucketCapBytes;                  // ddp, > 0
   int64_t first_bucket_bytes = kDdpFirstBucketBytes;              // ddp, > 0
   int64_t fusion_threshold_bytes = kHorovodFusionThresholdBytes;  // horovod
@@ -130,10 +130,11 @@ std::vector<TensorPart> SplitCollectiveSpan(const std::vector<GradTensor>& tenso
 // `depth`: the most hops from a worker up to the root (TreeDepth).
 int64_t TreePieceBytes(int64_t collective_bytes, int64_t chunk_bytes, int depth);
 
-// One collective of a clock: a fused ring all-reduce over tensors [first, end) of the ready order.
+// One collective of a clock: a fused all-reduce over tensors [first, end) of the ready order.
 struct Collective {
   int first = 0, end = 0;
   int64_t bytes = 0;        // the tensors' bytes: the ring's "layer bytes"
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kRing;  // kRing or kTree, never kAuto
   int64_t piece_bytes = 0;  // chunk_bytes for a ring, TreePieceBytes for a tree
   int pieces = 0;           // RingPieces(bytes, piece_bytes)
   int piece_base = 0;       // the number of its first piece among its clock's pieces
@@ -145,9 +146,14 @@ struct Collective {
 class CollectivePlan {
  public:
   CollectivePlan() = default;
-  // `tree_depth`: with BaselineConfig::algorithm kTree, the tree's depth (TreeDepth).
+  // `tree_depth`: when the baseline's collectives may run the tree (MayRunTree), its depth
+  // (TreeDepth).
   CollectivePlan(const Model& model, const BaselineConfig& baseline, int64_t chunk_bytes,
                  int tree_depth = 0);
+  // Whether a collective of `b` may run NCCL's tree: algorithm kTree, or kAuto across machines.
+  static bool MayRunTree(const BaselineConfig& b);
+  // The algorithm a collective of `bytes` runs.
+  AllreduceAlgorithm AlgorithmFor(int64_t bytes) const;
 
   const std::vector<GradTensor>& tensors() const { return tensors_; }
   const BaselineConfig& baseline() const { return baseline_; }

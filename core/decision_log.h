@@ -28,12 +28,12 @@ class DecisionLog {
   void Send(ActorId actor, const Message& m);
   void Compute(ActorId actor, const ComputeTask& t);
   void Trace(const TraceEvent& e);  // iteration begins and layer versions; other kinds ignored
-  // The job's baseline (core/collectives.h). When its collectives run NCCL's tree (core/tree.h)
-  // the two halves of a piece go up and down independent trees, so a bucket step's key names
-  // its half (two peers may be neighbours in both trees; the order of their halves is timing).
-  void FollowBaseline(const BaselineConfig& b) {
-    tree_halves_ = b.enabled() && b.algorithm == AllreduceAlgorithm::kTree;
-  }
+  // The job's baseline (core/collectives.h). When its collectives may run NCCL's tree
+  // (core/tree.h) the two halves of a piece go up and down independent trees, so a bucket step's
+  // key names its half (two peers may be neighbours in both trees; the order of their halves is
+  // timing). Under auto a ring's steps are keyed by step / 2 too: a finer key of a sequence whose
+  // order is decided splits it into sequences whose orders are decided.
+  void FollowBaseline(const BaselineConfig& b) { tree_halves_ = CollectivePlan::MayRunTree(b); }
 
   // One line per (actor, key), sorted: actor id, tab, key, tab, the values in order.
   std::string Text() const;

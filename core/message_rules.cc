@@ -221,8 +221,11 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
                                             " runs no baseline's collectives");
       }
       const int P = L.num_workers;
-      const bool tree = job.config->baseline.algorithm == AllreduceAlgorithm::kTree;
-      const int steps = tree ? kTreeSteps : 2 * (P - 1);
+      const AllreduceAlgorithm algorithm = job.config->baseline.algorithm;
+      const int steps = algorithm == AllreduceAlgorithm::kTree ? kTreeSteps
+                        : algorithm == AllreduceAlgorithm::kRing
+                            ? 2 * (P - 1)
+                            : std::max(kTreeSteps, 2 * (P - 1));
       if (!L.IsWorker(m.from)) {
         return Err(C::kWrongSender, "a bucket step from " + L.ActorName(m.from) + ", not a worker");
       }
@@ -235,22 +238,15 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
                                        " (layer " + S(m.layer) + "; a clock has at most " +
                                        S(plan.max_pieces()) + " pieces, " + S(steps) + " steps)");
       }
-      const int from = L.WorkerIndex(m.from);
-      if (tree) {
-        // Up from a child of this half's tree, down from its parent.
-        const TreeLinks t = AllreduceTreeLinks(L, L.WorkerIndex(me), TreeHalf(m.step));
-        const bool ok = TreePhaseDown(m.step)
-                            ? from == t.parent
-                            : std::find(t.children.begin(), t.children.end(), from) !=
-                                  t.children.end();
-        if (!ok) {
-          return Err(C::kWrongSender,
-                     "tree step " + S(m.step) + " from " + L.ActorName(m.from) + ", which is not " +
-                         (TreePhaseDown(m.step) ? "the parent" : "a child") + " of " + me_name() +
-                         " in tree " + S(TreeHalf(m.step)));
-        }
-      } else if (from != (L.WorkerIndex(me) + P - 1) % P) {
-        return Err(C::kWrongSender, "a bucket step not from the previous worker of the ring");
+      if (algorithm != AllreduceAlgorithm::kAuto) {
+        // Under auto the algorithm is the collective's (CheckCollectiveStep).
+        if (ProtocolError e = CheckBucketSender(job, algorithm, me, m)) return e;
+      } else if (CheckBucketSender(job, AllreduceAlgorithm::kRing, me, m) &&
+                 (!CollectivePlan::MayRunTree(job.config->baseline) ||
+                  CheckBucketSender(job, AllreduceAlgorithm::kTree, me, m))) {
+        return Err(C::kWrongSender, "a bucket step from " + L.ActorName(m.from) +
+                                        ", which is neither the previous worker of the ring nor "
+                                        "a neighbour of " + me_name() + " in NCCL's trees");
       }
       if (ProtocolError e = WireIs(m, job.config->gradient_wire, "a bucket step")) return e;
       if (job.config->baseline.kind != Baseline::kDdp) return ProtocolError::Ok();
@@ -259,7 +255,7 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
         return Err(C::kOutOfRange, "bucket step for piece " + S(m.chunk) + " of clock " +
                                        S(m.clock) + ", which its buckets do not have");
       }
-      return CheckCollectiveStep(job, *c, m);
+      return CheckCollectiveStep(job, me, *c, m);
     }
     case MsgType::kReady:
     case MsgType::kResponse: {
@@ -289,14 +285,52 @@ ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& 
   return Err(C::kNotForThisActor, "message type " + S(static_cast<int>(m.type)) + " is unknown");
 }
 
-ProtocolError CheckCollectiveStep(const JobShape& job, const Collective& c, const Message& m) {
+ProtocolError CheckBucketSender(const JobShape& job, AllreduceAlgorithm algorithm, ActorId me,
+                                const Message& m) {
+  const JobLayout& L = *job.layout;
+  const int P = L.num_workers;
+  const int from = L.WorkerIndex(m.from);
+  if (algorithm == AllreduceAlgorithm::kTree) {
+    if (m.step >= kTreeSteps) {
+      return Err(C::kOutOfRange, "tree step " + S(m.step) + " (a tree has " + S(kTreeSteps) +
+                                     " steps: two halves, up and down)");
+    }
+    // Up from a child of this half's tree, down from its parent.
+    const TreeLinks t = AllreduceTreeLinks(L, L.WorkerIndex(me), TreeHalf(m.step));
+    const bool ok = TreePhaseDown(m.step)
+                        ? from == t.parent
+                        : std::find(t.children.begin(), t.children.end(), from) !=
+                              t.children.end();
+    if (!ok) {
+      return Err(C::kWrongSender,
+                 "tree step " + S(m.step) + " from " + L.ActorName(m.from) + ", which is not " +
+                     (TreePhaseDown(m.step) ? "the parent" : "a child") + " of " +
+                     L.ActorName(me) + " in tree " + S(TreeHalf(m.step)));
+    }
+    return ProtocolError::Ok();
+  }
+  if (m.step >= 2 * (P - 1)) {
+    return Err(C::kOutOfRange, "ring step " + S(m.step) + " (the ring has " + S(2 * (P - 1)) +
+                                   " steps)");
+  }
+  if (from != (L.WorkerIndex(me) + P - 1) % P) {
+    return Err(C::kWrongSender, "a bucket step not from the previous worker of the ring");
+  }
+  return ProtocolError::Ok();
+}
+
+ProtocolError CheckCollectiveStep(const JobShape& job, ActorId me, const Collective& c,
+                                  const Message& m) {
   const CollectivePlan& plan = *job.collectives;
   if (m.layer != c.first_layer) {
     return Err(C::kOutOfRange, "bucket step for piece " + S(m.chunk) + " naming layer " +
                                    S(m.layer) + " (its collective starts at layer " +
                                    S(c.first_layer) + ")");
   }
-  const bool tree = job.config->baseline.algorithm == AllreduceAlgorithm::kTree;
+  if (job.config->baseline.algorithm == AllreduceAlgorithm::kAuto) {
+    if (ProtocolError e = CheckBucketSender(job, c.algorithm, me, m)) return e;
+  }
+  const bool tree = c.algorithm == AllreduceAlgorithm::kTree;
   // A tree step carries half `step / 2` of its piece: segment TreeHalf of a two-way split.
   const int P = tree ? 2 : job.layout->num_workers;
   const int piece = m.chunk - c.piece_base;

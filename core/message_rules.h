@@ -35,11 +35,18 @@ struct JobShape {
 // Ok, or why `m` cannot be for actor `me` of this job (whatever the actor's state).
 ProtocolError CheckMessageShape(const JobShape& job, ActorId me, const Message& m);
 
-// Ok, or why `m` (a kBucket step, already checked by CheckMessageShape) does not fit collective
-// `c` of its clock: the layer, the piece, and the values or bytes its segment carries. Under DDP
-// CheckMessageShape runs this itself (the buckets are known in advance); under Horovod the
+// Ok, or why `m` (a kBucket step for worker `me`, already checked by CheckMessageShape) does not
+// fit collective `c` of its clock: the layer, the piece, the sender and step for the collective's
+// algorithm (under allreduce_algorithm auto), and the values or bytes its segment carries. Under
+// DDP CheckMessageShape runs this itself (the buckets are known in advance); under Horovod the
 // worker does once the coordinator's answer has told it the collective.
-ProtocolError CheckCollectiveStep(const JobShape& job, const Collective& c, const Message& m);
+ProtocolError CheckCollectiveStep(const JobShape& job, ActorId me, const Collective& c,
+                                  const Message& m);
+// Ok, or why worker `me` takes no bucket step `m` of a collective run by `algorithm` (kRing or
+// kTree): a ring step only from the previous worker of the ring, a tree step only from a child
+// (up) or the parent (down) of its half's tree, and no step beyond the algorithm's.
+ProtocolError CheckBucketSender(const JobShape& job, AllreduceAlgorithm algorithm, ActorId me,
+                                const Message& m);
 
 // The first layer with parameters that does not go by the parameter server, or -1. A restarted
 // worker can rejoin, and a dead one be evicted, only when there is none: the state of SFB and

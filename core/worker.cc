@@ -17,9 +17,8 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
       config_(config),
       plan_(config.baseline.enabled()
                 ? CollectivePlan(model, config.baseline, config.chunk_bytes,
-                                 config.baseline.algorithm == AllreduceAlgorithm::kTree
-                                     ? TreeDepth(layout)
-                                     : 0)
+                                 CollectivePlan::MayRunTree(config.baseline) ? TreeDepth(layout)
+                                                                             : 0)
                 : CollectivePlan()),
       shape_{&layout_, &config_, &placement_, &model_, config_.fault,
              config_.baseline.enabled() ? &plan_ : nullptr},
@@ -29,8 +28,7 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
       devices_(config.devices_per_machine),
       end_(config.iterations),
       copies_(config.device_copies && config.devices_per_machine == 1),
-      tree_(config.baseline.enabled() &&
-            config.baseline.algorithm == AllreduceAlgorithm::kTree) {
+      tree_(CollectivePlan::MayRunTree(config.baseline)) {
   POSEIDON_CHECK(layout_.IsWorker(id_)) << "actor " << id_ << " is not a worker";
   POSEIDON_CHECK(devices_ >= 1) << "devices_per_machine " << devices_;
   dev_.resize(static_cast<size_t>(devices_));
@@ -789,7 +787,7 @@ void Worker::StartFused(TimeNs now) {
         std::min(c.piece_bytes, c.bytes - static_cast<int64_t>(p) * c.piece_bytes);
   }
   fused_pieces_done_ = 0;
-  if (tree_) {
+  if (c.algorithm == AllreduceAlgorithm::kTree) {
     tree_pieces_.assign(static_cast<size_t>(c.pieces), TreePiece{});
     for (int p = 0; p < c.pieces; ++p) TreeStepPiece(now, p);
   } else {
@@ -974,13 +972,14 @@ ProtocolError Worker::OnBucketStep(TimeNs now, const Message& msg, bool buffered
   }
   if (!ddp) {
     // Under DDP CheckMessageShape did this; under Horovod the collective is known only now.
-    if (ProtocolError e = CheckCollectiveStep(shape_, *c, msg)) return e;
+    if (ProtocolError e = CheckCollectiveStep(shape_, id_, *c, msg)) return e;
   }
   const int P = layout_.num_workers;
   const int piece = msg.chunk - c->piece_base;
   RingSpan span;
   bool reduce = true;
-  if (tree_) {
+  const bool tree = c->algorithm == AllreduceAlgorithm::kTree;
+  if (tree) {
     // CheckMessageShape made sure the sender is a child (up) or the parent (down) of this half.
     const int half = TreeHalf(msg.step);
     TreeRecv& r = tree_recv_[{msg.clock, msg.chunk}];
@@ -1023,7 +1022,7 @@ ProtocolError Worker::OnBucketStep(TimeNs now, const Message& msg, bool buffered
     store_->RingReceive(sub, part.span, reduce);
   }
   if (cs == &fused_ && fused_running_ && c == &fused_[fused_next_]) {
-    if (tree_) {
+    if (tree) {
       TreeStepPiece(now, piece);
     } else {
       FusedStep(now, piece);

@@ -79,6 +79,11 @@ def handshakes():
     put(t, "tag_short", bytes([2]) + bytes(15))
 
 
+def mutated(t, name, config):
+    put(t, name, bytes([config]) + b"".join(
+        bytes([0, 0, 0, 0]) + bytes([1, i % 256, i % 8, 1]) for i in range(300)))
+
+
 def protocol_seeds(t, configs, forged_config, mutated_config):
     # Byte 0: the job's configuration (fuzz/protocol_fuzz.cc); then 4-byte steps. The seeds run
     # a job in order: deliver the oldest message sent, then finish a task of every stream.
@@ -93,14 +98,16 @@ def protocol_seeds(t, configs, forged_config, mutated_config):
         put(t, "inorder_%d" % config, bytes([config]) + b"".join(steps))
     put(t, "forged_only", bytes([forged_config]) + b"".join(bytes([2, i, 255 - i, i * 7 % 256])
                                                             for i in range(256)))
-    put(t, "mutated", bytes([mutated_config]) + b"".join(
-        bytes([0, 0, 0, 0]) + bytes([1, i % 256, i % 8, 1]) for i in range(300)))
+    mutated(t, "mutated", mutated_config)
 
 
 def protocols():
     protocol_seeds("protocol_fuzz", [0, 1, 2, 4, 8, 16, 32, 33, 34, 96], 0, 1)
-    # The baselines' job (FuzzCollectives): DDP / Horovod, ring / tree, 3 x 1 / 2 x 2 workers.
-    protocol_seeds("collectives_fuzz", range(16), 2, 3)
+    # The baselines' job (FuzzCollectives): DDP / Horovod, ring / tree / auto (bit 4),
+    # 3 x 1 / 2 x 2 workers.
+    protocol_seeds("collectives_fuzz", range(32), 2, 3)
+    mutated("collectives_fuzz", "mutated_auto", 16)
+    mutated("collectives_fuzz", "mutated_auto_horovod", 21)
 
 
 def controls():

@@ -18,9 +18,11 @@
 //
 // The collectives target (FuzzCollectives) drives the same harness with a baseline's job
 // (core/collectives.h): every layer all-reduced under BSP by DDP's buckets or Horovod's fusion
-// (bit 0 of byte 0), by ring or NCCL's tree (bit 1, core/tree.h), on 3 machines of one worker or
-// 2 machines of two (bit 2), DWBP on or off (bit 3); forged and changed messages then include
-// bucket steps, Horovod's ready reports and answers.
+// (bit 0 of byte 0), by ring or NCCL's tree (bit 1, core/tree.h) or NCCL's own choice per
+// collective (bit 4, core/nccl_tuning.h, at 1 Gbit/s: these small collectives go by the tree, so
+// ring steps pass the shape check and must be refused by the collective's), on 3 machines of one
+// worker or 2 machines of two (bit 2), DWBP on or off (bit 3); forged and changed messages then
+// include bucket steps, Horovod's ready reports and answers.
 #include <deque>
 #include <memory>
 #include <vector>
@@ -124,7 +126,12 @@ class Harness {
     c.scheme_of_layer.assign(model_.layers().size(), core::Scheme::kAllreduce);
     c.baseline.kind = (config_bits & 1) ? core::Baseline::kHorovod : core::Baseline::kDdp;
     c.baseline.algorithm =
-        (config_bits & 2) ? core::AllreduceAlgorithm::kTree : core::AllreduceAlgorithm::kRing;
+        (config_bits & 16)  ? core::AllreduceAlgorithm::kAuto
+        : (config_bits & 2) ? core::AllreduceAlgorithm::kTree
+                            : core::AllreduceAlgorithm::kRing;
+    c.baseline.nccl.ranks = layout_.num_workers;
+    c.baseline.nccl.nodes = layout_.num_machines;
+    c.baseline.nccl.net_GBps = c.baseline.nccl.intra_GBps = 0.125;
     c.baseline.first_bucket_bytes = 3000;
     c.baseline.bucket_cap_bytes = 6000;
     c.baseline.fusion_threshold_bytes = 8000;

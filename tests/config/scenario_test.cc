@@ -305,7 +305,14 @@ TEST_F(ScenarioFile, Baselines) {
             core::AllreduceAlgorithm::kTree);
   one_line(Error(std::string(kGood) + "protocol:\n  baseline: ddp\n  allreduce_algorithm: "
                                       "halving\n"),
-           "s.yaml:11:24: error: unknown allreduce_algorithm 'halving'; known: ring, tree");
+           "s.yaml:11:24: error: unknown allreduce_algorithm 'halving'; known: ring, tree, "
+           "auto");
+  // auto: NCCL's own choice, on one machine too (where it is always the ring).
+  s = LoadScenarioFile(Write(std::string(kGood) + "protocol:\n  baseline: ddp\n"
+                             "  allreduce_algorithm: auto\n"),
+                       {"cluster.machines=1"});
+  EXPECT_EQ(BuildProtocol(s, BuildScenarioModel(s), false).baseline.algorithm,
+            core::AllreduceAlgorithm::kAuto);
   one_line(Error(std::string(kGood) + "protocol:\n  allreduce_algorithm: tree\n"),
            "s.yaml:10:24: error: protocol.allreduce_algorithm chooses how a baseline's "
            "collectives all-reduce (NCCL_ALGO), but the scenario runs no baseline");
@@ -314,6 +321,31 @@ TEST_F(ScenarioFile, Baselines) {
             {"cluster.machines=1"});
   one_line(one_machine, "s.yaml:11:24: error: allreduce_algorithm: tree joins machines by NCCL's "
                         "double binary tree, but the cluster has 1 machine");
+}
+
+// What NCCL's tuning model reads of a cluster (BuildNcclTopology): the job's processes and
+// machines, the NIC, the interconnect (NVLink, else PCIe) and the device's generation.
+TEST(NcclTopologyOf, ReadsTheClusterAsNcclsSearchWould) {
+  const std::string dir = std::string(POSEIDON_SOURCE_DIR) + "/scenarios/experiments/";
+  ScenarioSpec s = LoadScenarioFile(dir + "hybrid_v100_25g.yaml",
+                                    {"cluster.client=device", "cluster.machines=4"});
+  core::NcclTopology t = BuildNcclTopology(s);
+  EXPECT_EQ(t.ranks, 32);
+  EXPECT_EQ(t.nodes, 4);
+  EXPECT_DOUBLE_EQ(t.net_GBps, 25.0 / 8);
+  EXPECT_TRUE(t.intra_nvlink);
+  EXPECT_DOUBLE_EQ(t.intra_GBps, 150);  // dgx1_v100.yaml: six NVLink 2 links of 25 GB/s
+  EXPECT_EQ(t.generation, core::NcclGeneration::kVolta);
+  s = LoadScenarioFile(dir + "hybrid_h100_400g.yaml", {"cluster.client=device"});
+  t = BuildNcclTopology(s);
+  EXPECT_EQ(t.generation, core::NcclGeneration::kHopper);
+  EXPECT_DOUBLE_EQ(t.net_GBps, 50);
+  // One process per machine: the NIC is the only path.
+  s = LoadScenarioFile(dir + "ddp_v100_25g.yaml");
+  t = BuildNcclTopology(s);
+  EXPECT_EQ(t.ranks, 8);
+  EXPECT_EQ(t.nodes, 8);
+  EXPECT_DOUBLE_EQ(t.intra_GBps, t.net_GBps);
 }
 
 // cluster.local_copies: interconnect times the copies between the processes of one machine's

@@ -196,17 +196,46 @@ core::ProtocolConfig BaselineConfig(const core::Model& model, core::Baseline kin
   return cfg;
 }
 
+// NCCL's tuning inputs for `layout` at 10 GbE, machines joined inside by PCIe (12 GB/s): on 3+
+// machines NCCL's tree takes collectives below about 90 KB, the ring larger ones.
+core::NcclTopology TenGigabit(const core::JobLayout& layout) {
+  core::NcclTopology t;
+  t.ranks = layout.num_workers;
+  t.nodes = layout.num_machines;
+  t.net_GBps = 1.25;
+  t.intra_GBps = 12;
+  return t;
+}
+
+// data(1 x 1 x 64) -> fc1(512) -> fc2(64) -> fc3(10): tensors (ready order) fc3.bias 40 B,
+// fc3.weight 2,560 B, fc2.bias 256 B, fc2.weight 131,072 B, fc1.bias 2,048 B, fc1.weight
+// 131,072 B. With MixedBuckets, on 10 GbE: a small collective and two large ones.
+core::ModelSpec MixedSpec() { return testing::FcChainSpec("mixed", 64, {512, 64, 10}); }
+void MixedBuckets(core::ProtocolConfig* cfg, const core::JobLayout& layout) {
+  cfg->chunk_bytes = 16384;
+  cfg->baseline.first_bucket_bytes = 2600;
+  cfg->baseline.bucket_cap_bytes = 100000;
+  cfg->baseline.fusion_threshold_bytes = 140000;
+  cfg->baseline.nccl = TenGigabit(layout);
+}
+
 // Every worker ends each clock of each layer with the exact sum of the P workers' gradients, with
 // layers split between collectives and collectives cut into pieces, DWBP on and off. The tree
-// runs on machines of one worker and of two (its chain inside a machine).
+// runs on machines of one worker and of two (its chain inside a machine); auto on one machine
+// (the ring always), two (the tree always) and more (both in one clock). `adjust` changes the
+// configuration for a layout.
 void ExpectSums(const core::Model& model, core::Baseline kind,
-                core::AllreduceAlgorithm algorithm = core::AllreduceAlgorithm::kRing) {
+                core::AllreduceAlgorithm algorithm = core::AllreduceAlgorithm::kRing,
+                void (*adjust)(core::ProtocolConfig*, const core::JobLayout&) = nullptr) {
   const bool tree = algorithm == core::AllreduceAlgorithm::kTree;
+  const bool automatic = algorithm == core::AllreduceAlgorithm::kAuto;
   std::vector<core::JobLayout> layouts;
   for (int P : {1, 2, 3, 4}) {
-    if (!tree || P > 1) layouts.push_back(core::JobLayout::Colocated(P, 1));
+    if ((!tree || P > 1) && (!automatic || P != 3)) {
+      layouts.push_back(core::JobLayout::Colocated(P, 1));
+    }
   }
-  if (tree) {
+  if (tree || automatic) {
     for (int machines : {5, 7}) layouts.push_back(core::JobLayout::Colocated(machines, 1));
     for (int machines : {2, 3}) layouts.push_back(core::JobLayout::Build(machines, 2, 1, true));
   }
@@ -215,6 +244,7 @@ void ExpectSums(const core::Model& model, core::Baseline kind,
     for (uint64_t seed : {0, 5, 11, 12}) {
       core::ProtocolConfig cfg = BaselineConfig(model, kind);
       cfg.baseline.algorithm = algorithm;
+      if (adjust) adjust(&cfg, layout);
       cfg.dwbp = seed != 5;
       std::vector<std::unique_ptr<ExactStore>> stores;
       std::vector<core::WorkerStore*> ptrs;
@@ -264,6 +294,38 @@ TEST(Collectives, TreeAllReduceGivesEveryWorkerTheSumOfAllGradients) {
   const core::Model model = core::Model::Build(ThreeFcSpec());
   ExpectSums(model, core::Baseline::kDdp, core::AllreduceAlgorithm::kTree);
   ExpectSums(model, core::Baseline::kHorovod, core::AllreduceAlgorithm::kTree);
+}
+
+// auto: each collective runs what NCCL's tuning model chooses for its bytes, the small first
+// bucket the tree and the large ones the ring on 3+ machines at 10 GbE; the sums stay exact.
+TEST(Collectives, AutoRunsEachCollectiveByNcclsChoiceWithExactSums) {
+  const core::Model model = core::Model::Build(MixedSpec());
+  for (const core::JobLayout& layout :
+       {core::JobLayout::Colocated(5, 1), core::JobLayout::Build(3, 2, 1, true)}) {
+    core::ProtocolConfig cfg = BaselineConfig(model, core::Baseline::kDdp);
+    cfg.baseline.algorithm = core::AllreduceAlgorithm::kAuto;
+    MixedBuckets(&cfg, layout);
+    const core::CollectivePlan plan(model, cfg.baseline, cfg.chunk_bytes, core::TreeDepth(layout));
+    const std::vector<Collective>& cs = plan.Ddp(1);
+    ASSERT_EQ(cs.size(), 3u);
+    EXPECT_EQ(cs[0].bytes, 2600);
+    EXPECT_EQ(cs[0].algorithm, core::AllreduceAlgorithm::kTree);
+    EXPECT_EQ(cs[1].algorithm, core::AllreduceAlgorithm::kRing);
+    EXPECT_EQ(cs[2].algorithm, core::AllreduceAlgorithm::kRing);
+    for (const Collective& c : cs) {
+      EXPECT_EQ(c.algorithm, core::NcclChooseAllreduce(c.bytes, cfg.baseline.nccl));
+      // A tree's pieces are NCCL's tree chunks, a ring's chunk_bytes.
+      EXPECT_EQ(c.piece_bytes, c.algorithm == core::AllreduceAlgorithm::kTree
+                                   ? core::TreePieceBytes(c.bytes, cfg.chunk_bytes,
+                                                          core::TreeDepth(layout))
+                                   : cfg.chunk_bytes);
+    }
+    // Iteration 0's one bucket of everything (267 KB) goes by the ring.
+    ASSERT_EQ(plan.Ddp(0).size(), 1u);
+    EXPECT_EQ(plan.Ddp(0)[0].algorithm, core::AllreduceAlgorithm::kRing);
+  }
+  ExpectSums(model, core::Baseline::kDdp, core::AllreduceAlgorithm::kAuto, MixedBuckets);
+  ExpectSums(model, core::Baseline::kHorovod, core::AllreduceAlgorithm::kAuto, MixedBuckets);
 }
 
 // Which collective each bucket step belongs to, by worker and clock, in the order sent; and when
@@ -444,6 +506,55 @@ TEST(Collectives, TreeStepsFromAnyoneButTheTreeNeighboursAreRefused) {
     return core::CheckMessageShape(shape, x.to, x);
   }();
   EXPECT_EQ(short_half.code, core::ProtocolErrorCode::kWrongShape) << short_half.what;
+}
+
+// Under auto a step is judged by its collective's algorithm: the tree's neighbours for the small
+// bucket, the ring's predecessor for a large one; a ring step into a tree collective (or the
+// reverse) is the sender's error.
+TEST(Collectives, AutoJudgesEachStepByItsCollectivesAlgorithm) {
+  const core::Model model = core::Model::Build(MixedSpec());
+  core::ProtocolConfig cfg = BaselineConfig(model, core::Baseline::kDdp);
+  cfg.baseline.algorithm = core::AllreduceAlgorithm::kAuto;
+  const core::JobLayout layout = core::JobLayout::Colocated(5, 1);
+  MixedBuckets(&cfg, layout);
+  const core::Placement placement = core::Placement::Build(
+      model, layout.num_servers, cfg.chunk_bytes, cfg.scheme_of_layer, cfg.placement_policy);
+  const core::CollectivePlan plan(model, cfg.baseline, cfg.chunk_bytes, core::TreeDepth(layout));
+  const core::JobShape shape{&layout, &cfg, &placement, &model, cfg.fault, &plan};
+  const core::Collective& tree = plan.Ddp(1)[0];
+  const core::Collective& ring = plan.Ddp(1)[1];
+  ASSERT_EQ(tree.algorithm, core::AllreduceAlgorithm::kTree);
+  ASSERT_EQ(ring.algorithm, core::AllreduceAlgorithm::kRing);
+  auto step = [&](const core::Collective& c, int from, int to, int s) {
+    const bool is_tree = c.algorithm == core::AllreduceAlgorithm::kTree;
+    core::Message m;
+    m.type = core::MsgType::kBucket;
+    m.from = layout.worker(from);
+    m.to = layout.worker(to);
+    m.clock = 1;
+    m.layer = c.first_layer;
+    m.chunk = c.piece_base;
+    m.step = s;
+    const int seg = is_tree ? core::TreeHalf(s) % 2 : core::RingSegmentSent(from, s, 5);
+    const core::RingSpan span =
+        core::RingSegmentFloats(c.bytes, c.piece_bytes, 0, seg, is_tree ? 2 : 5);
+    m.payload_bytes = span.count * 4;
+    m.data = std::make_shared<const std::vector<float>>(static_cast<size_t>(span.count), 1.f);
+    return core::CheckMessageShape(shape, m.to, m);
+  };
+  // Tree 0 over 5 machines: 0 <- 4 <- 2 <- {1, 3}; worker 1 is a child of 2, and 1 precedes 2 in
+  // the ring.
+  EXPECT_FALSE(step(tree, 1, 2, core::TreeStep(0, false)));
+  EXPECT_FALSE(step(ring, 1, 2, 0));
+  // Worker 0 is no neighbour of 2 in tree 0 and does not precede it in the ring.
+  EXPECT_EQ(step(tree, 0, 2, core::TreeStep(0, false)).code,
+            core::ProtocolErrorCode::kWrongSender);
+  // Worker 4 precedes 0 in the ring but sends into the small bucket, which runs the tree, where
+  // 4 is 0's child in tree 0 but step 5 is no tree step.
+  EXPECT_EQ(step(tree, 4, 0, 5).code, core::ProtocolErrorCode::kOutOfRange);
+  // Worker 2 is 4's child in tree 0, not 4's predecessor in the ring: refused in the large one.
+  EXPECT_EQ(step(ring, 2, 4, core::TreeStep(0, false)).code,
+            core::ProtocolErrorCode::kWrongSender);
 }
 
 }  // namespace

@@ -155,6 +155,45 @@ TEST(BaselineSim, TreeTakesTwiceItsDepthInStepsWhereTheRingTakesTwicePMinusOne) 
   EXPECT_LE(ring, 14 * step_max);
 }
 
+// allreduce_algorithm auto runs each collective as NCCL's tuning model chooses
+// (core/nccl_tuning.h): at 10 GbE one gradient of 10 values is latency (the tree: on 8 machines
+// 92 us against the ring's 388 us in NCCL's model) and buckets of 0.2 to 6 MB are bandwidth (the
+// ring, which between two processes moves each byte once per direction, as the tree does, at
+// NCCL's full rate). So each run equals the run of the algorithm chosen, to the nanosecond.
+TEST(BaselineSim, AutoRunsTheAlgorithmNcclChoosesForEachBucket) {
+  auto iterations = [](const core::Model& model, core::BaselineConfig b, int machines) {
+    b.nccl.ranks = b.nccl.nodes = machines;
+    b.nccl.net_GBps = b.nccl.intra_GBps = kGbps / 8;
+    const SimRun run = RunOn(model, b, 3, machines);
+    EXPECT_FALSE(run.deadlocked) << run.deadlock_report;
+    std::vector<core::TimeNs> t;
+    for (const WorkerRun& w : run.workers) {
+      for (size_t c = 0; c < w.iteration_end.size(); ++c) {
+        t.push_back(w.iteration_end[c] - w.iteration_begin[c]);
+      }
+    }
+    return t;
+  };
+  auto with = [](core::BaselineConfig b, core::AllreduceAlgorithm a) {
+    b.algorithm = a;
+    return b;
+  };
+  core::BaselineConfig b;
+  b.kind = core::Baseline::kDdp;
+  b.first_bucket_bytes = 100 << 10;
+  b.bucket_cap_bytes = 3 << 19;
+  const core::Model tiny = core::Model::Build(testing::FcChainSpec("tiny", 4, {2}));
+  const core::Model fc = core::Model::Build(ThreeFc());
+  const core::AllreduceAlgorithm kAuto = core::AllreduceAlgorithm::kAuto;
+  const core::AllreduceAlgorithm kRing = core::AllreduceAlgorithm::kRing;
+  const core::AllreduceAlgorithm kTree = core::AllreduceAlgorithm::kTree;
+  EXPECT_EQ(iterations(tiny, with(b, kAuto), 8), iterations(tiny, with(b, kTree), 8));
+  EXPECT_EQ(iterations(fc, with(b, kAuto), 8), iterations(fc, with(b, kRing), 8));
+  EXPECT_NE(iterations(fc, with(b, kTree), 8), iterations(fc, with(b, kRing), 8));
+  EXPECT_EQ(iterations(tiny, with(b, kAuto), 2), iterations(tiny, with(b, kTree), 2));
+  EXPECT_EQ(iterations(fc, with(b, kAuto), 2), iterations(fc, with(b, kRing), 2));
+}
+
 // With a process per device, DDP's ring between the two devices of one machine crosses its
 // NVLink (cluster.local_copies: interconnect): each step both devices copy S/2 (plus the header)
 // at once, each at the link's rate after its latency; free copies (the default) take no time.
