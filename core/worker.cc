@@ -200,6 +200,7 @@ void Worker::TellCoordinator(MsgType type) {
 }
 
 ProtocolError Worker::OnMessage(TimeNs now, const Message& msg) {
+  if (auto it = blamed_.find(msg.from); it != blamed_.end()) return it->second;
   if (ProtocolError e = CheckMessageShape(shape_, id_, msg)) return e;
   switch (msg.type) {
     case MsgType::kStart:
@@ -1046,19 +1047,16 @@ ProtocolError Worker::TakeFused(TimeNs now, int64_t clock, int from, int to) {
   }
   plan_.Append(FuseTensors(plan_.tensors(), from, to, config_.baseline.fusion_threshold_bytes),
                &fused_);
-  // Steps that came before the answer. A step that then does not fit its collective is the
-  // sender's error (the host closes that connection), never an abort: the config refuses
-  // Horovod live today, but the rule holds for every message from a peer.
+  // Steps that came before the answer. A step that then does not fit its collective is its
+  // sender's error, never an abort, and not the error of whoever brought the answer (worker 0,
+  // or this worker's own cycle): the step is dropped and its sender's next message is refused
+  // with that error (blamed_), so that the host closes that sender's connection. The config
+  // refuses Horovod live today, but the rule holds for every message from a peer.
   std::vector<Message> early;
   early.swap(fused_early_);
-  for (size_t i = 0; i < early.size(); ++i) {
-    const Message& m = early[i];
+  for (const Message& m : early) {
     if (m.clock == fused_clock_ && CollectivePlan::Holding(fused_, m.chunk)) {
-      if (ProtocolError e = OnBucketStep(now, m, /*buffered=*/true)) {
-        fused_early_.insert(fused_early_.end(), early.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                            early.end());
-        return e;
-      }
+      if (ProtocolError e = OnBucketStep(now, m, /*buffered=*/true)) blamed_.emplace(m.from, e);
     } else {
       fused_early_.push_back(m);
     }

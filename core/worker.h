@@ -236,6 +236,9 @@ class Worker final : public Actor {
   TreeLinks tree_links_[2];
   std::vector<TreePiece> tree_pieces_;  // of the running collective
   std::map<std::pair<int64_t, int32_t>, TreeRecv> tree_recv_;
+  // Peers whose buffered bucket step did not fit the collective it turned out to belong to
+  // (Horovod, TakeFused): their next message is refused with that error.
+  std::map<ActorId, ProtocolError> blamed_;
   // Horovod's negotiation.
   TimeNs cycle_start_ = 0;   // when the last cycle began
   bool cycle_armed_ = false;
