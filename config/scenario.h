@@ -82,7 +82,8 @@
 //     horovod: {fusion_threshold_mib: 128, cycle_ms: 1}        # baseline horovod (Horovod's)
 //     allreduce_algorithm: ring    # a baseline's collectives: ring | tree (NCCL's double binary
 //                                  # tree across machines, a chain inside one; 2+ machines;
-//                                  # core/tree.h)
+//                                  # core/tree.h) | auto (each as NCCL's tuning model chooses;
+//                                  # core/nccl_tuning.h)
 //   stragglers:                    # per-worker compute slowdown
 //     - {worker: 3, slowdown: 1.5}
 //   jitter: {distribution: lognormal, cv: 0.05}   # per-task compute variability (seeded)
