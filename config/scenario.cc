@@ -362,8 +362,10 @@ void ReadBaseline(MapReader& p, ScenarioSpec* s) {
         r, "cycle_ms", 1, "Horovod negotiates once per HOROVOD_CYCLE_TIME (1 ms by default)");
     r.Finish();
   }
+  p.Ignore("allreduce_algorithm");  // a null one (compare's other systems) is an absent one
   if (p.Has("allreduce_algorithm")) {
     s->allreduce_algorithm = p.Choice("allreduce_algorithm", {"ring", "tree", "auto"}, "ring");
+    s->allreduce_algorithm_given = true;
     if (s->baseline.empty()) {
       p.FailKey("allreduce_algorithm",
                 "protocol.allreduce_algorithm chooses how a baseline's collectives all-reduce "

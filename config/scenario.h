@@ -176,6 +176,7 @@ struct ScenarioSpec {
   double horovod_fusion_threshold_mib = 128;
   double horovod_cycle_ms = 1;
   std::string allreduce_algorithm = "ring";  // ring | tree | auto (core AllreduceAlgorithm)
+  bool allreduce_algorithm_given = false;    // the scenario named one (`poseidon compare`)
   core::SourceLoc fusion_threshold_loc;  // where the threshold was given (or the baseline)
   // protocol.fault_tolerance (core/job.h FaultConfig); all off unless the section is present
   struct FaultTolerance {

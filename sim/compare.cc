@@ -34,15 +34,18 @@ std::string Detail(const std::string& id, const ScenarioSpec& v) {
                        Multi(v) ? ", one client per machine" : "");
   }
   const std::string per_device = Multi(v) ? ", a process per device" : "";
+  const std::string algorithm = v.allreduce_algorithm == "auto"   ? "NCCL's ring or tree"
+                                : v.allreduce_algorithm == "tree" ? "NCCL's tree"
+                                                                  : "ring";
   if (id == "ddp") {
-    return fmt::format("ring all-reduce of buckets of {:g} MiB (first {:g} MiB) in bucket order{}",
-                       v.ddp_bucket_cap_mib, v.ddp_first_bucket_mib, per_device);
+    return fmt::format("{} all-reduce of buckets of {:g} MiB (first {:g} MiB) in bucket order{}",
+                       algorithm, v.ddp_bucket_cap_mib, v.ddp_first_bucket_mib, per_device);
   }
   if (id == "horovod") {
     return fmt::format(
-        "ring all-reduce of ready tensors fused up to {:g} MiB, negotiated every "
+        "{} all-reduce of ready tensors fused up to {:g} MiB, negotiated every "
         "{:g} ms{}",
-        v.horovod_fusion_threshold_mib, v.horovod_cycle_ms, per_device);
+        algorithm, v.horovod_fusion_threshold_mib, v.horovod_cycle_ms, per_device);
   }
   if (id == "ps_papers") return "whole tensors placed round-robin, pushes after the backward pass";
   return fmt::format("{} balanced, DWBP (a layer's push as soon as its backward ends)", chunks);
@@ -99,11 +102,15 @@ std::vector<std::string> CompareOverrides(const std::string& id, const ScenarioS
     o.push_back("protocol.baseline=" + id);
     o.push_back("protocol.scheme=allreduce");
     o.push_back("protocol.dwbp=true");  // both start a collective once its gradients are ready
+    // Over NCCL, as users run them: NCCL chooses each collective's algorithm unless the
+    // scenario names one (NCCL_ALGO).
+    if (!s.allreduce_algorithm_given) o.push_back("protocol.allreduce_algorithm=auto");
     if (Multi(s) && !s.client_per_device) o.push_back("cluster.client=device");
     // Their processes' copies inside a machine cross its interconnect (NVLink, PCIe).
     if (Multi(s) && !s.local_copies_timed) o.push_back("cluster.local_copies=interconnect");
     return o;
   }
+  if (s.allreduce_algorithm_given) o.push_back("protocol.allreduce_algorithm=null");
   const bool papers = id == "ps_papers";
   o.push_back(papers ? "protocol.dwbp=false" : "protocol.dwbp=true");
   o.push_back(id == "poseidon" ? "protocol.scheme=auto" : "protocol.scheme=ps");

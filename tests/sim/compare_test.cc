@@ -4,6 +4,7 @@
 // the thread count; bad input is a ConfigError.
 #include "sim/compare.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
@@ -57,7 +58,10 @@ TEST(Compare, EveryRowIsTheSimulateRunOfItsSet) {
                                       "protocol.placement_policy=balanced"}));
   EXPECT_EQ(Row(c, "ddp").overrides,
             (std::vector<std::string>{"protocol.baseline=ddp", "protocol.scheme=allreduce",
-                                      "protocol.dwbp=true"}));
+                                      "protocol.dwbp=true", "protocol.allreduce_algorithm=auto"}));
+  EXPECT_NE(Row(c, "ddp").detail.find("NCCL's ring or tree all-reduce of buckets"),
+            std::string::npos)
+      << Row(c, "ddp").detail;
   EXPECT_EQ(Row(c, "ps_papers").overrides,
             (std::vector<std::string>{"protocol.dwbp=false", "protocol.scheme=ps",
                                       "protocol.placement_policy=round_robin"}));
@@ -91,7 +95,7 @@ TEST(Compare, SspScenarioListsDdpAndHorovodWithTheReason) {
   EXPECT_NE(json.find("\"ran\":false,\"reason\":\"DDP all-reduces"), std::string::npos) << json;
   const std::string csv = FormatCompare(c, OutputFormat::kCsv);
   EXPECT_NE(csv.find(",ddp,PyTorch DDP,,,,,,,,,,protocol.baseline=ddp protocol.scheme=allreduce "
-                     "protocol.dwbp=true,\"DDP all-reduces"),
+                     "protocol.dwbp=true protocol.allreduce_algorithm=auto,\"DDP all-reduces"),
             std::string::npos)
       << csv;
 }
@@ -109,6 +113,21 @@ TEST(Compare, BaselineScenarioKeepsItsSettingsForItsOwnRowOnly) {
   EXPECT_EQ(Row(c, "horovod").overrides[0], "protocol.ddp=null");
   EXPECT_NE(Row(c, "ddp").detail.find("buckets of 4 MiB"), std::string::npos)
       << Row(c, "ddp").detail;
+  // An algorithm the scenario names is the baselines' (NCCL_ALGO), and the others drop it.
+  const CompareResult tree = RunCompare(
+      kDemo, Plus(kSmall, {"protocol.baseline=ddp", "protocol.allreduce_algorithm=tree"}), 2);
+  for (const CompareRow& row : tree.rows) {
+    EXPECT_TRUE(row.ran) << row.system.id << ": " << row.reason;
+    const bool names_auto =
+        std::find(row.overrides.begin(), row.overrides.end(),
+                  "protocol.allreduce_algorithm=auto") != row.overrides.end();
+    const bool drops = std::find(row.overrides.begin(), row.overrides.end(),
+                                 "protocol.allreduce_algorithm=null") != row.overrides.end();
+    EXPECT_FALSE(names_auto) << row.system.id;
+    EXPECT_EQ(drops, row.system.id != "ddp" && row.system.id != "horovod") << row.system.id;
+  }
+  EXPECT_NE(Row(tree, "horovod").detail.find("NCCL's tree all-reduce"), std::string::npos)
+      << Row(tree, "horovod").detail;
 }
 
 // On machines of several devices DDP and Horovod run a process per device, whose copies inside a
@@ -131,7 +150,7 @@ TEST(Compare, DdpAndHorovodRunAProcessPerDevice) {
   s.local_copies_timed = true;
   EXPECT_EQ(last_two(CompareOverrides("poseidon", s)),
             (std::vector<std::string>{"cluster.client=machine", "cluster.local_copies=free"}));
-  EXPECT_EQ(CompareOverrides("ddp", s).back(), "protocol.dwbp=true");
+  EXPECT_EQ(CompareOverrides("ddp", s).back(), "protocol.allreduce_algorithm=auto");
   EXPECT_THROW(CompareOverrides("nccl", s), std::invalid_argument);
 }
 
