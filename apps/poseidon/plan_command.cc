@@ -10,7 +10,10 @@
 
 #include "config/job_config.h"
 #include "config/yaml_reader.h"
+#include "core/collectives.h"
 #include "core/messages.h"
+#include "core/nccl_tuning.h"
+#include "core/tree.h"
 #include "core/model.h"
 #include "core/sacp.h"
 #include "core/sacp_time.h"
@@ -45,6 +48,100 @@ core::SchemeRequest Request(const std::string& name, const std::string& file,
   return r;
 }
 
+// The baseline's collectives, as the core plans them (config::BuildProtocol's BaselineConfig).
+void AddBaseline(const config::ScenarioSpec& s, const core::Model& model, PlanReport* r) {
+  const core::ProtocolConfig p = config::BuildProtocol(s, model, false);
+  r->baseline = s.baseline;
+  r->allreduce_algorithm = s.allreduce_algorithm;
+  r->nccl = p.baseline.nccl;
+  r->nccl_ring_from_bytes = core::NcclRingFromBytes(p.baseline.nccl);
+  if (p.baseline.kind != core::Baseline::kDdp) return;
+  const core::JobLayout layout = config::BuildLayout(s);
+  const core::CollectivePlan plan(
+      model, p.baseline, p.chunk_bytes,
+      core::CollectivePlan::MayRunTree(p.baseline) ? core::TreeDepth(layout) : 0);
+  const bool machines = p.baseline.nccl.nodes > 1;
+  for (const core::Collective& c : plan.Ddp(1)) {
+    PlanCollectiveRow row;
+    // The ready order runs backward: its last tensor is the earliest layer's.
+    row.first_layer = model.layers()[static_cast<size_t>(c.first_layer)].name;
+    row.last_layer =
+        model.layers()[static_cast<size_t>(plan.tensors()[static_cast<size_t>(c.first)].layer)]
+            .name;
+    row.tensors = c.end - c.first;
+    row.bytes = c.bytes;
+    row.algorithm = core::AllreduceAlgorithmName(c.algorithm);
+    row.nccl_ring_us = core::NcclAllreduceTimeUs(core::AllreduceAlgorithm::kRing, c.bytes,
+                                                 p.baseline.nccl);
+    row.nccl_tree_us = machines ? core::NcclAllreduceTimeUs(core::AllreduceAlgorithm::kTree,
+                                                            c.bytes, p.baseline.nccl)
+                                : 0;
+    r->collectives.push_back(row);
+  }
+}
+
+const char* GenerationName(core::NcclGeneration g) {
+  switch (g) {
+    case core::NcclGeneration::kVolta:
+      return "Volta";
+    case core::NcclGeneration::kAmpere:
+      return "Ampere";
+    case core::NcclGeneration::kHopper:
+      return "Hopper";
+    case core::NcclGeneration::kBlackwell:
+      return "Blackwell";
+  }
+  return "?";
+}
+
+std::string SizeText(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 20)) return fmt::format("{:g} MiB", bytes / 1048576.0);
+  if (bytes >= 1024) return fmt::format("{:g} KiB", bytes / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+void PrintBaseline(const PlanReport& r, std::ostream& out) {
+  const core::NcclTopology& t = r.nccl;
+  const std::string where =
+      r.nccl_ring_from_bytes == 0 ? "the ring at every size (one machine)"
+      : r.nccl_ring_from_bytes < 0
+          ? "the tree at 1 TiB still"
+          : fmt::format("the ring at every power of two from {} to 1 TiB, the tree at {}",
+                        SizeText(r.nccl_ring_from_bytes), SizeText(r.nccl_ring_from_bytes / 2));
+  const std::string inside =
+      t.ranks > t.nodes ? fmt::format(", {} {:g} GB/s inside a machine",
+                                      t.intra_nvlink ? "NVLink" : "PCIe", t.intra_GBps)
+                        : "";
+  out << fmt::format(
+      "baseline {}, allreduce_algorithm {}; NCCL's model (core/nccl_tuning.h) for {} processes "
+      "on {} machines, NIC {:g} GB/s{}, {} tables: {}\n",
+      r.baseline, r.allreduce_algorithm, t.ranks, t.nodes, t.net_GBps, inside,
+      GenerationName(t.generation), where);
+  if (r.collectives.empty()) {
+    out << fmt::format("its collectives: fused from what is ready at each cycle (Horovod), {}\n",
+                       r.allreduce_algorithm == "auto"
+                           ? "each by NCCL's choice above for its size"
+                           : "each by the " + r.allreduce_algorithm);
+    return;
+  }
+  size_t fw = 6, lw = 4;
+  for (const PlanCollectiveRow& c : r.collectives) {
+    fw = std::max(fw, c.first_layer.size());
+    lw = std::max(lw, c.last_layer.size());
+  }
+  const std::string row = "{:>6}  {:<{}}  {:<{}}  {:>7}  {:>10}  {:>12}  {:>12}  {}\n";
+  out << "DDP's buckets from iteration 1 on, in launch order (NCCL's price of each algorithm, us):\n";
+  out << fmt::format(fmt::runtime(row), "bucket", "layers", fw, "to", lw, "tensors", "MB",
+                     "nccl ring us", "nccl tree us", "runs");
+  int i = 0;
+  for (const PlanCollectiveRow& c : r.collectives) {
+    out << fmt::format(fmt::runtime(row), i++, c.first_layer, fw, c.last_layer, lw, c.tensors,
+                       Mb(c.bytes), fmt::format("{:.1f}", c.nccl_ring_us),
+                       c.nccl_tree_us > 0 ? fmt::format("{:.1f}", c.nccl_tree_us) : "-",
+                       c.algorithm);
+  }
+}
+
 }  // namespace
 
 PlanReport MakePlanReport(const config::ScenarioSpec& s) {
@@ -60,6 +157,8 @@ PlanReport MakePlanReport(const config::ScenarioSpec& s) {
   in.colocated = s.placement == config::ServerPlacement::kColocated;
   in.batch = s.batch_per_worker * config::DevicesPerWorker(s);
   in.default_request = Request(s.scheme, s.file, "protocol.scheme");
+  // A baseline all-reduces every layer (config::BuildProtocol).
+  if (!s.baseline.empty()) in.default_request = core::SchemeRequest::kAllreduce;
   in.allreduce_allowed = s.consistency == "bsp";
   in.ps_only = s.fault.enabled && config::EvictsDeadWorkers(s);
   // Gradients as the job sends them: the costs and `auto`'s times count the wire's bytes.
@@ -86,7 +185,7 @@ PlanReport MakePlanReport(const config::ScenarioSpec& s) {
   r.servers = in.servers;
   r.colocated = in.colocated;
   r.batch_per_worker = in.batch;
-  r.scheme = s.scheme;
+  r.scheme = s.baseline.empty() ? s.scheme : "allreduce (baseline " + s.baseline + ")";
   r.layer_overrides = !s.layer_schemes.empty();
   r.gradient_wire = core::WireFormatName(in.gradient_wire);
   for (int id : model.param_layers()) {
@@ -121,6 +220,7 @@ PlanReport MakePlanReport(const config::ScenarioSpec& s) {
     r.estimated_iteration_ms.emplace_back(fmt::format("all {}", core::SchemeName(sc)),
                                           core::EstimateIteration(model, in, all) * 1e3);
   }
+  if (!s.baseline.empty()) AddBaseline(s, model, &r);
   return r;
 }
 
@@ -181,6 +281,7 @@ int RunPlan(const config::ScenarioSpec& s, std::ostream& out) {
   }
   out << fmt::format("estimated iteration (SACP time model, {}): {} ms\n", r.compute_source,
                      fmt::join(estimates, ", "));
+  if (!r.baseline.empty()) PrintBaseline(r, out);
   return 0;
 }
 

@@ -11,7 +11,10 @@
 // or bf16, pushes, factors and ring steps at 2 bytes a value and pulls at 4, and the header names
 // the wire (an fp32 job's output does not mention it). Returns the process exit status (0). Throws
 // core::ModelError for a bad model and config::ConfigError for a scheme request the model does not
-// allow (sfb on a conv layer, an unknown layer name).
+// allow (sfb on a conv layer, an unknown layer name). A scenario with protocol.baseline plans every
+// layer as allreduce (as the job runs it) and adds the baseline's collectives: DDP's buckets with
+// NCCL's price of the ring and the tree for each and the algorithm each runs
+// (protocol.allreduce_algorithm; auto: NCCL's choice, core/nccl_tuning.h).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "config/scenario.h"
+#include "core/nccl_tuning.h"
 
 namespace poseidon::app {
 
@@ -37,6 +41,16 @@ struct PlanLayerRow {
   int64_t ps_bytes = -1, sfb_bytes = -1, allreduce_bytes = -1;
   std::string choice;  // ps | sfb | allreduce
   std::string reason;
+};
+
+// One collective of a baseline's iteration (from iteration 1 on: DDP's rebuilt buckets), with
+// NCCL's price of each algorithm (core/nccl_tuning.h) and the algorithm it runs.
+struct PlanCollectiveRow {
+  std::string first_layer, last_layer;  // in forward order: the layers its tensors belong to
+  int tensors = 0;
+  int64_t bytes = 0;
+  std::string algorithm;  // ring | tree
+  double nccl_ring_us = 0, nccl_tree_us = 0;  // NCCL's model (tree 0 on one machine)
 };
 
 struct PlanReport {
@@ -62,6 +76,16 @@ struct PlanReport {
   std::string compute_source;
   // The SACP time model's iteration estimate: ("plan", ms), ("all ps", ms), ("all sfb", ms), ...
   std::vector<std::pair<std::string, double>> estimated_iteration_ms;
+  // protocol.baseline ("" for Poseidon's own protocol; then nothing below is filled).
+  std::string baseline;
+  std::string allreduce_algorithm;  // ring | tree | auto
+  // NCCL's model's inputs (config::BuildNcclTopology) and where it turns to the ring for good
+  // (core::NcclRingFromBytes: 0 one machine, -1 never up to 2^40 bytes).
+  core::NcclTopology nccl;
+  int64_t nccl_ring_from_bytes = 0;
+  // DDP's collectives of an iteration after the first; empty for Horovod, whose fused
+  // collectives depend on what is ready at each cycle.
+  std::vector<PlanCollectiveRow> collectives;
 };
 
 // Throws as RunPlan does.

@@ -20,6 +20,8 @@ GOLDEN = os.path.join(ROOT, "tests", "golden", "plan")
 ALEXNET = "scenarios/experiments/paper2015_alexnet.yaml"
 DEMO = "scenarios/demo.yaml"
 BERT = "scenarios/experiments/bert_base_4w.yaml"
+DDP = "scenarios/experiments/ddp_v100_25g.yaml"
+HYBRID = "scenarios/experiments/hybrid_v100_25g.yaml"
 
 # name -> (scenario, --set overrides)
 CASES = {
@@ -31,6 +33,14 @@ CASES = {
     "alexnet_bf16": (ALEXNET, ["protocol.gradient_wire=bf16"]),
     "demo_dedicated_3_shards_fp16": (DEMO, ["cluster.placement=dedicated", "cluster.servers=3",
                                             "protocol.gradient_wire=fp16"]),
+    # A baseline: every layer allreduce, DDP's buckets with NCCL's price of ring and tree and the
+    # algorithm each runs (allreduce_algorithm auto: NCCL's choice, core/nccl_tuning.h).
+    "ddp_resnet50_8x8_v100_auto": (HYBRID, ["cluster.client=device", "protocol.scheme=null",
+                                            "protocol.baseline=ddp",
+                                            "protocol.allreduce_algorithm=auto"]),
+    "ddp_cifar10_quick_32_auto": (DDP, ["model=cifar10_quick", "batch_per_worker=50",
+                                        "cluster.machines=32", "protocol.allreduce_algorithm=auto"]),
+    "horovod_resnet50_8": (DDP, ["protocol.baseline=horovod"]),
 }
 
 
