@@ -83,15 +83,20 @@ TreeLinks AllreduceTreeLinks(const JobLayout& layout, int worker, int tree) {
 }
 
 int TreeDepth(const JobLayout& layout) {
+  // The deepest worker is the last of its machine's chain (per_machine - 1 hops to the head) on
+  // the deepest machine; tree 1 relabels tree 0's nodes, so both have tree 0's depth. Each
+  // machine's walk up takes O(log machines) steps: the whole is O(machines log machines), where
+  // walking every worker's links took O(workers x depth) allocations (every worker computes it).
+  const int P = layout.num_workers;
+  const int machines = layout.machine_of[static_cast<size_t>(layout.worker(P - 1))] -
+                       layout.machine_of[static_cast<size_t>(layout.worker(0))] + 1;
   int depth = 0;
-  for (int t = 0; t < 2; ++t) {
-    for (int w = 0; w < layout.num_workers; ++w) {
-      int hops = 0;
-      for (int at = w; (at = AllreduceTreeLinks(layout, at, t).parent) >= 0;) ++hops;
-      depth = std::max(depth, hops);
-    }
+  for (int r = 0; r < machines; ++r) {
+    int hops = 0;
+    for (int at = r; (at = BtreeParent(machines, at)) >= 0;) ++hops;
+    depth = std::max(depth, hops);
   }
-  return depth;
+  return depth + P / machines - 1;
 }
 
 }  // namespace poseidon::core

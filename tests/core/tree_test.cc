@@ -128,6 +128,22 @@ TEST(AllreduceTree, PiecesShrinkUntilADeepTreeHasEnoughInFlight) {
   EXPECT_EQ(TreeDepth(JobLayout::Colocated(8, 1)), 3);
   EXPECT_EQ(TreeDepth(JobLayout::Colocated(2, 1)), 1);
   EXPECT_EQ(TreeDepth(JobLayout::Build(3, 4, 1, true)), 5);
+  // The closed form (the chain plus the deepest machine) is the most hops any worker walks up
+  // either tree's links.
+  for (int machines = 1; machines <= 70; ++machines) {
+    for (int per : {1, 2, 3, 8}) {
+      const JobLayout layout = JobLayout::Build(machines, per, 1, true);
+      int walked = 0;
+      for (int t = 0; t < 2; ++t) {
+        for (int w = 0; w < layout.num_workers; ++w) {
+          int hops = 0;
+          for (int at = w; (at = AllreduceTreeLinks(layout, at, t).parent) >= 0;) ++hops;
+          walked = std::max(walked, hops);
+        }
+      }
+      EXPECT_EQ(TreeDepth(layout), walked) << machines << " x " << per;
+    }
+  }
 }
 
 }  // namespace
