@@ -454,6 +454,28 @@ TEST(Collectives, HorovodFusesAnsweredTensorsWithinTheThreshold) {
   EXPECT_EQ(core::FuseTensors(t, 0, 6, 2600), (std::vector<int>{3, 5, 6}));
 }
 
+// Step `s` of clock 1 of collective `c`'s first piece from worker `from` to worker `to`, carrying
+// the floats that step carries under the collective's algorithm (a tree's half, a ring's
+// segment), all ones.
+core::Message BucketStep(const core::JobLayout& layout, const core::Collective& c, int from,
+                         int to, int s) {
+  const bool tree = c.algorithm == core::AllreduceAlgorithm::kTree;
+  const int P = layout.num_workers;
+  core::Message m;
+  m.type = core::MsgType::kBucket;
+  m.from = layout.worker(from);
+  m.to = layout.worker(to);
+  m.clock = 1;
+  m.layer = c.first_layer;
+  m.chunk = c.piece_base;
+  m.step = s;
+  const int seg = tree ? core::TreeHalf(s) % 2 : core::RingSegmentSent(from, s, P);
+  const core::RingSpan span = core::RingSegmentFloats(c.bytes, c.piece_bytes, 0, seg, tree ? 2 : P);
+  m.payload_bytes = span.count * 4;
+  m.data = std::make_shared<const std::vector<float>>(static_cast<size_t>(span.count), 1.f);
+  return m;
+}
+
 // A tree step is taken only from a child of its half's tree (up) or from the parent (down), with
 // a step of the tree's four and the half's floats; anything else is the sender's error.
 TEST(Collectives, TreeStepsFromAnyoneButTheTreeNeighboursAreRefused) {
@@ -468,19 +490,7 @@ TEST(Collectives, TreeStepsFromAnyoneButTheTreeNeighboursAreRefused) {
   // Tree 0 over 4 machines: 0 <- 2 <- {1, 3}; tree 1 mirrors it: 3 <- 1 <- {0, 2}.
   const core::Collective& c = plan.Ddp(1).front();
   auto step = [&](int from, int to, int s) {
-    core::Message m;
-    m.type = core::MsgType::kBucket;
-    m.from = layout.worker(from);
-    m.to = layout.worker(to);
-    m.clock = 1;
-    m.layer = c.first_layer;
-    m.chunk = c.piece_base;
-    m.step = s;
-    const core::RingSpan span =
-        core::RingSegmentFloats(c.bytes, cfg.chunk_bytes, 0, core::TreeHalf(s), 2);
-    m.payload_bytes = span.count * 4;
-    m.data = std::make_shared<const std::vector<float>>(static_cast<size_t>(span.count), 1.f);
-    return core::CheckMessageShape(shape, m.to, m);
+    return core::CheckMessageShape(shape, layout.worker(to), BucketStep(layout, c, from, to, s));
   };
   EXPECT_FALSE(step(1, 2, core::TreeStep(0, false)));  // up tree 0: 1 is a child of 2
   EXPECT_FALSE(step(2, 1, core::TreeStep(0, true)));   // down tree 0: 2 is 1's parent
@@ -526,21 +536,7 @@ TEST(Collectives, AutoJudgesEachStepByItsCollectivesAlgorithm) {
   ASSERT_EQ(tree.algorithm, core::AllreduceAlgorithm::kTree);
   ASSERT_EQ(ring.algorithm, core::AllreduceAlgorithm::kRing);
   auto step = [&](const core::Collective& c, int from, int to, int s) {
-    const bool is_tree = c.algorithm == core::AllreduceAlgorithm::kTree;
-    core::Message m;
-    m.type = core::MsgType::kBucket;
-    m.from = layout.worker(from);
-    m.to = layout.worker(to);
-    m.clock = 1;
-    m.layer = c.first_layer;
-    m.chunk = c.piece_base;
-    m.step = s;
-    const int seg = is_tree ? core::TreeHalf(s) % 2 : core::RingSegmentSent(from, s, 5);
-    const core::RingSpan span =
-        core::RingSegmentFloats(c.bytes, c.piece_bytes, 0, seg, is_tree ? 2 : 5);
-    m.payload_bytes = span.count * 4;
-    m.data = std::make_shared<const std::vector<float>>(static_cast<size_t>(span.count), 1.f);
-    return core::CheckMessageShape(shape, m.to, m);
+    return core::CheckMessageShape(shape, layout.worker(to), BucketStep(layout, c, from, to, s));
   };
   // Tree 0 over 5 machines: 0 <- 4 <- 2 <- {1, 3}; worker 1 is a child of 2, and 1 precedes 2 in
   // the ring.

@@ -75,33 +75,28 @@ TEST_F(LiveTest, BspFollowsTheOneProcessLossCurveWith1And2And4Workers) {
     }
     EXPECT_GT(want.front() - want.back(), 0.5) << "the curve must actually descend";
   }
-  // DDP's buckets all-reduced by NCCL's tree (core/tree.h) on 4 machines: the same curve.
-  const std::string csv = Dir() + "/ddp_tree.csv";
-  Result r = Launch("ddp_tree",
-                    "--workers 4 --servers 1 --set iterations=25 --set batch_per_worker=8 --set "
-                    "protocol.scheme=allreduce --set protocol.baseline=ddp --set "
-                    "protocol.allreduce_algorithm=tree --set protocol.ddp.bucket_cap_mib=0.05 "
-                    "--set protocol.chunk_kib=64 --print-interval 1 --csv " + csv);
-  ASSERT_EQ(r.rc, 0) << r.out;
-  const std::vector<double> got = Losses(csv);
-  ASSERT_EQ(got.size(), want.size()) << r.out;
-  for (int i = 0; i < iters; ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << "ddp by tree, iteration " << i + 1;
-  }
+  // DDP on 4 machines, its buckets all-reduced by `algorithm`: the same curve.
+  auto ddp = [&](const std::string& algorithm, const std::string& bucket_cap_mib) {
+    const std::string csv = Dir() + "/ddp_" + algorithm + ".csv";
+    Result r = Launch("ddp_" + algorithm,
+                      "--workers 4 --servers 1 --set iterations=25 --set batch_per_worker=8 --set "
+                      "protocol.scheme=allreduce --set protocol.baseline=ddp --set "
+                      "protocol.allreduce_algorithm=" + algorithm +
+                      " --set protocol.ddp.bucket_cap_mib=" + bucket_cap_mib +
+                      " --set protocol.chunk_kib=64 --print-interval 1 --csv " + csv);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const std::vector<double> got = Losses(csv);
+    ASSERT_EQ(got.size(), want.size()) << r.out;
+    for (int i = 0; i < iters; ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << "ddp by " << algorithm << ", iteration "
+                                                   << i + 1;
+    }
+  };
+  // NCCL's tree (core/tree.h).
+  ddp("tree", "0.05");
   // NCCL's own choice per bucket, every tensor a bucket: the biases by the tree, the weights by
-  // the ring (core/nccl_tuning.h at 1 Gbit/s on 4 machines): the same curve.
-  const std::string auto_csv = Dir() + "/ddp_auto.csv";
-  r = Launch("ddp_auto",
-             "--workers 4 --servers 1 --set iterations=25 --set batch_per_worker=8 --set "
-             "protocol.scheme=allreduce --set protocol.baseline=ddp --set "
-             "protocol.allreduce_algorithm=auto --set protocol.ddp.bucket_cap_mib=0.001 "
-             "--set protocol.chunk_kib=64 --print-interval 1 --csv " + auto_csv);
-  ASSERT_EQ(r.rc, 0) << r.out;
-  const std::vector<double> got_auto = Losses(auto_csv);
-  ASSERT_EQ(got_auto.size(), want.size()) << r.out;
-  for (int i = 0; i < iters; ++i) {
-    EXPECT_NEAR(got_auto[i], want[i], 1e-4 * want[i]) << "ddp by auto, iteration " << i + 1;
-  }
+  // the ring (core/nccl_tuning.h at 1 Gbit/s on 4 machines).
+  ddp("auto", "0.001");
 }
 
 // The small vision transformer (patch embedding, class token, attention, layer norm, GELU; the
