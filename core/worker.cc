@@ -981,7 +981,8 @@ ProtocolError Worker::OnBucketStep(TimeNs now, const Message& msg, bool buffered
   bool reduce = true;
   const bool tree = c->algorithm == AllreduceAlgorithm::kTree;
   if (tree) {
-    // CheckMessageShape made sure the sender is a child (up) or the parent (down) of this half.
+    // The sender is a child (up) or the parent (down) of this half: CheckMessageShape made sure,
+    // or, for a collective whose algorithm is its own (auto), CheckCollectiveStep.
     const int half = TreeHalf(msg.step);
     TreeRecv& r = tree_recv_[{msg.clock, msg.chunk}];
     reduce = !TreePhaseDown(msg.step);
