@@ -243,6 +243,31 @@ py::dict Plan(const std::string& scenario, const std::vector<std::string>& overr
   py::dict estimates;
   for (const auto& [what, ms] : r.estimated_iteration_ms) estimates[py::str(what)] = ms;
   out["estimated_iteration_ms"] = estimates;
+  if (r.baseline.empty()) {
+    out["baseline"] = py::none();
+    return out;
+  }
+  py::dict b;
+  b["kind"] = r.baseline;
+  b["allreduce_algorithm"] = r.allreduce_algorithm;
+  b["nccl_processes"] = r.nccl.ranks;
+  b["nccl_machines"] = r.nccl.nodes;
+  b["nccl_ring_from_bytes"] = r.nccl_ring_from_bytes;
+  py::list collectives;
+  for (const app::PlanCollectiveRow& c : r.collectives) {
+    py::dict row;
+    row["first_layer"] = c.first_layer;
+    row["last_layer"] = c.last_layer;
+    row["tensors"] = c.tensors;
+    row["bytes"] = c.bytes;
+    row["nccl_ring_us"] = c.nccl_ring_us;
+    row["nccl_tree_us"] = c.nccl_tree_us > 0 ? py::object(py::float_(c.nccl_tree_us))
+                                             : py::object(py::none());
+    row["algorithm"] = c.algorithm;
+    collectives.append(row);
+  }
+  b["collectives"] = collectives;
+  out["baseline"] = b;
   return out;
 }
 

@@ -31,6 +31,8 @@ __all__ = ["ConfigError", "ModelError", "SimulationError", "data_dir", "models",
 
 PLAN_COLUMNS = ["name", "type", "shape", "params", "ps_bytes", "sfb_bytes", "allreduce_bytes",
                 "choice", "reason"]
+COLLECTIVE_COLUMNS = ["first_layer", "last_layer", "tensors", "bytes", "nccl_ring_us",
+                      "nccl_tree_us", "algorithm"]
 
 
 def data_dir():
@@ -97,10 +99,19 @@ def plan(scenario=None, set=None):  # noqa: A002
     type, shape, params, ps_bytes, sfb_bytes, allreduce_bytes -- per iteration through the
     busiest NIC, NaN where the scheme does not apply -- choice, reason), total_bytes,
     all_ps_bytes, ratio_to_all_ps, layers_by_scheme, compute_source, estimated_iteration_ms
-    ({"plan": ms, "all ps": ms, ...}).
+    ({"plan": ms, "all ps": ms, ...}), and baseline: None, or for a scenario with
+    protocol.baseline a dict of kind (ddp | horovod), allreduce_algorithm, nccl_processes,
+    nccl_machines, nccl_ring_from_bytes (the power of two from which NCCL's model keeps to the
+    ring: 0 on one machine, -1 never) and collectives (a DataFrame of DDP's buckets from
+    iteration 1: first_layer, last_layer, tensors, bytes, nccl_ring_us, nccl_tree_us -- NCCL's
+    price of each, NaN for the tree on one machine -- and the algorithm each runs; empty for
+    Horovod, whose fusions depend on readiness).
     """
     info = _ext.plan(_scenario(scenario), _frames.overrides(set))
     info["layers"] = _frames.frame(info["layers"], PLAN_COLUMNS)
+    if info["baseline"] is not None:
+        info["baseline"]["collectives"] = _frames.frame(info["baseline"]["collectives"],
+                                                        COLLECTIVE_COLUMNS)
     return info
 
 

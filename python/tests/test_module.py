@@ -226,6 +226,27 @@ def test_plan_equals_cli():
 
 
 @needs_cli
+def test_plan_lists_a_baselines_buckets_with_nccls_choice():
+    """protocol.baseline ddp with allreduce_algorithm auto: DDP's buckets, each with NCCL's price
+    of ring and tree and the cheaper of the two as the algorithm it runs, as the CLI prints."""
+    overrides = ["protocol.baseline=ddp", "protocol.scheme=null", "protocol.allreduce_algorithm=auto"]
+    plan = poseidon.plan(PLAN, set=overrides)
+    assert poseidon.plan(PLAN)["baseline"] is None
+    b = plan["baseline"]
+    assert (b["kind"], b["allreduce_algorithm"]) == ("ddp", "auto")
+    assert set(plan["layers"]["choice"]) == {"allreduce"}
+    buckets = b["collectives"]
+    assert len(buckets) > 0
+    for _, row in buckets.iterrows():
+        cheaper = "tree" if row["nccl_tree_us"] <= row["nccl_ring_us"] else "ring"
+        assert row["algorithm"] == cheaper, row
+    assert buckets["bytes"].sum() == sum(plan["layers"]["params"]) * 4
+    text = cli("plan", PLAN, *[x for o in overrides for x in ("--set", o)]).stdout
+    assert text == poseidon.plan_text(PLAN, set=overrides)
+    assert "DDP's buckets from iteration 1 on" in text
+
+
+@needs_cli
 @pytest.mark.parametrize("overrides", [[], ["cluster.placement=dedicated", "cluster.servers=3"]])
 def test_plan_prices_a_16bit_gradient_wire(overrides):
     """protocol.gradient_wire fp16: a PS push is half of fp32's, its pull the same (fp32: push =
