@@ -518,6 +518,50 @@ TEST(Collectives, TreeStepsFromAnyoneButTheTreeNeighboursAreRefused) {
   EXPECT_EQ(short_half.code, core::ProtocolErrorCode::kWrongShape) << short_half.what;
 }
 
+// Horovod: a bucket step that arrived before the coordinator's answer and then does not fit the
+// collective it belongs to is its sender's error. Worker 0 takes its own answer inside its
+// negotiation cycle (a timer, where no peer's message could carry the error back): it must not
+// abort, nor blame another peer; the forger's next message is refused with that error, which
+// closes the forger's connection in a real host.
+TEST(Collectives, HorovodBlamesAMisfitBufferedStepOnItsSender) {
+  const core::Model model = core::Model::Build(ThreeFcSpec());
+  for (int to : {0, 2}) for (uint64_t seed = 0; seed < 16; ++seed) {
+    core::ProtocolConfig cfg = BaselineConfig(model, core::Baseline::kHorovod);
+    FakeCluster c(model, core::JobLayout::Colocated(3, 1), cfg, seed);
+    c.deliver_timers = true;
+    const core::JobLayout& layout = c.layout();
+    // Step 0 of clock 0's first piece from `to`'s predecessor in the ring (which the shape check
+    // takes: the collective is not known yet), naming a layer no collective starts at (the loss,
+    // which has no parameters).
+    const int from = (to + 2) % 3;
+    const int32_t loss = static_cast<int32_t>(model.layers().size()) - 1;
+    ASSERT_TRUE(model.layers().back().blobs.empty());
+    core::Message forged;
+    forged.type = core::MsgType::kBucket;
+    forged.from = layout.worker(from);
+    forged.to = layout.worker(to);
+    forged.clock = 0;
+    forged.layer = loss;
+    forged.chunk = 0;
+    forged.step = 0;
+    forged.payload_bytes = 4;
+    ASSERT_FALSE(c.mutable_worker(to).OnMessage(0, forged)) << "buffered until the answer";
+    std::vector<std::pair<core::Message, core::ProtocolError>> refused;
+    c.on_refused = [&](const core::Message& m, const core::ProtocolError& e) {
+      refused.emplace_back(m, e);
+    };
+    c.Run();
+    ASSERT_FALSE(refused.empty()) << "worker " << to << " seed " << seed;
+    for (const auto& [m, e] : refused) {
+      EXPECT_EQ(m.from, forged.from)
+          << "worker " << to << " seed " << seed << ": only the forger is refused";
+      EXPECT_EQ(m.to, forged.to);
+      EXPECT_EQ(e.code, core::ProtocolErrorCode::kOutOfRange) << e.what;
+      EXPECT_NE(e.what.find("naming layer " + std::to_string(loss)), std::string::npos) << e.what;
+    }
+  }
+}
+
 // Under auto a step is judged by its collective's algorithm: the tree's neighbours for the small
 // bucket, the ring's predecessor for a large one; a ring step into a tree collective (or the
 // reverse) is the sender's error.

@@ -76,8 +76,12 @@ class FakeCluster {
         actors_[act.msg.from]->OnSent(now_, act.msg);
         if (on_deliver) on_deliver(now_, act.msg);
         if (core::ProtocolError e = actors_[act.msg.to]->OnMessage(now_, act.msg)) {
-          ADD_FAILURE() << "actor " << act.msg.to << " refused " << core::Describe(act.msg)
-                        << ": " << e.what;
+          if (on_refused) {
+            on_refused(act.msg, e);
+          } else {
+            ADD_FAILURE() << "actor " << act.msg.to << " refused " << core::Describe(act.msg)
+                          << ": " << e.what;
+          }
         }
       } else {
         if (on_task_done) on_task_done(now_, act.actor, act.task);
@@ -112,6 +116,9 @@ class FakeCluster {
   std::function<void(core::TimeNs, const core::Message&)> on_deliver;
   std::function<void(core::TimeNs, core::ActorId, const core::ComputeTask&)> on_task_done;
   std::function<void(const core::TraceEvent&)> on_trace;
+  // A message its receiver refused (a host would close that connection); unset, a refusal fails
+  // the test.
+  std::function<void(const core::Message&, const core::ProtocolError&)> on_refused;
   // Timers (Host::SetTimer) are ignored unless set: then each is an action like the others, in
   // FIFO order (its time is not honoured: logical time only).
   bool deliver_timers = false;
