@@ -83,6 +83,11 @@ void ReadInterconnectFigures(MapReader& r, InterconnectSpec* spec) {
     }
   }
   if (spec->kind == InterconnectKind::kHost) spec->reduce_on = ReduceOn::kHost;
+  if (r.Has("cpu_vendor")) {
+    const std::string v = r.Choice("cpu_vendor", {"intel", "amd", "other"}, "intel");
+    spec->cpu_vendor = v == "amd" ? CpuVendor::kAmd : v == "other" ? CpuVendor::kOther
+                                                                    : CpuVendor::kIntel;
+  }
 }
 
 InterconnectSpec LoadInterconnectFile(const std::string& path) {

@@ -17,6 +17,9 @@
 //   host_memory_gbs: 400          # host memory bandwidth the copies, the host's sums and the NIC
 //                                 # share (> 0; omitted: the scenario's server_update_gbs)
 //   reduce_on: device             # device | host (config/specs.h ReduceOn)
+//   cpu_vendor: amd               # intel | amd | other: the machine's CPUs, where NCCL's tuning
+//                                 # reads them (core/nccl_tuning.h: a network post costs 2 us on
+//                                 # AMD, 1 elsewhere); omitted: intel
 //
 // A scenario names a file (`cluster.interconnect: dgx_a100`) or writes the keys in a mapping
 // (`cluster.interconnect: {file: dgx_a100, reduce_on: host}`: a file's figures with overrides;
@@ -37,7 +40,7 @@ InterconnectSpec LoadInterconnectFile(const std::string& path);
 InterconnectSpec ParseInterconnectYaml(const std::string& text, const std::string& name);
 
 // The figure keys of a file or a scenario's mapping (kind, link_gbs, link_latency_us, pcie_gbs,
-// host_memory_gbs, reduce_on) into *spec, each key given replacing what *spec holds; checks that
+// host_memory_gbs, reduce_on, cpu_vendor) into *spec, each key given replacing what *spec holds; checks that
 // they fit the kind (link_gbs only for nvlink, and required there). Marks them read in r.
 void ReadInterconnectFigures(MapReader& r, InterconnectSpec* spec);
 

@@ -58,6 +58,8 @@ core::NcclTopology BuildNcclTopology(const ScenarioSpec& s) {
   }
   t.intra_GBps = intra_Bps / 1e9;
   t.generation = NcclGenerationOf(s);
+  // getNetOverhead (src/graph/tuning.cc): 2 us on AMD x86, 1 us on Intel and others.
+  t.net_overhead_us = s.interconnect.cpu_vendor == CpuVendor::kAmd ? 2.0 : 1.0;
   return t;
 }
 

@@ -30,7 +30,8 @@ core::WireFormat BuildGradientWire(const ScenarioSpec& s, const core::Model& mod
 // allreduce_algorithm auto: the job's workers on its worker machines, a machine's NIC
 // (network.bandwidth_gbps), a device's path inside the machine (the interconnect's NVLink rate,
 // else its or the device's PCIe rate; for one process per machine the NIC's), and the device's
-// generation. The CPU's network post overhead is NCCL's on Intel x86 (1 us).
+// generation; the network post overhead from the interconnect's cpu_vendor (2 us on AMD, 1 us
+// on Intel and others, as NCCL's getNetOverhead; without an interconnect, Intel's).
 core::NcclTopology BuildNcclTopology(const ScenarioSpec& s);
 
 // The protocol configuration: SACP plan, consistency, gate, priorities. Throws ConfigError (at

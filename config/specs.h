@@ -153,6 +153,9 @@ enum class InterconnectKind { kNvlink, kPcie, kHost };
 //           fresh layer from the host.
 enum class ReduceOn { kDevice, kHost };
 
+// A machine's CPUs, where NCCL's tuning reads them (core/nccl_tuning.h NcclTopology).
+enum class CpuVendor { kIntel, kAmd, kOther };
+
 struct InterconnectSpec {
   std::string name;
   std::string description;
@@ -165,6 +168,7 @@ struct InterconnectSpec {
   double host_memory_Bps = 0;      // shared by copies, the host's sums and the NIC; 0: the
                                    // scenario's server_update_gbs
   ReduceOn reduce_on = ReduceOn::kDevice;
+  CpuVendor cpu_vendor = CpuVendor::kIntel;  // the machine's CPUs (NCCL's network post overhead)
   core::SourceLoc loc;             // the file or mapping
   core::SourceLoc link_loc;        // link_gbs, for errors about it
   core::SourceLoc pcie_loc;        // pcie_gbs

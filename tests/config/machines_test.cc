@@ -253,6 +253,14 @@ TEST(InterconnectFile, NeedsASourceAndAKind) {
   EXPECT_NE(error("schema_version: 1\nname: x\nsource: s\nkind: host\nreduce_on: device\n")
                 .find("i.yaml:5:12: error: kind: host devices are threads of one process"),
             std::string::npos);
+  const std::string vendor =
+      error("schema_version: 1\nname: x\nsource: s\nkind: pcie\ncpu_vendor: arm\n");
+  EXPECT_NE(vendor.find("i.yaml:5:13: error:"), std::string::npos) << vendor;
+  EXPECT_NE(vendor.find("cpu_vendor"), std::string::npos) << vendor;
+  EXPECT_EQ(ParseInterconnectYaml("schema_version: 1\nname: x\nsource: s\nkind: pcie\n"
+                                  "cpu_vendor: amd\n", "i.yaml")
+                .cpu_vendor,
+            CpuVendor::kAmd);
 }
 
 // Every shipped interconnect file loads, says where its figures come from, and fits the devices

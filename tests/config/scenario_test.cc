@@ -336,10 +336,16 @@ TEST(NcclTopologyOf, ReadsTheClusterAsNcclsSearchWould) {
   EXPECT_TRUE(t.intra_nvlink);
   EXPECT_DOUBLE_EQ(t.intra_GBps, 150);  // dgx1_v100.yaml: six NVLink 2 links of 25 GB/s
   EXPECT_EQ(t.generation, core::NcclGeneration::kVolta);
+  EXPECT_DOUBLE_EQ(t.net_overhead_us, 1);  // two Xeon E5-2698 v4
   s = LoadScenarioFile(dir + "hybrid_h100_400g.yaml", {"cluster.client=device"});
   t = BuildNcclTopology(s);
   EXPECT_EQ(t.generation, core::NcclGeneration::kHopper);
   EXPECT_DOUBLE_EQ(t.net_GBps, 50);
+  // A DGX A100's two AMD EPYC 7742: NCCL's network post overhead is 2 us there.
+  s = LoadScenarioFile(dir + "hybrid_a100_100g.yaml", {"cluster.client=device"});
+  t = BuildNcclTopology(s);
+  EXPECT_EQ(t.generation, core::NcclGeneration::kAmpere);
+  EXPECT_DOUBLE_EQ(t.net_overhead_us, 2);
   // One process per machine: the NIC is the only path.
   s = LoadScenarioFile(dir + "ddp_v100_25g.yaml");
   t = BuildNcclTopology(s);
