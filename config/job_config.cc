@@ -36,7 +36,22 @@ core::FaultConfig BuildFault(const ScenarioSpec& s) {
 
 namespace {
 
-core::NcclGeneration NcclGenerationOf(const ScenarioSpec& s);
+// The row of NCCL's tables a device's generation reads (compCapIndex: below sm_80 is Volta's;
+// Ada, sm_89, is Ampere's); a CPU device or an unnamed generation reads Volta's, the first.
+core::NcclGeneration NcclGenerationOf(const ScenarioSpec& s) {
+  if (!s.device) return core::NcclGeneration::kVolta;
+  switch (s.device->architecture) {
+    case GpuArchitecture::kAmpere:
+    case GpuArchitecture::kAda:
+      return core::NcclGeneration::kAmpere;
+    case GpuArchitecture::kHopper:
+      return core::NcclGeneration::kHopper;
+    case GpuArchitecture::kBlackwell:
+      return core::NcclGeneration::kBlackwell;
+    default:
+      return core::NcclGeneration::kVolta;
+  }
+}
 
 }  // namespace
 
@@ -66,23 +81,6 @@ core::NcclTopology BuildNcclTopology(const ScenarioSpec& s) {
 namespace {
 
 int64_t MibBytes(double mib) { return std::llround(mib * 1024 * 1024); }
-
-// The row of NCCL's tables a device's generation reads (compCapIndex: below sm_80 is Volta's;
-// Ada, sm_89, is Ampere's); a CPU device or an unnamed generation reads Volta's, the first.
-core::NcclGeneration NcclGenerationOf(const ScenarioSpec& s) {
-  if (!s.device) return core::NcclGeneration::kVolta;
-  switch (s.device->architecture) {
-    case GpuArchitecture::kAmpere:
-    case GpuArchitecture::kAda:
-      return core::NcclGeneration::kAmpere;
-    case GpuArchitecture::kHopper:
-      return core::NcclGeneration::kHopper;
-    case GpuArchitecture::kBlackwell:
-      return core::NcclGeneration::kBlackwell;
-    default:
-      return core::NcclGeneration::kVolta;
-  }
-}
 
 // protocol.baseline into the core's BaselineConfig; the sizes are whole bytes (at least one) and
 // Horovod's fusion threshold at least the model's smallest gradient tensor.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <limits>
 #include <span>
 
@@ -39,13 +40,8 @@ std::span<const double> Speeds(NcclGeneration g) {
   return kSpeeds;
 }
 
-int Log2Floor(int64_t v) {  // log2i: -1 for v <= 0
-  int l = -1;
-  while (v > 0) {
-    v >>= 1;
-    ++l;
-  }
-  return l;
+int Log2Floor(int64_t v) {  // NCCL's log2i: -1 for v <= 0
+  return v <= 0 ? -1 : static_cast<int>(std::bit_width(static_cast<uint64_t>(v))) - 1;
 }
 
 // The search's channels: the fastest speed a channel through the machine's NIC (and its own

@@ -27,8 +27,7 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
       send_queue_(host, config.priority_window_bytes),
       devices_(config.devices_per_machine),
       end_(config.iterations),
-      copies_(config.device_copies && config.devices_per_machine == 1),
-      tree_(CollectivePlan::MayRunTree(config.baseline)) {
+      copies_(config.device_copies && config.devices_per_machine == 1) {
   POSEIDON_CHECK(layout_.IsWorker(id_)) << "actor " << id_ << " is not a worker";
   POSEIDON_CHECK(devices_ >= 1) << "devices_per_machine " << devices_;
   dev_.resize(static_cast<size_t>(devices_));
@@ -73,7 +72,7 @@ Worker::Worker(ActorId id, const Model& model, const Placement& placement,
     }
     tensor_ready_.assign(plan_.tensors().size(), 0);
     if (config_.baseline.kind == Baseline::kDdp) fused_ = plan_.Ddp(0);
-    if (tree_) {
+    if (CollectivePlan::MayRunTree(config_.baseline)) {
       for (int t = 0; t < 2; ++t) tree_links_[t] = AllreduceTreeLinks(layout_, rank_, t);
     }
     if (config_.baseline.kind == Baseline::kHorovod && rank_ == 0) {

@@ -232,8 +232,7 @@ class Worker final : public Actor {
     int up[2] = {0, 0};                // children's partial sums of each half
     bool down[2] = {false, false};     // the parent's sum of each half
   };
-  const bool tree_;  // a collective may run NCCL's tree (CollectivePlan::MayRunTree)
-  TreeLinks tree_links_[2];
+  TreeLinks tree_links_[2];  // when a collective may run NCCL's tree (CollectivePlan::MayRunTree)
   std::vector<TreePiece> tree_pieces_;  // of the running collective
   std::map<std::pair<int64_t, int32_t>, TreeRecv> tree_recv_;
   // Peers whose buffered bucket step did not fit the collective it turned out to belong to
