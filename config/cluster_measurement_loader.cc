@@ -16,6 +16,69 @@ bool IsCalibrationSystem(const std::string& s) {
   return s == "single_gpu" || s == "single_machine";
 }
 
+namespace {
+
+// One entry of a setup's `settings`.
+struct Setting {
+  std::vector<std::string> models, precisions, systems;  // empty: every one
+  std::vector<std::string> keys;
+  bool Matches(const MeasurementRow& m) const {
+    auto in = [](const std::vector<std::string>& v, const std::string& x) {
+      return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
+    };
+    return in(models, m.model) && in(precisions, m.precision) && in(systems, m.system);
+  }
+};
+
+// An optional list of strings under `key` (a lone string is a list of one).
+std::vector<std::string> StringList(MapReader& r, const std::string& key) {
+  const YAML::Node n = r.OptionalNode(key);
+  std::vector<std::string> out;
+  if (n.IsNull()) return out;
+  if (n.IsScalar()) return {AsString(n, r.file(), r.what() + " " + key)};
+  if (!n.IsSequence() || n.size() == 0) {
+    FailAt(n, r.file(), r.what() + ": '" + key + "' must be a non-empty list of names");
+  }
+  for (const YAML::Node& x : n) out.push_back(AsString(x, r.file(), r.what() + " " + key));
+  return out;
+}
+
+// One entry of a setup's `settings`: the keys (`set`, each KEY=VALUE as `--set` takes it) that
+// the rows of the listed models, precisions and systems run with, and where they were read.
+Setting ReadSetting(const YAML::Node& node, const std::string& path, const std::string& what,
+                    const std::vector<std::string>& setup_systems) {
+  MapReader r(node, path, what);
+  Setting out;
+  out.models = StringList(r, "models");
+  out.precisions = StringList(r, "precisions");
+  for (const std::string& p : out.precisions) {
+    if (p != "fp32" && p != "fp16" && p != "bf16" && p != "tf32") {
+      r.FailKey("precisions", fmt::format("precision '{}'; expected fp32, fp16, bf16 or tf32", p));
+    }
+  }
+  out.systems = StringList(r, "systems");
+  for (const std::string& sys : out.systems) {
+    if (std::find(setup_systems.begin(), setup_systems.end(), sys) == setup_systems.end() &&
+        !IsCalibrationSystem(sys)) {
+      r.FailKey("systems", fmt::format("system '{}' is not one of the setup's systems", sys));
+    }
+  }
+  if (!r.Has("set")) r.Fail("a setting without 'set': give the keys, e.g. set: [protocol.gradient_wire=fp16]");
+  out.keys = StringList(r, "set");
+  for (const std::string& k : out.keys) {
+    const size_t eq = k.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      r.FailKey("set", fmt::format("'{}' is not KEY=VALUE (as --set takes it)", k));
+    }
+  }
+  const std::string source = r.String("source");
+  if (source.empty()) r.FailKey("source", "say where the setting was read (file, commit, line)");
+  r.Finish();
+  return out;
+}
+
+}  // namespace
+
 std::vector<MeasurementRow> LoadClusterMeasurementFile(const std::string& path) {
   const YamlFile f = YamlFile::Load(path);
   if (!f.root().IsMap()) {
@@ -37,6 +100,7 @@ std::vector<MeasurementRow> LoadClusterMeasurementFile(const std::string& path) 
   struct Setup {
     std::string scenario, no_scenario;
     std::vector<std::string> systems;
+    std::vector<Setting> settings;
   };
   std::map<std::string, Setup> known_setups;
   for (const auto& kv : setups) {
@@ -59,6 +123,18 @@ std::vector<MeasurementRow> LoadClusterMeasurementFile(const std::string& path) 
     const YAML::Node systems = s.OptionalNode("systems");
     if (systems.IsMap()) {
       for (const auto& sys : systems) st.systems.push_back(sys.first.as<std::string>());
+    }
+    const YAML::Node settings = s.OptionalNode("settings");
+    if (!settings.IsNull()) {
+      if (!settings.IsSequence()) {
+        FailAt(settings, path, "setup '" + id + "': 'settings' must be a list of {models, "
+                               "precisions, systems, set, source} (scenarios/measurements/README.md)");
+      }
+      int n = 0;
+      for (const YAML::Node& e : settings) {
+        st.settings.push_back(ReadSetting(e, path, fmt::format("setup '{}' setting {}", id, ++n),
+                                          st.systems));
+      }
     }
     for (const char* k : {"device", "device_published", "gpus_per_machine_max", "intra_machine",
                           "network"}) {
@@ -130,6 +206,10 @@ std::vector<MeasurementRow> LoadClusterMeasurementFile(const std::string& path) 
     m.published = has_rate ? r.PositiveNumber("samples_per_s") : r.PositiveNumber("speedup");
     for (const char* k : {"ref", "transcribed_from", "note"}) r.Ignore(k);
     r.Finish();
+    for (const Setting& setting : st->second.settings) {
+      if (!setting.Matches(m)) continue;
+      m.setting_keys.insert(m.setting_keys.end(), setting.keys.begin(), setting.keys.end());
+    }
     out.push_back(std::move(m));
   }
   return out;

@@ -29,6 +29,10 @@ struct MeasurementRow {
   double published = 0;
   std::string scenario;     // the setup's scenario, resolved against the file; "" when none
   std::string no_scenario;  // the setup's `scenario:` text when it names no file
+  // The setup's `settings` that match this row (its model, precision and system), their keys in
+  // the file's order: how the benchmark's own code configured the system (bucket sizes, the
+  // gradients' wire format), each entry with the source it was read from.
+  std::vector<std::string> setting_keys;
   core::SourceLoc system_loc;  // where `system:` is, for errors about it
 };
 

@@ -61,6 +61,8 @@ std::vector<std::string> RowOverrides(const MeasurementRow& m, bool with_precisi
   const bool ps = m.system == "tf_ps" || m.system == "tf_ps_vars_cpu" || m.system == "caffe_ps" ||
                   config::IsCalibrationSystem(m.system);
   if (m.servers > 0 && ps) o.push_back(fmt::format("cluster.servers={}", m.servers));
+  // How the benchmark's own code configured the system (the setup's matching `settings`).
+  o.insert(o.end(), m.setting_keys.begin(), m.setting_keys.end());
   return o;
 }
 

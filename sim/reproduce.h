@@ -19,7 +19,9 @@
 // cluster.precision (when the device can run the row's precision under the framework compute
 // model; an fp32 row whose device cannot keeps the scenario's compute model, a mixed-precision one
 // is skipped), cluster.servers (rows that state it, parameter-server systems), the system's keys
-// (SystemOverrides) and cluster.compute_scale; then the caller's overrides, which win.
+// (SystemOverrides), the keys of the setup's `settings` that match the row (how the benchmark's
+// code configured the system: bucket sizes, the gradients' wire format; each cited in the file)
+// and cluster.compute_scale; then the caller's overrides, which win.
 //
 // Rows that cannot run are kept with the reason (setup without a scenario, model not in the
 // library, a scenario that refuses the row's keys, a failed simulation); none is dropped silently.

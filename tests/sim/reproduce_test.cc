@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -154,6 +155,62 @@ TEST_F(ReproduceFile, CalibratesOneGpuAndPredictsTheRest) {
   EXPECT_NE(table.find("Skipped rows (2)"), std::string::npos) << table;
   const std::string csv = FormatReproduce(r, OutputFormat::kCsv);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 6);
+}
+
+// A setup's `settings`: a matching row runs with their keys after the system's (and the run is
+// that of `simulate` with them); a row of another model, precision or system does not get them.
+TEST_F(ReproduceFile, SettingsApplyToTheRowsTheyName) {
+  std::string head = kHead;
+  const std::string at = "    scenario: tiny.yaml\n";
+  head.replace(head.find(at), at.size(),
+               at + "    settings:\n"
+                    "      - {models: [cifar10_quick], systems: [tf_ps], set: [protocol.dwbp=false], "
+                    "source: \"hand-made\"}\n"
+                    "      - {precisions: fp16, set: [cluster.servers=1], source: \"hand-made\"}\n");
+  const std::string text =
+      head + Row("calibration", "tiny", "single_gpu", "cifar10_quick", 1, "samples_per_s: 1000") +
+      Row("fit", "tiny", "tf_ps", "cifar10_quick", 2, "samples_per_s: 1900");
+  const ReproduceResult r = RunReproduce({Write(text)}, {}, 1);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_TRUE(r.rows[0].m.setting_keys.empty());  // single_gpu is not listed; fp32 is not fp16
+  EXPECT_EQ(r.rows[1].m.setting_keys, std::vector<std::string>{"protocol.dwbp=false"});
+  ASSERT_TRUE(r.rows[1].ran) << r.rows[1].reason;
+  const auto& o = r.rows[1].overrides;
+  EXPECT_NE(std::find(o.begin(), o.end(), "protocol.dwbp=false"), o.end());
+  EXPECT_EQ(r.rows[1].predicted, Direct(o));
+  // The setting moves the prediction: DWBP off is slower on this job.
+  std::vector<std::string> without;
+  for (const auto& k : o) {
+    if (k != "protocol.dwbp=false") without.push_back(k);
+  }
+  EXPECT_GT(Direct(without), r.rows[1].predicted);
+}
+
+TEST_F(ReproduceFile, MalformedSettingsGiveOneLocatedLine) {
+  const std::string row =
+      Row("calibration", "tiny", "single_gpu", "cifar10_quick", 1, "samples_per_s: 1000");
+  const std::string at = "    scenario: tiny.yaml\n";
+  struct Case {
+    std::string settings, what;
+  };
+  const std::vector<Case> cases = {
+      {"    settings: {set: x}\n", "must be a list"},
+      {"    settings:\n      - {set: [protocol.dwbp], source: s}\n", "is not KEY=VALUE"},
+      {"    settings:\n      - {set: [a=b]}\n", "source"},
+      {"    settings:\n      - {source: s}\n", "without 'set'"},
+      {"    settings:\n      - {systems: [ddp_nccl], set: [a=b], source: s}\n",
+       "system 'ddp_nccl' is not one of the setup's systems"},
+      {"    settings:\n      - {precisions: [fp8], set: [a=b], source: s}\n", "precision 'fp8'"},
+      {"    settings:\n      - {set: [a=b], source: s, when: x}\n", "unknown key 'when'"},
+  };
+  for (const Case& c : cases) {
+    std::string head = kHead;
+    head.replace(head.find(at), at.size(), at + c.settings);
+    const std::string e = Error(head + row);
+    EXPECT_NE(e.find("m.yaml:"), std::string::npos) << e;
+    EXPECT_NE(e.find(c.what), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
 }
 
 TEST_F(ReproduceFile, MalformedFilesGiveOneLocatedLine) {
