@@ -2,10 +2,12 @@
 """The published multi-machine measurements (scenarios/measurements/, README.md there): every row
 names its source, its place in it, how it was transcribed and its set; a row is one figure
 (samples/s or a speedup) on a known setup; every series has one calibration row; and every setup
-scenario the files name loads and simulates (one iteration, with the model of a row)."""
+scenario the files name loads and simulates (one iteration, with the model of a row), and so does
+it with each of its `settings` entries' keys, every entry citing where it was read."""
 import argparse
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -65,7 +67,18 @@ def check_file(path, errors):
         if not os.path.exists(target):
             errors.append(f"{path}: setup {name}: scenario {scenario} does not exist")
             continue
-        runs.append(target)
+        runs.append((target, ()))
+        for i, entry in enumerate(setup.get("settings") or [], 1):
+            where = f"{path}: setup {name} setting {i}"
+            keys = entry.get("set") or []
+            if not keys or not all("=" in k for k in keys):
+                errors.append(f"{where}: 'set' must list KEY=VALUE keys")
+                continue
+            if not re.search(r"[0-9a-f]{7,40}|v\d+\.\d+", str(entry.get("source", ""))):
+                errors.append(f"{where}: its source names no commit or version")
+            model = (entry.get("models") or [None])[0]
+            extra = tuple(keys) + ((f"model={model}",) if model else ())
+            runs.append((target, extra))
     return runs
 
 
@@ -79,12 +92,13 @@ def main():
         errors.append("no files in scenarios/measurements/")
     for f in files:
         scenarios.update(check_file(f, errors))
-    for s in sorted(scenarios):
+    for s, extra in sorted(scenarios):
+        sets = [a for k in extra for a in ("--set", k)]
         r = subprocess.run([args.poseidon, "simulate", s, "--set", "iterations=1",
-                            "--set", "warmup_iterations=0", "--no-baseline", "--format", "json"],
-                           capture_output=True, text=True, timeout=300)
+                            "--set", "warmup_iterations=0", *sets, "--no-baseline", "--format",
+                            "json"], capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
-            errors.append(f"{s}: poseidon simulate failed: {r.stderr.strip()}")
+            errors.append(f"{s} {' '.join(extra)}: poseidon simulate failed: {r.stderr.strip()}")
     for e in errors:
         print(e, file=sys.stderr)
     print(f"{len(files)} files, {len(scenarios)} setup scenarios, {len(errors)} errors")
