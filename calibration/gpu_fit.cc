@@ -58,8 +58,7 @@ struct Pred {
 // A whole-iteration row priced by the framework model at its precision.
 Pred PredictIteration(const GpuCase& c, const FrameworkModelParams& fp) {
   Pred out;
-  for (const core::Layer& l : c.model.layers()) {
-    const cost::LayerCost cost = cost::FrameworkLayerCost(l, c.row.batch, c.device, fp);
+  for (const cost::LayerCost& cost : cost::FrameworkModelCosts(c.model, c.row.batch, c.device, fp)) {
     out.fwd_ms += cost.fwd.ns / 1e6;
     out.bwd_ms += cost.bwd.ns / 1e6;
   }
@@ -241,6 +240,7 @@ std::vector<GpuCase> LoadGpuCases(const config::PublishedTimings& timings,
       }
       device.optimizer = row.optimizer;
       device.memory_format = row.memory_format;
+      device.batchnorm_fusion = row.batchnorm_fusion;
       const std::string why = config::PrecisionUnsupported(device, device.precision);
       if (!why.empty()) config::FailAt(row.loc, why);
     }

@@ -124,6 +124,10 @@ MemoryFormat ReadMemoryFormat(MapReader& r, const std::string& key) {
   return MemoryFormatFromName(r.Choice(key, {"nchw", "nhwc"}, "nchw"));
 }
 
+BatchNormFusion ReadBatchNormFusion(MapReader& r, const std::string& key) {
+  return BatchNormFusionFromName(r.Choice(key, {"none", "bn_relu", "bn_add_relu"}, "none"));
+}
+
 int ReadCudnnVersion(MapReader& r) {
   const std::string v = r.String("cudnn_version");
   const int version = ParseCudnnVersion(v);

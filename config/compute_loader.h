@@ -88,6 +88,9 @@ Precision ReadPrecision(MapReader& r, const std::string& key);
 OptimizerKind ReadOptimizer(MapReader& r, const std::string& key);
 // A measurement's memory_format (nchw | nhwc), a Choice error when unknown.
 MemoryFormat ReadMemoryFormat(MapReader& r, const std::string& key);
+// A measurement's or scenario's batchnorm_fusion (none | bn_relu | bn_add_relu), a Choice error
+// when unknown.
+BatchNormFusion ReadBatchNormFusion(MapReader& r, const std::string& key);
 // Why `device` cannot run `precision` (empty when it can): tf32 and bf16 need the tensor-core
 // figure of that precision (Ampere and later); fp16 a tensor-core or fp16_tflops figure.
 std::string PrecisionUnsupported(const DeviceSpec& device, Precision precision);

@@ -57,6 +57,7 @@ PublishedTimings Read(const YamlFile& f) {
   t.framework = r.String("framework", "");
   t.fp32_runs_tf32 = r.Bool("fp32_runs_tf32", false);
   if (r.Has("memory_format")) t.memory_format = ReadMemoryFormat(r, "memory_format");
+  if (r.Has("batchnorm_fusion")) t.batchnorm_fusion = ReadBatchNormFusion(r, "batchnorm_fusion");
   const YAML::Node rows = r.Node("measurements");
   if (!rows.IsSequence() || rows.size() == 0) {
     FailAt(rows, f.path(), "'measurements' must be a non-empty list of rows; add one mapping "
@@ -74,6 +75,8 @@ PublishedTimings Read(const YamlFile& f) {
     row.input = m.Has("input") ? m.PositiveInt("input") : 0;
     row.memory_format =
         m.Has("memory_format") ? ReadMemoryFormat(m, "memory_format") : t.memory_format;
+    row.batchnorm_fusion = m.Has("batchnorm_fusion") ? ReadBatchNormFusion(m, "batchnorm_fusion")
+                                                     : t.batchnorm_fusion;
     ReadRowTime(m, &row);
     if (m.Has("bwd_from_total")) {
       const double total = m.PositiveNumber("bwd_from_total");

@@ -25,7 +25,9 @@
 // true says the framework let cuDNN and cuBLAS run fp32 work as TF32 on Ampere and later (NGC
 // containers do unless NVIDIA_TF32_OVERRIDE=0): those rows are priced as tf32 there. Key
 // memory_format (nchw | nhwc, default nchw), in the file or a row (the row's wins): the layout
-// the convolutions ran in (config::MemoryFormat).
+// the convolutions ran in (config::MemoryFormat); batchnorm_fusion (none | bn_relu | bn_add_relu,
+// default none), likewise: what the benchmark's code fused into batch norm
+// (config::BatchNormFusion).
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,7 @@ struct PublishedTiming {
   OptimizerKind optimizer = OptimizerKind::kSgd;
   int64_t tokens = 0;  // 0 = the model file's sequence length
   MemoryFormat memory_format = MemoryFormat::kNchw;  // the row's, else the file's
+  BatchNormFusion batchnorm_fusion = BatchNormFusion::kNone;  // the row's, else the file's
   std::string ref;
   bool fit = false;  // `set: fit` (else held out)
   core::SourceLoc loc;
@@ -61,6 +64,7 @@ struct PublishedTimings {
   std::string source, url, framework;
   bool fp32_runs_tf32 = false;
   MemoryFormat memory_format = MemoryFormat::kNchw;
+  BatchNormFusion batchnorm_fusion = BatchNormFusion::kNone;
   std::vector<PublishedTiming> rows;
   core::SourceLoc loc;
 };

@@ -278,13 +278,14 @@ void ReadInterconnect(MapReader& c, ScenarioSpec* s) {
   }
 }
 
-// cluster.precision, cluster.optimizer and cluster.memory_format: what the `framework` compute
+// cluster.precision, cluster.optimizer, cluster.memory_format and cluster.batchnorm_fusion: what the `framework` compute
 // model prices (any of them implies that model; another model named with it is an error, as is
 // a precision the device cannot run).
 void ReadPrecisionKeys(MapReader& c, ScenarioSpec* s) {
-  const std::string key = c.Has("precision")   ? "precision"
-                          : c.Has("optimizer") ? "optimizer"
-                                               : "memory_format";
+  const std::string key = c.Has("precision")       ? "precision"
+                          : c.Has("optimizer")     ? "optimizer"
+                          : c.Has("memory_format") ? "memory_format"
+                                                   : "batchnorm_fusion";
   if (!s->device) {
     c.FailKey(key, fmt::format("'{}' prices a 'device' without a profile; add 'device: NAME' or "
                                "remove '{}'",
@@ -311,6 +312,9 @@ void ReadPrecisionKeys(MapReader& c, ScenarioSpec* s) {
   }
   if (c.Has("optimizer")) s->device->optimizer = ReadOptimizer(c, "optimizer");
   if (c.Has("memory_format")) s->device->memory_format = ReadMemoryFormat(c, "memory_format");
+  if (c.Has("batchnorm_fusion")) {
+    s->device->batchnorm_fusion = ReadBatchNormFusion(c, "batchnorm_fusion");
+  }
 }
 
 // protocol.baseline and its settings (core/collectives.h gives each default's source). Whether a
@@ -481,7 +485,8 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
                             s.device_file));
     }
   }
-  if (c.Has("precision") || c.Has("optimizer") || c.Has("memory_format")) {
+  if (c.Has("precision") || c.Has("optimizer") || c.Has("memory_format") ||
+      c.Has("batchnorm_fusion")) {
     ReadPrecisionKeys(c, &s);
   }
   if (c.Has("cudnn_version")) {

@@ -35,6 +35,8 @@
 //     optimizer: adamw             # optional, framework model: sgd | adam | adamw | lamb
 //     memory_format: nhwc          # optional, framework model: nchw (default) | nhwc
 //                                  # (channels_last): CNN activations' layout
+//     batchnorm_fusion: bn_add_relu  # optional, framework model: none (default) | bn_relu |
+//                                  # bn_add_relu: what the framework fuses into batch norm
 //     cudnn_version: "2.0"         # optional: the cuDNN release whose algorithms cudnn may use
 //     profile: ../profiles/x.yaml  # ... or measured per-layer times (wins when given)
 //     server_update_gbs: 10        # host memory bandwidth for the shards' SGD update

@@ -271,6 +271,25 @@ inline MemoryFormat MemoryFormatFromName(const std::string& name) {
   return name == "nhwc" ? MemoryFormat::kNhwc : MemoryFormat::kNchw;
 }
 
+// What the framework fuses into batch norm's kernels (scenario: cluster.batchnorm_fusion;
+// measurement files' batchnorm_fusion): none (PyTorch in eager mode: batch norm, ReLU and the
+// residual add each their own kernel), bn_relu (a ReLU that follows a batch norm runs inside it)
+// or bn_add_relu (and a residual add + ReLU after a batch norm: MXNet's --fuse-bn-add-relu,
+// Paddle's fuse_bn_add_act_ops, TensorFlow's _FusedBatchNormEx). cuDNN runs these fused batch
+// norms (cudnnBatchNormalizationForwardTrainingEx with CUDNN_BATCHNORM_OPS_BN_ACTIVATION or
+// _BN_ADD_ACTIVATION) in NHWC at half precision only; elsewhere the framework falls back to
+// separate kernels, and so does the model (cost/framework_model.h).
+enum class BatchNormFusion { kNone, kBnRelu, kBnAddRelu };
+inline constexpr const char* kBatchNormFusionNames[] = {"none", "bn_relu", "bn_add_relu"};
+inline const char* BatchNormFusionName(BatchNormFusion f) {
+  return kBatchNormFusionNames[static_cast<int>(f)];
+}
+inline BatchNormFusion BatchNormFusionFromName(const std::string& name) {
+  return name == "bn_add_relu" ? BatchNormFusion::kBnAddRelu
+         : name == "bn_relu"   ? BatchNormFusion::kBnRelu
+                               : BatchNormFusion::kNone;
+}
+
 // A precision or optimizer by name (a name already checked against the choices; an unknown one
 // gives fp32 / sgd). "adamw" prices as adam (the same pass); "unknown" (a published row that
 // does not say) as sgd.
@@ -329,6 +348,7 @@ struct DeviceSpec {
   Precision precision = Precision::kFp32;
   OptimizerKind optimizer = OptimizerKind::kSgd;
   MemoryFormat memory_format = MemoryFormat::kNchw;  // cluster.memory_format
+  BatchNormFusion batchnorm_fusion = BatchNormFusion::kNone;  // cluster.batchnorm_fusion
   std::map<std::string, double> framework_model;
   core::SourceLoc loc;
 };

@@ -380,19 +380,97 @@ void DispatchFloor(const Ctx& c, PassCost* pass) {
   pass->ns = std::max(pass->ns, pass->kernels * c.p.dispatch_us * 1e3);
 }
 
+// A layer's kernels before the dispatch floor.
+LayerCost RawLayerCost(const Ctx& c, const core::Layer& l, int64_t batch) {
+  LayerCost cost = KernelsOf(c, l, batch);
+  AddAutocastCasts(c, l, &cost);
+  return cost;
+}
+
+void CheckPriced(int64_t batch, const DeviceSpec& d) {
+  POSEIDON_CHECK(batch > 0) << "batch " << batch;
+  POSEIDON_CHECK(d.peak_flops > 0 && d.memory_bandwidth_Bps > 0 && d.sm_count > 0)
+      << "device '" << d.name << "' has no peak_flops, memory bandwidth or sm_count";
+}
+
+// `bottom`, if it is a layer of `kind` that only one layer reads; -1 otherwise.
+int SoleProducer(const core::Model& m, const std::vector<int>& readers, int bottom,
+                 core::LayerKind kind) {
+  if (bottom < 0) return -1;
+  const core::Layer& b = m.layers()[static_cast<size_t>(bottom)];
+  return b.kind == kind && readers[static_cast<size_t>(bottom)] == 1 ? bottom : -1;
+}
+
+// Batch norm with the ReLU (and residual add) after it in one kernel (DeviceSpec::batchnorm_fusion;
+// cuDNN's fused ops, NHWC at half precision only). Per image, T = the batch norm's output bytes at
+// 4 bytes a value (batch norm's rate, bn_Bps, counts its values so):
+//   bn + relu        the ReLU's kernels are gone; backward, the batch norm also reads y (the
+//                    ReLU's mask): + T
+//   bn + add + relu  the add's and the ReLU's kernels are gone; forward the batch norm also reads
+//                    the addend: + T; backward it reads y and writes the addend's gradient: + 2T
+void FuseBatchNorms(const Ctx& c, const core::Model& m, int64_t batch, std::vector<LayerCost>* costs) {
+  const config::BatchNormFusion f = c.d.batchnorm_fusion;
+  if (f == config::BatchNormFusion::kNone || c.value_bytes != 2 || c.nchw) return;
+  const auto& layers = m.layers();
+  std::vector<int> readers(layers.size(), 0);
+  for (const core::Layer& l : layers) {
+    for (int b : l.bottoms) ++readers[static_cast<size_t>(b)];
+  }
+  auto add_ns = [&](PassCost* pass, double bytes) {
+    pass->ns += 1e9 * bytes / c.bn_Bps;
+  };
+  for (size_t r = 0; r < layers.size(); ++r) {
+    const core::Layer& relu = layers[r];
+    if (relu.kind != core::LayerKind::kRelu || relu.bottoms.size() != 1) continue;
+    const double t = static_cast<double>(batch) * static_cast<double>(relu.in_bytes);
+    int bn = SoleProducer(m, readers, relu.bottoms[0], core::LayerKind::kBatchNorm);
+    if (bn >= 0) {
+      (*costs)[r] = LayerCost{};
+      add_ns(&(*costs)[static_cast<size_t>(bn)].bwd, t);
+      continue;
+    }
+    if (f != config::BatchNormFusion::kBnAddRelu) continue;
+    const int add = SoleProducer(m, readers, relu.bottoms[0], core::LayerKind::kAdd);
+    if (add < 0) continue;
+    // The residual branch's batch norm: in a downsampling block both inputs are batch norms, and
+    // the branch is listed after the shortcut (the costs are the same either way).
+    const std::vector<int>& inputs = layers[static_cast<size_t>(add)].bottoms;
+    for (auto b = inputs.rbegin(); b != inputs.rend() && bn < 0; ++b) {
+      bn = SoleProducer(m, readers, *b, core::LayerKind::kBatchNorm);
+    }
+    if (bn < 0) continue;
+    (*costs)[r] = LayerCost{};
+    (*costs)[static_cast<size_t>(add)] = LayerCost{};
+    add_ns(&(*costs)[static_cast<size_t>(bn)].fwd, t);
+    add_ns(&(*costs)[static_cast<size_t>(bn)].bwd, 2 * t);
+  }
+}
+
 }  // namespace
 
 LayerCost FrameworkLayerCost(const core::Layer& l, int64_t batch, const DeviceSpec& d,
                              const FrameworkModelParams& p) {
-  POSEIDON_CHECK(batch > 0) << "batch " << batch;
-  POSEIDON_CHECK(d.peak_flops > 0 && d.memory_bandwidth_Bps > 0 && d.sm_count > 0)
-      << "device '" << d.name << "' has no peak_flops, memory bandwidth or sm_count";
+  CheckPriced(batch, d);
   const Ctx c = MakeCtx(d, p);
-  LayerCost cost = KernelsOf(c, l, batch);
-  AddAutocastCasts(c, l, &cost);
+  LayerCost cost = RawLayerCost(c, l, batch);
   DispatchFloor(c, &cost.fwd);
   if (cost.bwd.kernels > 0) DispatchFloor(c, &cost.bwd);
   return cost;
+}
+
+std::vector<LayerCost> FrameworkModelCosts(const core::Model& model, int64_t batch,
+                                           const DeviceSpec& d, const FrameworkModelParams& p) {
+  CheckPriced(batch, d);
+  const Ctx c = MakeCtx(d, p);
+  std::vector<LayerCost> costs;
+  costs.reserve(model.layers().size());
+  for (const core::Layer& l : model.layers()) costs.push_back(RawLayerCost(c, l, batch));
+  FuseBatchNorms(c, model, batch, &costs);
+  for (LayerCost& cost : costs) {
+    if (cost.fwd.kernels > 0) DispatchFloor(c, &cost.fwd);
+    if (cost.bwd.kernels > 0) DispatchFloor(c, &cost.bwd);
+  }
+  return costs;
 }
 
 double OptimizerStepNs(const core::Model& model, const DeviceSpec& d,

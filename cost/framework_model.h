@@ -23,6 +23,12 @@
 //     GEMM's epilogue (addmm; the bias gradient is one reduction kernel); a convolution's bias,
 //     batch norm, ReLU, GELU, residual add, dropout, layer norm and softmax are each their own
 //     memory-bound kernel, at bytes x (value bytes / 4) of the fp32 table (cost/layer_work.h).
+//     Where the framework fuses batch norm with what follows it (device.batchnorm_fusion: MXNet's
+//     --fuse-bn-relu / --fuse-bn-add-relu, Paddle's fuse_bn_act_ops / fuse_bn_add_act_ops,
+//     TensorFlow's _FusedBatchNormEx) and cuDNN can (NHWC, fp16 or bf16), a ReLU whose only input
+//     is a batch norm read by nothing else runs inside it (backward: + the output's bytes, the
+//     mask), and with bn_add_relu so does a residual add + ReLU after such a batch norm (forward:
+//     + the addend's bytes; backward: + the mask and the addend's gradient); FrameworkModelCosts.
 //   Layout (device.memory_format, the scenario's cluster.memory_format): cuDNN's tensor-core
 //     convolutions run NHWC, so under NCHW each pass of one is wrapped in transposes (forward: x
 //     in, y out; backward: dy and x in, dx out), each a memory-bound kernel that reads and writes
@@ -55,6 +61,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/specs.h"
 #include "cost/gpu_kernel_model.h"
@@ -69,9 +76,18 @@ FrameworkModelParams FittedFrameworkParams();
 // FittedFrameworkParams() with the device's framework_model overrides applied.
 FrameworkModelParams FrameworkParamsFor(const config::DeviceSpec& device);
 
-// Per layer and pass, whole batch, at the device's precision (device.precision).
+// Per layer and pass, whole batch, at the device's precision (device.precision), the layer on its
+// own (no fusion with its neighbours).
 LayerCost FrameworkLayerCost(const core::Layer& layer, int64_t batch,
                              const config::DeviceSpec& device, const FrameworkModelParams& p);
+
+// Every layer of the model (model.layers() order): FrameworkLayerCost, except where
+// device.batchnorm_fusion fuses a ReLU, or a residual add and its ReLU, into the batch norm before
+// them (NHWC at half precision, as cuDNN's fused batch norm runs): those layers cost nothing and
+// the batch norm reads and writes what they did not leave to it (the header's "Fusion").
+std::vector<LayerCost> FrameworkModelCosts(const core::Model& model, int64_t batch,
+                                           const config::DeviceSpec& device,
+                                           const FrameworkModelParams& p);
 
 // The optimizer step of one iteration over the model's parameters (device.optimizer), ns.
 double OptimizerStepNs(const core::Model& model, const config::DeviceSpec& device,

@@ -33,6 +33,7 @@ struct GpuModelCommands {
   std::string precision = "fp32";
   std::string optimizer = "sgd";
   std::string memory_format = "nchw";
+  std::string batchnorm_fusion = "none";
   bool csv = false;
   bool all_rows = false;
   std::vector<std::string> hold;  // NAME=VALUE: framework constants measured, not fitted
@@ -360,6 +361,7 @@ int Show(const GpuModelCommands& c) {
     d.precision = config::PrecisionFromName(c.precision);
     d.optimizer = config::OptimizerFromName(c.optimizer);
     d.memory_format = config::MemoryFormatFromName(c.memory_format);
+    d.batchnorm_fusion = config::BatchNormFusionFromName(c.batchnorm_fusion);
     const std::string why = config::PrecisionUnsupported(d, d.precision);
     if (!why.empty()) throw config::ConfigError(fmt::format("{}: error: {}", device_file, why));
   }
@@ -367,9 +369,14 @@ int Show(const GpuModelCommands& c) {
   const config::FrameworkModelParams fp = cost::FrameworkParamsFor(d);
   std::cout << fmt::format("{} on {} ({}), batch {}, {}\n", m.name(), d.name, d.description,
                            c.batch,
-                           framework ? fmt::format("framework compute model, precision {}, {}",
+                           framework ? fmt::format("framework compute model, precision {}, {}{}",
                                                    config::PrecisionName(d.precision),
-                                                   config::MemoryFormatName(d.memory_format))
+                                                   config::MemoryFormatName(d.memory_format),
+                                                   d.batchnorm_fusion == config::BatchNormFusion::kNone
+                                                       ? ""
+                                                       : std::string(", batch norm fused: ") +
+                                                             config::BatchNormFusionName(
+                                                                 d.batchnorm_fusion))
                                      : std::string("cudnn compute model"));
   std::cout << fmt::format("{:<28} {:<12} {:<18} {:>10} {:<18} {:>10} {:>7}\n", "layer", "type",
                            "fwd kernel", "fwd_ms", "bwd kernel", "bwd_ms", "kernels");
@@ -385,8 +392,10 @@ int Show(const GpuModelCommands& c) {
     if (pass.tensor_kernels == 0) return name + " cuda";
     return fmt::format("{} tc {}/{}", name, pass.tensor_kernels, pass.gemm_kernels);
   };
+  const std::vector<cost::LayerCost> fused =
+      framework ? cost::FrameworkModelCosts(m, c.batch, d, fp) : std::vector<cost::LayerCost>{};
   for (const core::Layer& l : m.layers()) {
-    const cost::LayerCost cost = framework ? cost::FrameworkLayerCost(l, c.batch, d, fp)
+    const cost::LayerCost cost = framework ? fused[static_cast<size_t>(l.id)]
                                            : cost::CudnnLayerCost(l, c.batch, d, p);
     fwd += cost.fwd.ns;
     bwd += cost.bwd.ns;
@@ -503,6 +512,11 @@ std::shared_ptr<GpuModelCommands> AddGpuModelCommands(CLI::App& app, const std::
   c->show->add_option("--memory-format", c->memory_format,
                       "the framework model's activation layout: nchw or nhwc (channels_last)")
       ->check(CLI::IsMember({"nchw", "nhwc"}))
+      ->capture_default_str();
+  c->show->add_option("--batchnorm-fusion", c->batchnorm_fusion,
+                      "what the framework fuses into batch norm (NHWC, fp16/bf16): none, bn_relu "
+                      "or bn_add_relu")
+      ->check(CLI::IsMember({"none", "bn_relu", "bn_add_relu"}))
       ->capture_default_str();
   c->show->add_option("--compute-model", c->compute_model,
                       "auto (the device file's, framework for a precision), cudnn or framework")

@@ -196,6 +196,9 @@ TEST(PublishedTimings, BadRowsAreLocated) {
       {"  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, memory_format: nhcw, "
        "set: fit}\n",
        "nchw"},
+      {"  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, "
+       "batchnorm_fusion: bn_gelu, set: fit}\n",
+       "unknown batchnorm_fusion 'bn_gelu'"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.row);
@@ -218,6 +221,17 @@ TEST(PublishedTimings, BadRowsAreLocated) {
   ASSERT_EQ(layouts.rows.size(), 2u);
   EXPECT_EQ(layouts.rows[0].memory_format, config::MemoryFormat::kNhwc);
   EXPECT_EQ(layouts.rows[1].memory_format, config::MemoryFormat::kNchw);
+  // batchnorm_fusion likewise: the file's, or the row's own.
+  const auto fused = config::ParsePublishedTimings(
+      "schema_version: 1\nsource: test\nbatchnorm_fusion: bn_relu\nmeasurements:\n"
+      "  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, set: fit}\n"
+      "  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, "
+      "batchnorm_fusion: bn_add_relu, set: fit}\n",
+      "m.yaml");
+  ASSERT_EQ(fused.rows.size(), 2u);
+  EXPECT_EQ(fused.rows[0].batchnorm_fusion, config::BatchNormFusion::kBnRelu);
+  EXPECT_EQ(fused.rows[1].batchnorm_fusion, config::BatchNormFusion::kBnAddRelu);
+  EXPECT_EQ(layouts.rows[0].batchnorm_fusion, config::BatchNormFusion::kNone);
   EXPECT_THROW(config::ParsePublishedTimings("schema_version: 1\nmeasurements: []\n", "m.yaml"),
                config::ConfigError);  // no source
   const auto t = config::ParsePublishedTimings(

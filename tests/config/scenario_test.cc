@@ -479,6 +479,31 @@ TEST_F(ScenarioFile, MemoryFormatIsTheFrameworkModelsLayout) {
       << e;
 }
 
+// cluster.batchnorm_fusion: what the framework fuses into batch norm (none by default).
+TEST_F(ScenarioFile, BatchNormFusionIsTheFrameworkModels) {
+  auto on = [](const std::string& lines) {
+    std::string text = kGood;
+    text.replace(text.find("device: k20"), 11, "device: h100");
+    text.insert(text.find("  network:"), lines);
+    return text;
+  };
+  ScenarioSpec s = LoadScenarioFile(
+      Write(on("  precision: fp16\n  memory_format: nhwc\n  batchnorm_fusion: bn_add_relu\n")));
+  EXPECT_EQ(s.device->batchnorm_fusion, config::BatchNormFusion::kBnAddRelu);
+  EXPECT_EQ(LoadScenarioFile(Write(on("  precision: fp16\n"))).device->batchnorm_fusion,
+            config::BatchNormFusion::kNone);
+  s = LoadScenarioFile(Write(on("  batchnorm_fusion: bn_relu\n")));
+  EXPECT_EQ(s.device->compute_model, DeviceComputeModel::kFramework);
+  EXPECT_EQ(s.device->batchnorm_fusion, config::BatchNormFusion::kBnRelu);
+  std::string e = Error(on("  batchnorm_fusion: bn_gelu\n"));
+  EXPECT_NE(e.find("s.yaml:7:21: error: unknown batchnorm_fusion 'bn_gelu'"), std::string::npos)
+      << e;
+  e = Error(on("  compute_model: cudnn\n  batchnorm_fusion: bn_relu\n"));
+  EXPECT_NE(e.find("'batchnorm_fusion' is priced by the framework compute model"),
+            std::string::npos)
+      << e;
+}
+
 TEST_F(ScenarioFile, UnreadableFile) {
   try {
     LoadScenarioFile((dir_ / "missing.yaml").string());

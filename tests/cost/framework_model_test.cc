@@ -223,6 +223,137 @@ TEST(FrameworkModel, BatchNormIsPricedByValuesNotBytesAndByLayout) {
   EXPECT_NEAR(bf16.bwd.ns / nhwc.bwd.ns, 2.0, 1e-9);
 }
 
+// A residual block as ResNet writes it: conv -> bn_a -> relu_a -> conv_b -> bn_b, then
+// add(relu_a, bn_b) -> relu_out; c channels of h x h throughout.
+core::Model ResidualBlock(int64_t c, int64_t h) {
+  core::ModelSpec spec;
+  spec.name = "block";
+  spec.input_c = c, spec.input_h = h, spec.input_w = h;
+  auto conv = [&](const std::string& name) {
+    core::LayerSpec l;
+    l.name = name;
+    l.kind = core::LayerKind::kConv;
+    l.num_output = c;
+    l.kernel_h = l.kernel_w = 3;
+    l.pad_h = l.pad_w = 1;
+    l.bias = false;
+    return l;
+  };
+  auto layer = [](const std::string& name, core::LayerKind kind,
+                  std::vector<std::string> bottoms = {}) {
+    core::LayerSpec l;
+    l.name = name;
+    l.kind = kind;
+    l.bottoms = std::move(bottoms);
+    return l;
+  };
+  spec.layers = {conv("conv_a"),
+                 layer("bn_a", core::LayerKind::kBatchNorm),
+                 layer("relu_a", core::LayerKind::kRelu),
+                 conv("conv_b"),
+                 layer("bn_b", core::LayerKind::kBatchNorm),
+                 layer("add", core::LayerKind::kAdd, {"relu_a", "bn_b"}),
+                 layer("relu_out", core::LayerKind::kRelu)};
+  return core::Model::Build(spec);
+}
+
+TEST(FrameworkModel, AFusedBatchNormRunsTheReluAndAddAfterIt) {
+  config::FrameworkModelParams p = FittedFrameworkParams();
+  p.dispatch_us = 0;
+  p.bn_efficiency_nhwc = 0.6;
+  const core::Model m = ResidualBlock(64, 56);
+  enum { kConvA, kBnA, kReluA, kConvB, kBnB, kAdd, kReluOut };
+  const int64_t b = 32;
+  auto costs = [&](Precision pr, config::MemoryFormat f, config::BatchNormFusion fusion) {
+    config::DeviceSpec d = WithLayout(Ampere(pr), f);
+    d.batchnorm_fusion = fusion;
+    return FrameworkModelCosts(m, b, d, p);
+  };
+  const auto none = costs(Precision::kBf16, config::MemoryFormat::kNhwc,
+                          config::BatchNormFusion::kNone);
+  // Unfused, every layer is what it costs alone.
+  for (const core::Layer& l : m.layers()) {
+    const LayerCost alone = FrameworkLayerCost(
+        l, b, WithLayout(Ampere(Precision::kBf16), config::MemoryFormat::kNhwc), p);
+    EXPECT_DOUBLE_EQ(none[static_cast<size_t>(l.id)].fwd.ns, alone.fwd.ns) << l.name;
+    EXPECT_DOUBLE_EQ(none[static_cast<size_t>(l.id)].bwd.ns, alone.bwd.ns) << l.name;
+  }
+  // One tensor (4 bytes a value) at batch norm's NHWC rate.
+  const double t = 1e9 * 4.0 * b * 64 * 56 * 56 / (2000e9 * 0.6);
+  const auto relu = costs(Precision::kBf16, config::MemoryFormat::kNhwc,
+                          config::BatchNormFusion::kBnRelu);
+  EXPECT_EQ(relu[kReluA].fwd.kernels + relu[kReluA].bwd.kernels, 0);
+  EXPECT_EQ(relu[kReluA].fwd.ns + relu[kReluA].bwd.ns, 0);
+  EXPECT_DOUBLE_EQ(relu[kBnA].fwd.ns, none[kBnA].fwd.ns);
+  EXPECT_NEAR(relu[kBnA].bwd.ns - none[kBnA].bwd.ns, t, 1e-6 * t);  // + y, the mask
+  // bn_relu leaves the residual add and its ReLU alone (bn_b feeds the add, not a ReLU).
+  EXPECT_DOUBLE_EQ(relu[kAdd].fwd.ns, none[kAdd].fwd.ns);
+  EXPECT_DOUBLE_EQ(relu[kReluOut].fwd.ns, none[kReluOut].fwd.ns);
+  EXPECT_DOUBLE_EQ(relu[kBnB].bwd.ns, none[kBnB].bwd.ns);
+
+  const auto add = costs(Precision::kBf16, config::MemoryFormat::kNhwc,
+                         config::BatchNormFusion::kBnAddRelu);
+  for (int gone : {kReluA, kAdd, kReluOut}) {
+    EXPECT_EQ(add[gone].fwd.kernels + add[gone].bwd.kernels, 0) << gone;
+    EXPECT_EQ(add[gone].fwd.ns + add[gone].bwd.ns, 0) << gone;
+  }
+  EXPECT_NEAR(add[kBnB].fwd.ns - none[kBnB].fwd.ns, t, 1e-6 * t);      // + the addend
+  EXPECT_NEAR(add[kBnB].bwd.ns - none[kBnB].bwd.ns, 2 * t, 1e-6 * t);  // + y, + its gradient
+  EXPECT_DOUBLE_EQ(add[kConvB].fwd.ns, none[kConvB].fwd.ns);
+  // What the fused kernels save: the add's and the ReLUs' own passes, less the bytes they add.
+  double before = 0, after = 0;
+  for (size_t i = 0; i < none.size(); ++i) {
+    before += none[i].fwd.ns + none[i].bwd.ns;
+    after += add[i].fwd.ns + add[i].bwd.ns;
+  }
+  EXPECT_LT(after, before);
+
+  // cuDNN fuses only NHWC at half precision: NCHW, fp32 and tf32 keep every kernel.
+  for (auto [pr, f] : {std::pair{Precision::kBf16, config::MemoryFormat::kNchw},
+                       std::pair{Precision::kFp32, config::MemoryFormat::kNhwc},
+                       std::pair{Precision::kTf32, config::MemoryFormat::kNhwc}}) {
+    const auto kept = costs(pr, f, config::BatchNormFusion::kBnAddRelu);
+    const auto plain = costs(pr, f, config::BatchNormFusion::kNone);
+    for (size_t i = 0; i < kept.size(); ++i) {
+      EXPECT_DOUBLE_EQ(kept[i].fwd.ns, plain[i].fwd.ns);
+      EXPECT_DOUBLE_EQ(kept[i].bwd.ns, plain[i].bwd.ns);
+    }
+  }
+}
+
+TEST(FrameworkModel, ABatchNormReadByTwoLayersIsNotFused) {
+  config::FrameworkModelParams p = FittedFrameworkParams();
+  // conv -> bn -> relu, and the bn also feeds an add: the ReLU cannot run inside it.
+  core::ModelSpec spec;
+  spec.name = "shared";
+  spec.input_c = 16, spec.input_h = spec.input_w = 8;
+  core::LayerSpec conv;
+  conv.name = "conv";
+  conv.kind = core::LayerKind::kConv;
+  conv.num_output = 16;
+  conv.kernel_h = conv.kernel_w = 1;
+  core::LayerSpec bn;
+  bn.name = "bn";
+  bn.kind = core::LayerKind::kBatchNorm;
+  core::LayerSpec relu;
+  relu.name = "relu";
+  relu.kind = core::LayerKind::kRelu;
+  core::LayerSpec sum;
+  sum.name = "sum";
+  sum.kind = core::LayerKind::kAdd;
+  sum.bottoms = {"bn", "relu"};
+  spec.layers = {conv, bn, relu, sum};
+  const core::Model m = core::Model::Build(spec);
+  config::DeviceSpec d = WithLayout(Ampere(Precision::kFp16), config::MemoryFormat::kNhwc);
+  const auto plain = FrameworkModelCosts(m, 8, d, p);
+  d.batchnorm_fusion = config::BatchNormFusion::kBnAddRelu;
+  const auto fused = FrameworkModelCosts(m, 8, d, p);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_DOUBLE_EQ(fused[i].fwd.ns, plain[i].fwd.ns) << i;
+    EXPECT_DOUBLE_EQ(fused[i].bwd.ns, plain[i].bwd.ns) << i;
+  }
+}
+
 TEST(FrameworkModel, AutocastCastsEachParameterTensorOncePerPass) {
   config::FrameworkModelParams p = FittedFrameworkParams();
   p.dispatch_us = 0;
