@@ -456,14 +456,17 @@ TEST_F(ScenarioFile, PrecisionPicksTheFrameworkModelAndIsCheckedAgainstTheDevice
   EXPECT_NE(e.find("s.yaml:7:14: error: unknown optimizer 'adagrad'"), std::string::npos) << e;
 }
 
+// kGood on an H100, with `lines` added to its cluster.
+std::string OnH100(const std::string& lines) {
+  std::string text = kGood;
+  text.replace(text.find("device: k20"), 11, "device: h100");
+  text.insert(text.find("  network:"), lines);
+  return text;
+}
+
 // cluster.memory_format: the CNN activations' layout the framework model prices (nchw default).
 TEST_F(ScenarioFile, MemoryFormatIsTheFrameworkModelsLayout) {
-  auto on = [](const std::string& lines) {
-    std::string text = kGood;
-    text.replace(text.find("device: k20"), 11, "device: h100");
-    text.insert(text.find("  network:"), lines);
-    return text;
-  };
+  const auto on = OnH100;
   ScenarioSpec s = LoadScenarioFile(Write(on("  precision: bf16\n  memory_format: nhwc\n")));
   EXPECT_EQ(s.device->memory_format, config::MemoryFormat::kNhwc);
   EXPECT_EQ(LoadScenarioFile(Write(on("  precision: bf16\n"))).device->memory_format,
@@ -481,12 +484,7 @@ TEST_F(ScenarioFile, MemoryFormatIsTheFrameworkModelsLayout) {
 
 // cluster.batchnorm_fusion: what the framework fuses into batch norm (none by default).
 TEST_F(ScenarioFile, BatchNormFusionIsTheFrameworkModels) {
-  auto on = [](const std::string& lines) {
-    std::string text = kGood;
-    text.replace(text.find("device: k20"), 11, "device: h100");
-    text.insert(text.find("  network:"), lines);
-    return text;
-  };
+  const auto on = OnH100;
   ScenarioSpec s = LoadScenarioFile(
       Write(on("  precision: fp16\n  memory_format: nhwc\n  batchnorm_fusion: bn_add_relu\n")));
   EXPECT_EQ(s.device->batchnorm_fusion, config::BatchNormFusion::kBnAddRelu);

@@ -223,37 +223,38 @@ TEST(FrameworkModel, BatchNormIsPricedByValuesNotBytesAndByLayout) {
   EXPECT_NEAR(bf16.bwd.ns / nhwc.bwd.ns, 2.0, 1e-9);
 }
 
+core::LayerSpec Layer(const std::string& name, core::LayerKind kind,
+                      std::vector<std::string> bottoms = {}) {
+  core::LayerSpec l;
+  l.name = name;
+  l.kind = kind;
+  l.bottoms = std::move(bottoms);
+  return l;
+}
+
+// A k x k convolution to c channels, padded to keep the plane, no bias.
+core::LayerSpec Conv(const std::string& name, int64_t c, int64_t k) {
+  core::LayerSpec l = Layer(name, core::LayerKind::kConv);
+  l.num_output = c;
+  l.kernel_h = l.kernel_w = k;
+  l.pad_h = l.pad_w = k / 2;
+  l.bias = false;
+  return l;
+}
+
 // A residual block as ResNet writes it: conv -> bn_a -> relu_a -> conv_b -> bn_b, then
 // add(relu_a, bn_b) -> relu_out; c channels of h x h throughout.
 core::Model ResidualBlock(int64_t c, int64_t h) {
   core::ModelSpec spec;
   spec.name = "block";
   spec.input_c = c, spec.input_h = h, spec.input_w = h;
-  auto conv = [&](const std::string& name) {
-    core::LayerSpec l;
-    l.name = name;
-    l.kind = core::LayerKind::kConv;
-    l.num_output = c;
-    l.kernel_h = l.kernel_w = 3;
-    l.pad_h = l.pad_w = 1;
-    l.bias = false;
-    return l;
-  };
-  auto layer = [](const std::string& name, core::LayerKind kind,
-                  std::vector<std::string> bottoms = {}) {
-    core::LayerSpec l;
-    l.name = name;
-    l.kind = kind;
-    l.bottoms = std::move(bottoms);
-    return l;
-  };
-  spec.layers = {conv("conv_a"),
-                 layer("bn_a", core::LayerKind::kBatchNorm),
-                 layer("relu_a", core::LayerKind::kRelu),
-                 conv("conv_b"),
-                 layer("bn_b", core::LayerKind::kBatchNorm),
-                 layer("add", core::LayerKind::kAdd, {"relu_a", "bn_b"}),
-                 layer("relu_out", core::LayerKind::kRelu)};
+  spec.layers = {Conv("conv_a", c, 3),
+                 Layer("bn_a", core::LayerKind::kBatchNorm),
+                 Layer("relu_a", core::LayerKind::kRelu),
+                 Conv("conv_b", c, 3),
+                 Layer("bn_b", core::LayerKind::kBatchNorm),
+                 Layer("add", core::LayerKind::kAdd, {"relu_a", "bn_b"}),
+                 Layer("relu_out", core::LayerKind::kRelu)};
   return core::Model::Build(spec);
 }
 
@@ -327,22 +328,9 @@ TEST(FrameworkModel, ABatchNormReadByTwoLayersIsNotFused) {
   core::ModelSpec spec;
   spec.name = "shared";
   spec.input_c = 16, spec.input_h = spec.input_w = 8;
-  core::LayerSpec conv;
-  conv.name = "conv";
-  conv.kind = core::LayerKind::kConv;
-  conv.num_output = 16;
-  conv.kernel_h = conv.kernel_w = 1;
-  core::LayerSpec bn;
-  bn.name = "bn";
-  bn.kind = core::LayerKind::kBatchNorm;
-  core::LayerSpec relu;
-  relu.name = "relu";
-  relu.kind = core::LayerKind::kRelu;
-  core::LayerSpec sum;
-  sum.name = "sum";
-  sum.kind = core::LayerKind::kAdd;
-  sum.bottoms = {"bn", "relu"};
-  spec.layers = {conv, bn, relu, sum};
+  spec.layers = {Conv("conv", 16, 1), Layer("bn", core::LayerKind::kBatchNorm),
+                 Layer("relu", core::LayerKind::kRelu),
+                 Layer("sum", core::LayerKind::kAdd, {"bn", "relu"})};
   const core::Model m = core::Model::Build(spec);
   config::DeviceSpec d = WithLayout(Ampere(Precision::kFp16), config::MemoryFormat::kNhwc);
   const auto plain = FrameworkModelCosts(m, 8, d, p);
