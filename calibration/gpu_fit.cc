@@ -58,7 +58,8 @@ struct Pred {
 // A whole-iteration row priced by the framework model at its precision.
 Pred PredictIteration(const GpuCase& c, const FrameworkModelParams& fp) {
   Pred out;
-  for (const cost::LayerCost& cost : cost::FrameworkModelCosts(c.model, c.row.batch, c.device, fp)) {
+  for (const cost::LayerCost& cost :
+       cost::FrameworkModelCosts(c.model, c.row.batch, c.device, fp)) {
     out.fwd_ms += cost.fwd.ns / 1e6;
     out.bwd_ms += cost.bwd.ns / 1e6;
   }

@@ -63,7 +63,9 @@ Setting ReadSetting(const YAML::Node& node, const std::string& path, const std::
       r.FailKey("systems", fmt::format("system '{}' is not one of the setup's systems", sys));
     }
   }
-  if (!r.Has("set")) r.Fail("a setting without 'set': give the keys, e.g. set: [protocol.gradient_wire=fp16]");
+  if (!r.Has("set")) {
+    r.Fail("a setting without 'set': give the keys, e.g. set: [protocol.gradient_wire=fp16]");
+  }
   out.keys = StringList(r, "set");
   for (const std::string& k : out.keys) {
     const size_t eq = k.find('=');
@@ -127,13 +129,14 @@ std::vector<MeasurementRow> LoadClusterMeasurementFile(const std::string& path) 
     const YAML::Node settings = s.OptionalNode("settings");
     if (!settings.IsNull()) {
       if (!settings.IsSequence()) {
-        FailAt(settings, path, "setup '" + id + "': 'settings' must be a list of {models, "
-                               "precisions, systems, set, source} (scenarios/measurements/README.md)");
+        FailAt(settings, path,
+               "setup '" + id + "': 'settings' must be a list of {models, precisions, systems, "
+                                "set, source} (scenarios/measurements/README.md)");
       }
       int n = 0;
       for (const YAML::Node& e : settings) {
-        st.settings.push_back(ReadSetting(e, path, fmt::format("setup '{}' setting {}", id, ++n),
-                                          st.systems));
+        st.settings.push_back(
+            ReadSetting(e, path, fmt::format("setup '{}' setting {}", id, ++n), st.systems));
       }
     }
     for (const char* k : {"device", "device_published", "gpus_per_machine_max", "intra_machine",

@@ -75,8 +75,8 @@ PublishedTimings Read(const YamlFile& f) {
     row.input = m.Has("input") ? m.PositiveInt("input") : 0;
     row.memory_format =
         m.Has("memory_format") ? ReadMemoryFormat(m, "memory_format") : t.memory_format;
-    row.batchnorm_fusion = m.Has("batchnorm_fusion") ? ReadBatchNormFusion(m, "batchnorm_fusion")
-                                                     : t.batchnorm_fusion;
+    row.batchnorm_fusion =
+        m.Has("batchnorm_fusion") ? ReadBatchNormFusion(m, "batchnorm_fusion") : t.batchnorm_fusion;
     ReadRowTime(m, &row);
     if (m.Has("bwd_from_total")) {
       const double total = m.PositiveNumber("bwd_from_total");

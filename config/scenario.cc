@@ -278,9 +278,9 @@ void ReadInterconnect(MapReader& c, ScenarioSpec* s) {
   }
 }
 
-// cluster.precision, cluster.optimizer, cluster.memory_format and cluster.batchnorm_fusion: what the `framework` compute
-// model prices (any of them implies that model; another model named with it is an error, as is
-// a precision the device cannot run).
+// cluster.precision, cluster.optimizer, cluster.memory_format and cluster.batchnorm_fusion: what
+// the `framework` compute model prices (any of them implies that model; another model named with it
+// is an error, as is a precision the device cannot run).
 void ReadPrecisionKeys(MapReader& c, ScenarioSpec* s) {
   const std::string key = c.Has("precision")       ? "precision"
                           : c.Has("optimizer")     ? "optimizer"

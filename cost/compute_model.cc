@@ -96,7 +96,8 @@ ComputeModel ComputeModel::FromFrameworkModel(const core::Model& model,
   c.device_ = device;
   c.framework_params_ = FrameworkParamsFor(device);
   c.pcie_Bps_ = device.pcie_bandwidth_Bps;
-  const std::vector<LayerCost> costs = FrameworkModelCosts(model, batch, device, c.framework_params_);
+  const std::vector<LayerCost> costs =
+      FrameworkModelCosts(model, batch, device, c.framework_params_);
   c.AddLayers(model, [&](const core::Layer& l) { return costs[static_cast<size_t>(l.id)]; });
   // The once-per-iteration work, before the next forward pass starts: the optimizer step on the
   // device and the framework's own overhead.

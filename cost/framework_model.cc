@@ -408,7 +408,8 @@ int SoleProducer(const core::Model& m, const std::vector<int>& readers, int bott
 //                    ReLU's mask): + T
 //   bn + add + relu  the add's and the ReLU's kernels are gone; forward the batch norm also reads
 //                    the addend: + T; backward it reads y and writes the addend's gradient: + 2T
-void FuseBatchNorms(const Ctx& c, const core::Model& m, int64_t batch, std::vector<LayerCost>* costs) {
+void FuseBatchNorms(const Ctx& c, const core::Model& m, int64_t batch,
+                    std::vector<LayerCost>* costs) {
   const config::BatchNormFusion f = c.d.batchnorm_fusion;
   if (f == config::BatchNormFusion::kNone || c.value_bytes != 2 || c.nchw) return;
   const auto& layers = m.layers();
@@ -416,9 +417,7 @@ void FuseBatchNorms(const Ctx& c, const core::Model& m, int64_t batch, std::vect
   for (const core::Layer& l : layers) {
     for (int b : l.bottoms) ++readers[static_cast<size_t>(b)];
   }
-  auto add_ns = [&](PassCost* pass, double bytes) {
-    pass->ns += 1e9 * bytes / c.bn_Bps;
-  };
+  auto add_ns = [&](PassCost* pass, double bytes) { pass->ns += 1e9 * bytes / c.bn_Bps; };
   for (size_t r = 0; r < layers.size(); ++r) {
     const core::Layer& relu = layers[r];
     if (relu.kind != core::LayerKind::kRelu || relu.bottoms.size() != 1) continue;

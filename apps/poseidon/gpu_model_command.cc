@@ -367,17 +367,16 @@ int Show(const GpuModelCommands& c) {
   }
   const config::KernelModelParams p = cost::KernelParamsFor(d);
   const config::FrameworkModelParams fp = cost::FrameworkParamsFor(d);
-  std::cout << fmt::format("{} on {} ({}), batch {}, {}\n", m.name(), d.name, d.description,
-                           c.batch,
-                           framework ? fmt::format("framework compute model, precision {}, {}{}",
-                                                   config::PrecisionName(d.precision),
-                                                   config::MemoryFormatName(d.memory_format),
-                                                   d.batchnorm_fusion == config::BatchNormFusion::kNone
-                                                       ? ""
-                                                       : std::string(", batch norm fused: ") +
-                                                             config::BatchNormFusionName(
-                                                                 d.batchnorm_fusion))
-                                     : std::string("cudnn compute model"));
+  std::cout << fmt::format(
+      "{} on {} ({}), batch {}, {}\n", m.name(), d.name, d.description, c.batch,
+      framework ? fmt::format("framework compute model, precision {}, {}{}",
+                              config::PrecisionName(d.precision),
+                              config::MemoryFormatName(d.memory_format),
+                              d.batchnorm_fusion == config::BatchNormFusion::kNone
+                                  ? ""
+                                  : std::string(", batch norm fused: ") +
+                                        config::BatchNormFusionName(d.batchnorm_fusion))
+                : std::string("cudnn compute model"));
   std::cout << fmt::format("{:<28} {:<12} {:<18} {:>10} {:<18} {:>10} {:>7}\n", "layer", "type",
                            "fwd kernel", "fwd_ms", "bwd kernel", "bwd_ms", "kernels");
   double fwd = 0, bwd = 0;
@@ -395,8 +394,8 @@ int Show(const GpuModelCommands& c) {
   const std::vector<cost::LayerCost> fused =
       framework ? cost::FrameworkModelCosts(m, c.batch, d, fp) : std::vector<cost::LayerCost>{};
   for (const core::Layer& l : m.layers()) {
-    const cost::LayerCost cost = framework ? fused[static_cast<size_t>(l.id)]
-                                           : cost::CudnnLayerCost(l, c.batch, d, p);
+    const cost::LayerCost cost =
+        framework ? fused[static_cast<size_t>(l.id)] : cost::CudnnLayerCost(l, c.batch, d, p);
     fwd += cost.fwd.ns;
     bwd += cost.bwd.ns;
     std::cout << fmt::format("{:<28} {:<12} {:<18} {:>10.3f} {:<18} {:>10.3f} {:>7}\n", l.name,
@@ -513,9 +512,10 @@ std::shared_ptr<GpuModelCommands> AddGpuModelCommands(CLI::App& app, const std::
                       "the framework model's activation layout: nchw or nhwc (channels_last)")
       ->check(CLI::IsMember({"nchw", "nhwc"}))
       ->capture_default_str();
-  c->show->add_option("--batchnorm-fusion", c->batchnorm_fusion,
-                      "what the framework fuses into batch norm (NHWC, fp16/bf16): none, bn_relu "
-                      "or bn_add_relu")
+  c->show
+      ->add_option("--batchnorm-fusion", c->batchnorm_fusion,
+                   "what the framework fuses into batch norm (NHWC, fp16/bf16): none, bn_relu "
+                   "or bn_add_relu")
       ->check(CLI::IsMember({"none", "bn_relu", "bn_add_relu"}))
       ->capture_default_str();
   c->show->add_option("--compute-model", c->compute_model,

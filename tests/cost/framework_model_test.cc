@@ -270,8 +270,8 @@ TEST(FrameworkModel, AFusedBatchNormRunsTheReluAndAddAfterIt) {
     d.batchnorm_fusion = fusion;
     return FrameworkModelCosts(m, b, d, p);
   };
-  const auto none = costs(Precision::kBf16, config::MemoryFormat::kNhwc,
-                          config::BatchNormFusion::kNone);
+  const auto none =
+      costs(Precision::kBf16, config::MemoryFormat::kNhwc, config::BatchNormFusion::kNone);
   // Unfused, every layer is what it costs alone.
   for (const core::Layer& l : m.layers()) {
     const LayerCost alone = FrameworkLayerCost(
@@ -281,8 +281,8 @@ TEST(FrameworkModel, AFusedBatchNormRunsTheReluAndAddAfterIt) {
   }
   // One tensor (4 bytes a value) at batch norm's NHWC rate.
   const double t = 1e9 * 4.0 * b * 64 * 56 * 56 / (2000e9 * 0.6);
-  const auto relu = costs(Precision::kBf16, config::MemoryFormat::kNhwc,
-                          config::BatchNormFusion::kBnRelu);
+  const auto relu =
+      costs(Precision::kBf16, config::MemoryFormat::kNhwc, config::BatchNormFusion::kBnRelu);
   EXPECT_EQ(relu[kReluA].fwd.kernels + relu[kReluA].bwd.kernels, 0);
   EXPECT_EQ(relu[kReluA].fwd.ns + relu[kReluA].bwd.ns, 0);
   EXPECT_DOUBLE_EQ(relu[kBnA].fwd.ns, none[kBnA].fwd.ns);
@@ -292,8 +292,8 @@ TEST(FrameworkModel, AFusedBatchNormRunsTheReluAndAddAfterIt) {
   EXPECT_DOUBLE_EQ(relu[kReluOut].fwd.ns, none[kReluOut].fwd.ns);
   EXPECT_DOUBLE_EQ(relu[kBnB].bwd.ns, none[kBnB].bwd.ns);
 
-  const auto add = costs(Precision::kBf16, config::MemoryFormat::kNhwc,
-                         config::BatchNormFusion::kBnAddRelu);
+  const auto add =
+      costs(Precision::kBf16, config::MemoryFormat::kNhwc, config::BatchNormFusion::kBnAddRelu);
   for (int gone : {kReluA, kAdd, kReluOut}) {
     EXPECT_EQ(add[gone].fwd.kernels + add[gone].bwd.kernels, 0) << gone;
     EXPECT_EQ(add[gone].fwd.ns + add[gone].bwd.ns, 0) << gone;

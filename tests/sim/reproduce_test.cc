@@ -162,11 +162,12 @@ TEST_F(ReproduceFile, CalibratesOneGpuAndPredictsTheRest) {
 TEST_F(ReproduceFile, SettingsApplyToTheRowsTheyName) {
   std::string head = kHead;
   const std::string at = "    scenario: tiny.yaml\n";
-  head.replace(head.find(at), at.size(),
-               at + "    settings:\n"
-                    "      - {models: [cifar10_quick], systems: [tf_ps], set: [protocol.dwbp=false], "
-                    "source: \"hand-made\"}\n"
-                    "      - {precisions: fp16, set: [cluster.servers=1], source: \"hand-made\"}\n");
+  head.replace(
+      head.find(at), at.size(),
+      at + "    settings:\n"
+           "      - {models: [cifar10_quick], systems: [tf_ps], set: [protocol.dwbp=false], "
+           "source: \"hand-made\"}\n"
+           "      - {precisions: fp16, set: [cluster.servers=1], source: \"hand-made\"}\n");
   const std::string text =
       head + Row("calibration", "tiny", "single_gpu", "cifar10_quick", 1, "samples_per_s: 1000") +
       Row("fit", "tiny", "tf_ps", "cifar10_quick", 2, "samples_per_s: 1900");
