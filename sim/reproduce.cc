@@ -170,15 +170,26 @@ std::vector<ReproduceSummary> SummarizeReproduce(const std::vector<ReproduceRow>
       {"heldout, multi-machine",
        [](const MeasurementRow& m) { return m.set == "heldout" && m.machines > 1; }},
   };
-  std::vector<std::string> systems;
-  for (const ReproduceRow& r : rows) {
-    if (r.ran && r.m.set != "calibration" &&
-        std::find(systems.begin(), systems.end(), r.m.system) == systems.end()) {
-      systems.push_back(r.m.system);
+  // The names of `field` among the rows that ran, are not calibration rows and have at least
+  // `machines` machines, sorted.
+  auto names = [&rows](std::string MeasurementRow::*field, int machines) {
+    std::vector<std::string> v;
+    for (const ReproduceRow& r : rows) {
+      if (r.ran && r.m.set != "calibration" && r.m.machines >= machines &&
+          std::find(v.begin(), v.end(), r.m.*field) == v.end()) {
+        v.push_back(r.m.*field);
+      }
     }
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  // Per setup, fit and held-out together, on more than one machine: where the misses are.
+  for (const std::string& s : names(&MeasurementRow::setup, 2)) {
+    groups.emplace_back("setup " + s + ", multi-machine", [s](const MeasurementRow& m) {
+      return m.setup == s && m.machines > 1;
+    });
   }
-  std::sort(systems.begin(), systems.end());
-  for (const std::string& s : systems) {
+  for (const std::string& s : names(&MeasurementRow::system, 1)) {
     groups.emplace_back("system " + s, [s](const MeasurementRow& m) { return m.system == s; });
   }
   std::vector<ReproduceSummary> out;
@@ -376,10 +387,12 @@ std::string FormatReproduce(const ReproduceResult& r, OutputFormat format) {
   }
   o += "\nSummary (rows that ran, calibration rows left out; optimistic = predicts more than "
        "measured)\n";
-  o += fmt::format("{:<28} {:>6} {:>12} {:>10} {:>11}\n", "group", "points", "median |err|",
-                   "max |err|", "optimistic");
+  size_t width = 28;  // the group column: as wide as the longest name
+  for (const ReproduceSummary& g : r.summary) width = std::max(width, g.group.size());
+  o += fmt::format("{:<{}} {:>6} {:>12} {:>10} {:>11}\n", "group", width, "points",
+                   "median |err|", "max |err|", "optimistic");
   for (const ReproduceSummary& g : r.summary) {
-    o += fmt::format("{:<28} {:>6} {:>11.1f}% {:>9.1f}% {:>6}/{:<4}\n", g.group, g.points,
+    o += fmt::format("{:<{}} {:>6} {:>11.1f}% {:>9.1f}% {:>6}/{:<4}\n", g.group, width, g.points,
                      g.median_abs_pct, g.max_abs_pct, g.optimistic, g.points);
   }
   return o;

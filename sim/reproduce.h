@@ -79,7 +79,8 @@ ReproduceResult RunReproduce(const std::vector<std::string>& files,
                              const std::vector<std::string>& overrides, int threads);
 
 // The summary of `rows` that ran and are not calibration rows: per set, per set on more than one
-// machine, per system.
+// machine, per setup with rows on more than one machine (those rows, fit and held-out together:
+// where the misses are), per system.
 std::vector<ReproduceSummary> SummarizeReproduce(const std::vector<ReproduceRow>& rows);
 
 // kTable: rows, skipped rows with their reasons, the summary; kCsv: one line per row.

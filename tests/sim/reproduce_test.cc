@@ -148,6 +148,14 @@ TEST_F(ReproduceFile, CalibratesOneGpuAndPredictsTheRest) {
   EXPECT_EQ(r.summary[1].optimistic, 0);
   EXPECT_EQ(r.summary.back().group, "system tf_ps");
   EXPECT_EQ(r.summary.back().points, 2);
+  // Per setup on more than one machine, fit and held-out together.
+  const auto setup = std::find_if(r.summary.begin(), r.summary.end(), [](const auto& g) {
+    return g.group == "setup tiny, multi-machine";
+  });
+  ASSERT_NE(setup, r.summary.end());
+  EXPECT_EQ(setup->points, 2);
+  EXPECT_DOUBLE_EQ(setup->max_abs_pct,
+                   std::max(std::fabs(r.rows[1].error_pct), std::fabs(r.rows[2].error_pct)));
 
   // Same bytes on one thread; the skipped rows are listed with their reasons.
   const std::string table = FormatReproduce(r, OutputFormat::kTable);
