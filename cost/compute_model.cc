@@ -104,6 +104,17 @@ ComputeModel ComputeModel::FromFrameworkModel(const core::Model& model,
   c.iteration_ns_ = OptimizerStepNs(model, device, c.framework_params_) +
                     c.framework_params_.iteration_us * 1e3;
   if (!c.fwd_base_.empty()) c.fwd_base_[0] += c.iteration_ns_;
+  const bool half = device.precision == config::Precision::kFp16 ||
+                    device.precision == config::Precision::kBf16;
+  if (device.batchnorm_fusion != config::BatchNormFusion::kNone &&
+      (!half || device.memory_format != config::MemoryFormat::kNhwc)) {
+    c.warnings_.push_back(fmt::format(
+        "batchnorm_fusion {} fuses nothing at precision {} in {}: cuDNN's fused batch norm runs "
+        "NHWC at fp16 or bf16 (set cluster.memory_format: nhwc and a half precision, or leave "
+        "batchnorm_fusion out)",
+        config::BatchNormFusionName(device.batchnorm_fusion),
+        config::PrecisionName(device.precision), config::MemoryFormatName(device.memory_format)));
+  }
   c.base_source_ = fmt::format("framework model {} {}{} (batch {})", device.name,
                                config::PrecisionName(device.precision),
                                device.memory_format == config::MemoryFormat::kNhwc ? " nhwc" : "",

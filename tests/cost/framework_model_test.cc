@@ -3,6 +3,8 @@
 // half-width activations, the layout's transposes and batch norm, autocast's casts, the dispatch
 // floor of a pass, the optimizer step. Times come from the model's own
 // formulas; no timing is measured.
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "config/compute_loader.h"
@@ -384,6 +386,23 @@ TEST(FrameworkModel, TheComputeModelChargesTheIterationOnceBeforeTheFirstForward
   EXPECT_EQ(c.fwd_ns(0), std::llround(first + c.iteration_ns()));
   EXPECT_EQ(c.fwd_ns(1), std::llround(FrameworkLayerCost(m.layers()[1], 256, d, p).fwd.ns));
   EXPECT_NE(c.source().find("framework model amp bf16"), std::string::npos) << c.source();
+}
+
+// A fusion that cannot apply (NCHW, or no half precision) is priced as none, and said so.
+TEST(FrameworkModel, AFusionThatCannotApplyIsAWarning) {
+  const core::Model m = ResidualBlock(16, 8);
+  for (auto [pr, f, warns] : {std::tuple{Precision::kBf16, config::MemoryFormat::kNhwc, false},
+                              std::tuple{Precision::kBf16, config::MemoryFormat::kNchw, true},
+                              std::tuple{Precision::kTf32, config::MemoryFormat::kNhwc, true}}) {
+    config::DeviceSpec d = WithLayout(Ampere(pr), f);
+    d.batchnorm_fusion = config::BatchNormFusion::kBnAddRelu;
+    const ComputeModel c = ComputeModel::FromDevice(m, d, 8);
+    bool said = false;
+    for (const std::string& w : c.warnings()) said |= w.find("fuses nothing") != std::string::npos;
+    EXPECT_EQ(said, warns) << config::PrecisionName(pr) << " " << config::MemoryFormatName(f);
+    d.batchnorm_fusion = config::BatchNormFusion::kNone;
+    EXPECT_TRUE(ComputeModel::FromDevice(m, d, 8).warnings().empty());
+  }
 }
 
 TEST(FrameworkModel, DeviceOverridesReplaceTheFittedConstants) {
