@@ -5,7 +5,9 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "config/specs.h"
 #include "config/yaml_reader.h"
 
 namespace poseidon::config {
@@ -52,8 +54,10 @@ Setting ReadSetting(const YAML::Node& node, const std::string& path, const std::
   out.models = StringList(r, "models");
   out.precisions = StringList(r, "precisions");
   for (const std::string& p : out.precisions) {
-    if (p != "fp32" && p != "fp16" && p != "bf16" && p != "tf32") {
-      r.FailKey("precisions", fmt::format("precision '{}'; expected fp32, fp16, bf16 or tf32", p));
+    if (std::find(std::begin(kPrecisionNames), std::end(kPrecisionNames), p) ==
+        std::end(kPrecisionNames)) {
+      r.FailKey("precisions", fmt::format("precision '{}'; expected one of {}", p,
+                                          fmt::join(kPrecisionNames, ", ")));
     }
   }
   out.systems = StringList(r, "systems");
