@@ -68,6 +68,13 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
               "a host CPU cost needs 'host_cores' (the cores every process shares); add it or "
               "remove the cost");
   }
+  n->process_ns_per_byte = r.NonNegativeNumber("process_ns_per_byte", n->process_ns_per_byte);
+  if (n->process_ns_per_byte > 0 && n->host_cores > 0) {
+    r.FailKey(r.Has("process_ns_per_byte") ? "process_ns_per_byte" : "host_cores",
+              "'process_ns_per_byte' prices a process on a real machine's own cores and "
+              "'host_cores' processes sharing an emulated cluster's few (their CPU per byte is "
+              "'host_ns_per_byte'): give one of them");
+  }
 }
 
 namespace {
@@ -155,6 +162,9 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
     if (n.host_kernel_ns_per_byte > 0) {
       out << "host_kernel_ns_per_byte: " << YamlScalarNumber(n.host_kernel_ns_per_byte) << "\n";
     }
+  }
+  if (n.process_ns_per_byte > 0) {
+    out << "process_ns_per_byte: " << YamlScalarNumber(n.process_ns_per_byte) << "\n";
   }
   out << "provenance:" << (spec.provenance.empty() ? " {}" : "") << "\n";
   for (const auto& [k, v] : spec.provenance) {

@@ -23,6 +23,9 @@
 //                                     #   threads (>= 0; config/specs.h NetworkSpec)
 //   host_kernel_ns_per_byte: 1.0      # optional (default 0), with host_cores: kernel CPU per
 //                                     #   wire byte between machines, on a shared core (>= 0)
+//   process_ns_per_byte: 1.111        # optional (default 0), not with host_cores: a framework
+//                                     #   RPC runtime's CPU per payload byte on the receiving
+//                                     #   process, its own core (TensorFlow's gRPC) (>= 0)
 //   provenance:                       # free-form strings; calibrate-net writes host, kernel,
 //     date: "2026-11-29T10:00:00Z"    # date, command, commit, link
 //   measurements: {...}               # optional, free-form: the raw figures (not read)

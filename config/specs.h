@@ -130,6 +130,13 @@ struct NetworkSpec {
   // message between machines outside the processes (softirq work of the emulated path: veth,
   // bridge, tbf), on one of the shared cores but not on the receiving process. 0 = none.
   double host_kernel_ns_per_byte = 0;
+  // A framework's RPC runtime on a real cluster (YAML: process_ns_per_byte): the CPU a process
+  // spends per payload byte of a message it receives before the message is its (deserialising and
+  // copying it out of the transport's buffers: TensorFlow's gRPC RecvTensor path), one message at a
+  // time per process, on that process's own core (no shared pool: for an emulated cluster on
+  // shared cores use host_cores and host_ns_per_byte instead; the two are exclusive). Messages
+  // between processes of one machine pay it too. 0 = free (every old scenario).
+  double process_ns_per_byte = 0;
   // Leaf-spine only.
   int hosts_per_leaf = 16;
   int spines = 2;

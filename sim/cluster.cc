@@ -213,7 +213,7 @@ SimJob::Connection& SimJob::ConnectionOf(int src, int dst, ActorId from, ActorId
 
 void SimJob::Arrive(TimeNs at, uint32_t slot) {
   const ActorId to = slots_[slot].msg.to;
-  if (config_.network.host_cores <= 0) {
+  if (config_.network.host_cores <= 0 && config_.network.process_ns_per_byte <= 0) {
     queue_.Push(at, kDeliver, static_cast<uint32_t>(to), slot);
     return;
   }
@@ -221,7 +221,7 @@ void SimJob::Arrive(TimeNs at, uint32_t slot) {
 }
 
 void SimJob::EnsureHostCpuState() {
-  if (!core_free_.empty()) return;
+  if (!process_free_.empty()) return;
   core_free_.assign(static_cast<size_t>(config_.network.host_cores), 0);
   process_free_.assign(static_cast<size_t>(config_.layout.num_actors()), 0);
 }
@@ -238,6 +238,16 @@ void SimJob::ProcessArrival(uint32_t slot) {
   const config::NetworkSpec& n = config_.network;
   EnsureHostCpuState();
   const ActorId to = slots_[slot].msg.to;
+  if (n.host_cores <= 0) {
+    // A real machine's process (process_ns_per_byte): on its own core, one message at a time.
+    TimeNs& process = process_free_[static_cast<size_t>(to)];
+    const TimeNs start = std::max(now_, process);
+    process =
+        start + static_cast<TimeNs>(std::llround(
+                    n.process_ns_per_byte * static_cast<double>(slots_[slot].msg.payload_bytes)));
+    queue_.Push(process, kDeliver, static_cast<uint32_t>(to), slot);
+    return;
+  }
   if (n.host_kernel_ns_per_byte > 0 && !config_.layout.SameMachine(slots_[slot].msg.from, to)) {
     // The kernel's share, on the earliest free core, beside the receiving process.
     auto kernel = std::min_element(core_free_.begin(), core_free_.end());

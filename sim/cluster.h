@@ -197,7 +197,8 @@ class SimJob {
   // Returns a delivered message's slot to the free list.
   void FreeSlot(uint32_t slot);
   // `slot` has arrived at its receiving process at `at`: delivered then, or, with the host CPU
-  // modelled (NetworkSpec::host_cores), once that process and one shared core have processed it.
+  // modelled (NetworkSpec::host_cores), once that process and one shared core have processed it,
+  // or, with NetworkSpec::process_ns_per_byte, once that process alone has.
   void Arrive(TimeNs at, uint32_t slot);
   void ProcessArrival(uint32_t slot);
   // When `actor`'s protocol thread takes an event ready at now_ (NetworkSpec::host_wakeup_ns):
@@ -236,7 +237,8 @@ class SimJob {
   uint64_t net_generation_ = 0;
   TimeNs net_pending_at_ = kNever;
   std::vector<FlowDone> done_scratch_;
-  // Host CPU (NetworkSpec::host_cores): when each shared core and each actor's process is free.
+  // Host CPU (NetworkSpec::host_cores, process_ns_per_byte): when each shared core (host_cores
+  // only) and each actor's process is free.
   std::vector<TimeNs> core_free_;
   std::vector<TimeNs> process_free_;
   // With NetworkSpec::host_wakeup_ns: the ended tasks whose kComputeDone is pending.

@@ -150,7 +150,12 @@ std::vector<std::string> SystemOverrides(const std::string& system, int devices_
     return o;
   }
   if (system == "tf_ps" || system == "tf_ps_vars_cpu") {
-    return {"protocol.baseline=null", "protocol.scheme=ps", "protocol.placement_policy=by_size"};
+    // TensorFlow 1.x moves every tensor between its processes through gRPC's RecvTensor, which
+    // deserialises and copies it on one thread: 0.9 GB/s from a worker into a parameter server's
+    // variable where the same process moved 20.2 GB/s (tensorflow/tensorflow#6116, comment of
+    // 2016-12-09, Xeon E5-2630 v3), i.e. 1 / 0.9 GB/s on the receiving process per byte.
+    return {"protocol.baseline=null", "protocol.scheme=ps", "protocol.placement_policy=by_size",
+            fmt::format("cluster.network.process_ns_per_byte={}", kTensorFlowGrpcNsPerByte)};
   }
   if (system == "caffe_ps") {
     return {"protocol.baseline=null", "protocol.dwbp=false", "protocol.scheme=ps",

@@ -40,11 +40,16 @@ namespace poseidon::sim {
 
 using config::MeasurementRow;
 
+// TensorFlow 1.x's gRPC runtime: CPU per payload byte on the process that receives a tensor
+// (NetworkSpec::process_ns_per_byte), 1 / 0.9 GB/s: tensorflow/tensorflow#6116 (reproduce.cc).
+inline constexpr double kTensorFlowGrpcNsPerByte = 1.111;
+
 // The --set keys of a system id of the measurement files (on top of the setup's scenario):
 // ddp_nccl: DDP; horovod_nccl, horovod_mpi: Horovod (NCCL and MPI not told apart); both with a
 // machine's copies over its interconnect (cluster.local_copies) on machines of 2+ devices, as
 // `poseidon compare` runs them; tf_ps, tf_ps_vars_cpu: TensorFlow's parameter servers (whole
-// variables per server: scheme ps, placement by_size, no baseline); caffe_ps: the papers'
+// variables per server: scheme ps, placement by_size, no baseline; every received tensor costs
+// its process kTensorFlowGrpcNsPerByte, TensorFlow's gRPC runtime); caffe_ps: the papers'
 // parameter server (`poseidon compare`'s ps_papers); single_gpu, single_machine, poseidon_*:
 // the scenario as it is. Empty `known` = false for an unknown id.
 std::vector<std::string> SystemOverrides(const std::string& system, int devices_per_machine,

@@ -281,6 +281,23 @@ TEST(NetworkFile, ConnectionCapRoundTrips) {
   EXPECT_EQ(off.str().find("connection_gbps"), std::string::npos) << off.str();
 }
 
+// process_ns_per_byte: written and read back; 0 (free) is not written.
+TEST(NetworkFile, ProcessCpuPerByteRoundTrips) {
+  config::NetworkFileSpec f;
+  f.network.host_bandwidth_Bps = 40e9 / 8;
+  f.network.process_ns_per_byte = 1.111;
+  f.provenance = {{"source", "tensorflow/tensorflow#6116"}};
+  std::ostringstream text;
+  config::WriteNetworkYaml(f, text);
+  EXPECT_NE(text.str().find("process_ns_per_byte: 1.111\n"), std::string::npos) << text.str();
+  EXPECT_DOUBLE_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.process_ns_per_byte,
+                   1.111);
+  f.network.process_ns_per_byte = 0;
+  std::ostringstream off;
+  config::WriteNetworkYaml(f, off);
+  EXPECT_EQ(off.str().find("process_ns_per_byte"), std::string::npos) << off.str();
+}
+
 // The error ParseNetworkYaml(text, name) throws, or "" if it accepts the text.
 std::string NetworkFileError(const std::string& text, const std::string& name) {
   try {
@@ -328,6 +345,10 @@ TEST(NetworkFile, BadInputIsLocated) {
        "connection_gbps"},
       {"model: queue\nefficiency: 1\nconnection_gbps: 5\nprovenance: {a: b}\n", "capq.yaml",
        "capq.yaml:6:", "flow model only (this network's model is queue)"},
+      {"efficiency: 1\nprocess_ns_per_byte: -1\nprovenance: {a: b}\n", "pneg.yaml",
+       "pneg.yaml:5:", "process_ns_per_byte"},
+      {"efficiency: 1\nhost_cores: 2\nprocess_ns_per_byte: 1\nprovenance: {a: b}\n",
+       "pboth.yaml", "pboth.yaml:6:", "give one of them"},
   };
   for (const auto& c : cases) {
     const std::string err = NetworkFileError(head + c.body, c.name);

@@ -305,6 +305,39 @@ TEST(SimJob, KernelCpuTakesASharedCoreButNotTheProcess) {
   near(deliveries(1, 0), {0, 0});
 }
 
+// NetworkSpec::process_ns_per_byte (a framework's RPC runtime on a real cluster): a process takes
+// the messages it receives one at a time, each for that many ns per payload byte, on its own core;
+// two processes take theirs at once.
+TEST(SimJob, AProcessTakesItsMessagesOneAtATimeOnItsOwnCore) {
+  core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
+  const int64_t p = 100'000;
+  auto deliveries = [&](double ns_per_byte, bool to_one) {
+    SimJobConfig cfg;
+    cfg.model = &model;
+    cfg.layout = core::JobLayout::Dedicated(2, 1);  // workers on machines 0, 1; shard on 2
+    cfg.protocol.iterations = 1;
+    cfg.network = Star(1e9, 0);  // the links take (next to) no time
+    cfg.network.process_ns_per_byte = ns_per_byte;
+    cfg.worker_compute.assign(2, ZeroCompute(model));
+    const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1);
+    const core::ActorId s0 = cfg.layout.server(0);
+    SimJob job(std::move(cfg));
+    if (to_one) return job.ReplayMessages({{0, w0, s0, p}, {0, w1, s0, p}, {5 * p, w0, s0, p}});
+    return job.ReplayMessages({{0, s0, w0, p}, {0, s0, w1, p}});
+  };
+  auto near = [](const std::vector<TimeNs>& got, std::vector<TimeNs> want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2) << i;
+  };
+  // Two pushes into one shard: the second waits for the first; a third, arriving after both,
+  // waits for nothing.
+  near(deliveries(2.0, true), {2 * p, 4 * p, 7 * p});
+  // Two pulls into two workers: each on its own process, at once.
+  near(deliveries(2.0, false), {2 * p, 2 * p});
+  // Without it a message costs nothing on arrival.
+  near(deliveries(0, true), {0, 0, 5 * p});
+}
+
 // NetworkSpec::host_wakeup_ns: a protocol thread that sleeps learns of an event a wake-up late,
 // and compute tasks are timed as a live run that replays them does (cost::kReplayAbsorbNs).
 TEST(SimJob, AProtocolThreadWakesLateButAReplayedPassDoesNotDrift) {
