@@ -56,7 +56,8 @@ std::vector<std::string> RowOverrides(const MeasurementRow& m, bool with_precisi
   };
   if (with_precision) o.push_back("cluster.precision=" + m.precision);
   bool known = false;
-  const std::vector<std::string> sys = SystemOverrides(m.system, m.gpus_per_machine, &known);
+  const std::vector<std::string> sys =
+      SystemOverrides(m.system, m.gpus_per_machine, m.transport, &known);
   o.insert(o.end(), sys.begin(), sys.end());
   const bool ps = m.system == "tf_ps" || m.system == "tf_ps_vars_cpu" || m.system == "caffe_ps" ||
                   config::IsCalibrationSystem(m.system);
@@ -138,7 +139,7 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 std::vector<std::string> SystemOverrides(const std::string& system, int devices_per_machine,
-                                         bool* known) {
+                                         const std::string& transport, bool* known) {
   *known = true;
   if (system == "ddp_nccl" || system == "horovod_nccl" || system == "horovod_mpi") {
     std::vector<std::string> o = {system == "ddp_nccl" ? "protocol.baseline=ddp"
@@ -146,6 +147,13 @@ std::vector<std::string> SystemOverrides(const std::string& system, int devices_
     if (devices_per_machine > 1) {
       o.push_back("cluster.client=device");
       o.push_back("cluster.local_copies=interconnect");
+    }
+    if (system == "horovod_mpi") {
+      // Horovod's "allreduce on CPU": MPI_Allreduce of host copies, Open MPI's ring moving and
+      // summing every received byte on the CPU (scripts/mpi-cpu-check): over TCP, or, over RDMA,
+      // the copies and sums without a network stack (shared memory's figure).
+      o.push_back(fmt::format("cluster.network.process_ns_per_byte={}",
+                              transport == "rdma" ? kOpenMpiShmNsPerByte : kOpenMpiTcpNsPerByte));
     }
     return o;
   }
@@ -165,7 +173,6 @@ std::vector<std::string> SystemOverrides(const std::string& system, int devices_
   *known = false;
   return {};
 }
-
 
 std::vector<ReproduceSummary> SummarizeReproduce(const std::vector<ReproduceRow>& rows) {
   std::vector<std::pair<std::string, std::function<bool(const MeasurementRow&)>>> groups = {
@@ -223,7 +230,7 @@ ReproduceResult RunReproduce(const std::vector<std::string>& files,
   for (const std::string& f : files) {
     for (MeasurementRow& m : config::LoadClusterMeasurementFile(f)) {
       bool mapped = false;
-      (void)SystemOverrides(m.system, 1, &mapped);
+      (void)SystemOverrides(m.system, 1, m.transport, &mapped);
       if (!mapped) {
         config::FailAt(m.system_loc, fmt::format("system '{}' has no simulator keys "
                                                  "(sim/reproduce.h SystemOverrides lists the "

@@ -43,17 +43,26 @@ using config::MeasurementRow;
 // TensorFlow 1.x's gRPC runtime: CPU per payload byte on the process that receives a tensor
 // (NetworkSpec::process_ns_per_byte), 1 / 0.9 GB/s: tensorflow/tensorflow#6116 (reproduce.cc).
 inline constexpr double kTensorFlowGrpcNsPerByte = 1.111;
+// Open MPI 4.1.4's MPI_Allreduce of 64 MiB of host memory, two ranks, per byte a rank receives
+// (NetworkSpec::process_ns_per_byte): over TCP, and over shared memory (the copies and sums
+// alone, what RDMA leaves to the CPU). scripts/mpi-cpu-check, medians of 5 runs, 2026-12-05 on
+// the 2-core "AMD EPYC" VM (kernel 6.18.44): 1.047 and 0.818. A figure of this machine, not of
+// the measured clusters' CPUs (docs/reproduce.md).
+inline constexpr double kOpenMpiTcpNsPerByte = 1.047;
+inline constexpr double kOpenMpiShmNsPerByte = 0.818;
 
 // The --set keys of a system id of the measurement files (on top of the setup's scenario):
-// ddp_nccl: DDP; horovod_nccl, horovod_mpi: Horovod (NCCL and MPI not told apart); both with a
-// machine's copies over its interconnect (cluster.local_copies) on machines of 2+ devices, as
-// `poseidon compare` runs them; tf_ps, tf_ps_vars_cpu: TensorFlow's parameter servers (whole
-// variables per server: scheme ps, placement by_size, no baseline; every received tensor costs
-// its process kTensorFlowGrpcNsPerByte, TensorFlow's gRPC runtime); caffe_ps: the papers'
-// parameter server (`poseidon compare`'s ps_papers); single_gpu, single_machine, poseidon_*:
-// the scenario as it is. Empty `known` = false for an unknown id.
+// ddp_nccl: DDP; horovod_nccl, horovod_mpi: Horovod; both with a machine's copies over its
+// interconnect (cluster.local_copies) on machines of 2+ devices, as `poseidon compare` runs
+// them; horovod_mpi's received bytes cost its processes Open MPI's CPU per byte on the host
+// (kOpenMpiTcpNsPerByte, or kOpenMpiShmNsPerByte when the row's transport is rdma); tf_ps,
+// tf_ps_vars_cpu: TensorFlow's parameter servers (whole variables per server: scheme ps, placement
+// by_size, no baseline; every received tensor costs its process kTensorFlowGrpcNsPerByte,
+// TensorFlow's gRPC runtime); caffe_ps: the papers' parameter server (`poseidon compare`'s
+// ps_papers); single_gpu, single_machine, poseidon_*: the scenario as it is. Empty `known` = false
+// for an unknown id.
 std::vector<std::string> SystemOverrides(const std::string& system, int devices_per_machine,
-                                         bool* known);
+                                         const std::string& transport, bool* known);
 
 struct ReproduceRow {
   MeasurementRow m;

@@ -251,5 +251,29 @@ TEST_F(ReproduceFile, MalformedFilesGiveOneLocatedLine) {
   }
 }
 
+// The systems that move bytes through a CPU pay it per received byte: Horovod over MPI (by the
+// row's transport: TCP's figure, or shared memory's under RDMA) and TensorFlow's gRPC; NCCL's
+// systems do not.
+TEST(SystemOverrides, CpuPathsPayPerReceivedByte) {
+  auto cost = [](const std::string& system, const std::string& transport) {
+    bool known = false;
+    const std::vector<std::string> o = SystemOverrides(system, 4, transport, &known);
+    EXPECT_TRUE(known) << system;
+    const std::string key = "cluster.network.process_ns_per_byte=";
+    for (const std::string& k : o) {
+      if (k.rfind(key, 0) == 0) return std::stod(k.substr(key.size()));
+    }
+    return 0.0;
+  };
+  EXPECT_DOUBLE_EQ(cost("horovod_mpi", "tcp"), kOpenMpiTcpNsPerByte);
+  EXPECT_DOUBLE_EQ(cost("horovod_mpi", "rdma"), kOpenMpiShmNsPerByte);
+  EXPECT_DOUBLE_EQ(cost("tf_ps", "tcp"), kTensorFlowGrpcNsPerByte);
+  EXPECT_EQ(cost("horovod_nccl", "tcp"), 0);
+  EXPECT_EQ(cost("ddp_nccl", "rdma"), 0);
+  bool known = true;
+  EXPECT_TRUE(SystemOverrides("no_such_system", 1, "", &known).empty());
+  EXPECT_FALSE(known);
+}
+
 }  // namespace
 }  // namespace poseidon::sim
