@@ -272,37 +272,45 @@ TEST(SimJob, HostCpuProcessesEveryMessageOnSharedCores) {
   EXPECT_EQ(iteration(core::JobLayout::Colocated(1, 1), 0), 0);
 }
 
+// Two workers on machines 0 and 1, a shard on machine 2, links that take (next to) no time:
+// what the host CPU tests replay messages on.
+SimJobConfig TwoWorkersAndAShard(const core::Model& model) {
+  SimJobConfig cfg;
+  cfg.model = &model;
+  cfg.layout = core::JobLayout::Dedicated(2, 1);
+  cfg.protocol.iterations = 1;
+  cfg.network = Star(1e9, 0);
+  cfg.worker_compute.assign(2, ZeroCompute(model));
+  return cfg;
+}
+
+// Each delivery within 2 ns of the one wanted (the links take a nanosecond or two).
+void ExpectDeliveries(const std::vector<TimeNs>& got, const std::vector<TimeNs>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2) << i;
+}
+
 // NetworkSpec::host_kernel_ns_per_byte: the kernel's CPU for a message between machines takes a
 // shared core, not the receiving process, so it delays only what waits for that core.
 TEST(SimJob, KernelCpuTakesASharedCoreButNotTheProcess) {
   core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
   const int64_t p = 100'000, wire = p + core::Message::kHeaderBytes;
   auto deliveries = [&](int cores, double kernel_ns_per_byte) {
-    SimJobConfig cfg;
-    cfg.model = &model;
-    cfg.layout = core::JobLayout::Dedicated(2, 1);  // workers on machines 0, 1; shard on 2
-    cfg.protocol.iterations = 1;
-    cfg.network = Star(1e9, 0);  // the links take (next to) no time
+    SimJobConfig cfg = TwoWorkersAndAShard(model);
     cfg.network.host_cores = cores;
     cfg.network.host_kernel_ns_per_byte = kernel_ns_per_byte;
-    cfg.worker_compute.assign(2, ZeroCompute(model));
     const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1);
     const core::ActorId s0 = cfg.layout.server(0);
     SimJob job(std::move(cfg));
     return job.ReplayMessages({{0, s0, w0, p}, {0, s0, w1, p}});
   };
-  // (The links take a nanosecond or two: `near` allows for them.)
-  auto near = [](const std::vector<TimeNs>& got, std::vector<TimeNs> want) {
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2) << i;
-  };
   // One core: the first message's kernel work holds it, then the second's; each process reads
   // its message once the core is free.
-  near(deliveries(1, 1.0), {wire, 2 * wire});
+  ExpectDeliveries(deliveries(1, 1.0), {wire, 2 * wire});
   // Two cores: the first process reads at once on the core the kernel left free; the second
   // waits for the first core the kernel work frees.
-  near(deliveries(2, 1.0), {0, wire});
-  near(deliveries(1, 0), {0, 0});
+  ExpectDeliveries(deliveries(2, 1.0), {0, wire});
+  ExpectDeliveries(deliveries(1, 0), {0, 0});
 }
 
 // NetworkSpec::process_ns_per_byte (a framework's RPC runtime on a real cluster): a process takes
@@ -312,30 +320,21 @@ TEST(SimJob, AProcessTakesItsMessagesOneAtATimeOnItsOwnCore) {
   core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
   const int64_t p = 100'000;
   auto deliveries = [&](double ns_per_byte, bool to_one) {
-    SimJobConfig cfg;
-    cfg.model = &model;
-    cfg.layout = core::JobLayout::Dedicated(2, 1);  // workers on machines 0, 1; shard on 2
-    cfg.protocol.iterations = 1;
-    cfg.network = Star(1e9, 0);  // the links take (next to) no time
+    SimJobConfig cfg = TwoWorkersAndAShard(model);
     cfg.network.process_ns_per_byte = ns_per_byte;
-    cfg.worker_compute.assign(2, ZeroCompute(model));
     const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1);
     const core::ActorId s0 = cfg.layout.server(0);
     SimJob job(std::move(cfg));
     if (to_one) return job.ReplayMessages({{0, w0, s0, p}, {0, w1, s0, p}, {5 * p, w0, s0, p}});
     return job.ReplayMessages({{0, s0, w0, p}, {0, s0, w1, p}});
   };
-  auto near = [](const std::vector<TimeNs>& got, std::vector<TimeNs> want) {
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2) << i;
-  };
   // Two pushes into one shard: the second waits for the first; a third, arriving after both,
   // waits for nothing.
-  near(deliveries(2.0, true), {2 * p, 4 * p, 7 * p});
+  ExpectDeliveries(deliveries(2.0, true), {2 * p, 4 * p, 7 * p});
   // Two pulls into two workers: each on its own process, at once.
-  near(deliveries(2.0, false), {2 * p, 2 * p});
+  ExpectDeliveries(deliveries(2.0, false), {2 * p, 2 * p});
   // Without it a message costs nothing on arrival.
-  near(deliveries(0, true), {0, 0, 5 * p});
+  ExpectDeliveries(deliveries(0, true), {0, 0, 5 * p});
 }
 
 // NetworkSpec::host_wakeup_ns: a protocol thread that sleeps learns of an event a wake-up late,
