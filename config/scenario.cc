@@ -185,6 +185,7 @@ void ReadMachines(MapReader& c, ScenarioSpec* s) {
                           s->client_per_device ? "device" : "machine", s->devices_per_machine));
   }
   s->compute_scale = c.PositiveNumber("compute_scale", 1);
+  s->input_samples_per_s = c.NonNegativeNumber("input_samples_per_s", 0);
   s->placement = c.Choice("placement", {"colocated", "dedicated"}, "colocated") == "colocated"
                      ? ServerPlacement::kColocated
                      : ServerPlacement::kDedicated;

@@ -24,6 +24,9 @@
 //                                  # `file:` to start from one: config/interconnect_loader.h);
 //                                  # CPU devices default to host memory at server_update_gbs
 //     compute_scale: 1.25          # optional: every device's compute times this (> 0; default 1)
+//     input_samples_per_s: 2800    # optional: what a machine's input pipeline (CPU decoding and
+//                                  # augmentation) delivers to its devices together (>= 0;
+//                                  # default 0: as fast as they take them)
 //     servers: 8                   # default: one shard per worker machine
 //     servers_per_machine: 1       # colocated: shards on each worker machine (instead of servers)
 //     placement: colocated         # colocated (shard j on worker machine j) | dedicated
@@ -146,6 +149,11 @@ struct ScenarioSpec {
   // factor (> 0; 1 exactly when absent, which leaves every output as it was). What `poseidon
   // reproduce` calibrates from a published 1-GPU figure (sim/reproduce.h).
   double compute_scale = 1;
+  // cluster.input_samples_per_s: what one machine's input pipeline (reading, decoding and
+  // augmenting samples on its CPU) delivers to all its devices together, samples per second; a
+  // device's forward pass waits for its batch (sim/cluster.h SimJobConfig). 0 (the default): as
+  // fast as the devices take them, which leaves every output as it was.
+  double input_samples_per_s = 0;
   // How a machine's devices are joined (devices_per_machine > 1; kind host for CPU devices when
   // the scenario says nothing).
   InterconnectSpec interconnect;

@@ -412,19 +412,49 @@ void SimJob::StartNextTask(ActorId actor, int slot) {
     return;
   }
   const TimeNs dur = TaskDuration(actor, task);
-  TimeNs end = now_ + dur;
+  // A forward pass starts once its batch is in (SimJobConfig::input_samples_per_s).
+  const TimeNs ready =
+      config_.input_samples_per_s > 0 && task.kind == TaskKind::kForward && task.layer == 0
+          ? TakeInput(actor)
+          : now_;
+  s.started = ready;
+  TimeNs end = ready + dur;
   const config::NetworkSpec& n = config_.network;
   if (n.host_cores > 0 && n.host_wakeup_ns > 0) {
     // As a live run that replays compute does: a task handed over within kReplayAbsorbNs of the
     // previous one's modelled end starts at that end. Its stream thread sleeps to its modelled
     // end and the protocol thread learns of it a wake-up later; a task whose end has passed
     // already is handed back at once, in a hand-off between threads that are awake.
-    s.started = cost::ReplayedTaskStart(now_, s.last_end);
+    s.started = cost::ReplayedTaskStart(ready, s.last_end);
     s.last_end = s.started + dur;
-    end = s.last_end > now_ ? s.last_end + std::llround(n.host_wakeup_ns)
-                            : now_ + std::llround(n.host_handoff_ns);
+    end = s.last_end > ready ? s.last_end + std::llround(n.host_wakeup_ns)
+                             : ready + std::llround(n.host_handoff_ns);
   }
   queue_.Push(end, kTaskDone, static_cast<uint32_t>(actor), static_cast<uint64_t>(slot));
+}
+
+TimeNs SimJob::TakeInput(ActorId actor) {
+  const size_t m = static_cast<size_t>(config_.layout.machine_of[static_cast<size_t>(actor)]);
+  const double cap = config_.input_prefetch_samples;
+  if (input_samples_.size() <= m) {
+    input_samples_.resize(m + 1, 0.0);
+    input_since_.resize(m + 1, 0);
+  }
+  const double per_ns = config_.input_samples_per_s * 1e-9;
+  double& have = input_samples_[m];
+  TimeNs& since = input_since_[m];
+  if (now_ > since) {
+    have = std::min(cap, have + per_ns * static_cast<double>(now_ - since));
+    since = now_;
+  }
+  const double need = static_cast<double>(config_.input_batch);
+  if (have >= need) {
+    have -= need;
+    return since;
+  }
+  since += static_cast<TimeNs>(std::ceil((need - have) / per_ns));
+  have = 0;
+  return since;
 }
 
 TimeNs SimJob::TaskDuration(ActorId actor, const ComputeTask& task) {

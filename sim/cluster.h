@@ -62,6 +62,16 @@ struct SimJobConfig {
   Jitter jitter = Jitter::kNone;
   double jitter_cv = 0;
   uint64_t seed = 1;
+  // Each machine's input pipeline (cluster.input_samples_per_s): the samples per second it
+  // delivers to the machine's devices together (0: no limit, the default). A device's forward
+  // pass of the first layer takes input_batch of them, waiting until the pipeline has produced
+  // them; the pipeline runs ahead by at most input_prefetch_samples and serves the devices in the
+  // order they ask. It starts empty: a bound machine then runs at its steady pace from its first
+  // iteration on, where a prefetch full at the start would hide the bound for the few
+  // iterations a simulation runs.
+  double input_samples_per_s = 0;
+  int64_t input_batch = 0;
+  double input_prefetch_samples = 0;
   // Clocks below this are left out of the per-layer figures (SimRun::layers).
   int64_t warmup_iterations = 0;
   bool record_trace = false;
@@ -205,6 +215,9 @@ class SimJob {
   // now_ plus the wake-up latency if the thread sleeps, else once it is free.
   TimeNs ProtocolThreadStart(core::ActorId actor) const;
   void EnsureHostCpuState();
+  // SimJobConfig::input_samples_per_s: when `actor`'s machine's input pipeline has a batch for a
+  // forward pass asked for now (now_ or later), which it takes.
+  TimeNs TakeInput(core::ActorId actor);
   // The connection a message from actor `from` on machine src to `to` on dst travels on: one per
   // machine pair or per process pair (network.connections).
   uint64_t ConnectionKey(int src, int dst, core::ActorId from, core::ActorId to) const;
@@ -241,6 +254,10 @@ class SimJob {
   // only) and each actor's process is free.
   std::vector<TimeNs> core_free_;
   std::vector<TimeNs> process_free_;
+  // Input pipelines (SimJobConfig::input_samples_per_s), per machine: samples ready at
+  // input_since_ (that time may lie ahead: batches promised to earlier forward passes).
+  std::vector<double> input_samples_;
+  std::vector<TimeNs> input_since_;
   // With NetworkSpec::host_wakeup_ns: the ended tasks whose kComputeDone is pending.
   std::unordered_map<uint64_t, core::ComputeTask> done_pending_;  // by sequence number
   uint64_t done_sequence_ = 0;

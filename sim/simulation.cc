@@ -37,6 +37,14 @@ SimJobConfig JobConfig(const config::ScenarioSpec& s, const core::Model& model,
   cfg.jitter_cv = s.jitter_cv;
   cfg.seed = s.seed;
   cfg.warmup_iterations = s.warmup_iterations;
+  if (s.input_samples_per_s > 0) {
+    // Two iterations' samples of every device ahead, as data loaders prefetch (PyTorch's
+    // DataLoader: prefetch_factor 2 batches per worker).
+    cfg.input_samples_per_s = s.input_samples_per_s;
+    cfg.input_batch = s.batch_per_worker;
+    cfg.input_prefetch_samples =
+        2.0 * static_cast<double>(s.batch_per_worker) * static_cast<double>(s.devices_per_machine);
+  }
   return cfg;
 }
 

@@ -66,6 +66,20 @@ TEST_F(ScenarioFile, ComputeScaleDefaultsToOneAndRejectsNonPositive) {
   }
 }
 
+// cluster.input_samples_per_s: 0 (no limit) when absent; a rate >= 0 when given; a negative one, or
+// one that is not a number, is one located line.
+TEST_F(ScenarioFile, InputPipelineRateDefaultsToNoLimit) {
+  EXPECT_EQ(LoadScenarioFile(Write(kGood)).input_samples_per_s, 0.0);
+  const std::string fed = std::string(kGood) + "  input_samples_per_s: 2800\n";
+  EXPECT_EQ(LoadScenarioFile(Write(fed)).input_samples_per_s, 2800.0);
+  for (const char* bad : {"-1", "fast"}) {
+    const std::string e = Error(std::string(kGood) + "  input_samples_per_s: " + bad + "\n");
+    EXPECT_NE(e.find("s.yaml:9:"), std::string::npos) << e;
+    EXPECT_NE(e.find("input_samples_per_s"), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}
+
 TEST_F(ScenarioFile, GoodScenarioLoadsWithDefaults) {
   ScenarioSpec s = LoadScenarioFile(Write(kGood));
   EXPECT_EQ(s.workers, 4);

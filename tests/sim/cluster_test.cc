@@ -337,6 +337,40 @@ TEST(SimJob, AProcessTakesItsMessagesOneAtATimeOnItsOwnCore) {
   ExpectDeliveries(deliveries(0, true), {0, 0, 5 * p});
 }
 
+// SimJobConfig::input_samples_per_s: a machine's input pipeline serves its devices together; once
+// what it had prefetched is spent, a machine whose devices need B samples an iteration between
+// them runs an iteration every B / rate, however fast they compute.
+TEST(SimJob, AMachinesInputPipelineBoundsItsDevices) {
+  core::Model model = core::Model::Build(testing::SmallNetSpec());
+  const int64_t batch = 32;
+  const double rate = 640;  // samples/s: 50 ms a batch
+  auto spacing = [&](int machines, int workers_per_machine, double samples_per_s) {
+    SimJobConfig cfg;
+    cfg.model = &model;
+    cfg.layout = core::JobLayout::Build(machines, workers_per_machine, 1, true);
+    cfg.protocol.chunk_bytes = 1 << 30;
+    cfg.protocol.iterations = 12;
+    cfg.network = Star(100, 0);
+    cfg.worker_compute.assign(static_cast<size_t>(cfg.layout.num_workers), FixedCompute(model, 1));
+    cfg.input_samples_per_s = samples_per_s;
+    cfg.input_batch = batch;
+    cfg.input_prefetch_samples = 2.0 * batch * workers_per_machine;
+    SimJob job(std::move(cfg));
+    const SimRun run = job.Run();
+    EXPECT_FALSE(run.deadlocked) << run.deadlock_report;
+    const WorkerRun& w = run.workers.back();
+    return static_cast<double>(w.iteration_begin[11] - w.iteration_begin[10]);
+  };
+  const double free = spacing(1, 2, 0);
+  EXPECT_LT(free, 20e6);  // the compute alone: a few layers at 1 ms each way
+  // Two devices on one machine share its pipeline: 2 batches an iteration, 100 ms.
+  EXPECT_NEAR(spacing(1, 2, rate), 2 * batch / rate * 1e9, 2);
+  // One device on each of two machines: a pipeline each, 50 ms.
+  EXPECT_NEAR(spacing(2, 1, rate), batch / rate * 1e9, 2);
+  // A pipeline faster than the devices leaves them as they were.
+  EXPECT_EQ(spacing(1, 2, 1e9), free);
+}
+
 // NetworkSpec::host_wakeup_ns: a protocol thread that sleeps learns of an event a wake-up late,
 // and compute tasks are timed as a live run that replays them does (cost::kReplayAbsorbNs).
 TEST(SimJob, AProtocolThreadWakesLateButAReplayedPassDoesNotDrift) {
