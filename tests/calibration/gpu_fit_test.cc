@@ -211,23 +211,23 @@ TEST(PublishedTimings, BadRowsAreLocated) {
       EXPECT_NE(msg.find(c.says), std::string::npos) << msg;
     }
   }
+  // A file with `file_key` at the top and two rows, the second with `row_key` of its own.
+  auto two_rows = [](const std::string& file_key, const std::string& row_key) {
+    return config::ParsePublishedTimings(
+        "schema_version: 1\nsource: test\n" + file_key +
+            "\nmeasurements:\n"
+            "  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, set: fit}\n"
+            "  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, " +
+            row_key + ", set: fit}\n",
+        "m.yaml");
+  };
   // memory_format: the file's applies to every row that does not give its own.
-  const auto layouts = config::ParsePublishedTimings(
-      "schema_version: 1\nsource: test\nmemory_format: nhwc\nmeasurements:\n"
-      "  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, set: fit}\n"
-      "  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, memory_format: nchw, "
-      "set: fit}\n",
-      "m.yaml");
+  const auto layouts = two_rows("memory_format: nhwc", "memory_format: nchw");
   ASSERT_EQ(layouts.rows.size(), 2u);
   EXPECT_EQ(layouts.rows[0].memory_format, config::MemoryFormat::kNhwc);
   EXPECT_EQ(layouts.rows[1].memory_format, config::MemoryFormat::kNchw);
   // batchnorm_fusion likewise: the file's, or the row's own.
-  const auto fused = config::ParsePublishedTimings(
-      "schema_version: 1\nsource: test\nbatchnorm_fusion: bn_relu\nmeasurements:\n"
-      "  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, set: fit}\n"
-      "  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, "
-      "batchnorm_fusion: bn_add_relu, set: fit}\n",
-      "m.yaml");
+  const auto fused = two_rows("batchnorm_fusion: bn_relu", "batchnorm_fusion: bn_add_relu");
   ASSERT_EQ(fused.rows.size(), 2u);
   EXPECT_EQ(fused.rows[0].batchnorm_fusion, config::BatchNormFusion::kBnRelu);
   EXPECT_EQ(fused.rows[1].batchnorm_fusion, config::BatchNormFusion::kBnAddRelu);

@@ -16,6 +16,16 @@ namespace {
 const std::string kSrc = POSEIDON_SOURCE_DIR;
 
 // Writes `text` as a scenario next to the built-in ones (so names resolve) and loads it.
+const char* kGood = R"(schema_version: 1
+model: cifar10_quick
+batch_per_worker: 50
+cluster:
+  workers: 4
+  device: k20
+  network:
+    bandwidth_gbps: 10
+)";
+
 class ScenarioFile : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -40,30 +50,24 @@ class ScenarioFile : public ::testing::Test {
     }
     return "";
   }
+  // kGood with `cluster.KEY: VALUE` appended refuses each of `bad` in one line at that key.
+  void ExpectClusterKeyRefused(const std::string& key, std::initializer_list<const char*> bad) {
+    for (const char* value : bad) {
+      const std::string e = Error(std::string(kGood) + "  " + key + ": " + value + "\n");
+      EXPECT_NE(e.find("s.yaml:9:"), std::string::npos) << e;
+      EXPECT_NE(e.find(key), std::string::npos) << e;
+      EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    }
+  }
   std::filesystem::path dir_;
 };
-
-const char* kGood = R"(schema_version: 1
-model: cifar10_quick
-batch_per_worker: 50
-cluster:
-  workers: 4
-  device: k20
-  network:
-    bandwidth_gbps: 10
-)";
 
 // cluster.compute_scale: 1 exactly when absent; a factor > 0 when given; <= 0 is one located line.
 TEST_F(ScenarioFile, ComputeScaleDefaultsToOneAndRejectsNonPositive) {
   EXPECT_EQ(LoadScenarioFile(Write(kGood)).compute_scale, 1.0);
   const std::string scaled = std::string(kGood) + "  compute_scale: 1.75\n";
   EXPECT_EQ(LoadScenarioFile(Write(scaled)).compute_scale, 1.75);
-  for (const char* bad : {"0", "-2"}) {
-    const std::string e = Error(std::string(kGood) + "  compute_scale: " + bad + "\n");
-    EXPECT_NE(e.find("s.yaml:9:"), std::string::npos) << e;
-    EXPECT_NE(e.find("compute_scale"), std::string::npos) << e;
-    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
-  }
+  ExpectClusterKeyRefused("compute_scale", {"0", "-2"});
 }
 
 // cluster.input_samples_per_s: 0 (no limit) when absent; a rate >= 0 when given; a negative one, or
@@ -72,12 +76,7 @@ TEST_F(ScenarioFile, InputPipelineRateDefaultsToNoLimit) {
   EXPECT_EQ(LoadScenarioFile(Write(kGood)).input_samples_per_s, 0.0);
   const std::string fed = std::string(kGood) + "  input_samples_per_s: 2800\n";
   EXPECT_EQ(LoadScenarioFile(Write(fed)).input_samples_per_s, 2800.0);
-  for (const char* bad : {"-1", "fast"}) {
-    const std::string e = Error(std::string(kGood) + "  input_samples_per_s: " + bad + "\n");
-    EXPECT_NE(e.find("s.yaml:9:"), std::string::npos) << e;
-    EXPECT_NE(e.find("input_samples_per_s"), std::string::npos) << e;
-    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
-  }
+  ExpectClusterKeyRefused("input_samples_per_s", {"-1", "fast"});
 }
 
 TEST_F(ScenarioFile, GoodScenarioLoadsWithDefaults) {
