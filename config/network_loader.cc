@@ -35,6 +35,21 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
       r.NonNegativeNumber("sender_queue_bytes", static_cast<double>(n->sender_queue_bytes)));
   n->queue_limit_bytes = std::llround(
       r.NonNegativeNumber("queue_limit_bytes", static_cast<double>(n->queue_limit_bytes)));
+  n->congested_flow_weight = r.NonNegativeNumber("congested_flow_weight", n->congested_flow_weight);
+  if (r.Has("congested_flow_weight")) {
+    if (!(n->congested_flow_weight > 0 && n->congested_flow_weight <= 1)) {
+      r.FailKey("congested_flow_weight",
+                "congested_flow_weight must be in (0, 1]: the weight in its sender's link of a flow "
+                "whose receiver is congested, against 1 for the others (1 = an equal split)");
+    }
+    if (n->congested_flow_weight < 1 && n->model != NetworkModelKind::kQueue &&
+        n->model != NetworkModelKind::kAuto) {
+      r.FailKey("congested_flow_weight",
+                fmt::format("'congested_flow_weight' applies to models queue and auto only (this "
+                            "network's model is {}); remove it or set 'model: queue'",
+                            NetworkModelName(n->model)));
+    }
+  }
   n->auto_flow_message_bytes = std::llround(r.NonNegativeNumber(
       "auto_flow_message_bytes", static_cast<double>(n->auto_flow_message_bytes)));
   if (r.Has("auto_flow_message_bytes") && n->auto_flow_message_bytes > 0 &&
@@ -143,6 +158,9 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
   if (n.burst_bytes > 0) out << "burst_bytes: " << n.burst_bytes << "\n";
   if (n.sender_queue_bytes > 0) out << "sender_queue_bytes: " << n.sender_queue_bytes << "\n";
   if (n.queue_limit_bytes > 0) out << "queue_limit_bytes: " << n.queue_limit_bytes << "\n";
+  if (n.congested_flow_weight < 1) {
+    out << "congested_flow_weight: " << YamlScalarNumber(n.congested_flow_weight) << "\n";
+  }
   if (n.auto_flow_message_bytes > 0) {
     out << "auto_flow_message_bytes: " << n.auto_flow_message_bytes << "\n";
   }

@@ -15,6 +15,9 @@
 //   burst_bytes: 32768                # optional (default 0)                     (>= 0)
 //   sender_queue_bytes: 32768         # optional (default 0)                     (>= 0)
 //   queue_limit_bytes: 1250000        # optional (default 0), queue and auto     (>= 0)
+//   congested_flow_weight: 0.6        # optional (default 1), queue and auto: a flow's weight
+//                                     #   in its sender's link when its receiver is congested
+//                                     #   (0 < x <= 1; config/specs.h NetworkSpec)
 //   host_cores: 2                     # optional (default 0 = not modelled): cores all processes
 //   host_message_us: 7.4              #   share, and the CPU each message costs there (both
 //   host_ns_per_byte: 1.037           #   ends), per message and per payload byte (>= 0)

@@ -91,6 +91,14 @@ struct NetworkSpec {
   // `limit`); a full queue takes no more than its rate, shared max-min by the flows it holds back,
   // and their senders give the rest of their NICs to their other flows. 0 = no limit.
   int64_t queue_limit_bytes = 0;
+  // Queue and auto models (YAML: congested_flow_weight, in (0, 1]): a sending link is shared by
+  // its flows in proportion to weights, 1 for a flow whose receiving link is not oversubscribed
+  // and this for one whose receiving link is (the flows sending to it, each at its equal share of
+  // its sender, would bring more than the link's rate, or its queue is full). Live TCP gives a
+  // socket whose receiver is congested less of its sender's link than the others, whatever how
+  // congested (scripts/fairness-check --sender-split; docs/validation.md, "A sender's split").
+  // 1 = an equal split (the queue model as before).
+  double congested_flow_weight = 1;
   // Model auto only (YAML: auto_flow_message_bytes): a job that sends a message of at least this
   // many wire bytes between machines is simulated with the flow model even if no queue fills. A
   // TCP sender does not split its link equally among sockets with long messages waiting: the

@@ -1092,6 +1092,10 @@ void CheckNetworkSpec(const config::NetworkSpec& spec) {
                                             spec.loc.ToString(), config::kMaxAckPathWeight,
                                             spec.ack_path_weight));
   }
+  if (!(spec.congested_flow_weight > 0 && spec.congested_flow_weight <= 1)) {
+    throw std::invalid_argument(fmt::format("{}: congested_flow_weight must be in (0, 1], got {}",
+                                            spec.loc.ToString(), spec.congested_flow_weight));
+  }
 }
 
 std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts) {

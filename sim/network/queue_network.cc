@@ -15,7 +15,8 @@ QueueNetwork::QueueNetwork(Topology topology, const config::NetworkSpec& spec)
       efficiency_(spec.efficiency),
       overhead_ns_(spec.per_message_overhead_ns),
       limit_(static_cast<double>(spec.queue_limit_bytes)),
-      burst_(static_cast<double>(spec.burst_bytes)) {
+      burst_(static_cast<double>(spec.burst_bytes)),
+      congested_weight_(spec.congested_flow_weight) {
   CheckNetworkSpec(spec);
   if (topo_.kind() != config::TopologyKind::kStar) {
     throw std::invalid_argument(fmt::format(
@@ -152,51 +153,23 @@ void QueueNetwork::Rebalance() {
     h.full = limit_ > 0 && h.backlog >= limit_ * (1 - 1e-9);
     overflowed_ = overflowed_ || h.full;
   }
-  // Progressive filling: constraint k < n is host k's sending link, k >= n the receiving link of
-  // host k - n while full. Raise every unfrozen flow's rate together; the constraint with the
-  // least room per unfrozen flow freezes its flows at that level.
-  const size_t n = hosts_.size();
-  cap_left_.assign(2 * n, 0.0);
-  unfrozen_.assign(2 * n, 0);
-  frozen_.assign(flows_.size(), 0);
-  for (size_t h = 0; h < n; ++h) {
-    cap_left_[h] = hosts_[h].up_Bps;
-    cap_left_[n + h] = hosts_[h].full ? hosts_[h].down_Bps : 0.0;
-  }
-  for (Flow& f : flows_) {
-    f.rate = 0;
-    ++unfrozen_[static_cast<size_t>(f.src)];
-    if (hosts_[static_cast<size_t>(f.dst)].full) ++unfrozen_[n + static_cast<size_t>(f.dst)];
-  }
-  size_t left = flows_.size();
-  double level = 0;
-  while (left > 0) {
-    size_t best = 0;
-    double best_share = -1;
-    for (size_t k = 0; k < 2 * n; ++k) {
-      if (unfrozen_[k] == 0) continue;
-      const double share = cap_left_[k] / unfrozen_[k];
-      if (best_share < 0 || share < best_share) {
-        best_share = share;
-        best = k;
+  weight_.assign(flows_.size(), 1.0);
+  FillRates();
+  if (congested_weight_ < 1) {
+    // A receiving link is congested when what its senders would bring at an equal split exceeds
+    // its rate, or its queue is full; flows into one get the lower weight at their senders.
+    std::vector<double>& in = cap_left_;  // scratch until the second fill
+    in.assign(hosts_.size(), 0.0);
+    for (const Flow& f : flows_) in[static_cast<size_t>(f.dst)] += f.rate;
+    bool any = false;
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      const size_t d = static_cast<size_t>(flows_[i].dst);
+      if (hosts_[d].full || in[d] > hosts_[d].down_Bps * (1 + 1e-9)) {
+        weight_[i] = congested_weight_;
+        any = true;
       }
     }
-    level += std::max(0.0, best_share);
-    for (size_t k = 0; k < 2 * n; ++k) {
-      if (unfrozen_[k] > 0) cap_left_[k] -= std::max(0.0, best_share) * unfrozen_[k];
-    }
-    for (size_t i = 0; i < flows_.size(); ++i) {
-      if (frozen_[i]) continue;
-      const size_t src = static_cast<size_t>(flows_[i].src);
-      const size_t dst = n + static_cast<size_t>(flows_[i].dst);
-      const bool at_best = src == best || (hosts_[dst - n].full && dst == best);
-      if (!at_best) continue;
-      frozen_[i] = 1;
-      flows_[i].rate = level;
-      --unfrozen_[src];
-      if (hosts_[dst - n].full) --unfrozen_[dst];
-      --left;
-    }
+    if (any) FillRates();
   }
   for (Host& h : hosts_) {
     // A receiving link whose last sender just stopped, with nothing queued, is idle from now.
@@ -206,6 +179,66 @@ void QueueNetwork::Rebalance() {
   for (const Flow& f : flows_) {
     hosts_[static_cast<size_t>(f.dst)].in_Bps += f.rate;
     hosts_[static_cast<size_t>(f.src)].out_Bps += f.rate;
+  }
+}
+
+void QueueNetwork::FillRates() {
+  // Weighted progressive filling: constraint k < n is host k's sending link, k >= n the
+  // receiving link of host k - n while full. Raise every unfrozen flow's rate together, each in
+  // proportion to its weight; the constraint with the least room per unit of unfrozen weight
+  // freezes its flows at that level (times their weights).
+  const size_t n = hosts_.size();
+  cap_left_.assign(2 * n, 0.0);
+  unfrozen_.assign(2 * n, 0);
+  unfrozen_weight_.assign(2 * n, 0.0);
+  frozen_.assign(flows_.size(), 0);
+  for (size_t h = 0; h < n; ++h) {
+    cap_left_[h] = hosts_[h].up_Bps;
+    cap_left_[n + h] = hosts_[h].full ? hosts_[h].down_Bps : 0.0;
+  }
+  for (size_t i = 0; i < flows_.size(); ++i) {
+    Flow& f = flows_[i];
+    f.rate = 0;
+    ++unfrozen_[static_cast<size_t>(f.src)];
+    unfrozen_weight_[static_cast<size_t>(f.src)] += weight_[i];
+    if (hosts_[static_cast<size_t>(f.dst)].full) {
+      ++unfrozen_[n + static_cast<size_t>(f.dst)];
+      unfrozen_weight_[n + static_cast<size_t>(f.dst)] += weight_[i];
+    }
+  }
+  size_t left = flows_.size();
+  double level = 0;
+  while (left > 0) {
+    size_t best = 0;
+    double best_share = -1;
+    for (size_t k = 0; k < 2 * n; ++k) {
+      if (unfrozen_[k] == 0) continue;
+      const double share = cap_left_[k] / unfrozen_weight_[k];
+      if (best_share < 0 || share < best_share) {
+        best_share = share;
+        best = k;
+      }
+    }
+    level += std::max(0.0, best_share);
+    for (size_t k = 0; k < 2 * n; ++k) {
+      if (unfrozen_[k] > 0) cap_left_[k] -= std::max(0.0, best_share) * unfrozen_weight_[k];
+    }
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      if (frozen_[i]) continue;
+      const size_t src = static_cast<size_t>(flows_[i].src);
+      const size_t dst = n + static_cast<size_t>(flows_[i].dst);
+      const bool at_best = src == best || (hosts_[dst - n].full && dst == best);
+      if (!at_best) continue;
+      frozen_[i] = 1;
+      flows_[i].rate = weight_[i] == 1 ? level : level * weight_[i];
+      --unfrozen_[src];
+      unfrozen_weight_[src] -= weight_[i];
+      if (hosts_[dst - n].full) {
+        --unfrozen_[dst];
+        unfrozen_weight_[dst] -= weight_[i];
+      }
+      --left;
+    }
   }
 }
 

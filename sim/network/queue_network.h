@@ -12,7 +12,11 @@
 //
 //   - a host's sending link is shared equally by the flows it is sending (processor sharing:
 //     TCP small queues keep a few packets per socket in the sender's qdisc, which interleaves
-//     them); a flow's transmission ends when its last byte has left the sender;
+//     them); a flow's transmission ends when its last byte has left the sender. With
+//     congested_flow_weight c < 1 it is shared in proportion to weights instead: c for a flow
+//     whose receiving link is congested (its senders, at an equal split, would bring more than its
+//     rate, or its queue is full), 1 for the others, as live TCP gives such a socket less of
+//     its sender's link (docs/validation.md, "A sender's split");
 //   - every receiving link is one FIFO queue served at its rate. Its backlog B grows at the sum
 //     of the rates of the flows sending to it minus its rate and never drops below zero; a flow
 //     whose last byte left the sender at t is delivered at t + B(t) / rate + latency + overhead.
@@ -118,9 +122,12 @@ class QueueNetwork final : public NetworkModel {
     const Host& d = hosts_[static_cast<size_t>(dst)];
     return d.in_Bps <= 0 && d.backlog <= 0;
   }
-  // Recomputes the rates (max-min over the sending links and the full receiving queues) and
-  // every receiving link's input rate.
+  // Recomputes the rates (max-min over the sending links and the full receiving queues, weighted
+  // by congested_flow_weight for flows into congested receivers) and every receiving link's
+  // input rate.
   void Rebalance();
+  // Weighted progressive filling at the weights in weight_: sets every flow's rate.
+  void FillRates();
   // Retires every flow whose transmission ends before `t` (or at `t` when inclusive).
   void ProcessUntil(TimeNs t, bool inclusive);
 
@@ -129,15 +136,18 @@ class QueueNetwork final : public NetworkModel {
   TimeNs overhead_ns_ = 0;
   double limit_ = 0;  // queue_limit_bytes; 0: none
   double burst_ = 0;  // burst_bytes; 0: none
+  double congested_weight_ = 1;  // congested_flow_weight; 1: an equal split
   bool overflowed_ = false;  // a receiving queue has been full
   TimeNs now_ = 0;
   std::vector<Flow> flows_;  // in start order
   std::vector<Host> hosts_;
   std::vector<FlowDone> done_;  // retired, not yet reported
   // Rebalance scratch: per constraint (sending link h, receiving link num_hosts + h) capacity
-  // left and flows not yet frozen; per flow whether frozen.
+  // left, flows not yet frozen and their weights' sum; per flow its weight and whether frozen.
   std::vector<double> cap_left_;
   std::vector<int32_t> unfrozen_;
+  std::vector<double> unfrozen_weight_;
+  std::vector<double> weight_;
   std::vector<uint8_t> frozen_;
 };
 

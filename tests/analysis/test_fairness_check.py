@@ -55,5 +55,33 @@ class Arguments(unittest.TestCase):
         self.assertIn("--alpha must be in (0, 50]", r.stderr)
 
 
+
+class SenderSplit(unittest.TestCase):
+    """--sender-split: c = (x_A / x_other) / b, the queue model's congested_flow_weight."""
+
+    FLOWS = {"A": (2, 0), "B": (2, 1), "C": (1, 0), "D": (3, 0)}
+
+    def test_roles(self):
+        into, mine = fc.split_roles(self.FLOWS)
+        self.assertEqual((into, mine), (["C", "D"], ["B"]))
+
+    def test_inverts_the_queue_model(self):
+        # The queue model with weight c: host 2 gives A c/(1+c) of its link and B 1/(1+c); host 0's
+        # FIFO serves A, C and D in proportion to what they bring (C and D their full link).
+        for c in (0.3, 0.6, 1.0):
+            a, b = c / (1 + c), 1 / (1 + c)
+            served = 1 / (a + 2)
+            x = {"A": a * served, "B": b, "C": served, "D": served}
+            self.assertAlmostEqual(fc.split_weight(x, ["C", "D"], ["B"]), c, places=9, msg=c)
+
+    def test_flows_that_do_not_isolate_the_split_are_refused(self):
+        for flows in ({"A": (2, 0), "B": (2, 1)},                          # nobody else into 0
+                      {"A": (2, 0), "B": (1, 0)},                          # A's sender sends nothing else
+                      {"A": (2, 0), "B": (2, 1), "C": (1, 0), "D": (1, 3)},  # C's sender sends more
+                      {"A": (2, 0), "B": (2, 1), "C": (3, 0), "D": (3, 1)}):
+            with self.assertRaises(SystemExit, msg=flows):
+                fc.split_roles(flows)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -238,6 +238,27 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
 
 std::string NetworkFileError(const std::string& text, const std::string& name);
 
+// congested_flow_weight: written and read back below 1; 1 (an equal split, the default) is not
+// written, so old files stay byte-identical.
+TEST(NetworkFile, CongestedFlowWeightRoundTrips) {
+  config::NetworkFileSpec f;
+  f.network.host_bandwidth_Bps = 1e8 / 8;
+  f.network.model = config::NetworkModelKind::kAuto;
+  f.network.queue_limit_bytes = 1250000;
+  f.network.congested_flow_weight = 0.61;
+  f.provenance = {{"date", "2026-12-05"}};
+  std::ostringstream text;
+  config::WriteNetworkYaml(f, text);
+  EXPECT_NE(text.str().find("congested_flow_weight: 0.61"), std::string::npos) << text.str();
+  EXPECT_DOUBLE_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.congested_flow_weight,
+                   0.61);
+  f.network.congested_flow_weight = 1;
+  std::ostringstream off;
+  config::WriteNetworkYaml(f, off);
+  EXPECT_EQ(off.str().find("congested_flow_weight"), std::string::npos) << off.str();
+  EXPECT_DOUBLE_EQ(config::ParseNetworkYaml(off.str(), "n.yaml").network.congested_flow_weight, 1);
+}
+
 // auto_flow_message_bytes: written and read back with model auto; a scenario that takes the file
 // and chooses another model keeps the file's value unused (it is refused only where given).
 TEST(NetworkFile, AutoFlowMessageBytesRoundTripsAndAnotherModelMayOverride) {
@@ -341,6 +362,12 @@ TEST(NetworkFile, BadInputIsLocated) {
        "afneg.yaml", "afneg.yaml:6:", "auto_flow_message_bytes"},
       {"model: flow\nefficiency: 1\nauto_flow_message_bytes: 65536\nprovenance: {a: b}\n",
        "afflow.yaml", "afflow.yaml:6:", "applies to model auto only (this network's model is flow)"},
+      {"model: queue\nefficiency: 1\ncongested_flow_weight: 0\nprovenance: {a: b}\n", "cw0.yaml",
+       "cw0.yaml:6:", "must be in (0, 1]"},
+      {"model: queue\nefficiency: 1\ncongested_flow_weight: 1.2\nprovenance: {a: b}\n", "cw2.yaml",
+       "cw2.yaml:6:", "must be in (0, 1]"},
+      {"efficiency: 1\ncongested_flow_weight: 0.6\nprovenance: {a: b}\n", "cwflow.yaml",
+       "cwflow.yaml:5:", "applies to models queue and auto only (this network's model is flow)"},
       {"efficiency: 1\nconnection_gbps: -5\nprovenance: {a: b}\n", "capneg.yaml", "capneg.yaml:5:",
        "connection_gbps"},
       {"model: queue\nefficiency: 1\nconnection_gbps: 5\nprovenance: {a: b}\n", "capq.yaml",

@@ -102,6 +102,65 @@ TEST(QueueNetworkTest, AFlowAloneOnItsSenderTakesMoreOfABusyReceiver) {
   for (uint64_t tag : {1u, 2u, 3u}) EXPECT_EQ(DeliveryOf(df, tag), 2 * S) << tag;
 }
 
+// congested_flow_weight c: a sender's link goes to its flows in proportion to weights, c for a
+// flow whose receiver is congested (at an equal split its senders would bring more than its
+// rate), 1 for the others. Host 2 sends to 0 and 1, host 1 to 0: at an equal split host 0 would
+// take B/2 + B, so 2->0 is weighted c = 1/2 and gets B/3 of host 2's link, 2->1 2B/3. By S, 1->0
+// has left host 1 while host 0's queue grew at (B + B/3 - B): 1->0 is delivered S/3 after. Then
+// host 0 would take B/2 at an equal split (its queue does not count): 2->0 and 2->1 share host
+// 2's link equally, 2->1 ends 2S/3 later with S/3 to go, and 2->0 alone sends its last S/3.
+TEST(QueueNetworkTest, ASenderGivesLessToAFlowWhoseReceiverIsCongested) {
+  const int64_t S = 3'000'000;
+  for (const double c : {0.5, 1.0}) {
+    config::NetworkSpec spec = QueueSpec(0);
+    spec.congested_flow_weight = c;
+    QueueNetwork net(Topology::Star(3, kB, 0), spec);
+    net.StartFlow(0, 2, 0, S, 1);
+    net.StartFlow(0, 2, 1, S, 2);
+    net.StartFlow(0, 1, 0, S, 3);
+    const auto done = Drain(net);
+    if (c < 1) {
+      EXPECT_EQ(DeliveryOf(done, 3), 4 * S / 3);
+      EXPECT_EQ(DeliveryOf(done, 2), 5 * S / 3);
+      EXPECT_EQ(DeliveryOf(done, 1), 2 * S);
+    } else {  // an equal split, the model as before: 1->0 behind S/2, both of host 2's at 2S
+      EXPECT_EQ(DeliveryOf(done, 3), 3 * S / 2);
+      EXPECT_EQ(DeliveryOf(done, 2), 2 * S);
+      EXPECT_EQ(DeliveryOf(done, 1), 2 * S);
+    }
+  }
+}
+
+// When every flow of a sender goes into a congested receiver they are weighted alike: an equal
+// split, whatever c. Host 2 sends to 0 and 1, hosts 3 and 4 fill them.
+TEST(QueueNetworkTest, FlowsWeightedAlikeSplitTheirSenderEqually) {
+  const int64_t S = 1'000'000;
+  std::vector<std::vector<FlowDone>> runs;
+  for (const double c : {0.3, 1.0}) {
+    config::NetworkSpec spec = QueueSpec(0);
+    spec.congested_flow_weight = c;
+    QueueNetwork net(Topology::Star(5, kB, 0), spec);
+    net.StartFlow(0, 2, 0, S, 1);
+    net.StartFlow(0, 2, 1, S, 2);
+    net.StartFlow(0, 3, 0, S, 3);
+    net.StartFlow(0, 4, 1, S, 4);
+    runs.push_back(Drain(net));
+  }
+  ASSERT_EQ(runs[0].size(), 4u);
+  for (uint64_t tag : {1u, 2u, 3u, 4u}) {
+    EXPECT_EQ(DeliveryOf(runs[0], tag), DeliveryOf(runs[1], tag)) << tag;
+  }
+  EXPECT_EQ(DeliveryOf(runs[0], 3), 3 * S / 2);  // behind host 2's S/2 in host 0's queue
+}
+
+TEST(QueueNetworkTest, RejectsACongestedFlowWeightOutsideZeroToOne) {
+  for (const double c : {0.0, -0.5, 1.5}) {
+    config::NetworkSpec spec = QueueSpec(0);
+    spec.congested_flow_weight = c;
+    EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument) << c;
+  }
+}
+
 // A flow that starts while the receiver's queue holds bytes waits for them (FIFO), however fast
 // its own sender is.
 TEST(QueueNetworkTest, ALaterFlowWaitsBehindTheReceiversQueue) {
