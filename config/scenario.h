@@ -59,6 +59,8 @@
 //       burst_bytes: 0             # per-link token bucket (tc tbf's burst); 0 = none
 //       sender_queue_bytes: 0      # queued per sending connection at the NIC (TCP small queues)
 //       queue_limit_bytes: 0       # queue model: most bytes a receiving link queues; 0 = none
+//       congested_flow_weight: 1   # queue model: a flow's weight at its sender when its
+//                                  # receiver is congested (0 < x <= 1); 1 = an equal split
 //       hosts_per_leaf: 16         # leaf_spine only
 //       spines: 2
 //       oversubscription: 1
