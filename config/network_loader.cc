@@ -38,9 +38,10 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
   n->congested_flow_weight = r.NonNegativeNumber("congested_flow_weight", n->congested_flow_weight);
   if (r.Has("congested_flow_weight")) {
     if (!(n->congested_flow_weight > 0 && n->congested_flow_weight <= 1)) {
-      r.FailKey("congested_flow_weight",
-                "congested_flow_weight must be in (0, 1]: the weight in its sender's link of a flow "
-                "whose receiver is congested, against 1 for the others (1 = an equal split)");
+      r.FailKey(
+          "congested_flow_weight",
+          "congested_flow_weight must be in (0, 1]: the weight in its sender's link of a flow "
+          "whose receiver is congested, against 1 for the others (1 = an equal split)");
     }
     if (n->congested_flow_weight < 1 && n->model != NetworkModelKind::kQueue &&
         n->model != NetworkModelKind::kAuto) {

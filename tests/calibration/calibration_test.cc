@@ -239,24 +239,37 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
 std::string NetworkFileError(const std::string& text, const std::string& name);
 
 // congested_flow_weight: written and read back below 1; 1 (an equal split, the default) is not
-// written, so old files stay byte-identical.
-TEST(NetworkFile, CongestedFlowWeightRoundTrips) {
+// written, so old files stay byte-identical. A value outside (0, 1], or the key with the flow
+// model, is one located line.
+TEST(NetworkFile, CongestedFlowWeightRoundTripsAndBadValuesAreLocated) {
   config::NetworkFileSpec f;
   f.network.host_bandwidth_Bps = 1e8 / 8;
   f.network.model = config::NetworkModelKind::kAuto;
   f.network.queue_limit_bytes = 1250000;
-  f.network.congested_flow_weight = 0.61;
   f.provenance = {{"date", "2026-12-05"}};
-  std::ostringstream text;
-  config::WriteNetworkYaml(f, text);
-  EXPECT_NE(text.str().find("congested_flow_weight: 0.61"), std::string::npos) << text.str();
-  EXPECT_DOUBLE_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.congested_flow_weight,
-                   0.61);
-  f.network.congested_flow_weight = 1;
-  std::ostringstream off;
-  config::WriteNetworkYaml(f, off);
-  EXPECT_EQ(off.str().find("congested_flow_weight"), std::string::npos) << off.str();
-  EXPECT_DOUBLE_EQ(config::ParseNetworkYaml(off.str(), "n.yaml").network.congested_flow_weight, 1);
+  for (const double c : {0.61, 1.0}) {
+    f.network.congested_flow_weight = c;
+    std::ostringstream text;
+    config::WriteNetworkYaml(f, text);
+    EXPECT_EQ(text.str().find("congested_flow_weight: 0.61") != std::string::npos, c < 1)
+        << text.str();
+    EXPECT_EQ(text.str().find("congested_flow_weight") != std::string::npos, c < 1) << text.str();
+    EXPECT_DOUBLE_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.congested_flow_weight,
+                     c);
+  }
+  const std::string head = "schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\nefficiency: 1\n";
+  for (const std::string bad :
+       {"model: queue\ncongested_flow_weight: 0", "model: auto\ncongested_flow_weight: 1.2"}) {
+    const std::string err = NetworkFileError(head + bad + "\nprovenance: {a: b}\n", "cw.yaml");
+    EXPECT_NE(err.find("cw.yaml:6:"), std::string::npos) << err;
+    EXPECT_NE(err.find("must be in (0, 1]"), std::string::npos) << err;
+  }
+  const std::string err =
+      NetworkFileError(head + "congested_flow_weight: 0.6\nprovenance: {a: b}\n", "cwf.yaml");
+  EXPECT_NE(err.find("cwf.yaml:5:"), std::string::npos) << err;
+  EXPECT_NE(err.find("applies to models queue and auto only (this network's model is flow)"),
+            std::string::npos)
+      << err;
 }
 
 // auto_flow_message_bytes: written and read back with model auto; a scenario that takes the file
@@ -362,12 +375,6 @@ TEST(NetworkFile, BadInputIsLocated) {
        "afneg.yaml", "afneg.yaml:6:", "auto_flow_message_bytes"},
       {"model: flow\nefficiency: 1\nauto_flow_message_bytes: 65536\nprovenance: {a: b}\n",
        "afflow.yaml", "afflow.yaml:6:", "applies to model auto only (this network's model is flow)"},
-      {"model: queue\nefficiency: 1\ncongested_flow_weight: 0\nprovenance: {a: b}\n", "cw0.yaml",
-       "cw0.yaml:6:", "must be in (0, 1]"},
-      {"model: queue\nefficiency: 1\ncongested_flow_weight: 1.2\nprovenance: {a: b}\n", "cw2.yaml",
-       "cw2.yaml:6:", "must be in (0, 1]"},
-      {"efficiency: 1\ncongested_flow_weight: 0.6\nprovenance: {a: b}\n", "cwflow.yaml",
-       "cwflow.yaml:5:", "applies to models queue and auto only (this network's model is flow)"},
       {"efficiency: 1\nconnection_gbps: -5\nprovenance: {a: b}\n", "capneg.yaml", "capneg.yaml:5:",
        "connection_gbps"},
       {"model: queue\nefficiency: 1\nconnection_gbps: 5\nprovenance: {a: b}\n", "capq.yaml",

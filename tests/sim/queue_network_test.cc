@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "sim/network/flow_network.h"
@@ -109,48 +110,43 @@ TEST(QueueNetworkTest, AFlowAloneOnItsSenderTakesMoreOfABusyReceiver) {
 // has left host 1 while host 0's queue grew at (B + B/3 - B): 1->0 is delivered S/3 after. Then
 // host 0 would take B/2 at an equal split (its queue does not count): 2->0 and 2->1 share host
 // 2's link equally, 2->1 ends 2S/3 later with S/3 to go, and 2->0 alone sends its last S/3.
+// Flows of S bytes (src, dst), tagged 1, 2, ... in order, all started at 0 on a star of `hosts`
+// with congested_flow_weight c; what the queue model delivers.
+std::vector<FlowDone> RunWeighted(int hosts, double c, int64_t S,
+                                  const std::vector<std::pair<int, int>>& flows) {
+  config::NetworkSpec spec = QueueSpec(0);
+  spec.congested_flow_weight = c;
+  QueueNetwork net(Topology::Star(hosts, kB, 0), spec);
+  uint64_t tag = 0;
+  for (const auto& [src, dst] : flows) net.StartFlow(0, src, dst, S, ++tag);
+  return Drain(net);
+}
+
 TEST(QueueNetworkTest, ASenderGivesLessToAFlowWhoseReceiverIsCongested) {
   const int64_t S = 3'000'000;
-  for (const double c : {0.5, 1.0}) {
-    config::NetworkSpec spec = QueueSpec(0);
-    spec.congested_flow_weight = c;
-    QueueNetwork net(Topology::Star(3, kB, 0), spec);
-    net.StartFlow(0, 2, 0, S, 1);
-    net.StartFlow(0, 2, 1, S, 2);
-    net.StartFlow(0, 1, 0, S, 3);
-    const auto done = Drain(net);
-    if (c < 1) {
-      EXPECT_EQ(DeliveryOf(done, 3), 4 * S / 3);
-      EXPECT_EQ(DeliveryOf(done, 2), 5 * S / 3);
-      EXPECT_EQ(DeliveryOf(done, 1), 2 * S);
-    } else {  // an equal split, the model as before: 1->0 behind S/2, both of host 2's at 2S
-      EXPECT_EQ(DeliveryOf(done, 3), 3 * S / 2);
-      EXPECT_EQ(DeliveryOf(done, 2), 2 * S);
-      EXPECT_EQ(DeliveryOf(done, 1), 2 * S);
-    }
-  }
+  const auto weighted = RunWeighted(3, 0.5, S, {{2, 0}, {2, 1}, {1, 0}});
+  EXPECT_EQ(DeliveryOf(weighted, 3), 4 * S / 3);
+  EXPECT_EQ(DeliveryOf(weighted, 2), 5 * S / 3);
+  EXPECT_EQ(DeliveryOf(weighted, 1), 2 * S);
+  // An equal split, the model as before: 1->0 behind S/2, both of host 2's at 2S.
+  const auto equal = RunWeighted(3, 1.0, S, {{2, 0}, {2, 1}, {1, 0}});
+  EXPECT_EQ(DeliveryOf(equal, 3), 3 * S / 2);
+  EXPECT_EQ(DeliveryOf(equal, 2), 2 * S);
+  EXPECT_EQ(DeliveryOf(equal, 1), 2 * S);
 }
 
 // When every flow of a sender goes into a congested receiver they are weighted alike: an equal
 // split, whatever c. Host 2 sends to 0 and 1, hosts 3 and 4 fill them.
 TEST(QueueNetworkTest, FlowsWeightedAlikeSplitTheirSenderEqually) {
   const int64_t S = 1'000'000;
-  std::vector<std::vector<FlowDone>> runs;
-  for (const double c : {0.3, 1.0}) {
-    config::NetworkSpec spec = QueueSpec(0);
-    spec.congested_flow_weight = c;
-    QueueNetwork net(Topology::Star(5, kB, 0), spec);
-    net.StartFlow(0, 2, 0, S, 1);
-    net.StartFlow(0, 2, 1, S, 2);
-    net.StartFlow(0, 3, 0, S, 3);
-    net.StartFlow(0, 4, 1, S, 4);
-    runs.push_back(Drain(net));
-  }
-  ASSERT_EQ(runs[0].size(), 4u);
+  const std::vector<std::pair<int, int>> flows = {{2, 0}, {2, 1}, {3, 0}, {4, 1}};
+  const auto weighted = RunWeighted(5, 0.3, S, flows);
+  const auto equal = RunWeighted(5, 1.0, S, flows);
+  ASSERT_EQ(weighted.size(), 4u);
   for (uint64_t tag : {1u, 2u, 3u, 4u}) {
-    EXPECT_EQ(DeliveryOf(runs[0], tag), DeliveryOf(runs[1], tag)) << tag;
+    EXPECT_EQ(DeliveryOf(weighted, tag), DeliveryOf(equal, tag)) << tag;
   }
-  EXPECT_EQ(DeliveryOf(runs[0], 3), 3 * S / 2);  // behind host 2's S/2 in host 0's queue
+  EXPECT_EQ(DeliveryOf(weighted, 3), 3 * S / 2);  // behind host 2's S/2 in host 0's queue
 }
 
 TEST(QueueNetworkTest, RejectsACongestedFlowWeightOutsideZeroToOne) {
