@@ -95,7 +95,7 @@ struct NetworkSpec {
   // its flows in proportion to weights, 1 for a flow whose receiving link is not oversubscribed
   // and this for one whose receiving link is (the flows sending to it, each at its equal share of
   // its sender, would bring more than the link's rate, or its queue is full). Live TCP gives a
-  // socket whose receiver is congested less of its sender's link than the others, whatever how
+  // socket whose receiver is congested less of its sender's link than the others, however
   // congested (scripts/fairness-check --sender-split; docs/validation.md, "A sender's split").
   // 1 = an equal split (the queue model as before).
   double congested_flow_weight = 1;
