@@ -95,11 +95,27 @@ TimeNs QueueNetwork::NextFull(int* host) const {
   return best;
 }
 
+TimeNs QueueNetwork::NextEmpty(int* host) const {
+  TimeNs best = kNever;
+  if (!(congested_weight_ < 1)) return best;  // only the weights ask whether a queue stands
+  for (size_t h = 0; h < hosts_.size(); ++h) {
+    const Host& x = hosts_[h];
+    if (!(x.backlog > 0) || !(x.in_Bps < x.down_Bps)) continue;
+    const TimeNs t = now_ + RoundUpNs(x.backlog / (x.down_Bps - x.in_Bps) * 1e9);
+    if (t < best) {
+      best = t;
+      *host = static_cast<int>(h);
+    }
+  }
+  return best;
+}
+
 TimeNs QueueNetwork::NextEventTime() const {
   if (!done_.empty()) return now_;  // retired by a later StartFlow, not reported yet
   const int i = Next();
   int host = -1;
-  return std::min(i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]), NextFull(&host));
+  const TimeNs queue_at = std::min(NextFull(&host), NextEmpty(&host));
+  return std::min(i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]), queue_at);
 }
 
 double QueueNetwork::Tokens(double tokens, TimeNs since, double rate_Bps) const {
@@ -156,15 +172,16 @@ void QueueNetwork::Rebalance() {
   weight_.assign(flows_.size(), 1.0);
   FillRates();
   if (congested_weight_ < 1) {
-    // A receiving link is congested when what its senders would bring at an equal split exceeds
-    // its rate, or its queue is full; flows into one get the lower weight at their senders.
+    // A receiving link is congested when a queue stands on it (TCP's round trip through it is
+    // longer), when what its senders would bring at an equal split exceeds its rate, or when its
+    // queue is full; flows into one get the lower weight at their senders.
     std::vector<double>& in = cap_left_;  // scratch until the second fill
     in.assign(hosts_.size(), 0.0);
     for (const Flow& f : flows_) in[static_cast<size_t>(f.dst)] += f.rate;
     bool any = false;
     for (size_t i = 0; i < flows_.size(); ++i) {
       const size_t d = static_cast<size_t>(flows_[i].dst);
-      if (hosts_[d].full || in[d] > hosts_[d].down_Bps * (1 + 1e-9)) {
+      if (hosts_[d].full || hosts_[d].backlog > 0 || in[d] > hosts_[d].down_Bps * (1 + 1e-9)) {
         weight_[i] = congested_weight_;
         any = true;
       }
@@ -246,13 +263,20 @@ void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
   for (;;) {
     int host = -1;
     const TimeNs full_at = NextFull(&host);
+    int empty_host = -1;
+    const TimeNs empty_at = NextEmpty(&empty_host);
     const int i = Next();
     const TimeNs finish = i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]);
-    const TimeNs next = std::min(full_at, finish);
+    const TimeNs next = std::min({full_at, empty_at, finish});
     if (next == kNever || next > t || (!inclusive && next == t)) break;
     Drain(next);
-    if (full_at < finish) {  // a queue reached its limit: its senders are held to its rate
-      hosts_[static_cast<size_t>(host)].backlog = limit_;
+    if (full_at < finish && full_at <= empty_at) {  // a queue reached its limit: its senders are
+      hosts_[static_cast<size_t>(host)].backlog = limit_;  // held to its rate
+      Rebalance();
+      continue;
+    }
+    if (empty_at < finish) {  // a standing queue drained: its flows are no longer congested
+      hosts_[static_cast<size_t>(empty_host)].backlog = 0;
       Rebalance();
       continue;
     }

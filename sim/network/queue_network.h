@@ -7,16 +7,16 @@
 // in flight, so each sender pushes its bytes as fast as its own NIC gives them, and they wait in
 // the receiver's link queue (round trips of 17 to 50 ms in that run). (A sender gives less of its
 // link to a socket whose receiver is congested, at 100 Mbit/s and 1 Gbit/s alike:
-// congested_flow_weight below, measured but off in the shipped files; docs/validation.md, "A
-// sender's split".) This model is that, as a fluid:
+// congested_flow_weight below; docs/validation.md, "A sender's split".) This model is that, as a
+// fluid:
 //
 //   - a host's sending link is shared equally by the flows it is sending (processor sharing:
 //     TCP small queues keep a few packets per socket in the sender's qdisc, which interleaves
 //     them); a flow's transmission ends when its last byte has left the sender. With
 //     congested_flow_weight c < 1 it is shared in proportion to weights instead: c for a flow
-//     whose receiving link is congested (its senders, at an equal split, would bring more than its
-//     rate, or its queue is full), 1 for the others, as live TCP gives such a socket less of
-//     its sender's link (docs/validation.md, "A sender's split");
+//     whose receiving link is congested (a queue stands on it; or its senders, at an equal split,
+//     would bring more than its rate; or its queue is full), 1 for the others, as live TCP gives
+//     such a socket less of its sender's link (docs/validation.md, "A sender's split");
 //   - every receiving link is one FIFO queue served at its rate. Its backlog B grows at the sum
 //     of the rates of the flows sending to it minus its rate and never drops below zero; a flow
 //     whose last byte left the sender at t is delivered at t + B(t) / rate + latency + overhead.
@@ -106,6 +106,9 @@ class QueueNetwork final : public NetworkModel {
   int Next() const;
   // When the first receiving queue that is filling reaches the limit (kNever if none); *host: it.
   TimeNs NextFull(int* host) const;
+  // congested_flow_weight < 1 only: when the first standing receiving queue that drains empties
+  // (kNever if none, or with weight 1); *host: it.
+  TimeNs NextEmpty(int* host) const;
   // Moves the fluid from now_ to t (>= now_): remaining bytes, backlogs, statistics.
   void Drain(TimeNs t);
   // Advances the hosts' backlogs and statistics from t0 by dt_ns at their current rates.

@@ -707,6 +707,8 @@ TEST(NetnsRun, CalibratedLinkPricesTransfersWithTheCalibratedFile) {
   EXPECT_EQ(f.network.burst_bytes, shipped.burst_bytes);
   EXPECT_EQ(f.network.sender_queue_bytes, shipped.sender_queue_bytes);
   EXPECT_EQ(f.network.queue_limit_bytes, shipped.queue_limit_bytes);
+  EXPECT_DOUBLE_EQ(f.network.congested_flow_weight, shipped.congested_flow_weight);
+  EXPECT_LT(f.network.congested_flow_weight, 1);
   EXPECT_EQ(f.network.model, shipped.model);
   EXPECT_GT(f.network.fairness_alpha, 0);
   EXPECT_EQ(f.network.host_cores, shipped.host_cores);

@@ -104,44 +104,49 @@ TEST(QueueNetworkTest, AFlowAloneOnItsSenderTakesMoreOfABusyReceiver) {
 }
 
 // congested_flow_weight c: a sender's link goes to its flows in proportion to weights, c for a
-// flow whose receiver is congested (at an equal split its senders would bring more than its
-// rate), 1 for the others. Host 2 sends to 0 and 1, host 1 to 0: at an equal split host 0 would
-// take B/2 + B, so 2->0 is weighted c = 1/2 and gets B/3 of host 2's link, 2->1 2B/3. By S, 1->0
-// has left host 1 while host 0's queue grew at (B + B/3 - B): 1->0 is delivered S/3 after. Then
-// host 0 would take B/2 at an equal split (its queue does not count): 2->0 and 2->1 share host
-// 2's link equally, 2->1 ends 2S/3 later with S/3 to go, and 2->0 alone sends its last S/3.
-// Flows of S bytes (src, dst), tagged 1, 2, ... in order, all started at 0 on a star of `hosts`
+// flow whose receiver is congested (a queue stands on it, or at an equal split its senders would
+// bring more than its rate), 1 for the others. Host 2 sends 2S to 0 and 2S to 1, host 1 S to 0:
+// at an equal split host 0 would take B/2 + B, so 2->0 is weighted c = 1/2 and gets B/3 of host
+// 2's link, 2->1 2B/3. At S 1->0 has left host 1, and host 0's queue grew at (B + B/3 - B): 1->0
+// is delivered S/3 later. The S/3 still queued keeps 2->0 at B/3 until it drains at 2B/3, at
+// 3S/2; then the two split host 2's link equally: 2->1, S from its end, ends at 7S/2, and 2->0
+// sends its last S/2 alone, by 4S.
+// Flows (src, dst, bytes), tagged 1, 2, ... in order, all started at 0 on a star of `hosts`
 // with congested_flow_weight c; what the queue model delivers.
-std::vector<FlowDone> RunWeighted(int hosts, double c, int64_t S,
-                                  const std::vector<std::pair<int, int>>& flows) {
+struct Sized {
+  int src, dst;
+  int64_t bytes;
+};
+std::vector<FlowDone> RunWeighted(int hosts, double c, const std::vector<Sized>& flows) {
   config::NetworkSpec spec = QueueSpec(0);
   spec.congested_flow_weight = c;
   QueueNetwork net(Topology::Star(hosts, kB, 0), spec);
   uint64_t tag = 0;
-  for (const auto& [src, dst] : flows) net.StartFlow(0, src, dst, S, ++tag);
+  for (const Sized& f : flows) net.StartFlow(0, f.src, f.dst, f.bytes, ++tag);
   return Drain(net);
 }
 
 TEST(QueueNetworkTest, ASenderGivesLessToAFlowWhoseReceiverIsCongested) {
   const int64_t S = 3'000'000;
-  const auto weighted = RunWeighted(3, 0.5, S, {{2, 0}, {2, 1}, {1, 0}});
+  const std::vector<Sized> flows = {{2, 0, 2 * S}, {2, 1, 2 * S}, {1, 0, S}};
+  const auto weighted = RunWeighted(3, 0.5, flows);
   EXPECT_EQ(DeliveryOf(weighted, 3), 4 * S / 3);
-  EXPECT_EQ(DeliveryOf(weighted, 2), 5 * S / 3);
-  EXPECT_EQ(DeliveryOf(weighted, 1), 2 * S);
-  // An equal split, the model as before: 1->0 behind S/2, both of host 2's at 2S.
-  const auto equal = RunWeighted(3, 1.0, S, {{2, 0}, {2, 1}, {1, 0}});
+  EXPECT_EQ(DeliveryOf(weighted, 2), 7 * S / 2);
+  EXPECT_EQ(DeliveryOf(weighted, 1), 4 * S);
+  // An equal split, the model as before: 1->0 behind S/2, both of host 2's at 4S.
+  const auto equal = RunWeighted(3, 1.0, flows);
   EXPECT_EQ(DeliveryOf(equal, 3), 3 * S / 2);
-  EXPECT_EQ(DeliveryOf(equal, 2), 2 * S);
-  EXPECT_EQ(DeliveryOf(equal, 1), 2 * S);
+  EXPECT_EQ(DeliveryOf(equal, 2), 4 * S);
+  EXPECT_EQ(DeliveryOf(equal, 1), 4 * S);
 }
 
 // When every flow of a sender goes into a congested receiver they are weighted alike: an equal
 // split, whatever c. Host 2 sends to 0 and 1, hosts 3 and 4 fill them.
 TEST(QueueNetworkTest, FlowsWeightedAlikeSplitTheirSenderEqually) {
   const int64_t S = 1'000'000;
-  const std::vector<std::pair<int, int>> flows = {{2, 0}, {2, 1}, {3, 0}, {4, 1}};
-  const auto weighted = RunWeighted(5, 0.3, S, flows);
-  const auto equal = RunWeighted(5, 1.0, S, flows);
+  const std::vector<Sized> flows = {{2, 0, S}, {2, 1, S}, {3, 0, S}, {4, 1, S}};
+  const auto weighted = RunWeighted(5, 0.3, flows);
+  const auto equal = RunWeighted(5, 1.0, flows);
   ASSERT_EQ(weighted.size(), 4u);
   for (uint64_t tag : {1u, 2u, 3u, 4u}) {
     EXPECT_EQ(DeliveryOf(weighted, tag), DeliveryOf(equal, tag)) << tag;
