@@ -100,7 +100,7 @@ TimeNs QueueNetwork::NextEmpty(int* host) const {
   if (!(congested_weight_ < 1)) return best;  // only the weights ask whether a queue stands
   for (size_t h = 0; h < hosts_.size(); ++h) {
     const Host& x = hosts_[h];
-    if (!(x.backlog > 0) || !(x.in_Bps < x.down_Bps)) continue;
+    if (!x.standing || !(x.backlog > 0) || !(x.in_Bps < x.down_Bps)) continue;
     const TimeNs t = now_ + RoundUpNs(x.backlog / (x.down_Bps - x.in_Bps) * 1e9);
     if (t < best) {
       best = t;
@@ -168,20 +168,22 @@ void QueueNetwork::Rebalance() {
   for (Host& h : hosts_) {
     h.full = limit_ > 0 && h.backlog >= limit_ * (1 - 1e-9);
     overflowed_ = overflowed_ || h.full;
+    h.standing = congested_weight_ < 1 && h.backlog >= h.down_Bps * kStandingQueueS;
   }
   weight_.assign(flows_.size(), 1.0);
   FillRates();
   if (congested_weight_ < 1) {
-    // A receiving link is congested when a queue stands on it (TCP's round trip through it is
-    // longer), when what its senders would bring at an equal split exceeds its rate, or when its
-    // queue is full; flows into one get the lower weight at their senders.
+    // A receiving link is congested when a queue stands on it (at least kStandingQueueS of its
+    // rate: TCP's round trip through it is longer), when what its senders would bring at an equal
+    // split exceeds its rate, or when its queue is full; flows into one get the lower weight at
+    // their senders.
     std::vector<double>& in = cap_left_;  // scratch until the second fill
     in.assign(hosts_.size(), 0.0);
     for (const Flow& f : flows_) in[static_cast<size_t>(f.dst)] += f.rate;
     bool any = false;
     for (size_t i = 0; i < flows_.size(); ++i) {
       const size_t d = static_cast<size_t>(flows_[i].dst);
-      if (hosts_[d].full || hosts_[d].backlog > 0 || in[d] > hosts_[d].down_Bps * (1 + 1e-9)) {
+      if (hosts_[d].full || hosts_[d].standing || in[d] > hosts_[d].down_Bps * (1 + 1e-9)) {
         weight_[i] = congested_weight_;
         any = true;
       }

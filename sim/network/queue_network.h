@@ -80,6 +80,12 @@ class QueueNetwork final : public NetworkModel {
     double rate = 0;       // bytes/s leaving the sender
     TimeNs extra = 0;      // route latency + per-message overhead
   };
+  // A receiving queue of at least this many seconds of its link's rate stands: TCP's round trip
+  // through it is at least 1 ms longer, as long as or longer than the emulated hosts' own (0.1 to
+  // 1 ms). Below it a queue that has just begun to grow or has nearly drained does not count, so
+  // that the weights cannot flip back and forth at every nanosecond between two receivers whose
+  // queues each other's weights fill and drain.
+  static constexpr double kStandingQueueS = 1e-3;
   static constexpr TimeNs kLongAgo = std::numeric_limits<TimeNs>::min() / 2;  // buckets start full
   struct Host {
     int32_t sending = 0;  // flows on the sending link
@@ -89,6 +95,9 @@ class QueueNetwork final : public NetworkModel {
     double out_Bps = 0;   // sum of the rates of the flows this host sends
     double backlog = 0;   // wire bytes queued on the receiving link
     bool full = false;    // backlog at the limit: the receiving link constrains its senders
+    // congested_flow_weight < 1: at the last rebalance the backlog was a standing queue (at least
+    // kStandingQueueS of the link's rate); its flows count as congested until it drains.
+    bool standing = false;
     // burst_bytes: since when each way has been idle (token buckets refill meanwhile), and what
     // its bucket held then (a busy link's bucket neither gains nor loses).
     TimeNs up_idle_since = kLongAgo, down_idle_since = kLongAgo;
@@ -106,8 +115,8 @@ class QueueNetwork final : public NetworkModel {
   int Next() const;
   // When the first receiving queue that is filling reaches the limit (kNever if none); *host: it.
   TimeNs NextFull(int* host) const;
-  // congested_flow_weight < 1 only: when the first standing receiving queue that drains empties
-  // (kNever if none, or with weight 1); *host: it.
+  // congested_flow_weight < 1 only: when the first standing receiving queue (Host::standing)
+  // that drains empties (kNever if none, or with weight 1); *host: it.
   TimeNs NextEmpty(int* host) const;
   // Moves the fluid from now_ to t (>= now_): remaining bytes, backlogs, statistics.
   void Drain(TimeNs t);

@@ -127,7 +127,7 @@ std::vector<FlowDone> RunWeighted(int hosts, double c, const std::vector<Sized>&
 }
 
 TEST(QueueNetworkTest, ASenderGivesLessToAFlowWhoseReceiverIsCongested) {
-  const int64_t S = 3'000'000;
+  const int64_t S = 6'000'000;  // S/3 queued: 2 ms of host 0's rate, a standing queue
   const std::vector<Sized> flows = {{2, 0, 2 * S}, {2, 1, 2 * S}, {1, 0, S}};
   const auto weighted = RunWeighted(3, 0.5, flows);
   EXPECT_EQ(DeliveryOf(weighted, 3), 4 * S / 3);
