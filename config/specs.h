@@ -93,12 +93,12 @@ struct NetworkSpec {
   int64_t queue_limit_bytes = 0;
   // Queue and auto models (YAML: congested_flow_weight, in (0, 1]): a sending link is shared by
   // its flows in proportion to weights, 1 for a flow whose receiving link is not congested and
-  // this for one whose receiving link is (a queue stands on it; or the flows sending to it, each
-  // at its equal share of its sender, would bring more than the link's rate; or its queue is
-  // full). Live TCP gives a
-  // socket whose receiver is congested less of its sender's link than the others, however
-  // congested (scripts/fairness-check --sender-split; docs/validation.md, "A sender's split").
-  // 1 = an equal split (the queue model as before).
+  // this for one whose receiving link is (a queue of at least 1 ms of its rate stands on it; or
+  // the flows sending to it, each at its equal share of its sender, would bring more than the
+  // link's rate; or its queue is full). Live TCP gives a socket whose receiver is congested less
+  // of its sender's link than the others, however congested (scripts/fairness-check
+  // --sender-split; docs/validation.md, "A sender's split"). 1 = an equal split (the queue model
+  // as before).
   double congested_flow_weight = 1;
   // Model auto only (YAML: auto_flow_message_bytes): a job that sends a message of at least this
   // many wire bytes between machines is simulated with the flow model even if no queue fills. A
