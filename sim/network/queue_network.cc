@@ -177,7 +177,7 @@ void QueueNetwork::Rebalance() {
     // rate: TCP's round trip through it is longer), when what its senders would bring at an equal
     // split exceeds its rate, or when its queue is full; flows into one get the lower weight at
     // their senders.
-    std::vector<double>& in = cap_left_;  // scratch until the second fill
+    std::vector<double>& in = unfrozen_weight_;  // FillRates' scratch, free until it runs again
     in.assign(hosts_.size(), 0.0);
     for (const Flow& f : flows_) in[static_cast<size_t>(f.dst)] += f.rate;
     bool any = false;
@@ -249,7 +249,7 @@ void QueueNetwork::FillRates() {
       const bool at_best = src == best || (hosts_[dst - n].full && dst == best);
       if (!at_best) continue;
       frozen_[i] = 1;
-      flows_[i].rate = weight_[i] == 1 ? level : level * weight_[i];
+      flows_[i].rate = level * weight_[i];  // x 1.0 is exact: an equal split as before
       --unfrozen_[src];
       unfrozen_weight_[src] -= weight_[i];
       if (hosts_[dst - n].full) {
