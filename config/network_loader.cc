@@ -51,6 +51,15 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
                             NetworkModelName(n->model)));
     }
   }
+  n->initial_window_bytes = std::llround(
+      r.NonNegativeNumber("initial_window_bytes", static_cast<double>(n->initial_window_bytes)));
+  if (r.Has("initial_window_bytes") && n->initial_window_bytes > 0 &&
+      n->model != NetworkModelKind::kQueue && n->model != NetworkModelKind::kAuto) {
+    r.FailKey("initial_window_bytes",
+              fmt::format("'initial_window_bytes' (TCP's slow start) applies to models queue and "
+                          "auto only (this network's model is {}); remove it or set 'model: queue'",
+                          NetworkModelName(n->model)));
+  }
   n->auto_flow_message_bytes = std::llround(r.NonNegativeNumber(
       "auto_flow_message_bytes", static_cast<double>(n->auto_flow_message_bytes)));
   if (r.Has("auto_flow_message_bytes") && n->auto_flow_message_bytes > 0 &&
@@ -162,6 +171,7 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
   if (n.congested_flow_weight < 1) {
     out << "congested_flow_weight: " << YamlScalarNumber(n.congested_flow_weight) << "\n";
   }
+  if (n.initial_window_bytes > 0) out << "initial_window_bytes: " << n.initial_window_bytes << "\n";
   if (n.auto_flow_message_bytes > 0) {
     out << "auto_flow_message_bytes: " << n.auto_flow_message_bytes << "\n";
   }

@@ -18,6 +18,9 @@
 //   congested_flow_weight: 0.6        # optional (default 1), queue and auto: a flow's weight
 //                                     #   in its sender's link when its receiver is congested
 //                                     #   (0 < x <= 1; config/specs.h NetworkSpec)
+//   initial_window_bytes: 14480       # optional (default 0 = none), queue and auto: TCP's
+//                                     #   first window per connection, grown by slow start
+//                                     #   (>= 0; config/specs.h NetworkSpec)
 //   host_cores: 2                     # optional (default 0 = not modelled): cores all processes
 //   host_message_us: 7.4              #   share, and the CPU each message costs there (both
 //   host_ns_per_byte: 1.037           #   ends), per message and per payload byte (>= 0)

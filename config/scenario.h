@@ -61,6 +61,8 @@
 //       queue_limit_bytes: 0       # queue model: most bytes a receiving link queues; 0 = none
 //       congested_flow_weight: 1   # queue model: a flow's weight at its sender when its
 //                                  # receiver is congested (0 < x <= 1); 1 = an equal split
+//       initial_window_bytes: 0    # queue model: TCP's first window per connection (slow
+//                                  # start, round trips through the queues); 0 = none
 //       hosts_per_leaf: 16         # leaf_spine only
 //       spines: 2
 //       oversubscription: 1

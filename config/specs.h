@@ -100,6 +100,19 @@ struct NetworkSpec {
   // --sender-split; docs/validation.md, "A sender's split"). 1 = an equal split (the queue model
   // as before).
   double congested_flow_weight = 1;
+  // Queue and auto models (YAML: initial_window_bytes): TCP's slow start. Each connection starts
+  // with a congestion window of this many payload bytes (Linux: 10 segments of 1448 bytes, 14480)
+  // and a flow may have no more than its window in flight: its rate is at most window / round
+  // trip, the round trip being twice the route's latency and overhead plus the queues its bytes
+  // wait in (its receiver's link) and its acknowledgements wait in (its sender's own receiving
+  // link). While a flow is held to its window, the window grows by what it sent in each round trip
+  // (slow start doubles it), and it is kept between messages (no slow start after idle, as
+  // scripts/netns-run sets the emulated hosts). What this shows: a connection whose round trip a
+  // standing queue lengthens (a parameter server's pulls while its workers' pushes fill its
+  // link) sends slowly until its window has grown (docs/validation.md, "Slow start behind a
+  // standing queue"). Losses are not modelled (at a full queue, auto takes the flow model).
+  // 0 = no windows (the queue model as before).
+  int64_t initial_window_bytes = 0;
   // Model auto only (YAML: auto_flow_message_bytes): a job that sends a message of at least this
   // many wire bytes between machines is simulated with the flow model even if no queue fills. A
   // TCP sender does not split its link equally among sockets with long messages waiting: the

@@ -217,8 +217,8 @@ int RunNet(const CalibrateCommands& c, const std::string& command) {
       n.loc = measured.loc;
       r.network.provenance["sharing"] = fmt::format(
           "model, connections, fairness_alpha, ack_path_weight, burst_bytes, "
-          "sender_queue_bytes, queue_limit_bytes, congested_flow_weight and the "
-          "host_* keys copied from {} "
+          "sender_queue_bytes, queue_limit_bytes, congested_flow_weight, "
+          "initial_window_bytes and the host_* keys copied from {} "
           "(not measured by calibrate-net)",
           c.sharing_from);
     }
@@ -320,8 +320,8 @@ std::shared_ptr<CalibrateCommands> AddCalibrateCommands(CLI::App& app, const std
   net->add_option("-o,--output", c->output, "client: network YAML file (default: stdout)");
   net->add_option("--sharing-from", c->sharing_from,
                   "client: copy model, connections, fairness_alpha, ack_path_weight, "
-                  "burst_bytes, sender_queue_bytes, queue_limit_bytes, congested_flow_weight and "
-                  "the host_* keys (host "
+                  "burst_bytes, sender_queue_bytes, queue_limit_bytes, congested_flow_weight, "
+                  "initial_window_bytes and the host_* keys (host "
                   "CPU and latencies) from this network file (calibrate-net does not measure "
                   "them)");
   net->add_option("--receive", c->receive, "[HOST:]PORT: transfer-check receiver");

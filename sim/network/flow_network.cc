@@ -1096,6 +1096,11 @@ void CheckNetworkSpec(const config::NetworkSpec& spec) {
     throw std::invalid_argument(fmt::format("{}: congested_flow_weight must be in (0, 1], got {}",
                                             spec.loc.ToString(), spec.congested_flow_weight));
   }
+  if (spec.initial_window_bytes < 0) {
+    throw std::invalid_argument(
+        fmt::format("{}: initial_window_bytes must be >= 0 (0 = no windows), got {}",
+                    spec.loc.ToString(), spec.initial_window_bytes));
+  }
 }
 
 std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts) {

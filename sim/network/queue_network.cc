@@ -18,6 +18,7 @@ QueueNetwork::QueueNetwork(Topology topology, const config::NetworkSpec& spec)
       burst_(static_cast<double>(spec.burst_bytes)),
       congested_weight_(spec.congested_flow_weight) {
   CheckNetworkSpec(spec);
+  window0_ = static_cast<double>(spec.initial_window_bytes) / efficiency_;
   if (topo_.kind() != config::TopologyKind::kStar) {
     throw std::invalid_argument(fmt::format(
         "{}: network model 'queue' needs a star topology (one sending and one receiving link per "
@@ -33,6 +34,12 @@ QueueNetwork::QueueNetwork(Topology topology, const config::NetworkSpec& spec)
 }
 
 void QueueNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) {
+  StartConnectionFlow(now, src, dst, payload_bytes, tag,
+                      MachinePairConnection(src, dst, topo_.num_hosts()));
+}
+
+void QueueNetwork::StartConnectionFlow(TimeNs now, int src, int dst, int64_t payload_bytes,
+                                       uint64_t tag, uint64_t connection) {
   CheckStartFlow(now, now_, payload_bytes);
   const Route route = topo_.RouteBetween(src, dst);  // validates src, dst
   // Flows that ended before `now` leave first; they are reported by the next AdvanceTo.
@@ -56,6 +63,7 @@ void QueueNetwork::StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes
     }
   }
   f.extra = topo_.RouteLatency(route) + overhead_ns_;
+  if (window0_ > 0) f.window = &windows_.try_emplace(connection, Window{window0_}).first->second;
   flows_.push_back(f);
   ++hosts_[static_cast<size_t>(src)].sending;
   Rebalance();
@@ -110,11 +118,36 @@ TimeNs QueueNetwork::NextEmpty(int* host) const {
   return best;
 }
 
+TimeNs QueueNetwork::NextRound(uint64_t* connection) const {
+  TimeNs best = kNever;
+  for (const auto& [key, w] : windows_) {  // key order: ties go to the lower key
+    if (w.round_end < best) {
+      best = w.round_end;
+      *connection = key;
+    }
+  }
+  return best;
+}
+
+double QueueNetwork::RoundTripS(const Flow& f) const {
+  const Host& src = hosts_[static_cast<size_t>(f.src)];
+  const Host& dst = hosts_[static_cast<size_t>(f.dst)];
+  return 2e-9 * static_cast<double>(f.extra) + dst.backlog / dst.down_Bps +
+         src.backlog / src.down_Bps;
+}
+
+void QueueNetwork::EndRound(Window* w) {
+  w->cwnd += w->round_bytes;  // slow start: a byte more of window for every byte acknowledged
+  w->round_end = kNever;
+  w->round_bytes = 0;
+}
+
 TimeNs QueueNetwork::NextEventTime() const {
   if (!done_.empty()) return now_;  // retired by a later StartFlow, not reported yet
   const int i = Next();
   int host = -1;
-  const TimeNs queue_at = std::min(NextFull(&host), NextEmpty(&host));
+  uint64_t connection = 0;
+  const TimeNs queue_at = std::min({NextFull(&host), NextEmpty(&host), NextRound(&connection)});
   return std::min(i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]), queue_at);
 }
 
@@ -158,7 +191,12 @@ void QueueNetwork::DrainHosts(std::vector<Host>* hosts, TimeNs t0, TimeNs dt_ns,
 void QueueNetwork::Drain(TimeNs t) {
   if (t <= now_) return;
   const double dt = static_cast<double>(t - now_) * 1e-9;
-  for (Flow& f : flows_) f.remaining = std::max(0.0, f.remaining - f.rate * dt);
+  for (Flow& f : flows_) {
+    if (f.window != nullptr && f.window->round_end != kNever) {
+      f.window->round_bytes += std::min(f.remaining, f.rate * dt);
+    }
+    f.remaining = std::max(0.0, f.remaining - f.rate * dt);
+  }
   DrainHosts(&hosts_, now_, t - now_, limit_);
   now_ = t;
 }
@@ -171,6 +209,14 @@ void QueueNetwork::Rebalance() {
     h.standing = congested_weight_ < 1 && h.backlog >= h.down_Bps * kStandingQueueS;
   }
   weight_.assign(flows_.size(), 1.0);
+  if (window0_ > 0) {
+    // At most a window in flight: the rate is at most window / round trip (through the queues as
+    // they stand now, until the next event).
+    for (Flow& f : flows_) {
+      const double rtt = RoundTripS(f);
+      f.cap = rtt > 0 ? f.window->cwnd / rtt : 0;
+    }
+  }
   FillRates();
   if (congested_weight_ < 1) {
     // A receiving link is congested when a queue stands on it (at least kStandingQueueS of its
@@ -189,6 +235,16 @@ void QueueNetwork::Rebalance() {
       }
     }
     if (any) FillRates();
+  }
+  if (window0_ > 0) {
+    // A flow held to its window starts a round trip, at whose end the window grows by what the
+    // connection sent in it.
+    for (const Flow& f : flows_) {
+      if (f.cap > 0 && f.rate >= f.cap * (1 - 1e-9) && f.window->round_end == kNever) {
+        f.window->round_end = now_ + std::max<TimeNs>(1, RoundUpNs(RoundTripS(f) * 1e9));
+        f.window->round_bytes = 0;
+      }
+    }
   }
   for (Host& h : hosts_) {
     // A receiving link whose last sender just stopped, with nothing queued, is idle from now.
@@ -227,6 +283,19 @@ void QueueNetwork::FillRates() {
   }
   size_t left = flows_.size();
   double level = 0;
+  auto freeze = [&](size_t i, double rate) {
+    const size_t src = static_cast<size_t>(flows_[i].src);
+    const size_t dst = n + static_cast<size_t>(flows_[i].dst);
+    frozen_[i] = 1;
+    flows_[i].rate = rate;
+    --unfrozen_[src];
+    unfrozen_weight_[src] -= weight_[i];
+    if (hosts_[dst - n].full) {
+      --unfrozen_[dst];
+      unfrozen_weight_[dst] -= weight_[i];
+    }
+    --left;
+  };
   while (left > 0) {
     size_t best = 0;
     double best_share = -1;
@@ -236,6 +305,30 @@ void QueueNetwork::FillRates() {
       if (best_share < 0 || share < best_share) {
         best_share = share;
         best = k;
+      }
+    }
+    if (window0_ > 0) {
+      // initial_window_bytes: a flow whose window caps it below the level the tightest
+      // constraint would reach freezes first, at its cap.
+      int capped = -1;
+      double capped_level = level + std::max(0.0, best_share);
+      for (size_t i = 0; i < flows_.size(); ++i) {
+        if (frozen_[i] || !(flows_[i].cap > 0)) continue;
+        const double at = flows_[i].cap / weight_[i];
+        if (at < capped_level) {
+          capped_level = at;
+          capped = static_cast<int>(i);
+        }
+      }
+      if (capped >= 0) {
+        const double rise = std::max(0.0, capped_level - level);
+        level += rise;
+        for (size_t k = 0; k < 2 * n; ++k) {
+          if (unfrozen_[k] > 0) cap_left_[k] -= rise * unfrozen_weight_[k];
+        }
+        const auto i = static_cast<size_t>(capped);
+        freeze(i, flows_[i].cap);
+        continue;
       }
     }
     level += std::max(0.0, best_share);
@@ -248,15 +341,7 @@ void QueueNetwork::FillRates() {
       const size_t dst = n + static_cast<size_t>(flows_[i].dst);
       const bool at_best = src == best || (hosts_[dst - n].full && dst == best);
       if (!at_best) continue;
-      frozen_[i] = 1;
-      flows_[i].rate = level * weight_[i];  // x 1.0 is exact: an equal split as before
-      --unfrozen_[src];
-      unfrozen_weight_[src] -= weight_[i];
-      if (hosts_[dst - n].full) {
-        --unfrozen_[dst];
-        unfrozen_weight_[dst] -= weight_[i];
-      }
-      --left;
+      freeze(i, level * weight_[i]);  // x 1.0 is exact: an equal split as before
     }
   }
 }
@@ -267,18 +352,27 @@ void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
     const TimeNs full_at = NextFull(&host);
     int empty_host = -1;
     const TimeNs empty_at = NextEmpty(&empty_host);
+    uint64_t connection = 0;
+    const TimeNs round_at = NextRound(&connection);
     const int i = Next();
     const TimeNs finish = i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]);
-    const TimeNs next = std::min({full_at, empty_at, finish});
+    const TimeNs next = std::min({full_at, empty_at, round_at, finish});
     if (next == kNever || next > t || (!inclusive && next == t)) break;
     Drain(next);
-    if (full_at < finish && full_at <= empty_at) {  // a queue reached its limit: its senders are
-      hosts_[static_cast<size_t>(host)].backlog = limit_;  // held to its rate
+    if (full_at < finish && full_at <= empty_at && full_at <= round_at) {
+      // A queue reached its limit: its senders are held to its rate.
+      hosts_[static_cast<size_t>(host)].backlog = limit_;
       Rebalance();
       continue;
     }
-    if (empty_at < finish) {  // a standing queue drained: its flows are no longer congested
+    if (empty_at < finish && empty_at <= round_at) {
+      // A standing queue drained: its flows are no longer congested.
       hosts_[static_cast<size_t>(empty_host)].backlog = 0;
+      Rebalance();
+      continue;
+    }
+    if (round_at < finish) {  // a window's round trip ended: it grows
+      EndRound(&windows_.at(connection));
       Rebalance();
       continue;
     }

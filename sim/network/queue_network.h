@@ -29,9 +29,15 @@
 // other flows; rates are then the max-min allocation over the sending links and the full queues.
 // With burst_bytes > 0 a flow that starts while its two links are idle passes the smaller of their
 // refilled token buckets at once (tc tbf's burst), as in the flow model.
-// Nothing else pushes back on a sender (no windows): the model is for deep queues and large
-// windows, as the emulated hosts have; the flow model stays the default. Star topologies only
-// (one sending and one receiving link per host).
+// With initial_window_bytes > 0 a connection also has TCP's congestion window: a flow may have
+// at most its window in flight, so its rate is at most window / round trip, where the round trip
+// is twice its route latency and overhead plus the backlogs its bytes wait behind (its
+// receiver's queue) and its acknowledgements wait behind (its sender's own receiving queue); a
+// flow held to its window grows it by what it sent in each round trip (slow start), and a
+// connection keeps it from one message to the next. Losses are not modelled. Without it nothing
+// else pushes back on a sender: the model is for deep queues and large windows, as the emulated
+// hosts have once their connections have warmed up; the flow model stays the default. Star
+// topologies only (one sending and one receiving link per host).
 //
 //   QueueNetwork net(Topology::Star(4, 1e9, 1000), spec);
 //   net.StartFlow(0, 0, 1, 1'000'000, /*tag=*/7);
@@ -47,6 +53,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "config/specs.h"
@@ -63,6 +70,9 @@ class QueueNetwork final : public NetworkModel {
 
   int num_hosts() const override { return topo_.num_hosts(); }
   void StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) override;
+  // A flow of connection `connection` (initial_window_bytes: its window is the connection's).
+  void StartConnectionFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag,
+                           uint64_t connection) override;
   TimeNs NextEventTime() const override;
   void AdvanceTo(TimeNs now, std::vector<FlowDone>* done) override;
   int active_flows() const override { return static_cast<int>(flows_.size()); }
@@ -73,12 +83,21 @@ class QueueNetwork final : public NetworkModel {
   bool queue_overflowed() const override { return overflowed_; }
 
  private:
+  // initial_window_bytes > 0: a connection's congestion window (wire bytes) and, while one of
+  // its flows is held to it, the round trip under way: when it ends and what was sent in it.
+  struct Window {
+    double cwnd = 0;
+    TimeNs round_end = kNever;
+    double round_bytes = 0;
+  };
   struct Flow {
     uint64_t tag = 0;
     int32_t src = 0, dst = 0;
     double remaining = 0;  // wire bytes not yet sent, at now_
     double rate = 0;       // bytes/s leaving the sender
     TimeNs extra = 0;      // route latency + per-message overhead
+    Window* window = nullptr;  // its connection's (initial_window_bytes > 0), else none
+    double cap = 0;            // window / round trip at the last rebalance, bytes/s; 0: none
   };
   // A receiving queue of at least this many seconds of its link's rate stands: TCP's round trip
   // through it is at least 1 ms longer, as long as or longer than the emulated hosts' own (0.1 to
@@ -118,6 +137,13 @@ class QueueNetwork final : public NetworkModel {
   // congested_flow_weight < 1 only: when the first standing receiving queue (Host::standing)
   // that drains empties (kNever if none, or with weight 1); *host: it.
   TimeNs NextEmpty(int* host) const;
+  // initial_window_bytes > 0 only: when the first round trip under way ends (kNever if none);
+  // *connection: its connection's key.
+  TimeNs NextRound(uint64_t* connection) const;
+  // Flow f's round trip now, seconds (initial_window_bytes: the class comment).
+  double RoundTripS(const Flow& f) const;
+  // A round trip of window w ended: the window grows by what its connection sent in it.
+  void EndRound(Window* w);
   // Moves the fluid from now_ to t (>= now_): remaining bytes, backlogs, statistics.
   void Drain(TimeNs t);
   // Advances the hosts' backlogs and statistics from t0 by dt_ns at their current rates.
@@ -149,6 +175,8 @@ class QueueNetwork final : public NetworkModel {
   double limit_ = 0;  // queue_limit_bytes; 0: none
   double burst_ = 0;  // burst_bytes; 0: none
   double congested_weight_ = 1;  // congested_flow_weight; 1: an equal split
+  double window0_ = 0;           // initial_window_bytes in wire bytes; 0: no windows
+  std::map<uint64_t, Window> windows_;  // per connection key (node addresses are stable)
   bool overflowed_ = false;  // a receiving queue has been full
   TimeNs now_ = 0;
   std::vector<Flow> flows_;  // in start order

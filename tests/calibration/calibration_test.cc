@@ -272,6 +272,34 @@ TEST(NetworkFile, CongestedFlowWeightRoundTripsAndBadValuesAreLocated) {
       << err;
 }
 
+// initial_window_bytes: written and read back when set; 0 (no windows, the default) is not
+// written, so old files stay byte-identical. A negative value, or the key with the flow model, is
+// one located line.
+TEST(NetworkFile, InitialWindowRoundTripsAndBadValuesAreLocated) {
+  config::NetworkFileSpec f;
+  f.network.host_bandwidth_Bps = 1e8 / 8;
+  f.network.model = config::NetworkModelKind::kAuto;
+  f.provenance = {{"date", "2026-12-05"}};
+  for (const int64_t w : {int64_t{14480}, int64_t{0}}) {
+    f.network.initial_window_bytes = w;
+    std::ostringstream text;
+    config::WriteNetworkYaml(f, text);
+    EXPECT_EQ(text.str().find("initial_window_bytes: 14480") != std::string::npos, w > 0)
+        << text.str();
+    EXPECT_EQ(text.str().find("initial_window_bytes") != std::string::npos, w > 0) << text.str();
+    EXPECT_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.initial_window_bytes, w);
+  }
+  const std::string head = "schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\nefficiency: 1\n";
+  std::string err = NetworkFileError(
+      head + "model: queue\ninitial_window_bytes: -1\nprovenance: {a: b}\n", "iw.yaml");
+  EXPECT_NE(err.find("iw.yaml:6:"), std::string::npos) << err;
+  err = NetworkFileError(head + "initial_window_bytes: 14480\nprovenance: {a: b}\n", "iwf.yaml");
+  EXPECT_NE(err.find("iwf.yaml:5:"), std::string::npos) << err;
+  EXPECT_NE(err.find("applies to models queue and auto only (this network's model is flow)"),
+            std::string::npos)
+      << err;
+}
+
 // auto_flow_message_bytes: written and read back with model auto; a scenario that takes the file
 // and chooses another model keeps the file's value unused (it is refused only where given).
 TEST(NetworkFile, AutoFlowMessageBytesRoundTripsAndAnotherModelMayOverride) {
@@ -709,6 +737,8 @@ TEST(NetnsRun, CalibratedLinkPricesTransfersWithTheCalibratedFile) {
   EXPECT_EQ(f.network.queue_limit_bytes, shipped.queue_limit_bytes);
   EXPECT_DOUBLE_EQ(f.network.congested_flow_weight, shipped.congested_flow_weight);
   EXPECT_LT(f.network.congested_flow_weight, 1);
+  EXPECT_EQ(f.network.initial_window_bytes, shipped.initial_window_bytes);
+  EXPECT_GT(f.network.initial_window_bytes, 0);
   EXPECT_EQ(f.network.model, shipped.model);
   EXPECT_GT(f.network.fairness_alpha, 0);
   EXPECT_EQ(f.network.host_cores, shipped.host_cores);

@@ -162,6 +162,83 @@ TEST(QueueNetworkTest, RejectsACongestedFlowWeightOutsideZeroToOne) {
   }
 }
 
+// initial_window_bytes w: a flow has at most its connection's window in flight, so it sends at
+// most w / round trip, and each round trip it spends held to its window adds what it sent (slow
+// start doubles it). On idle links with latency L the round trip is 2L: a flow of 3w sends w in
+// the first (at w / 2L), 2w in the second, and leaves its sender at 4L; it is delivered L later.
+// Without windows it takes 3w at the link's rate.
+TEST(QueueNetworkTest, SlowStartDoublesTheWindowEachRoundTrip) {
+  const int64_t L = 1000, w = 10'000;
+  config::NetworkSpec spec = QueueSpec(L);
+  spec.host_bandwidth_Bps = 1e12;  // 1000 bytes per ns: the window, not the link, decides
+  spec.initial_window_bytes = w;
+  QueueNetwork net(Topology::Star(2, spec.host_bandwidth_Bps, L), spec);
+  net.StartFlow(0, 0, 1, 3 * w, 1);
+  EXPECT_EQ(net.NextEventTime(), 2 * L);  // the first round trip ends
+  const auto done = Drain(net);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].delivered_at, 4 * L + L);
+  spec.initial_window_bytes = 0;
+  QueueNetwork plain(Topology::Star(2, spec.host_bandwidth_Bps, L), spec);
+  plain.StartFlow(0, 0, 1, 3 * w, 1);
+  EXPECT_EQ(Drain(plain)[0].delivered_at, 3 * w / 1000 + L);
+}
+
+// A connection keeps its window from one message to the next (no slow start after idle): the
+// second message of a connection goes faster than the same message on a new connection.
+TEST(QueueNetworkTest, AConnectionKeepsItsWindowBetweenMessages) {
+  const int64_t L = 1000, w = 10'000;
+  config::NetworkSpec spec = QueueSpec(L);
+  spec.host_bandwidth_Bps = 1e12;
+  spec.initial_window_bytes = w;
+  QueueNetwork net(Topology::Star(2, spec.host_bandwidth_Bps, L), spec);
+  net.StartConnectionFlow(0, 0, 1, 7 * w, 1, /*connection=*/5);  // rounds of w, 2w, 4w
+  auto done = Drain(net);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].delivered_at, 6 * L + L);
+  const TimeNs t = 100 * L;  // idle meanwhile; the window (8w) is kept
+  net.StartConnectionFlow(t, 0, 1, 7 * w, 2, /*connection=*/5);
+  net.StartConnectionFlow(t, 1, 0, 7 * w, 3, /*connection=*/6);  // a new connection: w again
+  done = Drain(net);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(DeliveryOf(done, 2), t + 2 * L * 7 / 8 + L);  // 7w at 8w / 2L
+  EXPECT_EQ(DeliveryOf(done, 3), t + 6 * L + L);
+}
+
+// The round trip of a flow includes the queue its acknowledgements wait in: its sender's own
+// receiving link. Hosts 2 and 3 push into host 0 from 0 on, and its queue grows; at 1 ms host 0
+// starts a flow to host 1 on a new connection. With windows that flow's round trip is as long as
+// host 0's queue, so its window grows slowly and it takes several times as long as on quiet links
+// (a parameter server's pulls while its workers' pushes queue at its link); without windows the
+// reverse queue does not matter.
+TEST(QueueNetworkTest, AQueueOnTheSendersOwnLinkLengthensItsRoundTrip) {
+  const int64_t S = 1'000'000, w = 14'480;
+  auto run = [&](int64_t window, bool incast) {
+    config::NetworkSpec spec = QueueSpec(10'000);  // a round trip of 20 us on idle links
+    spec.initial_window_bytes = window;
+    QueueNetwork net(Topology::Star(4, kB, 10'000), spec);
+    if (incast) {
+      net.StartFlow(0, 2, 0, 10 * S, 2);
+      net.StartFlow(0, 3, 0, 10 * S, 3);
+    }
+    std::vector<FlowDone> done;
+    net.AdvanceTo(S, &done);
+    net.StartFlow(S, 0, 1, S, 1);
+    done = Drain(net);
+    return DeliveryOf(done, 1) - S;
+  };
+  EXPECT_EQ(run(0, true), run(0, false));  // without windows: S / B + L either way
+  const TimeNs alone = run(w, false), behind = run(w, true);
+  EXPECT_LT(alone, S + 10 * 20'000);  // on quiet links slow start costs a few round trips
+  EXPECT_GT(behind, 3 * alone) << alone << " " << behind;
+}
+
+TEST(QueueNetworkTest, RejectsANegativeInitialWindow) {
+  config::NetworkSpec spec = QueueSpec(0);
+  spec.initial_window_bytes = -1;
+  EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
+}
+
 // A flow that starts while the receiver's queue holds bytes waits for them (FIFO), however fast
 // its own sender is.
 TEST(QueueNetworkTest, ALaterFlowWaitsBehindTheReceiversQueue) {
