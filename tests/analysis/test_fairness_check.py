@@ -55,6 +55,22 @@ class Arguments(unittest.TestCase):
         self.assertIn("--alpha must be in (0, 50]", r.stderr)
 
 
+    def test_start_needs_flows(self):
+        r = self.run_script("--start", "A=10")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--start needs --flows", r.stderr)
+
+    def test_start_names_a_flow_and_a_time(self):
+        for bad in ("C=10", "A=-5", "A", "a=3"):
+            r = self.run_script("--flows", "1-0,0-1", "--start", bad)
+            self.assertNotEqual(r.returncode, 0, bad)
+            self.assertIn("is not FLOW=MS with FLOW one of A, B", r.stderr, bad)
+
+    def test_parse_starts(self):
+        self.assertEqual(fc.parse_starts("B=150, A=0.5", {"A": (1, 0), "B": (0, 1)}),
+                         {"B": 150.0, "A": 0.5})
+        self.assertEqual(fc.parse_starts("", {"A": (1, 0)}), {})
+
 
 class SenderSplit(unittest.TestCase):
     """--sender-split: c = (x_A / x_other) / b, the queue model's congested_flow_weight."""
