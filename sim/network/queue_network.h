@@ -47,7 +47,9 @@
 // Times are int64 ns; a transmission end rounds up to the next ns, so a lone transfer takes
 // exactly L + overhead + ceil(S / efficiency / B) as in the other models (network_model.h). Flows
 // ending at the same ns are reported in start order. Every event costs O(hosts x (flows + hosts))
-// (progressive filling): for the small clusters validation emulates, not for the scale runs.
+// (progressive filling; with windows O((hosts + flows) x flows), and a scan of the connections
+// for the next round trip's end): for the small clusters validation emulates, not for the scale
+// runs.
 // Thread-safety: none.
 #pragma once
 
