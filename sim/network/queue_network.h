@@ -72,7 +72,9 @@ class QueueNetwork final : public NetworkModel {
 
   int num_hosts() const override { return topo_.num_hosts(); }
   void StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) override;
-  // A flow of connection `connection` (initial_window_bytes: its window is the connection's).
+  // A flow of connection `connection` (initial_window_bytes: its window is the connection's; a
+  // connection carries one message at a time, as SimJob sends them, and two flows of one
+  // connection at once would each be held to the whole window).
   void StartConnectionFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag,
                            uint64_t connection) override;
   TimeNs NextEventTime() const override;
