@@ -129,6 +129,34 @@ TimeNs QueueNetwork::NextRound(uint64_t* connection) const {
   return best;
 }
 
+TimeNs QueueNetwork::NextWindowCheck() const {
+  // A flow below its window's cap reaches it when the queues on its round trip have grown by
+  // enough: RTT(t) = RTT(now) + k t with k the sum of the queues' growth over their rates, and
+  // the cap window / RTT(t) falls to the flow's rate at RTT = window / rate. A queue that drains
+  // bends k upwards when it empties, so that moment is a check too.
+  TimeNs best = kNever;
+  if (!(window0_ > 0)) return best;
+  auto growth = [](const Host& h) {
+    return h.backlog > 0 || h.in_Bps > h.down_Bps ? (h.in_Bps - h.down_Bps) / h.down_Bps : 0.0;
+  };
+  for (const Flow& f : flows_) {
+    if (!(f.rate > 0) || !(f.cap > 0) || f.rate >= f.cap * (1 - 1e-9)) continue;
+    const Host& src = hosts_[static_cast<size_t>(f.src)];
+    const Host& dst = hosts_[static_cast<size_t>(f.dst)];
+    double t = kNeverS;
+    const double k = growth(src) + growth(dst);
+    if (k > 0) t = (f.window->cwnd / f.rate - RoundTripS(f)) / k;
+    for (const Host* h : {&src, &dst}) {
+      if (h->backlog > 0 && h->in_Bps < h->down_Bps) {
+        t = std::min(t, h->backlog / (h->down_Bps - h->in_Bps));
+      }
+    }
+    if (t < kNeverS)
+      best = std::min(best, now_ + std::max<TimeNs>(1, RoundUpNs(std::max(0.0, t) * 1e9)));
+  }
+  return best;
+}
+
 double QueueNetwork::RoundTripS(const Flow& f) const {
   const Host& src = hosts_[static_cast<size_t>(f.src)];
   const Host& dst = hosts_[static_cast<size_t>(f.dst)];
@@ -147,7 +175,8 @@ TimeNs QueueNetwork::NextEventTime() const {
   const int i = Next();
   int host = -1;
   uint64_t connection = 0;
-  const TimeNs queue_at = std::min({NextFull(&host), NextEmpty(&host), NextRound(&connection)});
+  const TimeNs queue_at =
+      std::min({NextFull(&host), NextEmpty(&host), NextRound(&connection), NextWindowCheck()});
   return std::min(i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]), queue_at);
 }
 
@@ -353,7 +382,7 @@ void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
     int empty_host = -1;
     const TimeNs empty_at = NextEmpty(&empty_host);
     uint64_t connection = 0;
-    const TimeNs round_at = NextRound(&connection);
+    const TimeNs round_at = std::min(NextRound(&connection), NextWindowCheck());
     const int i = Next();
     const TimeNs finish = i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]);
     const TimeNs next = std::min({full_at, empty_at, round_at, finish});
@@ -371,8 +400,10 @@ void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
       Rebalance();
       continue;
     }
-    if (round_at < finish) {  // a window's round trip ended: it grows
-      EndRound(&windows_.at(connection));
+    if (round_at < finish) {
+      // A window's round trip ended (it grows), or a flow's queues have grown to where its window
+      // holds it back.
+      if (round_at == NextRound(&connection)) EndRound(&windows_.at(connection));
       Rebalance();
       continue;
     }

@@ -32,9 +32,11 @@
 // With initial_window_bytes > 0 a connection also has TCP's congestion window: a flow may have
 // at most its window in flight, so its rate is at most window / round trip, where the round trip
 // is twice its route latency and overhead plus the backlogs its bytes wait behind (its
-// receiver's queue) and its acknowledgements wait behind (its sender's own receiving queue); a
-// flow held to its window grows it by what it sent in each round trip (slow start), and a
-// connection keeps it from one message to the next. Losses are not modelled. Without it nothing
+// receiver's queue) and its acknowledgements wait behind (its sender's own receiving queue);
+// rates are re-solved when growing queues bring a flow's round trip to window / rate (and when
+// such a queue empties), so a window holds its flow back as the queues grow, not only at the next
+// event; a flow held to its window grows it by what it sent in each round trip (slow start), and
+// a connection keeps it from one message to the next. Losses are not modelled. Without it nothing
 // else pushes back on a sender: the model is for deep queues and large windows, as the emulated
 // hosts have once their connections have warmed up; the flow model stays the default. Star
 // topologies only (one sending and one receiving link per host).
@@ -144,6 +146,10 @@ class QueueNetwork final : public NetworkModel {
   // initial_window_bytes > 0 only: when the first round trip under way ends (kNever if none);
   // *connection: its connection's key.
   TimeNs NextRound(uint64_t* connection) const;
+  // initial_window_bytes > 0 only: the first moment a flow below its window's cap would reach it
+  // as the queues on its round trip grow, or such a queue empties (kNever if none).
+  TimeNs NextWindowCheck() const;
+  static constexpr double kNeverS = 1e18;  // seconds: no such moment
   // Flow f's round trip now, seconds (initial_window_bytes: the class comment).
   double RoundTripS(const Flow& f) const;
   // A round trip of window w ended: the window grows by what its connection sent in it.

@@ -233,6 +233,25 @@ TEST(QueueNetworkTest, AQueueOnTheSendersOwnLinkLengthensItsRoundTrip) {
   EXPECT_GT(behind, 3 * alone) << alone << " " << behind;
 }
 
+// A window holds a flow back as soon as the queues on its round trip have grown enough, not only
+// at the next event: hosts 1 and 2 send into host 0 at their links' rate B, so host 0's queue,
+// and with it their round trip 2L + t, grows at B; a window of w carries B until the round trip
+// is w / B, at t = w / B - 2L, when the model re-solves (and their windows start growing).
+TEST(QueueNetworkTest, AWindowHoldsAFlowBackOnceItsQueueHasGrown) {
+  const int64_t L = 1000, w = 10'000;
+  config::NetworkSpec spec = QueueSpec(L);
+  spec.initial_window_bytes = w;
+  QueueNetwork net(Topology::Star(3, kB, L), spec);
+  net.StartFlow(0, 1, 0, 1'000'000, 1);
+  net.StartFlow(0, 2, 0, 1'000'000, 2);
+  EXPECT_EQ(net.NextEventTime(), w - 2 * L);
+  spec.initial_window_bytes = 0;
+  QueueNetwork plain(Topology::Star(3, kB, L), spec);
+  plain.StartFlow(0, 1, 0, 1'000'000, 1);
+  plain.StartFlow(0, 2, 0, 1'000'000, 2);
+  EXPECT_EQ(plain.NextEventTime(), 1'000'000);  // nothing happens before the flows end
+}
+
 TEST(QueueNetworkTest, RejectsANegativeInitialWindow) {
   config::NetworkSpec spec = QueueSpec(0);
   spec.initial_window_bytes = -1;
