@@ -140,7 +140,7 @@ TimeNs QueueNetwork::NextWindowCheck() const {
     return h.backlog > 0 || h.in_Bps > h.down_Bps ? (h.in_Bps - h.down_Bps) / h.down_Bps : 0.0;
   };
   for (const Flow& f : flows_) {
-    if (!(f.rate > 0) || !(f.cap > 0) || f.rate >= f.cap * (1 - 1e-9)) continue;
+    if (!(f.rate > 0) || !(f.cap > 0) || HeldByWindow(f)) continue;
     const Host& src = hosts_[static_cast<size_t>(f.src)];
     const Host& dst = hosts_[static_cast<size_t>(f.dst)];
     double t = kNeverS;
@@ -269,7 +269,7 @@ void QueueNetwork::Rebalance() {
     // A flow held to its window starts a round trip, at whose end the window grows by what the
     // connection sent in it.
     for (const Flow& f : flows_) {
-      if (f.cap > 0 && f.rate >= f.cap * (1 - 1e-9) && f.window->round_end == kNever) {
+      if (f.cap > 0 && HeldByWindow(f) && f.window->round_end == kNever) {
         f.window->round_end = now_ + std::max<TimeNs>(1, RoundUpNs(RoundTripS(f) * 1e9));
         f.window->round_bytes = 0;
       }
@@ -382,7 +382,8 @@ void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
     int empty_host = -1;
     const TimeNs empty_at = NextEmpty(&empty_host);
     uint64_t connection = 0;
-    const TimeNs round_at = std::min(NextRound(&connection), NextWindowCheck());
+    const TimeNs round_end = NextRound(&connection);
+    const TimeNs round_at = std::min(round_end, NextWindowCheck());
     const int i = Next();
     const TimeNs finish = i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]);
     const TimeNs next = std::min({full_at, empty_at, round_at, finish});
@@ -403,7 +404,7 @@ void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
     if (round_at < finish) {
       // A window's round trip ended (it grows), or a flow's queues have grown to where its window
       // holds it back.
-      if (round_at == NextRound(&connection)) EndRound(&windows_.at(connection));
+      if (round_at == round_end) EndRound(&windows_.at(connection));
       Rebalance();
       continue;
     }

@@ -150,6 +150,8 @@ class QueueNetwork final : public NetworkModel {
   // as the queues on its round trip grow, or such a queue empties (kNever if none).
   TimeNs NextWindowCheck() const;
   static constexpr double kNeverS = 1e18;  // seconds: no such moment
+  // Whether flow f runs at its window's cap (f.cap > 0), to within rounding.
+  static bool HeldByWindow(const Flow& f) { return f.rate >= f.cap * (1 - 1e-9); }
   // Flow f's round trip now, seconds (initial_window_bytes: the class comment).
   double RoundTripS(const Flow& f) const;
   // A round trip of window w ended: the window grows by what its connection sent in it.
