@@ -60,6 +60,13 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
                           "auto only (this network's model is {}); remove it or set 'model: queue'",
                           NetworkModelName(n->model)));
   }
+  n->segment_bytes =
+      std::llround(r.NonNegativeNumber("segment_bytes", static_cast<double>(n->segment_bytes)));
+  if (r.Has("segment_bytes") && n->segment_bytes > 0 && n->initial_window_bytes <= 0) {
+    r.FailKey("segment_bytes",
+              "'segment_bytes' (TCP Reno's losses at a full queue) needs the windows they halve: "
+              "set 'initial_window_bytes' (Linux: 14480) or remove 'segment_bytes'");
+  }
   n->auto_flow_message_bytes = std::llround(r.NonNegativeNumber(
       "auto_flow_message_bytes", static_cast<double>(n->auto_flow_message_bytes)));
   if (r.Has("auto_flow_message_bytes") && n->auto_flow_message_bytes > 0 &&
@@ -172,6 +179,7 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
     out << "congested_flow_weight: " << YamlScalarNumber(n.congested_flow_weight) << "\n";
   }
   if (n.initial_window_bytes > 0) out << "initial_window_bytes: " << n.initial_window_bytes << "\n";
+  if (n.segment_bytes > 0) out << "segment_bytes: " << n.segment_bytes << "\n";
   if (n.auto_flow_message_bytes > 0) {
     out << "auto_flow_message_bytes: " << n.auto_flow_message_bytes << "\n";
   }

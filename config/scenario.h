@@ -63,6 +63,8 @@
 //                                  # receiver is congested (0 < x <= 1); 1 = an equal split
 //       initial_window_bytes: 0    # queue model: TCP's first window per connection (slow
 //                                  # start, round trips through the queues); 0 = none
+//       segment_bytes: 0           # with initial_window_bytes: Reno's losses at a full
+//                                  # queue (windows halve; +1 segment per round trip)
 //       hosts_per_leaf: 16         # leaf_spine only
 //       spines: 2
 //       oversubscription: 1

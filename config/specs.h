@@ -110,9 +110,21 @@ struct NetworkSpec {
   // scripts/netns-run sets the emulated hosts). What this shows: a connection whose round trip a
   // standing queue lengthens (a parameter server's pulls while its workers' pushes fill its
   // link) sends slowly until its window has grown (docs/validation.md, "Slow start behind a
-  // standing queue"). Losses are not modelled (at a full queue, auto takes the flow model).
-  // 0 = no windows (the queue model as before).
+  // standing queue"). Losses are not modelled unless segment_bytes is set (at a full queue, auto
+  // takes the flow model). 0 = no windows (the queue model as before).
   int64_t initial_window_bytes = 0;
+  // Queue and auto models, with initial_window_bytes (YAML: segment_bytes): TCP Reno's losses. A
+  // receiving queue that is full while its senders' windows would bring more than its rate drops
+  // packets, and every connection sending into it halves its window (multiplicative decrease:
+  // the slow-start threshold becomes half the window, at least two segments), at most once per
+  // round trip (one loss episode, as fast recovery takes it). A window at or above its threshold
+  // grows by one segment of this many payload bytes per round trip (congestion avoidance;
+  // Linux: the MSS, 1448 bytes on the emulated hosts' links). What this shows: when a parameter
+  // server's pushes overflow tbf's queue, the windows, not the senders' links, share the
+  // receiver, and a connection whose acknowledgements wait in a full queue has a longer round trip
+  // and so a smaller share (docs/validation.md, "Losses at a full queue"). 0 = no losses (a full
+  // queue holds its senders to its rate, max-min).
+  int64_t segment_bytes = 0;
   // Model auto only (YAML: auto_flow_message_bytes): a job that sends a message of at least this
   // many wire bytes between machines is simulated with the flow model even if no queue fills. A
   // TCP sender does not split its link equally among sockets with long messages waiting: the

@@ -1101,6 +1101,12 @@ void CheckNetworkSpec(const config::NetworkSpec& spec) {
         fmt::format("{}: initial_window_bytes must be >= 0 (0 = no windows), got {}",
                     spec.loc.ToString(), spec.initial_window_bytes));
   }
+  if (spec.segment_bytes < 0 || (spec.segment_bytes > 0 && spec.initial_window_bytes <= 0)) {
+    throw std::invalid_argument(fmt::format(
+        "{}: segment_bytes must be >= 0 (0 = no losses) and needs initial_window_bytes > 0, got "
+        "{} with initial_window_bytes {}",
+        spec.loc.ToString(), spec.segment_bytes, spec.initial_window_bytes));
+  }
 }
 
 std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts) {

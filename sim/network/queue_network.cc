@@ -19,6 +19,7 @@ QueueNetwork::QueueNetwork(Topology topology, const config::NetworkSpec& spec)
       congested_weight_(spec.congested_flow_weight) {
   CheckNetworkSpec(spec);
   window0_ = static_cast<double>(spec.initial_window_bytes) / efficiency_;
+  segment_ = static_cast<double>(spec.segment_bytes) / efficiency_;
   if (topo_.kind() != config::TopologyKind::kStar) {
     throw std::invalid_argument(fmt::format(
         "{}: network model 'queue' needs a star topology (one sending and one receiving link per "
@@ -157,6 +158,27 @@ TimeNs QueueNetwork::NextWindowCheck() const {
   return best;
 }
 
+TimeNs QueueNetwork::NextRecoveryEnd() const {
+  TimeNs best = kNever;
+  if (!(segment_ > 0)) return best;
+  for (const Flow& f : flows_) {
+    if (hosts_[static_cast<size_t>(f.dst)].full && f.window->recovering_until > now_) {
+      best = std::min(best, f.window->recovering_until);
+    }
+  }
+  return best;
+}
+
+double QueueNetwork::window_bytes(uint64_t connection) const {
+  const auto it = windows_.find(connection);
+  return it == windows_.end() ? 0.0 : it->second.cwnd;
+}
+
+double QueueNetwork::threshold_bytes(uint64_t connection) const {
+  const auto it = windows_.find(connection);
+  return it == windows_.end() ? 0.0 : it->second.ssthresh;
+}
+
 double QueueNetwork::RoundTripS(const Flow& f) const {
   const Host& src = hosts_[static_cast<size_t>(f.src)];
   const Host& dst = hosts_[static_cast<size_t>(f.dst)];
@@ -165,9 +187,44 @@ double QueueNetwork::RoundTripS(const Flow& f) const {
 }
 
 void QueueNetwork::EndRound(Window* w) {
-  w->cwnd += w->round_bytes;  // slow start: a byte more of window for every byte acknowledged
+  if (segment_ > 0 && w->cwnd >= w->ssthresh) {
+    w->cwnd += segment_ * w->round_bytes / w->cwnd;  // congestion avoidance: a segment per window
+  } else {
+    // Slow start: a byte more of window for every byte acknowledged, up to the threshold (none
+    // before a loss).
+    w->cwnd = std::min(w->cwnd + w->round_bytes, w->ssthresh);
+  }
   w->round_end = kNever;
   w->round_bytes = 0;
+}
+
+void QueueNetwork::Losses() {
+  bool any = false;
+  for (const Host& h : hosts_) any = any || h.full;
+  if (!any) return;
+  // What the senders would bring were the full queues no constraint: their windows and links.
+  loss_full_.assign(hosts_.size(), 0);
+  for (size_t h = 0; h < hosts_.size(); ++h) {
+    loss_full_[h] = hosts_[h].full ? 1 : 0;
+    hosts_[h].full = false;
+  }
+  FillRates();
+  loss_in_.assign(hosts_.size(), 0.0);
+  for (const Flow& f : flows_) loss_in_[static_cast<size_t>(f.dst)] += f.rate;
+  for (size_t h = 0; h < hosts_.size(); ++h) hosts_[h].full = loss_full_[h] != 0;
+  for (Flow& f : flows_) {
+    const auto d = static_cast<size_t>(f.dst);
+    if (!hosts_[d].full || !(loss_in_[d] > hosts_[d].down_Bps * (1 + 1e-9))) continue;
+    Window* w = f.window;
+    if (now_ < w->recovering_until) continue;  // one halving per loss episode
+    const double rtt = RoundTripS(f);
+    w->ssthresh = std::max(w->cwnd / 2, 2 * segment_);
+    w->cwnd = std::min(w->cwnd, w->ssthresh);
+    w->recovering_until = now_ + std::max<TimeNs>(1, RoundUpNs(rtt * 1e9));
+    w->round_end = kNever;  // the round under way is over; the next starts from the new window
+    w->round_bytes = 0;
+    f.cap = rtt > 0 ? w->cwnd / rtt : 0;
+  }
 }
 
 TimeNs QueueNetwork::NextEventTime() const {
@@ -175,8 +232,8 @@ TimeNs QueueNetwork::NextEventTime() const {
   const int i = Next();
   int host = -1;
   uint64_t connection = 0;
-  const TimeNs queue_at =
-      std::min({NextFull(&host), NextEmpty(&host), NextRound(&connection), NextWindowCheck()});
+  const TimeNs queue_at = std::min({NextFull(&host), NextEmpty(&host), NextRound(&connection),
+                                    NextWindowCheck(), NextRecoveryEnd()});
   return std::min(i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]), queue_at);
 }
 
@@ -246,6 +303,7 @@ void QueueNetwork::Rebalance() {
       f.cap = rtt > 0 ? f.window->cwnd / rtt : 0;
     }
   }
+  if (segment_ > 0) Losses();
   FillRates();
   if (congested_weight_ < 1) {
     // A receiving link is congested when a queue stands on it (at least kStandingQueueS of its
@@ -383,7 +441,7 @@ void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
     const TimeNs empty_at = NextEmpty(&empty_host);
     uint64_t connection = 0;
     const TimeNs round_end = NextRound(&connection);
-    const TimeNs round_at = std::min(round_end, NextWindowCheck());
+    const TimeNs round_at = std::min({round_end, NextWindowCheck(), NextRecoveryEnd()});
     const int i = Next();
     const TimeNs finish = i < 0 ? kNever : FinishOf(flows_[static_cast<size_t>(i)]);
     const TimeNs next = std::min({full_at, empty_at, round_at, finish});
@@ -402,8 +460,8 @@ void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
       continue;
     }
     if (round_at < finish) {
-      // A window's round trip ended (it grows), or a flow's queues have grown to where its window
-      // holds it back.
+      // A window's round trip ended (it grows), a flow's queues have grown to where its window
+      // holds it back, or a loss episode at a full queue ended (its senders may lose again).
       if (round_at == round_end) EndRound(&windows_.at(connection));
       Rebalance();
       continue;

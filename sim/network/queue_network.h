@@ -36,7 +36,12 @@
 // rates are re-solved when growing queues bring a flow's round trip to window / rate (and when
 // such a queue empties), so a window holds its flow back as the queues grow, not only at the next
 // event; a flow held to its window grows it by what it sent in each round trip (slow start), and
-// a connection keeps it from one message to the next. Losses are not modelled. Without it nothing
+// a connection keeps it from one message to the next. With segment_bytes > 0 as well, a full
+// queue loses packets as TCP Reno sees them: when a receiving queue is full and its senders,
+// unconstrained by it, would bring more than its rate, every connection sending into it halves
+// its window (its slow-start threshold becomes half the window, at least two segments), at most
+// once per round trip; a window at or above its threshold grows by one segment per round trip.
+// Without losses a full queue holds its senders to its rate, max-min. Without windows nothing
 // else pushes back on a sender: the model is for deep queues and large windows, as the emulated
 // hosts have once their connections have warmed up; the flow model stays the default. Star
 // topologies only (one sending and one receiving link per host).
@@ -87,14 +92,22 @@ class QueueNetwork final : public NetworkModel {
   // Wire bytes waiting in host `h`'s receiving link queue at the model's current time.
   double backlog_bytes(int h) const { return hosts_[static_cast<size_t>(h)].backlog; }
   bool queue_overflowed() const override { return overflowed_; }
+  // initial_window_bytes > 0: connection `connection`'s congestion window and slow-start threshold
+  // (wire bytes; the threshold is infinite before its first loss); 0 for a connection not seen.
+  double window_bytes(uint64_t connection) const;
+  double threshold_bytes(uint64_t connection) const;
 
  private:
   // initial_window_bytes > 0: a connection's congestion window (wire bytes) and, while one of
   // its flows is held to it, the round trip under way: when it ends and what was sent in it.
+  // segment_bytes > 0: its slow-start threshold, and until when a loss episode lasts (no second
+  // halving within one round trip).
   struct Window {
     double cwnd = 0;
     TimeNs round_end = kNever;
     double round_bytes = 0;
+    double ssthresh = std::numeric_limits<double>::infinity();
+    TimeNs recovering_until = kLongAgo;
   };
   struct Flow {
     uint64_t tag = 0;
@@ -149,13 +162,21 @@ class QueueNetwork final : public NetworkModel {
   // initial_window_bytes > 0 only: the first moment a flow below its window's cap would reach it
   // as the queues on its round trip grow, or such a queue empties (kNever if none).
   TimeNs NextWindowCheck() const;
+  // segment_bytes > 0 only: when the first loss episode of a connection sending into a full queue
+  // ends (a second halving may follow then; kNever if none).
+  TimeNs NextRecoveryEnd() const;
   static constexpr double kNeverS = 1e18;  // seconds: no such moment
   // Whether flow f runs at its window's cap (f.cap > 0), to within rounding.
   static bool HeldByWindow(const Flow& f) { return f.rate >= f.cap * (1 - 1e-9); }
   // Flow f's round trip now, seconds (initial_window_bytes: the class comment).
   double RoundTripS(const Flow& f) const;
-  // A round trip of window w ended: the window grows by what its connection sent in it.
+  // A round trip of window w ended: it grows by what its connection sent in it (slow start), or,
+  // at or above its threshold (segment_bytes), by a segment per window sent.
   void EndRound(Window* w);
+  // segment_bytes > 0: every full receiving queue that its senders, unconstrained by it, would
+  // bring more than its rate drops packets: the windows of the connections sending into it halve
+  // (those not already recovering), and their caps follow. Uses FillRates (its scratch).
+  void Losses();
   // Moves the fluid from now_ to t (>= now_): remaining bytes, backlogs, statistics.
   void Drain(TimeNs t);
   // Advances the hosts' backlogs and statistics from t0 by dt_ns at their current rates.
@@ -188,6 +209,7 @@ class QueueNetwork final : public NetworkModel {
   double burst_ = 0;  // burst_bytes; 0: none
   double congested_weight_ = 1;  // congested_flow_weight; 1: an equal split
   double window0_ = 0;           // initial_window_bytes in wire bytes; 0: no windows
+  double segment_ = 0;           // segment_bytes in wire bytes; 0: no losses
   std::map<uint64_t, Window> windows_;  // per connection key (node addresses are stable)
   bool overflowed_ = false;  // a receiving queue has been full
   TimeNs now_ = 0;
@@ -198,6 +220,9 @@ class QueueNetwork final : public NetworkModel {
   // left, flows not yet frozen and their weights' sum; per flow its weight and whether frozen.
   std::vector<double> cap_left_;
   std::vector<int32_t> unfrozen_;
+  // Losses' scratch: per host, whether its queue was full, and what its senders would bring.
+  std::vector<char> loss_full_;
+  std::vector<double> loss_in_;
   std::vector<double> unfrozen_weight_;
   std::vector<double> weight_;
   std::vector<uint8_t> frozen_;

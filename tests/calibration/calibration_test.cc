@@ -272,6 +272,33 @@ TEST(NetworkFile, CongestedFlowWeightRoundTripsAndBadValuesAreLocated) {
       << err;
 }
 
+// segment_bytes (Reno's losses): written and read back when set, not written at 0 (old files stay
+// byte-identical); without initial_window_bytes (no windows to halve), or negative, it is one
+// located line.
+TEST(NetworkFile, SegmentBytesRoundTripAndBadValuesAreLocated) {
+  config::NetworkFileSpec f;
+  f.network.host_bandwidth_Bps = 1e8 / 8;
+  f.network.model = config::NetworkModelKind::kQueue;
+  f.network.initial_window_bytes = 14480;
+  f.provenance = {{"date", "2026-12-05"}};
+  for (const int64_t s : {int64_t{1448}, int64_t{0}}) {
+    f.network.segment_bytes = s;
+    std::ostringstream text;
+    config::WriteNetworkYaml(f, text);
+    EXPECT_EQ(text.str().find("segment_bytes: 1448") != std::string::npos, s > 0) << text.str();
+    EXPECT_EQ(text.str().find("segment_bytes") != std::string::npos, s > 0) << text.str();
+    EXPECT_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.segment_bytes, s);
+  }
+  const std::string head =
+      "schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\nefficiency: 1\nmodel: queue\n";
+  std::string err = NetworkFileError(head + "segment_bytes: 1448\nprovenance: {a: b}\n", "sg.yaml");
+  EXPECT_NE(err.find("sg.yaml:6:"), std::string::npos) << err;
+  EXPECT_NE(err.find("set 'initial_window_bytes'"), std::string::npos) << err;
+  err = NetworkFileError(
+      head + "initial_window_bytes: 14480\nsegment_bytes: -3\nprovenance: {a: b}\n", "sn.yaml");
+  EXPECT_NE(err.find("sn.yaml:7:"), std::string::npos) << err;
+}
+
 // initial_window_bytes: written and read back when set; 0 (no windows, the default) is not
 // written, so old files stay byte-identical. A negative value, or the key with the flow model, is
 // one located line.
@@ -739,6 +766,8 @@ TEST(NetnsRun, CalibratedLinkPricesTransfersWithTheCalibratedFile) {
   EXPECT_LT(f.network.congested_flow_weight, 1);
   EXPECT_EQ(f.network.initial_window_bytes, shipped.initial_window_bytes);
   EXPECT_GT(f.network.initial_window_bytes, 0);
+  EXPECT_EQ(f.network.segment_bytes, shipped.segment_bytes);
+  EXPECT_GT(f.network.segment_bytes, 0);
   EXPECT_EQ(f.network.model, shipped.model);
   EXPECT_GT(f.network.fairness_alpha, 0);
   EXPECT_EQ(f.network.host_cores, shipped.host_cores);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <utility>
@@ -255,6 +256,120 @@ TEST(QueueNetworkTest, AWindowHoldsAFlowBackOnceItsQueueHasGrown) {
 TEST(QueueNetworkTest, RejectsANegativeInitialWindow) {
   config::NetworkSpec spec = QueueSpec(0);
   spec.initial_window_bytes = -1;
+  EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
+}
+
+// segment_bytes: TCP Reno's losses at a full queue. Hosts 1 and 2 send into host 0 at their links'
+// rate B, on windows w each whose sum exceeds what host 0's queue and links hold (Q + 2LB), so the
+// queue fills; then both windows halve (once: a loss episode lasts a round trip), to w / 2,
+// whose sum is below Q + 2LB: the queue drains, and from then on each window grows by about a
+// segment per round trip (congestion avoidance), not by what it sent (slow start). Without
+// segment_bytes the windows keep growing and the queue stays full.
+TEST(QueueNetworkTest, AFullQueueHalvesItsSendersWindows) {
+  const int64_t L = 1000, Q = 100'000, seg = 1000;
+  const int64_t w = 3 * (Q + 2 * L) / 4;  // 2w > Q + 2LB > w (B = 1 byte per ns)
+  auto run = [&](int64_t segment, double* w1, double* thresh, double* backlog_after,
+                 double* growth_per_round) {
+    config::NetworkSpec spec = QueueSpec(L);
+    spec.initial_window_bytes = w;
+    spec.queue_limit_bytes = Q;
+    spec.segment_bytes = segment;
+    QueueNetwork net(Topology::Star(3, kB, L), spec);
+    const uint64_t c1 = 11, c2 = 12;
+    net.StartConnectionFlow(0, 1, 0, 10'000'000, 1, c1);
+    net.StartConnectionFlow(0, 2, 0, 10'000'000, 2, c2);
+    std::vector<FlowDone> done;
+    TimeNs full_at = kNever;
+    for (TimeNs t = net.NextEventTime(); t != kNever && full_at == kNever; t = net.NextEventTime()) {
+      net.AdvanceTo(t, &done);
+      if (net.backlog_bytes(0) >= static_cast<double>(Q) - 1) full_at = t;
+    }
+    EXPECT_NE(full_at, kNever);
+    *w1 = net.window_bytes(c1);
+    *thresh = net.threshold_bytes(c1);
+    EXPECT_DOUBLE_EQ(net.window_bytes(c1), net.window_bytes(c2));  // symmetric
+    // Ten round trips of a full queue later (2L + Q / B each, at most).
+    const TimeNs later = full_at + 10 * (2 * L + Q);
+    const double before = net.window_bytes(c1);
+    *backlog_after = net.backlog_bytes(0);  // its least, over the events until then
+    for (TimeNs t = net.NextEventTime(); t <= later; t = net.NextEventTime()) {
+      net.AdvanceTo(t, &done);
+      *backlog_after = std::min(*backlog_after, net.backlog_bytes(0));
+    }
+    net.AdvanceTo(later, &done);
+    *growth_per_round = (net.window_bytes(c1) - before) / 10;
+    return full_at;
+  };
+  double w1 = 0, thresh = 0, after = 0, growth = 0;
+  run(seg, &w1, &thresh, &after, &growth);
+  EXPECT_DOUBLE_EQ(w1, w / 2.0);
+  EXPECT_DOUBLE_EQ(thresh, w / 2.0);
+  // Drained to where the halved windows fill the links: w - 2LB (0.76 Q) in the fluid.
+  EXPECT_LT(after, Q * 0.85);
+  // Round trips there are 2L + backlog / B < 2L + Q: more than ten of them, each adding about a
+  // segment (slow start would add a window per round trip).
+  EXPECT_GT(growth, 0.8 * seg);
+  EXPECT_LT(growth, 3.0 * seg);
+  run(0, &w1, &thresh, &after, &growth);
+  EXPECT_GE(w1, static_cast<double>(w));  // no losses: the window never shrinks
+  EXPECT_TRUE(std::isinf(thresh));
+  EXPECT_GE(after, Q - 1.0);  // full it stays at every event
+}
+
+// Losses do not idle the receiving link while the halved windows still exceed what its links
+// hold (w / 2 each, summing above 2LB): both flows' bytes pass host 0's link at its rate, with or
+// without losses, so the later delivery is the same (2S / B + L, to within rounding).
+TEST(QueueNetworkTest, LossesKeepAReceiverBusyWhileTheWindowsExceedItsLinks) {
+  const int64_t L = 1000, Q = 100'000, S = 2'000'000;
+  const int64_t w = 3 * (Q + 2 * L) / 4;
+  auto last = [&](int64_t segment) {
+    config::NetworkSpec spec = QueueSpec(L);
+    spec.initial_window_bytes = w;
+    spec.queue_limit_bytes = Q;
+    spec.segment_bytes = segment;
+    QueueNetwork net(Topology::Star(3, kB, L), spec);
+    net.StartFlow(0, 1, 0, S, 1);
+    net.StartFlow(0, 2, 0, S, 2);
+    const auto done = Drain(net);
+    EXPECT_EQ(done.size(), 2u);
+    return std::max(DeliveryOf(done, 1), DeliveryOf(done, 2));
+  };
+  EXPECT_NEAR(static_cast<double>(last(1000)), 2.0 * S + L, 4);
+  EXPECT_NEAR(static_cast<double>(last(0)), 2.0 * S + L, 4);
+}
+
+// A flow whose acknowledgements wait in a full queue has a longer round trip, so after a loss its
+// halved window carries less than the other's: host 0's queue is full of host 2's and host 3's
+// pushes while host 0 and host 1 each send to host 4 (whose link both share); host 0's round trip
+// includes its own full queue, host 1's does not, and with losses host 0's flow ends last, by
+// far; without losses (a full queue holds its senders max-min) both end together.
+TEST(QueueNetworkTest, AfterALossAFlowWhoseAcksWaitInAFullQueueGetsLess) {
+  const int64_t L = 1000, Q = 100'000, S = 4'000'000;
+  auto ends = [&](int64_t segment) {
+    config::NetworkSpec spec = QueueSpec(L);
+    spec.initial_window_bytes = 60'000;
+    spec.queue_limit_bytes = Q;
+    spec.segment_bytes = segment;
+    QueueNetwork net(Topology::Star(5, kB, L), spec);
+    net.StartFlow(0, 2, 0, 4 * S, 2);  // keep host 0's queue full
+    net.StartFlow(0, 3, 0, 4 * S, 3);
+    net.StartFlow(0, 0, 4, S, 10);
+    net.StartFlow(0, 1, 4, S, 11);
+    const auto done = Drain(net);
+    return std::make_pair(DeliveryOf(done, 10), DeliveryOf(done, 11));
+  };
+  const auto [lossy0, lossy1] = ends(1000);
+  EXPECT_GT(lossy0, lossy1 + S / 4) << lossy0 << " " << lossy1;
+  const auto [plain0, plain1] = ends(0);
+  EXPECT_LT(std::abs(plain0 - plain1), S / 20) << plain0 << " " << plain1;
+}
+
+TEST(QueueNetworkTest, RejectsSegmentsWithoutWindows) {
+  config::NetworkSpec spec = QueueSpec(0);
+  spec.segment_bytes = 1448;
+  EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
+  spec.initial_window_bytes = 14480;
+  spec.segment_bytes = -1;
   EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
 }
 
