@@ -67,6 +67,13 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
               "'segment_bytes' (TCP Reno's losses at a full queue) needs the windows they halve: "
               "set 'initial_window_bytes' (Linux: 14480) or remove 'segment_bytes'");
   }
+  n->send_buffer_bytes = std::llround(
+      r.NonNegativeNumber("send_buffer_bytes", static_cast<double>(n->send_buffer_bytes)));
+  if (r.Has("send_buffer_bytes") && n->send_buffer_bytes > 0 && n->initial_window_bytes <= 0) {
+    r.FailKey("send_buffer_bytes",
+              "'send_buffer_bytes' (the most a connection has in flight) needs the windows it "
+              "caps: set 'initial_window_bytes' (Linux: 14480) or remove 'send_buffer_bytes'");
+  }
   n->auto_flow_message_bytes = std::llround(r.NonNegativeNumber(
       "auto_flow_message_bytes", static_cast<double>(n->auto_flow_message_bytes)));
   if (r.Has("auto_flow_message_bytes") && n->auto_flow_message_bytes > 0 &&
@@ -180,6 +187,7 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
   }
   if (n.initial_window_bytes > 0) out << "initial_window_bytes: " << n.initial_window_bytes << "\n";
   if (n.segment_bytes > 0) out << "segment_bytes: " << n.segment_bytes << "\n";
+  if (n.send_buffer_bytes > 0) out << "send_buffer_bytes: " << n.send_buffer_bytes << "\n";
   if (n.auto_flow_message_bytes > 0) {
     out << "auto_flow_message_bytes: " << n.auto_flow_message_bytes << "\n";
   }

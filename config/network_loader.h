@@ -25,6 +25,9 @@
 //                                     #   initial_window_bytes: Reno's losses at a full
 //                                     #   queue, growth by a segment per round trip past
 //                                     #   the threshold (>= 0; config/specs.h NetworkSpec)
+//   send_buffer_bytes: 2600000        # optional (default 0 = no limit), with
+//                                     #   initial_window_bytes: the most a connection has
+//                                     #   in flight (>= 0; config/specs.h NetworkSpec)
 //   host_cores: 2                     # optional (default 0 = not modelled): cores all processes
 //   host_message_us: 7.4              #   share, and the CPU each message costs there (both
 //   host_ns_per_byte: 1.037           #   ends), per message and per payload byte (>= 0)

@@ -65,6 +65,8 @@
 //                                  # start, round trips through the queues); 0 = none
 //       segment_bytes: 0           # with initial_window_bytes: Reno's losses at a full
 //                                  # queue (windows halve; +1 segment per round trip)
+//       send_buffer_bytes: 0       # with initial_window_bytes: the most a connection has
+//                                  # in flight (its socket's send buffer); 0 = no limit
 //       hosts_per_leaf: 16         # leaf_spine only
 //       spines: 2
 //       oversubscription: 1

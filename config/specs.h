@@ -125,6 +125,15 @@ struct NetworkSpec {
   // and so a smaller share (docs/validation.md, "Losses at a full queue"). 0 = no losses (a full
   // queue holds its senders to its rate, max-min).
   int64_t segment_bytes = 0;
+  // Queue and auto models, with initial_window_bytes (YAML: send_buffer_bytes): the most payload
+  // one connection has in flight, whatever its window: what the sender's socket buffer holds
+  // unacknowledged once the application keeps it full (Linux: tcp_wmem's largest, 4 MiB by
+  // default, counts the skbs' overhead and the bytes not yet sent too). A window at or above it
+  // does not grow, as Linux grows only a window that limits. What this shows: at 1 Gbit/s a
+  // window that slow start would grow past it stays there, so several senders into one machine
+  // fill its 12.5 MB queue less than unbounded windows would (docs/validation.md, "Losses at a
+  // full queue"). 0 = no limit.
+  int64_t send_buffer_bytes = 0;
   // Model auto only (YAML: auto_flow_message_bytes): a job that sends a message of at least this
   // many wire bytes between machines is simulated with the flow model even if no queue fills. A
   // TCP sender does not split its link equally among sockets with long messages waiting: the

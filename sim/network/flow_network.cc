@@ -1107,6 +1107,13 @@ void CheckNetworkSpec(const config::NetworkSpec& spec) {
         "{} with initial_window_bytes {}",
         spec.loc.ToString(), spec.segment_bytes, spec.initial_window_bytes));
   }
+  if (spec.send_buffer_bytes < 0 ||
+      (spec.send_buffer_bytes > 0 && spec.initial_window_bytes <= 0)) {
+    throw std::invalid_argument(fmt::format(
+        "{}: send_buffer_bytes must be >= 0 (0 = no limit) and needs initial_window_bytes > 0, "
+        "got {} with initial_window_bytes {}",
+        spec.loc.ToString(), spec.send_buffer_bytes, spec.initial_window_bytes));
+  }
 }
 
 std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts) {

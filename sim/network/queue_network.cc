@@ -20,6 +20,7 @@ QueueNetwork::QueueNetwork(Topology topology, const config::NetworkSpec& spec)
   CheckNetworkSpec(spec);
   window0_ = static_cast<double>(spec.initial_window_bytes) / efficiency_;
   segment_ = static_cast<double>(spec.segment_bytes) / efficiency_;
+  send_buffer_ = static_cast<double>(spec.send_buffer_bytes) / efficiency_;
   if (topo_.kind() != config::TopologyKind::kStar) {
     throw std::invalid_argument(fmt::format(
         "{}: network model 'queue' needs a star topology (one sending and one receiving link per "
@@ -146,7 +147,7 @@ TimeNs QueueNetwork::NextWindowCheck() const {
     const Host& dst = hosts_[static_cast<size_t>(f.dst)];
     double t = kNeverS;
     const double k = growth(src) + growth(dst);
-    if (k > 0) t = (f.window->cwnd / f.rate - RoundTripS(f)) / k;
+    if (k > 0) t = (InFlight(*f.window) / f.rate - RoundTripS(f)) / k;
     for (const Host* h : {&src, &dst}) {
       if (h->backlog > 0 && h->in_Bps < h->down_Bps) {
         t = std::min(t, h->backlog / (h->down_Bps - h->in_Bps));
@@ -187,7 +188,9 @@ double QueueNetwork::RoundTripS(const Flow& f) const {
 }
 
 void QueueNetwork::EndRound(Window* w) {
-  if (segment_ > 0 && w->cwnd >= w->ssthresh) {
+  if (send_buffer_ > 0 && w->cwnd >= send_buffer_) {
+    // Held by its send buffer, not its window: Linux grows only a window that limits.
+  } else if (segment_ > 0 && w->cwnd >= w->ssthresh) {
     w->cwnd += segment_ * w->round_bytes / w->cwnd;  // congestion avoidance: a segment per window
   } else {
     // Slow start: a byte more of window for every byte acknowledged, up to the threshold (none
@@ -223,7 +226,7 @@ void QueueNetwork::Losses() {
     w->recovering_until = now_ + std::max<TimeNs>(1, RoundUpNs(rtt * 1e9));
     w->round_end = kNever;  // the round under way is over; the next starts from the new window
     w->round_bytes = 0;
-    f.cap = rtt > 0 ? w->cwnd / rtt : 0;
+    f.cap = rtt > 0 ? InFlight(*w) / rtt : 0;
   }
 }
 
@@ -300,7 +303,7 @@ void QueueNetwork::Rebalance() {
     // they stand now, until the next event).
     for (Flow& f : flows_) {
       const double rtt = RoundTripS(f);
-      f.cap = rtt > 0 ? f.window->cwnd / rtt : 0;
+      f.cap = rtt > 0 ? InFlight(*f.window) / rtt : 0;
     }
   }
   if (segment_ > 0) Losses();

@@ -41,7 +41,9 @@
 // unconstrained by it, would bring more than its rate, every connection sending into it halves
 // its window (its slow-start threshold becomes half the window, at least two segments), at most
 // once per round trip; a window at or above its threshold grows by one segment per round trip.
-// Without losses a full queue holds its senders to its rate, max-min. Without windows nothing
+// Without losses a full queue holds its senders to its rate, max-min. With send_buffer_bytes a
+// connection has at most that much in flight whatever its window, and a window held back so does
+// not grow (Linux grows only a window that limits). Without windows nothing
 // else pushes back on a sender: the model is for deep queues and large windows, as the emulated
 // hosts have once their connections have warmed up; the flow model stays the default. Star
 // topologies only (one sending and one receiving link per host).
@@ -60,6 +62,7 @@
 // Thread-safety: none.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -168,6 +171,10 @@ class QueueNetwork final : public NetworkModel {
   static constexpr double kNeverS = 1e18;  // seconds: no such moment
   // Whether flow f runs at its window's cap (f.cap > 0), to within rounding.
   static bool HeldByWindow(const Flow& f) { return f.rate >= f.cap * (1 - 1e-9); }
+  // What a connection may have in flight: its window, or less with send_buffer_bytes.
+  double InFlight(const Window& w) const {
+    return send_buffer_ > 0 ? std::min(w.cwnd, send_buffer_) : w.cwnd;
+  }
   // Flow f's round trip now, seconds (initial_window_bytes: the class comment).
   double RoundTripS(const Flow& f) const;
   // A round trip of window w ended: it grows by what its connection sent in it (slow start), or,
@@ -210,6 +217,7 @@ class QueueNetwork final : public NetworkModel {
   double congested_weight_ = 1;  // congested_flow_weight; 1: an equal split
   double window0_ = 0;           // initial_window_bytes in wire bytes; 0: no windows
   double segment_ = 0;           // segment_bytes in wire bytes; 0: no losses
+  double send_buffer_ = 0;       // send_buffer_bytes in wire bytes; 0: no such limit
   std::map<uint64_t, Window> windows_;  // per connection key (node addresses are stable)
   bool overflowed_ = false;  // a receiving queue has been full
   TimeNs now_ = 0;

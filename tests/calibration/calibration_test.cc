@@ -272,10 +272,10 @@ TEST(NetworkFile, CongestedFlowWeightRoundTripsAndBadValuesAreLocated) {
       << err;
 }
 
-// segment_bytes (Reno's losses): written and read back when set, not written at 0 (old files stay
-// byte-identical); without initial_window_bytes (no windows to halve), or negative, it is one
-// located line.
-TEST(NetworkFile, SegmentBytesRoundTripAndBadValuesAreLocated) {
+// segment_bytes (Reno's losses) and send_buffer_bytes: written and read back when set, not
+// written at 0 (old files stay byte-identical); without initial_window_bytes (no windows to halve
+// or cap), or negative, one located line.
+TEST(NetworkFile, SegmentAndSendBufferBytesRoundTripAndBadValuesAreLocated) {
   config::NetworkFileSpec f;
   f.network.host_bandwidth_Bps = 1e8 / 8;
   f.network.model = config::NetworkModelKind::kQueue;
@@ -297,6 +297,15 @@ TEST(NetworkFile, SegmentBytesRoundTripAndBadValuesAreLocated) {
   err = NetworkFileError(
       head + "initial_window_bytes: 14480\nsegment_bytes: -3\nprovenance: {a: b}\n", "sn.yaml");
   EXPECT_NE(err.find("sn.yaml:7:"), std::string::npos) << err;
+  // send_buffer_bytes the same way.
+  f.network.send_buffer_bytes = 2600000;
+  std::ostringstream text;
+  config::WriteNetworkYaml(f, text);
+  EXPECT_NE(text.str().find("send_buffer_bytes: 2600000"), std::string::npos) << text.str();
+  EXPECT_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.send_buffer_bytes, 2600000);
+  err = NetworkFileError(head + "send_buffer_bytes: 2600000\nprovenance: {a: b}\n", "sb.yaml");
+  EXPECT_NE(err.find("sb.yaml:6:"), std::string::npos) << err;
+  EXPECT_NE(err.find("set 'initial_window_bytes'"), std::string::npos) << err;
 }
 
 // initial_window_bytes: written and read back when set; 0 (no windows, the default) is not
@@ -768,6 +777,8 @@ TEST(NetnsRun, CalibratedLinkPricesTransfersWithTheCalibratedFile) {
   EXPECT_GT(f.network.initial_window_bytes, 0);
   EXPECT_EQ(f.network.segment_bytes, shipped.segment_bytes);
   EXPECT_GT(f.network.segment_bytes, 0);
+  EXPECT_EQ(f.network.send_buffer_bytes, shipped.send_buffer_bytes);
+  EXPECT_GT(f.network.send_buffer_bytes, 0);
   EXPECT_EQ(f.network.model, shipped.model);
   EXPECT_EQ(f.network.model, config::NetworkModelKind::kQueue);  // the file's, not calibrate-net's flow
   EXPECT_EQ(f.network.host_cores, shipped.host_cores);

@@ -364,12 +364,41 @@ TEST(QueueNetworkTest, AfterALossAFlowWhoseAcksWaitInAFullQueueGetsLess) {
   EXPECT_LT(std::abs(plain0 - plain1), S / 20) << plain0 << " " << plain1;
 }
 
-TEST(QueueNetworkTest, RejectsSegmentsWithoutWindows) {
+// send_buffer_bytes b: a connection has at most b in flight whatever its window, and a window
+// held back by it does not grow. With w = 10 000 and b = 2w on idle links (round trip 2L), a flow
+// of 5w sends w, then 2w, then 2w per round trip, leaving at 6L (delivered at 7L); without the
+// buffer the third round trip's window is 4w and the last 2w leave in L, at 5L.
+TEST(QueueNetworkTest, ASendBufferCapsWhatAConnectionHasInFlight) {
+  const int64_t L = 1000, w = 10'000;
+  auto delivered = [&](int64_t buffer) {
+    config::NetworkSpec spec = QueueSpec(L);
+    spec.host_bandwidth_Bps = 1e12;  // the window, not the link, decides
+    spec.initial_window_bytes = w;
+    spec.send_buffer_bytes = buffer;
+    QueueNetwork net(Topology::Star(2, spec.host_bandwidth_Bps, L), spec);
+    net.StartConnectionFlow(0, 0, 1, 5 * w, 1, /*connection=*/3);
+    const auto done = Drain(net);
+    EXPECT_EQ(done.size(), 1u);
+    // Without the buffer the window grew by what each round trip sent: w + w + 2w + 2w.
+    EXPECT_DOUBLE_EQ(net.window_bytes(3), buffer > 0 ? 2.0 * w : 6.0 * w);
+    return done.empty() ? kNever : done[0].delivered_at;
+  };
+  EXPECT_EQ(delivered(2 * w), 6 * L + L);
+  EXPECT_EQ(delivered(0), 5 * L + L);
+}
+
+TEST(QueueNetworkTest, RejectsSegmentsOrASendBufferWithoutWindows) {
   config::NetworkSpec spec = QueueSpec(0);
   spec.segment_bytes = 1448;
   EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
   spec.initial_window_bytes = 14480;
   spec.segment_bytes = -1;
+  EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
+  spec.segment_bytes = 0;
+  spec.send_buffer_bytes = -1;
+  EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
+  spec.initial_window_bytes = 0;
+  spec.send_buffer_bytes = 2'600'000;
   EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
 }
 
