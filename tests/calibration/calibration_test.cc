@@ -780,7 +780,8 @@ TEST(NetnsRun, CalibratedLinkPricesTransfersWithTheCalibratedFile) {
   EXPECT_EQ(f.network.send_buffer_bytes, shipped.send_buffer_bytes);
   EXPECT_GT(f.network.send_buffer_bytes, 0);
   EXPECT_EQ(f.network.model, shipped.model);
-  EXPECT_EQ(f.network.model, config::NetworkModelKind::kQueue);  // the file's, not calibrate-net's flow
+  // The file's model, not the flow model calibrate-net writes by itself.
+  EXPECT_EQ(f.network.model, config::NetworkModelKind::kQueue);
   EXPECT_EQ(f.network.host_cores, shipped.host_cores);
   EXPECT_DOUBLE_EQ(f.network.host_ns_per_byte, shipped.host_ns_per_byte);
   EXPECT_DOUBLE_EQ(f.network.host_wakeup_ns, shipped.host_wakeup_ns);

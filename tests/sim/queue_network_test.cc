@@ -280,7 +280,8 @@ TEST(QueueNetworkTest, AFullQueueHalvesItsSendersWindows) {
     net.StartConnectionFlow(0, 2, 0, 10'000'000, 2, c2);
     std::vector<FlowDone> done;
     TimeNs full_at = kNever;
-    for (TimeNs t = net.NextEventTime(); t != kNever && full_at == kNever; t = net.NextEventTime()) {
+    for (TimeNs t = net.NextEventTime(); t != kNever && full_at == kNever;
+         t = net.NextEventTime()) {
       net.AdvanceTo(t, &done);
       if (net.backlog_bytes(0) >= static_cast<double>(Q) - 1) full_at = t;
     }
