@@ -238,24 +238,33 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
 
 std::string NetworkFileError(const std::string& text, const std::string& name);
 
+// A 100 Mbit/s network file of `model`, dated: what the key tests below write and read back.
+config::NetworkFileSpec KeyTestFile(config::NetworkModelKind model) {
+  config::NetworkFileSpec f;
+  f.network.host_bandwidth_Bps = 1e8 / 8;
+  f.network.model = model;
+  f.provenance = {{"date", "2026-12-05"}};
+  return f;
+}
+
+std::string WrittenYaml(const config::NetworkFileSpec& f) {
+  std::ostringstream text;
+  config::WriteNetworkYaml(f, text);
+  return text.str();
+}
+
 // congested_flow_weight: written and read back below 1; 1 (an equal split, the default) is not
 // written, so old files stay byte-identical. A value outside (0, 1], or the key with the flow
 // model, is one located line.
 TEST(NetworkFile, CongestedFlowWeightRoundTripsAndBadValuesAreLocated) {
-  config::NetworkFileSpec f;
-  f.network.host_bandwidth_Bps = 1e8 / 8;
-  f.network.model = config::NetworkModelKind::kAuto;
+  config::NetworkFileSpec f = KeyTestFile(config::NetworkModelKind::kAuto);
   f.network.queue_limit_bytes = 1250000;
-  f.provenance = {{"date", "2026-12-05"}};
   for (const double c : {0.61, 1.0}) {
     f.network.congested_flow_weight = c;
-    std::ostringstream text;
-    config::WriteNetworkYaml(f, text);
-    EXPECT_EQ(text.str().find("congested_flow_weight: 0.61") != std::string::npos, c < 1)
-        << text.str();
-    EXPECT_EQ(text.str().find("congested_flow_weight") != std::string::npos, c < 1) << text.str();
-    EXPECT_DOUBLE_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.congested_flow_weight,
-                     c);
+    const std::string text = WrittenYaml(f);
+    EXPECT_EQ(text.find("congested_flow_weight: 0.61") != std::string::npos, c < 1) << text;
+    EXPECT_EQ(text.find("congested_flow_weight") != std::string::npos, c < 1) << text;
+    EXPECT_DOUBLE_EQ(config::ParseNetworkYaml(text, "n.yaml").network.congested_flow_weight, c);
   }
   const std::string head = "schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\nefficiency: 1\n";
   for (const std::string bad :
@@ -276,18 +285,14 @@ TEST(NetworkFile, CongestedFlowWeightRoundTripsAndBadValuesAreLocated) {
 // written at 0 (old files stay byte-identical); without initial_window_bytes (no windows to halve
 // or cap), or negative, one located line.
 TEST(NetworkFile, SegmentAndSendBufferBytesRoundTripAndBadValuesAreLocated) {
-  config::NetworkFileSpec f;
-  f.network.host_bandwidth_Bps = 1e8 / 8;
-  f.network.model = config::NetworkModelKind::kQueue;
+  config::NetworkFileSpec f = KeyTestFile(config::NetworkModelKind::kQueue);
   f.network.initial_window_bytes = 14480;
-  f.provenance = {{"date", "2026-12-05"}};
   for (const int64_t s : {int64_t{1448}, int64_t{0}}) {
     f.network.segment_bytes = s;
-    std::ostringstream text;
-    config::WriteNetworkYaml(f, text);
-    EXPECT_EQ(text.str().find("segment_bytes: 1448") != std::string::npos, s > 0) << text.str();
-    EXPECT_EQ(text.str().find("segment_bytes") != std::string::npos, s > 0) << text.str();
-    EXPECT_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.segment_bytes, s);
+    const std::string text = WrittenYaml(f);
+    EXPECT_EQ(text.find("segment_bytes: 1448") != std::string::npos, s > 0) << text;
+    EXPECT_EQ(text.find("segment_bytes") != std::string::npos, s > 0) << text;
+    EXPECT_EQ(config::ParseNetworkYaml(text, "n.yaml").network.segment_bytes, s);
   }
   const std::string head =
       "schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\nefficiency: 1\nmodel: queue\n";
@@ -299,10 +304,9 @@ TEST(NetworkFile, SegmentAndSendBufferBytesRoundTripAndBadValuesAreLocated) {
   EXPECT_NE(err.find("sn.yaml:7:"), std::string::npos) << err;
   // send_buffer_bytes the same way.
   f.network.send_buffer_bytes = 2600000;
-  std::ostringstream text;
-  config::WriteNetworkYaml(f, text);
-  EXPECT_NE(text.str().find("send_buffer_bytes: 2600000"), std::string::npos) << text.str();
-  EXPECT_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.send_buffer_bytes, 2600000);
+  const std::string text = WrittenYaml(f);
+  EXPECT_NE(text.find("send_buffer_bytes: 2600000"), std::string::npos) << text;
+  EXPECT_EQ(config::ParseNetworkYaml(text, "n.yaml").network.send_buffer_bytes, 2600000);
   err = NetworkFileError(head + "send_buffer_bytes: 2600000\nprovenance: {a: b}\n", "sb.yaml");
   EXPECT_NE(err.find("sb.yaml:6:"), std::string::npos) << err;
   EXPECT_NE(err.find("set 'initial_window_bytes'"), std::string::npos) << err;
@@ -312,18 +316,13 @@ TEST(NetworkFile, SegmentAndSendBufferBytesRoundTripAndBadValuesAreLocated) {
 // written, so old files stay byte-identical. A negative value, or the key with the flow model, is
 // one located line.
 TEST(NetworkFile, InitialWindowRoundTripsAndBadValuesAreLocated) {
-  config::NetworkFileSpec f;
-  f.network.host_bandwidth_Bps = 1e8 / 8;
-  f.network.model = config::NetworkModelKind::kAuto;
-  f.provenance = {{"date", "2026-12-05"}};
+  config::NetworkFileSpec f = KeyTestFile(config::NetworkModelKind::kAuto);
   for (const int64_t w : {int64_t{14480}, int64_t{0}}) {
     f.network.initial_window_bytes = w;
-    std::ostringstream text;
-    config::WriteNetworkYaml(f, text);
-    EXPECT_EQ(text.str().find("initial_window_bytes: 14480") != std::string::npos, w > 0)
-        << text.str();
-    EXPECT_EQ(text.str().find("initial_window_bytes") != std::string::npos, w > 0) << text.str();
-    EXPECT_EQ(config::ParseNetworkYaml(text.str(), "n.yaml").network.initial_window_bytes, w);
+    const std::string text = WrittenYaml(f);
+    EXPECT_EQ(text.find("initial_window_bytes: 14480") != std::string::npos, w > 0) << text;
+    EXPECT_EQ(text.find("initial_window_bytes") != std::string::npos, w > 0) << text;
+    EXPECT_EQ(config::ParseNetworkYaml(text, "n.yaml").network.initial_window_bytes, w);
   }
   const std::string head = "schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\nefficiency: 1\n";
   std::string err = NetworkFileError(
