@@ -206,15 +206,9 @@ void QueueNetwork::Losses() {
   for (const Host& h : hosts_) any = any || h.full;
   if (!any) return;
   // What the senders would bring were the full queues no constraint: their windows and links.
-  loss_full_.assign(hosts_.size(), 0);
-  for (size_t h = 0; h < hosts_.size(); ++h) {
-    loss_full_[h] = hosts_[h].full ? 1 : 0;
-    hosts_[h].full = false;
-  }
-  FillRates();
+  FillRates(/*full_queues_constrain=*/false);
   loss_in_.assign(hosts_.size(), 0.0);
   for (const Flow& f : flows_) loss_in_[static_cast<size_t>(f.dst)] += f.rate;
-  for (size_t h = 0; h < hosts_.size(); ++h) hosts_[h].full = loss_full_[h] != 0;
   for (Flow& f : flows_) {
     const auto d = static_cast<size_t>(f.dst);
     if (!hosts_[d].full || !(loss_in_[d] > hosts_[d].down_Bps * (1 + 1e-9))) continue;
@@ -347,26 +341,27 @@ void QueueNetwork::Rebalance() {
   }
 }
 
-void QueueNetwork::FillRates() {
+void QueueNetwork::FillRates(bool full_queues_constrain) {
   // Weighted progressive filling: constraint k < n is host k's sending link, k >= n the
   // receiving link of host k - n while full. Raise every unfrozen flow's rate together, each in
   // proportion to its weight; the constraint with the least room per unit of unfrozen weight
   // freezes its flows at that level (times their weights).
   const size_t n = hosts_.size();
+  auto full = [&](size_t h) { return full_queues_constrain && hosts_[h].full; };
   cap_left_.assign(2 * n, 0.0);
   unfrozen_.assign(2 * n, 0);
   unfrozen_weight_.assign(2 * n, 0.0);
   frozen_.assign(flows_.size(), 0);
   for (size_t h = 0; h < n; ++h) {
     cap_left_[h] = hosts_[h].up_Bps;
-    cap_left_[n + h] = hosts_[h].full ? hosts_[h].down_Bps : 0.0;
+    cap_left_[n + h] = full(h) ? hosts_[h].down_Bps : 0.0;
   }
   for (size_t i = 0; i < flows_.size(); ++i) {
     Flow& f = flows_[i];
     f.rate = 0;
     ++unfrozen_[static_cast<size_t>(f.src)];
     unfrozen_weight_[static_cast<size_t>(f.src)] += weight_[i];
-    if (hosts_[static_cast<size_t>(f.dst)].full) {
+    if (full(static_cast<size_t>(f.dst))) {
       ++unfrozen_[n + static_cast<size_t>(f.dst)];
       unfrozen_weight_[n + static_cast<size_t>(f.dst)] += weight_[i];
     }
@@ -380,7 +375,7 @@ void QueueNetwork::FillRates() {
     flows_[i].rate = rate;
     --unfrozen_[src];
     unfrozen_weight_[src] -= weight_[i];
-    if (hosts_[dst - n].full) {
+    if (full(dst - n)) {
       --unfrozen_[dst];
       unfrozen_weight_[dst] -= weight_[i];
     }
@@ -429,7 +424,7 @@ void QueueNetwork::FillRates() {
       if (frozen_[i]) continue;
       const size_t src = static_cast<size_t>(flows_[i].src);
       const size_t dst = n + static_cast<size_t>(flows_[i].dst);
-      const bool at_best = src == best || (hosts_[dst - n].full && dst == best);
+      const bool at_best = src == best || (full(dst - n) && dst == best);
       if (!at_best) continue;
       freeze(i, level * weight_[i]);  // x 1.0 is exact: an equal split as before
     }

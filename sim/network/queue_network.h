@@ -204,8 +204,10 @@ class QueueNetwork final : public NetworkModel {
   // by congested_flow_weight for flows into congested receivers) and every receiving link's
   // input rate.
   void Rebalance();
-  // Weighted progressive filling at the weights in weight_: sets every flow's rate.
-  void FillRates();
+  // Weighted progressive filling at the weights in weight_: sets every flow's rate. Without
+  // full_queues_constrain the full receiving queues are no constraint (Losses asks what the
+  // senders would bring).
+  void FillRates(bool full_queues_constrain = true);
   // Retires every flow whose transmission ends before `t` (or at `t` when inclusive).
   void ProcessUntil(TimeNs t, bool inclusive);
 
@@ -228,8 +230,7 @@ class QueueNetwork final : public NetworkModel {
   // left, flows not yet frozen and their weights' sum; per flow its weight and whether frozen.
   std::vector<double> cap_left_;
   std::vector<int32_t> unfrozen_;
-  // Losses' scratch: per host, whether its queue was full, and what its senders would bring.
-  std::vector<char> loss_full_;
+  // Losses' scratch: per host, what its senders would bring.
   std::vector<double> loss_in_;
   std::vector<double> unfrozen_weight_;
   std::vector<double> weight_;
