@@ -74,6 +74,13 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
               "'send_buffer_bytes' (the most a connection has in flight) needs the windows it "
               "caps: set 'initial_window_bytes' (Linux: 14480) or remove 'send_buffer_bytes'");
   }
+  n->loss_packet_bytes = std::llround(
+      r.NonNegativeNumber("loss_packet_bytes", static_cast<double>(n->loss_packet_bytes)));
+  if (r.Has("loss_packet_bytes") && n->loss_packet_bytes > 0 && n->segment_bytes <= 0) {
+    r.FailKey("loss_packet_bytes",
+              "'loss_packet_bytes' (which connections a full queue's losses hit) needs the losses: "
+              "set 'segment_bytes' (Linux: the MSS, 1448) or remove 'loss_packet_bytes'");
+  }
   n->auto_flow_message_bytes = std::llround(r.NonNegativeNumber(
       "auto_flow_message_bytes", static_cast<double>(n->auto_flow_message_bytes)));
   if (r.Has("auto_flow_message_bytes") && n->auto_flow_message_bytes > 0 &&
@@ -188,6 +195,7 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
   if (n.initial_window_bytes > 0) out << "initial_window_bytes: " << n.initial_window_bytes << "\n";
   if (n.segment_bytes > 0) out << "segment_bytes: " << n.segment_bytes << "\n";
   if (n.send_buffer_bytes > 0) out << "send_buffer_bytes: " << n.send_buffer_bytes << "\n";
+  if (n.loss_packet_bytes > 0) out << "loss_packet_bytes: " << n.loss_packet_bytes << "\n";
   if (n.auto_flow_message_bytes > 0) {
     out << "auto_flow_message_bytes: " << n.auto_flow_message_bytes << "\n";
   }

@@ -28,6 +28,9 @@
 //   send_buffer_bytes: 2600000        # optional (default 0 = no limit), with
 //                                     #   initial_window_bytes: the most a connection has
 //                                     #   in flight (>= 0; config/specs.h NetworkSpec)
+//   loss_packet_bytes: 16384          # optional (default 0 = every sender halves), with
+//                                     #   segment_bytes: losses drawn a packet of this
+//                                     #   size at a time (>= 0; config/specs.h NetworkSpec)
 //   host_cores: 2                     # optional (default 0 = not modelled): cores all processes
 //   host_message_us: 7.4              #   share, and the CPU each message costs there (both
 //   host_ns_per_byte: 1.037           #   ends), per message and per payload byte (>= 0)

@@ -67,6 +67,8 @@
 //                                  # queue (windows halve; +1 segment per round trip)
 //       send_buffer_bytes: 0       # with initial_window_bytes: the most a connection has
 //                                  # in flight (its socket's send buffer); 0 = no limit
+//       loss_packet_bytes: 0       # with segment_bytes: losses drawn a packet at a time
+//                                  # (by the seed); 0 = every sender into a full queue halves
 //       hosts_per_leaf: 16         # leaf_spine only
 //       spines: 2
 //       oversubscription: 1

@@ -115,7 +115,8 @@ struct NetworkSpec {
   int64_t initial_window_bytes = 0;
   // Queue and auto models, with initial_window_bytes (YAML: segment_bytes): TCP Reno's losses. A
   // receiving queue that is full while its senders' windows would bring more than its rate drops
-  // packets, and every connection sending into it halves its window (multiplicative decrease:
+  // packets, and every connection sending into it (or those loss_packet_bytes draws) halves its
+  // window (multiplicative decrease:
   // the slow-start threshold becomes half the window, at least two segments), at most once per
   // round trip (one loss episode, as fast recovery takes it). A window at or above its threshold
   // grows by one segment of this many payload bytes per round trip (congestion avoidance;
@@ -134,6 +135,22 @@ struct NetworkSpec {
   // fill its 12.5 MB queue less than unbounded windows would (docs/validation.md, "Losses at a
   // full queue"). 0 = no limit.
   int64_t send_buffer_bytes = 0;
+  // Queue and auto models, with segment_bytes (YAML: loss_packet_bytes): which connections a full
+  // queue's losses hit, drawn as a drop-tail queue drops: what arrives while it is full is lost a
+  // packet of this many wire bytes at a time (tc tbf drops whole GSO packets; netns-run's --gso,
+  // 16384 on the emulated hosts). The senders hear of a loss a round trip later, and meanwhile the
+  // windows grow as they do each round (a segment in congestion avoidance, the window in slow
+  // start, nothing while the send buffer holds it back): that growth over this size is how many
+  // packets are dropped (at least one), each from a connection drawn in proportion to the rate it
+  // brings, with the scenario's seed; a connection hit halves unless it is already recovering. So
+  // slow start's overshoot halves every connection, while in congestion avoidance a few senders'
+  // growth, a fraction of a packet, costs one drawn connection its window and the others keep
+  // theirs: the windows become unequal and even out over many round trips, and under BSP a shard's
+  // pulls wait for the slowest push (`ss -tin` on the emulated hosts, 3 workers into 2 shards at
+  // 100 Mbit/s: after start-up every loss episode at a shard hit one connection, a different one
+  // each time; docs/validation.md, "Which connections lose at a full queue"). 0 = every connection
+  // sending into the full queue halves (as before).
+  int64_t loss_packet_bytes = 0;
   // Model auto only (YAML: auto_flow_message_bytes): a job that sends a message of at least this
   // many wire bytes between machines is simulated with the flow model even if no queue fills. A
   // TCP sender does not split its link equally among sockets with long messages waiting: the

@@ -53,7 +53,7 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
                                       config_.protocol.chunk_bytes,
                                       config_.protocol.scheme_of_layer,
                                       config_.protocol.placement_policy);
-  network_ = MakeNetworkModel(config_.network, layout.num_machines);
+  network_ = MakeNetworkModel(config_.network, layout.num_machines, config_.seed);
   const int n = layout.num_actors();
   for (ActorId a = 0; a < n; ++a) hosts_.push_back(std::make_unique<ActorHost>(this, a));
   actors_.push_back(

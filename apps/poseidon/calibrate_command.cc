@@ -218,7 +218,9 @@ int RunNet(const CalibrateCommands& c, const std::string& command) {
       r.network.provenance["sharing"] = fmt::format(
           "model, connections, fairness_alpha, ack_path_weight, burst_bytes, "
           "sender_queue_bytes, queue_limit_bytes, congested_flow_weight, "
-          "initial_window_bytes, segment_bytes, send_buffer_bytes and the host_* keys copied "
+          "initial_window_bytes, segment_bytes, send_buffer_bytes, loss_packet_bytes and the "
+          "host_* "
+          "keys copied "
           "from {} "
           "(not measured by calibrate-net)",
           c.sharing_from);
@@ -319,12 +321,13 @@ std::shared_ptr<CalibrateCommands> AddCalibrateCommands(CLI::App& app, const std
   net->add_option("--streams", c->streams, "client: concurrent connections to test")
       ->delimiter(',')->capture_default_str();
   net->add_option("-o,--output", c->output, "client: network YAML file (default: stdout)");
-  net->add_option("--sharing-from", c->sharing_from,
-                  "client: copy model, connections, fairness_alpha, ack_path_weight, "
-                  "burst_bytes, sender_queue_bytes, queue_limit_bytes, congested_flow_weight, "
-                  "initial_window_bytes, segment_bytes, send_buffer_bytes and the host_* keys "
-                  "(host CPU and latencies) from this network file (calibrate-net does not "
-                  "measure them)");
+  net->add_option(
+      "--sharing-from", c->sharing_from,
+      "client: copy model, connections, fairness_alpha, ack_path_weight, "
+      "burst_bytes, sender_queue_bytes, queue_limit_bytes, congested_flow_weight, "
+      "initial_window_bytes, segment_bytes, send_buffer_bytes, loss_packet_bytes and the "
+      "host_* keys (host CPU and latencies) from this network file (calibrate-net does not "
+      "measure them)");
   net->add_option("--receive", c->receive, "[HOST:]PORT: transfer-check receiver");
   net->add_option("--senders", c->senders, "receiver: senders that will connect")
       ->capture_default_str()->check(AtLeast(1));

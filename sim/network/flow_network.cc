@@ -1114,9 +1114,16 @@ void CheckNetworkSpec(const config::NetworkSpec& spec) {
         "got {} with initial_window_bytes {}",
         spec.loc.ToString(), spec.send_buffer_bytes, spec.initial_window_bytes));
   }
+  if (spec.loss_packet_bytes < 0 || (spec.loss_packet_bytes > 0 && spec.segment_bytes <= 0)) {
+    throw std::invalid_argument(fmt::format(
+        "{}: loss_packet_bytes must be >= 0 (0 = every sender halves) and needs segment_bytes > 0, "
+        "got {} with segment_bytes {}",
+        spec.loc.ToString(), spec.loss_packet_bytes, spec.segment_bytes));
+  }
 }
 
-std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts) {
+std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts,
+                                               uint64_t seed) {
   Topology topo = Topology::FromSpec(spec, num_hosts);
   switch (spec.model) {
     case config::NetworkModelKind::kFlow:
@@ -1124,7 +1131,7 @@ std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, 
     case config::NetworkModelKind::kAlphaBeta:
       return std::make_unique<AlphaBetaNetwork>(std::move(topo), spec);
     case config::NetworkModelKind::kQueue:
-      return std::make_unique<QueueNetwork>(std::move(topo), spec);
+      return std::make_unique<QueueNetwork>(std::move(topo), spec, seed);
     case config::NetworkModelKind::kAuto:
       // The first pass of `auto` (sim/simulation.cc runs the flow model after it if a queue
       // filled). Without a limit no queue ever fills and auto would be the queue model.
@@ -1134,7 +1141,7 @@ std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, 
             "switches a job to the flow model); set it, or choose model queue or flow",
             spec.loc.ToString()));
       }
-      return std::make_unique<QueueNetwork>(std::move(topo), spec);
+      return std::make_unique<QueueNetwork>(std::move(topo), spec, seed);
   }
   throw std::invalid_argument(
       fmt::format("{}: unknown network model (known: flow, alpha_beta, queue, auto)",

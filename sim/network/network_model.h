@@ -87,8 +87,11 @@ void CheckNetworkSpec(const config::NetworkSpec& spec);
 void CheckStartFlow(TimeNs now, TimeNs model_now, int64_t payload_bytes);
 void CheckAdvanceTo(TimeNs now, TimeNs model_now);
 
-// Builds the model the spec asks for over `num_hosts` hosts. Throws std::invalid_argument for a
-// spec that cannot be built (already validated by config/ for user files).
-std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts);
+// Builds the model the spec asks for over `num_hosts` hosts; `seed` seeds what the model draws
+// (the queue model's losses with loss_packet_bytes; nothing else draws). Throws
+// std::invalid_argument for a spec that cannot be built (already validated by config/ for user
+// files).
+std::unique_ptr<NetworkModel> MakeNetworkModel(const config::NetworkSpec& spec, int num_hosts,
+                                               uint64_t seed = 1);
 
 }  // namespace poseidon::sim

@@ -1,6 +1,7 @@
 #include "sim/network/queue_network.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <utility>
 
@@ -10,13 +11,17 @@
 
 namespace poseidon::sim {
 
-QueueNetwork::QueueNetwork(Topology topology, const config::NetworkSpec& spec)
+QueueNetwork::QueueNetwork(Topology topology, const config::NetworkSpec& spec, uint64_t seed)
     : topo_(std::move(topology)),
       efficiency_(spec.efficiency),
       overhead_ns_(spec.per_message_overhead_ns),
       limit_(static_cast<double>(spec.queue_limit_bytes)),
       burst_(static_cast<double>(spec.burst_bytes)),
-      congested_weight_(spec.congested_flow_weight) {
+      congested_weight_(spec.congested_flow_weight),
+      loss_packet_(static_cast<double>(spec.loss_packet_bytes)) {
+  // A stream of its own: the jitter's generators are seeded by (seed, worker, constant).
+  std::seed_seq seq{seed, uint64_t{0x6c6f73736573}};  // "losses"
+  rng_.seed(seq);
   CheckNetworkSpec(spec);
   window0_ = static_cast<double>(spec.initial_window_bytes) / efficiency_;
   segment_ = static_cast<double>(spec.segment_bytes) / efficiency_;
@@ -201,6 +206,30 @@ void QueueNetwork::EndRound(Window* w) {
   w->round_bytes = 0;
 }
 
+void QueueNetwork::Halve(Flow* f) {
+  Window* w = f->window;
+  const double rtt = RoundTripS(*f);
+  w->ssthresh = std::max(w->cwnd / 2, 2 * segment_);
+  w->cwnd = std::min(w->cwnd, w->ssthresh);
+  w->recovering_until = now_ + std::max<TimeNs>(1, RoundUpNs(rtt * 1e9));
+  w->round_end = kNever;  // the round under way is over; the next starts from the new window
+  w->round_bytes = 0;
+  f->cap = rtt > 0 ? InFlight(*w) / rtt : 0;
+}
+
+size_t QueueNetwork::DrawVictim() {
+  double total = 0;
+  for (size_t i : loss_pick_) total += flows_[i].rate;
+  // 53 random bits in [0, 1): the same draws on every platform.
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
+  double sum = 0;
+  for (size_t k = 0; k < loss_pick_.size(); ++k) {
+    sum += flows_[loss_pick_[k]].rate;
+    if (u < sum) return k;
+  }
+  return loss_pick_.size() - 1;  // rounding: the last one
+}
+
 void QueueNetwork::Losses() {
   bool any = false;
   for (const Host& h : hosts_) any = any || h.full;
@@ -209,18 +238,39 @@ void QueueNetwork::Losses() {
   FillRates(/*full_queues_constrain=*/false);
   loss_in_.assign(hosts_.size(), 0.0);
   for (const Flow& f : flows_) loss_in_[static_cast<size_t>(f.dst)] += f.rate;
-  for (Flow& f : flows_) {
-    const auto d = static_cast<size_t>(f.dst);
-    if (!hosts_[d].full || !(loss_in_[d] > hosts_[d].down_Bps * (1 + 1e-9))) continue;
-    Window* w = f.window;
-    if (now_ < w->recovering_until) continue;  // one halving per loss episode
-    const double rtt = RoundTripS(f);
-    w->ssthresh = std::max(w->cwnd / 2, 2 * segment_);
-    w->cwnd = std::min(w->cwnd, w->ssthresh);
-    w->recovering_until = now_ + std::max<TimeNs>(1, RoundUpNs(rtt * 1e9));
-    w->round_end = kNever;  // the round under way is over; the next starts from the new window
-    w->round_bytes = 0;
-    f.cap = rtt > 0 ? InFlight(*w) / rtt : 0;
+  if (loss_packet_ <= 0) {
+    for (Flow& f : flows_) {
+      if (!Overloaded(static_cast<size_t>(f.dst))) continue;
+      if (now_ < f.window->recovering_until) continue;  // one halving per loss episode
+      Halve(&f);
+    }
+    return;
+  }
+  // Drop-tail, as the emulated hosts' tbf queue does it: what arrives while the queue is full is
+  // lost, a whole packet at a time. The senders hear of it a round trip later; meanwhile the
+  // windows grow as each round (a segment in congestion avoidance, the window in slow start;
+  // nothing while the send buffer holds one back), and that excess is what is dropped: that many
+  // packets (at least one), each from a connection drawn in proportion to what it brings. A
+  // connection hit halves unless it is already recovering.
+  for (size_t d = 0; d < hosts_.size(); ++d) {
+    if (!Overloaded(d)) continue;
+    loss_pick_.clear();
+    double growth = 0;
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      const Flow& f = flows_[i];
+      if (static_cast<size_t>(f.dst) != d || !(f.rate > 0)) continue;
+      loss_pick_.push_back(i);
+      const Window& w = *f.window;
+      if (send_buffer_ > 0 && w.cwnd >= send_buffer_) continue;  // held back: does not grow
+      growth += w.cwnd >= w.ssthresh ? segment_ : w.cwnd;
+    }
+    if (loss_pick_.empty()) continue;
+    const int drops = static_cast<int>(
+        std::clamp(std::round(growth / loss_packet_), 1.0, static_cast<double>(kMaxDrops)));
+    for (int k = 0; k < drops; ++k) {
+      Flow& f = flows_[loss_pick_[DrawVictim()]];
+      if (now_ >= f.window->recovering_until) Halve(&f);
+    }
   }
 }
 

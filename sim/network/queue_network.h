@@ -41,6 +41,9 @@
 // unconstrained by it, would bring more than its rate, every connection sending into it halves
 // its window (its slow-start threshold becomes half the window, at least two segments), at most
 // once per round trip; a window at or above its threshold grows by one segment per round trip.
+// With loss_packet_bytes as well, the connections hit are drawn as drop-tail drops packets of
+// that size: the windows' growth over a round trip, in packets, each from a connection drawn in
+// proportion to its rate (slow start's overshoot hits them all; congestion avoidance's, one).
 // Without losses a full queue holds its senders to its rate, max-min. With send_buffer_bytes a
 // connection has at most that much in flight whatever its window, and a window held back so does
 // not grow (Linux grows only a window that limits). Without windows nothing
@@ -66,6 +69,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "config/specs.h"
@@ -78,7 +82,8 @@ class QueueNetwork final : public NetworkModel {
  public:
   // Throws std::invalid_argument for a topology other than a star, efficiency outside (0, 1] or
   // a negative overhead.
-  QueueNetwork(Topology topology, const config::NetworkSpec& spec);
+  // `seed`: the generator of loss_packet_bytes' draws (MakeNetworkModel).
+  QueueNetwork(Topology topology, const config::NetworkSpec& spec, uint64_t seed = 1);
 
   int num_hosts() const override { return topo_.num_hosts(); }
   void StartFlow(TimeNs now, int src, int dst, int64_t payload_bytes, uint64_t tag) override;
@@ -182,8 +187,22 @@ class QueueNetwork final : public NetworkModel {
   void EndRound(Window* w);
   // segment_bytes > 0: every full receiving queue that its senders, unconstrained by it, would
   // bring more than its rate drops packets: the windows of the connections sending into it halve
-  // (those not already recovering), and their caps follow. Uses FillRates (its scratch).
+  // (those not already recovering; with loss_packet_bytes, those the drawn dropped packets hit),
+  // and their caps follow. Uses FillRates (its scratch).
   void Losses();
+  // Receiving host d's queue is full and its senders would bring more than its rate (loss_in_).
+  bool Overloaded(size_t d) const {
+    return hosts_[d].full && loss_in_[d] > hosts_[d].down_Bps * (1 + 1e-9);
+  }
+  // Flow f's connection loses: its window halves (its threshold becomes half the window, at least
+  // two segments), one loss episode lasts a round trip, and its cap follows.
+  void Halve(Flow* f);
+  // loss_packet_bytes > 0: which of the flows in loss_pick_ a dropped packet belongs to, each in
+  // proportion to its rate (an index into loss_pick_).
+  size_t DrawVictim();
+  // loss_packet_bytes > 0: the most packets drawn in one loss episode of one queue (slow start's
+  // overshoot can be thousands; past this many every connection is hit almost surely).
+  static constexpr int kMaxDrops = 4096;
   // Moves the fluid from now_ to t (>= now_): remaining bytes, backlogs, statistics.
   void Drain(TimeNs t);
   // Advances the hosts' backlogs and statistics from t0 by dt_ns at their current rates.
@@ -232,6 +251,9 @@ class QueueNetwork final : public NetworkModel {
   std::vector<int32_t> unfrozen_;
   // Losses' scratch: per host, what its senders would bring.
   std::vector<double> loss_in_;
+  std::vector<size_t> loss_pick_;  // loss_packet_bytes: the flows into the host, by index
+  double loss_packet_ = 0;         // loss_packet_bytes (wire bytes); 0: every sender halves
+  std::mt19937_64 rng_;            // loss_packet_bytes' draws
   std::vector<double> unfrozen_weight_;
   std::vector<double> weight_;
   std::vector<uint8_t> frozen_;

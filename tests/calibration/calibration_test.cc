@@ -312,6 +312,32 @@ TEST(NetworkFile, SegmentAndSendBufferBytesRoundTripAndBadValuesAreLocated) {
   EXPECT_NE(err.find("set 'initial_window_bytes'"), std::string::npos) << err;
 }
 
+// loss_packet_bytes (losses drawn a packet at a time): written and read back when set, not written
+// at 0 (old files stay byte-identical); without segment_bytes (no losses to draw), or negative,
+// one located line.
+TEST(NetworkFile, LossPacketBytesRoundTripsAndBadValuesAreLocated) {
+  config::NetworkFileSpec f = KeyTestFile(config::NetworkModelKind::kQueue);
+  f.network.initial_window_bytes = 14480;
+  f.network.segment_bytes = 1448;
+  for (const int64_t p : {int64_t{16384}, int64_t{0}}) {
+    f.network.loss_packet_bytes = p;
+    const std::string text = WrittenYaml(f);
+    EXPECT_EQ(text.find("loss_packet_bytes: 16384") != std::string::npos, p > 0) << text;
+    EXPECT_EQ(text.find("loss_packet_bytes") != std::string::npos, p > 0) << text;
+    EXPECT_EQ(config::ParseNetworkYaml(text, "n.yaml").network.loss_packet_bytes, p);
+  }
+  const std::string head =
+      "schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\nefficiency: 1\n"
+      "model: queue\ninitial_window_bytes: 14480\n";
+  std::string err =
+      NetworkFileError(head + "loss_packet_bytes: 16384\nprovenance: {a: b}\n", "lp.yaml");
+  EXPECT_NE(err.find("lp.yaml:7:"), std::string::npos) << err;
+  EXPECT_NE(err.find("set 'segment_bytes'"), std::string::npos) << err;
+  err = NetworkFileError(head + "segment_bytes: 1448\nloss_packet_bytes: -1\nprovenance: {a: b}\n",
+                         "ln.yaml");
+  EXPECT_NE(err.find("ln.yaml:8:"), std::string::npos) << err;
+}
+
 // initial_window_bytes: written and read back when set; 0 (no windows, the default) is not
 // written, so old files stay byte-identical. A negative value, or the key with the flow model, is
 // one located line.
@@ -778,6 +804,8 @@ TEST(NetnsRun, CalibratedLinkPricesTransfersWithTheCalibratedFile) {
   EXPECT_GT(f.network.segment_bytes, 0);
   EXPECT_EQ(f.network.send_buffer_bytes, shipped.send_buffer_bytes);
   EXPECT_GT(f.network.send_buffer_bytes, 0);
+  EXPECT_EQ(f.network.loss_packet_bytes, shipped.loss_packet_bytes);
+  EXPECT_GT(f.network.loss_packet_bytes, 0);
   EXPECT_EQ(f.network.model, shipped.model);
   // The file's model, not the flow model calibrate-net writes by itself.
   EXPECT_EQ(f.network.model, config::NetworkModelKind::kQueue);

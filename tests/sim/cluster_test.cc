@@ -512,8 +512,10 @@ TEST(SimJob, EmulatedNetworkModelsGiveIdenticalOutputForTheSameScenario) {
   // The MLP with PS on 4 workers fills the shards' 1.25 MB queues: Reno's losses halve the
   // pushes' windows, identically from run to run, and the job is slower than where a full queue
   // only holds its senders to its rate.
+  ASSERT_GT(f.network.loss_packet_bytes, 0);
   const double lossy = SimulateTwiceIdentically(f, opts).iteration_ms;
   f.network.segment_bytes = 0;
+  f.network.loss_packet_bytes = 0;
   const double lossless = SimulateTwiceIdentically(f, opts).iteration_ms;
   EXPECT_GT(lossy, lossless * 1.03) << lossy << " ms with losses, " << lossless << " without";
   // The flow model with the reverse-path weight (the file's model for such jobs until
@@ -529,6 +531,34 @@ TEST(SimJob, EmulatedNetworkModelsGiveIdenticalOutputForTheSameScenario) {
   const double without = SimulateTwiceIdentically(f, opts).iteration_ms;
   EXPECT_GT(with_weight, without * 1.03) << with_weight << " ms with the weight, " << without
                                          << " ms without";
+}
+
+// loss_packet_bytes (the emulated files' 16384): the MLP with PS on 3 workers and 2 dedicated
+// shards under BSP at 100 Mbit/s. Once slow start's losses are over, a loss at a shard's full queue
+// halves one drawn push connection, so the pushes share the shard unequally and each chunk's pull
+// waits for its slowest push: slower than where every sender halves alike (1103.6 ms), whatever
+// the seed; the same seed gives the same bytes. With every sender halving the seed changes nothing
+// (nothing else in this job draws).
+TEST(SimJob, DrawnLossesSlowABspJobThatWaitsForItsSlowestPush) {
+  config::ScenarioSpec s =
+      config::LoadScenarioFile(kSrc + "/scenarios/validation/mlp_1g.yaml",
+                               {"cluster.network.file=emulated_100mbit", "cluster.workers=3",
+                                "cluster.servers=2", "cluster.placement=dedicated"});
+  ASSERT_GT(s.network.loss_packet_bytes, 0);
+  SimOptions opts;
+  opts.baseline = false;
+  config::ScenarioSpec all = s;
+  all.network.loss_packet_bytes = 0;
+  const std::string every_sender = FormatResult(SimulateScenario(all, opts), OutputFormat::kJson);
+  const double alike = SimulateScenario(all, opts).iteration_ms;
+  for (const uint64_t seed : {1, 2, 3}) {
+    s.seed = seed;
+    const double drawn = SimulateTwiceIdentically(s, opts).iteration_ms;
+    EXPECT_GT(drawn, alike * 1.03)
+        << "seed " << seed << ": " << drawn << " ms drawn, " << alike << " ms every sender halving";
+    all.seed = seed;
+    EXPECT_EQ(FormatResult(SimulateScenario(all, opts), OutputFormat::kJson), every_sender);
+  }
 }
 
 // model auto (the 100 Mbit/s file's model until 2026-12-05, with its flow-model keys then): a job
@@ -549,6 +579,7 @@ TEST(SimJob, AutoNetworkModelIsTheQueueModelUnlessAQueueFills) {
   mlp.network.fairness_alpha = 0.72;
   mlp.network.ack_path_weight = 0.41;
   mlp.network.segment_bytes = 0;  // auto's queue model without Reno's losses, as then
+  mlp.network.loss_packet_bytes = 0;
   const std::string mlp_auto = json_with(mlp, config::NetworkModelKind::kAuto);
   EXPECT_EQ(mlp_auto, json_with(mlp, config::NetworkModelKind::kFlow));
   EXPECT_NE(mlp_auto, json_with(mlp, config::NetworkModelKind::kQueue));
@@ -559,6 +590,7 @@ TEST(SimJob, AutoNetworkModelIsTheQueueModelUnlessAQueueFills) {
       {"cluster.network.file=emulated_100mbit", "cluster.workers=4", "model=fmnist_vit",
        "batch_per_worker=32", "cluster.profile=fmnist_vit_cpu_b32"});
   vit.network.segment_bytes = 0;
+  vit.network.loss_packet_bytes = 0;
   const std::string vit_auto = json_with(vit, config::NetworkModelKind::kAuto);
   EXPECT_EQ(vit_auto, json_with(vit, config::NetworkModelKind::kQueue));
   EXPECT_NE(vit_auto, json_with(vit, config::NetworkModelKind::kFlow));

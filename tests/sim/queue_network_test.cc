@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -317,6 +318,72 @@ TEST(QueueNetworkTest, AFullQueueHalvesItsSendersWindows) {
   EXPECT_GE(after, Q - 1.0);  // full it stays at every event
 }
 
+// loss_packet_bytes: the connections a loss hits are drawn as drop-tail drops packets. Hosts 1, 2
+// and 3 send into host 0 on windows of C / 2 each, C = Q + 2LB being what host 0's queue and links
+// hold. Slow start's overshoot (the windows' growth in a round trip, 1.5 C, is some forty packets
+// of P) costs every connection its window: all three halve, to C / 4. The queue then drains and
+// the windows grow a segment per round trip until it overflows again; that growth, three segments,
+// is under one packet, so one packet is dropped and one connection halves, drawn by the seed. With
+// every sender halving (P = 0) the second episode halves all three. Returns the connections
+// halved in the second episode (-1: there was none).
+std::vector<int> SecondEpisodeVictims(int64_t loss_packet, uint64_t seed,
+                                      std::vector<double>* windows = nullptr) {
+  const int64_t L = 1000, Q = 100'000, seg = 1000;
+  const int64_t C = Q + 2 * L;
+  config::NetworkSpec spec = QueueSpec(L);
+  spec.initial_window_bytes = C / 2;
+  spec.queue_limit_bytes = Q;
+  spec.segment_bytes = seg;
+  spec.loss_packet_bytes = loss_packet;
+  QueueNetwork net(Topology::Star(4, kB, L), spec, seed);
+  for (int h = 1; h <= 3; ++h) net.StartConnectionFlow(0, h, 0, 50'000'000, h, 10 + h);
+  std::vector<FlowDone> done;
+  auto thresholds = [&] {
+    std::vector<double> t;
+    for (int h = 1; h <= 3; ++h) t.push_back(net.threshold_bytes(10 + h));
+    return t;
+  };
+  std::vector<double> seen = thresholds();
+  int episode = 0;
+  std::vector<int> victims;
+  for (TimeNs t = net.NextEventTime(); t != kNever && episode < 2; t = net.NextEventTime()) {
+    net.AdvanceTo(t, &done);
+    const std::vector<double> now = thresholds();
+    if (now == seen) continue;
+    ++episode;
+    if (episode == 1) {
+      for (int h = 0; h < 3; ++h) EXPECT_DOUBLE_EQ(now[h], C / 4.0) << "connection " << h + 1;
+    } else {
+      for (int h = 0; h < 3; ++h)
+        if (now[h] != seen[h]) victims.push_back(h + 1);
+    }
+    seen = now;
+  }
+  EXPECT_EQ(episode, 2);
+  if (windows != nullptr) {
+    windows->clear();
+    for (int h = 1; h <= 3; ++h) windows->push_back(net.window_bytes(10 + h));
+  }
+  return victims;
+}
+
+TEST(QueueNetworkTest, DrawnLossesHalveEveryWindowInSlowStartAndOneInCongestionAvoidance) {
+  const int64_t P = 3500;  // a packet: more than three segments' growth
+  std::set<int> chosen;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::vector<double> w1, w2;
+    const std::vector<int> v = SecondEpisodeVictims(P, seed, &w1);
+    ASSERT_EQ(v.size(), 1u) << "seed " << seed;
+    chosen.insert(v[0]);
+    // The same seed draws the same: same victim, same windows to the byte.
+    EXPECT_EQ(SecondEpisodeVictims(P, seed, &w2), v);
+    EXPECT_EQ(w1, w2);
+  }
+  EXPECT_GE(chosen.size(), 2u);  // the draw, not start order, picks the victim
+  // Every sender halving: the second episode halves all three.
+  EXPECT_EQ(SecondEpisodeVictims(0, 1), (std::vector<int>{1, 2, 3}));
+}
+
 // Losses do not idle the receiving link while the halved windows still exceed what its links
 // hold (w / 2 each, summing above 2LB): both flows' bytes pass host 0's link at its rate, with or
 // without losses, so the later delivery is the same (2S / B + L, to within rounding).
@@ -400,6 +467,15 @@ TEST(QueueNetworkTest, RejectsSegmentsOrASendBufferWithoutWindows) {
   EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
   spec.initial_window_bytes = 0;
   spec.send_buffer_bytes = 2'600'000;
+  EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
+  // loss_packet_bytes needs the losses it draws, and is not negative.
+  spec.initial_window_bytes = 14480;
+  spec.send_buffer_bytes = 0;
+  spec.loss_packet_bytes = 16384;
+  EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
+  spec.segment_bytes = 1448;
+  EXPECT_NO_THROW(MakeNetworkModel(spec, 3));
+  spec.loss_packet_bytes = -1;
   EXPECT_THROW(MakeNetworkModel(spec, 3), std::invalid_argument);
 }
 
