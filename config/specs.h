@@ -116,15 +116,14 @@ struct NetworkSpec {
   // Queue and auto models, with initial_window_bytes (YAML: segment_bytes): TCP Reno's losses. A
   // receiving queue that is full while its senders' windows would bring more than its rate drops
   // packets, and every connection sending into it (or those loss_packet_bytes draws) halves its
-  // window (multiplicative decrease:
-  // the slow-start threshold becomes half the window, at least two segments), at most once per
-  // round trip (one loss episode, as fast recovery takes it). A window at or above its threshold
-  // grows by one segment of this many payload bytes per round trip (congestion avoidance;
-  // Linux: the MSS, 1448 bytes on the emulated hosts' links). What this shows: when a parameter
-  // server's pushes overflow tbf's queue, the windows, not the senders' links, share the
-  // receiver, and a connection whose acknowledgements wait in a full queue has a longer round trip
-  // and so a smaller share (docs/validation.md, "Losses at a full queue"). 0 = no losses (a full
-  // queue holds its senders to its rate, max-min).
+  // window (multiplicative decrease: the slow-start threshold becomes half the window, at least
+  // two segments), at most once per round trip (one loss episode, as fast recovery takes it). A
+  // window at or above its threshold grows by one segment of this many payload bytes per round trip
+  // (congestion avoidance; Linux: the MSS, 1448 bytes on the emulated hosts' links). What this
+  // shows: when a parameter server's pushes overflow tbf's queue, the windows, not the senders'
+  // links, share the receiver, and a connection whose acknowledgements wait in a full queue has a
+  // longer round trip and so a smaller share (docs/validation.md, "Losses at a full queue"). 0 = no
+  // losses (a full queue holds its senders to its rate, max-min).
   int64_t segment_bytes = 0;
   // Queue and auto models, with initial_window_bytes (YAML: send_buffer_bytes): the most payload
   // one connection has in flight, whatever its window: what the sender's socket buffer holds

@@ -219,10 +219,7 @@ int RunNet(const CalibrateCommands& c, const std::string& command) {
           "model, connections, fairness_alpha, ack_path_weight, burst_bytes, "
           "sender_queue_bytes, queue_limit_bytes, congested_flow_weight, "
           "initial_window_bytes, segment_bytes, send_buffer_bytes, loss_packet_bytes and the "
-          "host_* "
-          "keys copied "
-          "from {} "
-          "(not measured by calibrate-net)",
+          "host_* keys copied from {} (not measured by calibrate-net)",
           c.sharing_from);
     }
     std::ostringstream text;

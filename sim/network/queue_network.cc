@@ -1,7 +1,7 @@
 #include "sim/network/queue_network.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <cmath>
 #include <stdexcept>
 #include <utility>
 

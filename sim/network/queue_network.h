@@ -239,6 +239,8 @@ class QueueNetwork final : public NetworkModel {
   double window0_ = 0;           // initial_window_bytes in wire bytes; 0: no windows
   double segment_ = 0;           // segment_bytes in wire bytes; 0: no losses
   double send_buffer_ = 0;       // send_buffer_bytes in wire bytes; 0: no such limit
+  double loss_packet_ = 0;       // loss_packet_bytes (wire bytes); 0: every sender halves
+  std::mt19937_64 rng_;          // loss_packet_bytes' draws
   std::map<uint64_t, Window> windows_;  // per connection key (node addresses are stable)
   bool overflowed_ = false;  // a receiving queue has been full
   TimeNs now_ = 0;
@@ -252,8 +254,6 @@ class QueueNetwork final : public NetworkModel {
   // Losses' scratch: per host, what its senders would bring.
   std::vector<double> loss_in_;
   std::vector<size_t> loss_pick_;  // loss_packet_bytes: the flows into the host, by index
-  double loss_packet_ = 0;         // loss_packet_bytes (wire bytes); 0: every sender halves
-  std::mt19937_64 rng_;            // loss_packet_bytes' draws
   std::vector<double> unfrozen_weight_;
   std::vector<double> weight_;
   std::vector<uint8_t> frozen_;
