@@ -11,6 +11,15 @@ namespace {
 
 NetworkFileSpec ReadNetworkFile(const YamlFile& f);
 
+// Reads the byte count `key` (>= 0, default `current`). Set above 0 in the file while the key it
+// builds on is not (`has_base` false), it is one located line: `message`, what it needs and how.
+int64_t ReadBytesOnTopOf(MapReader& r, const char* key, int64_t current, bool has_base,
+                         const char* message) {
+  const int64_t v = std::llround(r.NonNegativeNumber(key, static_cast<double>(current)));
+  if (r.Has(key) && v > 0 && !has_base) r.FailKey(key, message);
+  return v;
+}
+
 }  // namespace
 
 void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
@@ -60,27 +69,19 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
                           "auto only (this network's model is {}); remove it or set 'model: queue'",
                           NetworkModelName(n->model)));
   }
-  n->segment_bytes =
-      std::llround(r.NonNegativeNumber("segment_bytes", static_cast<double>(n->segment_bytes)));
-  if (r.Has("segment_bytes") && n->segment_bytes > 0 && n->initial_window_bytes <= 0) {
-    r.FailKey("segment_bytes",
-              "'segment_bytes' (TCP Reno's losses at a full queue) needs the windows they halve: "
-              "set 'initial_window_bytes' (Linux: 14480) or remove 'segment_bytes'");
-  }
-  n->send_buffer_bytes = std::llround(
-      r.NonNegativeNumber("send_buffer_bytes", static_cast<double>(n->send_buffer_bytes)));
-  if (r.Has("send_buffer_bytes") && n->send_buffer_bytes > 0 && n->initial_window_bytes <= 0) {
-    r.FailKey("send_buffer_bytes",
-              "'send_buffer_bytes' (the most a connection has in flight) needs the windows it "
-              "caps: set 'initial_window_bytes' (Linux: 14480) or remove 'send_buffer_bytes'");
-  }
-  n->loss_packet_bytes = std::llround(
-      r.NonNegativeNumber("loss_packet_bytes", static_cast<double>(n->loss_packet_bytes)));
-  if (r.Has("loss_packet_bytes") && n->loss_packet_bytes > 0 && n->segment_bytes <= 0) {
-    r.FailKey("loss_packet_bytes",
-              "'loss_packet_bytes' (which connections a full queue's losses hit) needs the losses: "
-              "set 'segment_bytes' (Linux: the MSS, 1448) or remove 'loss_packet_bytes'");
-  }
+  const bool windows = n->initial_window_bytes > 0;
+  n->segment_bytes = ReadBytesOnTopOf(
+      r, "segment_bytes", n->segment_bytes, windows,
+      "'segment_bytes' (TCP Reno's losses at a full queue) needs the windows they halve: set "
+      "'initial_window_bytes' (Linux: 14480) or remove 'segment_bytes'");
+  n->send_buffer_bytes = ReadBytesOnTopOf(
+      r, "send_buffer_bytes", n->send_buffer_bytes, windows,
+      "'send_buffer_bytes' (the most a connection has in flight) needs the windows it caps: set "
+      "'initial_window_bytes' (Linux: 14480) or remove 'send_buffer_bytes'");
+  n->loss_packet_bytes = ReadBytesOnTopOf(
+      r, "loss_packet_bytes", n->loss_packet_bytes, n->segment_bytes > 0,
+      "'loss_packet_bytes' (which connections a full queue's losses hit) needs the losses: set "
+      "'segment_bytes' (Linux: the MSS, 1448) or remove 'loss_packet_bytes'");
   n->auto_flow_message_bytes = std::llround(r.NonNegativeNumber(
       "auto_flow_message_bytes", static_cast<double>(n->auto_flow_message_bytes)));
   if (r.Has("auto_flow_message_bytes") && n->auto_flow_message_bytes > 0 &&
