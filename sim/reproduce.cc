@@ -166,8 +166,12 @@ std::vector<std::string> SystemOverrides(const std::string& system, int devices_
             fmt::format("cluster.network.process_ns_per_byte={}", kTensorFlowGrpcNsPerByte)};
   }
   if (system == "caffe_ps") {
+    // The Poseidon papers' own parameter server without DWBP and SACP: every blob split over the
+    // shards (the 2015 Bosen code cuts a blob into num_rows_per_table rows, 256 in its ImageNet
+    // scripts, placed row by row over the servers; the ATC'17 prototype into 512 KiB chunks,
+    // reference/poseidon.md section 1), pushed after the whole backward pass (section 2).
     return {"protocol.baseline=null", "protocol.dwbp=false", "protocol.scheme=ps",
-            "protocol.placement_policy=round_robin"};
+            "protocol.placement_policy=balanced"};
   }
   if (config::IsCalibrationSystem(system) || system.rfind("poseidon", 0) == 0) return {};
   *known = false;

@@ -275,5 +275,18 @@ TEST(SystemOverrides, CpuPathsPayPerReceivedByte) {
   EXPECT_FALSE(known);
 }
 
+// The Poseidon papers' plain parameter server splits every blob over the shards (Bosen's rows, the
+// ATC'17 prototype's chunks) and pushes after the backward pass: balanced, no DWBP, no SACP.
+TEST(SystemOverrides, CaffePsSplitsBlobsAndWaitsForTheBackwardPass) {
+  bool known = false;
+  const std::vector<std::string> o = SystemOverrides("caffe_ps", 16, "tcp", &known);
+  EXPECT_TRUE(known);
+  auto has = [&o](const std::string& k) { return std::find(o.begin(), o.end(), k) != o.end(); };
+  EXPECT_TRUE(has("protocol.placement_policy=balanced"));
+  EXPECT_TRUE(has("protocol.dwbp=false"));
+  EXPECT_TRUE(has("protocol.scheme=ps"));
+  EXPECT_FALSE(has("protocol.placement_policy=round_robin"));
+}
+
 }  // namespace
 }  // namespace poseidon::sim
