@@ -132,7 +132,12 @@ struct NetworkSpec {
   // does not grow, as Linux grows only a window that limits. What this shows: at 1 Gbit/s a
   // window that slow start would grow past it stays there, so several senders into one machine
   // fill its 12.5 MB queue less than unbounded windows would (docs/validation.md, "Losses at a
-  // full queue"). 0 = no limit.
+  // full queue"). The simulator's host also tells a sender that a message has left once the
+  // buffer takes it (its connection's earlier messages not yet sent and it fit in this many
+  // bytes), as the live transport's on_sent fires once the last byte is written to the socket:
+  // a priority window (protocol.priority_window_kib) then counts what the socket has not taken,
+  // as it does live (docs/validation.md, "A sender's window and its socket"). 0 = no limit, and
+  // a sender is told when a message's last byte has left its machine.
   int64_t send_buffer_bytes = 0;
   // Queue and auto models, with segment_bytes (YAML: loss_packet_bytes): which connections a full
   // queue's losses hit, drawn as a drop-tail queue drops: what arrives while it is full is lost a

@@ -135,6 +135,7 @@ uint32_t SimJob::Send(ActorId from, Message msg) {
   const ActorId to = msg.to;
   slots_[slot].msg = std::move(msg);
   slots_[slot].sent = now_;
+  slots_[slot].written = false;
   if (src == dst) {
     // Actors on one machine talk through memory; the copy is not modelled (but the host CPU of
     // the message is, when it is: NetworkSpec::host_cores), unless the processes are on devices
@@ -151,6 +152,11 @@ uint32_t SimJob::Send(ActorId from, Message msg) {
   ++run_.network_messages;
   run_.network_payload_bytes += slots_[slot].msg.payload_bytes;
   Connection& c = ConnectionOf(src, dst, from, to);
+  SendBuffer* buffer = nullptr;
+  if (config_.network.send_buffer_bytes > 0) {
+    buffer = &send_buffers_[ConnectionKey(src, dst, from, to)];
+    if (buffer->first_unwritten < 0) buffer->first_unwritten = static_cast<int32_t>(slot);
+  }
   if (c.busy) {
     if (c.tail >= 0) {
       slots_[c.tail].next = static_cast<int32_t>(slot);
@@ -158,11 +164,30 @@ uint32_t SimJob::Send(ActorId from, Message msg) {
       c.head = static_cast<int32_t>(slot);
     }
     c.tail = static_cast<int32_t>(slot);
-    return slot;
+  } else {
+    c.busy = true;
+    if (buffer) buffer->in_flight = static_cast<int32_t>(slot);
+    StartFlowAfterQueue(src, dst, slot, /*continues_stream=*/false);
   }
-  c.busy = true;
-  StartFlowAfterQueue(src, dst, slot, /*continues_stream=*/false);
+  if (buffer) WriteIntoSendBuffer(c, *buffer);
   return slot;
+}
+
+void SimJob::WriteIntoSendBuffer(const Connection& c, SendBuffer& b) {
+  const int64_t capacity = config_.network.send_buffer_bytes;
+  int32_t cur = b.first_unwritten;
+  while (cur >= 0) {
+    Slot& s = slots_[static_cast<size_t>(cur)];
+    if (b.written_bytes + s.msg.payload_bytes > capacity) break;
+    s.written = true;
+    b.written_bytes += s.msg.payload_bytes;
+    if (!replaying_) {
+      written_.push_back(s.msg);
+      queue_.Push(now_, kWritten, static_cast<uint32_t>(s.msg.from), 0);
+    }
+    cur = cur == b.in_flight ? c.head : s.next;
+  }
+  b.first_unwritten = cur;
 }
 
 void SimJob::StartFlowAfterQueue(int src, int dst, uint32_t slot, bool continues_stream) {
@@ -356,14 +381,29 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
     Arrive(d.delivered_at, d.tag);
     const ActorId from = s.msg.from;
     Connection& c = ConnectionOf(src, dst, from, s.msg.to);
+    SendBuffer* buffer = config_.network.send_buffer_bytes > 0
+                             ? &send_buffers_[ConnectionKey(src, dst, from, s.msg.to)]
+                             : nullptr;
+    int32_t started = -1;
     if (c.head >= 0) {
       const uint32_t next = static_cast<uint32_t>(c.head);
       c.head = slots_[next].next;
       if (c.head < 0) c.tail = -1;
       slots_[next].next = -1;
+      started = static_cast<int32_t>(next);
       StartFlowAfterQueue(src, dst, next, /*continues_stream=*/true);
     } else {
       c.busy = false;
+    }
+    if (buffer) {
+      buffer->in_flight = started;
+      if (s.written) {
+        buffer->written_bytes -= s.msg.payload_bytes;
+      } else {
+        buffer->first_unwritten = started;  // it was the first unwritten one: told below
+      }
+      WriteIntoSendBuffer(c, *buffer);
+      if (s.written) continue;
     }
     if (replaying_) continue;
     // May send more (and grow slots_): pass a copy.
@@ -707,6 +747,12 @@ SimRun SimJob::Run() {
       case kIntra:
         OnIntraEvent(static_cast<int>(ev.target), ev.arg);
         break;
+      case kWritten: {
+        const Message msg = std::move(written_.front());
+        written_.pop_front();
+        actors_[ev.target]->OnSent(now_, msg);
+        break;
+      }
     }
   }
   now_ = last_work;

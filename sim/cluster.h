@@ -156,6 +156,7 @@ class SimJob {
     core::Message msg;
     TimeNs sent = 0;
     int32_t next = -1;  // next free slot, or next message queued on the same connection
+    bool written = false;  // in its connection's send buffer, its sender told (SendBuffer)
   };
   // One TCP-like connection per ordered pair of machines (or of actors, NetworkSpec::connections):
   // its messages leave one after another, the next starting when the previous one's last byte
@@ -165,9 +166,20 @@ class SimJob {
     int32_t tail = -1;
     bool busy = false;  // a message of this connection is on the network
   };
+  // With NetworkSpec::send_buffer_bytes B: a connection's socket send buffer. A message is
+  // written into it, and its sender told (Actor::OnSent, as the live transport's on_sent says
+  // its last byte went into the socket), once it fits: the written messages not yet delivered
+  // and it hold at most B payload bytes. Messages are written in their connection's order; one
+  // larger than B is told once its last byte has left the machine, as every message is without
+  // the key.
+  struct SendBuffer {
+    int64_t written_bytes = 0;    // payload of written messages whose last byte has not left
+    int32_t in_flight = -1;       // the message on the network (slot), or -1
+    int32_t first_unwritten = -1; // the first message not written yet, in connection order
+  };
   enum EventKind : uint32_t {
     kStartActor, kDeliver, kTaskDone, kNetwork, kTimer, kStartFlow, kReplaySend, kArrive,
-    kComputeDone, kIntra
+    kComputeDone, kIntra, kWritten
   };
 
   // Returns the message's slot (kNoSlot if SimJobConfig::drop_message dropped it).
@@ -222,6 +234,9 @@ class SimJob {
   // machine pair or per process pair (network.connections).
   uint64_t ConnectionKey(int src, int dst, core::ActorId from, core::ActorId to) const;
   Connection& ConnectionOf(int src, int dst, core::ActorId from, core::ActorId to);
+  // Writes the connection's next messages into its send buffer while they fit (SendBuffer),
+  // telling each sender by a kWritten event now.
+  void WriteIntoSendBuffer(const Connection& c, SendBuffer& b);
   std::string DeadlockReport() const;
 
   SimJobConfig config_;
@@ -242,6 +257,10 @@ class SimJob {
   static constexpr uint64_t kDenseConnections = uint64_t{1} << 22;  // 48 MiB of Connection
   std::vector<Connection> dense_connections_;
   std::unordered_map<uint64_t, Connection> connections_;
+  // NetworkSpec::send_buffer_bytes: the connections' send buffers (by ConnectionKey), and the
+  // messages written, in the order of their pending kWritten events.
+  std::unordered_map<uint64_t, SendBuffer> send_buffers_;
+  std::deque<core::Message> written_;
   bool replaying_ = false;  // in ReplayMessages: no actor is told of sends or deliveries
   int64_t largest_network_message_ = 0;
   int32_t free_slot_ = -1;

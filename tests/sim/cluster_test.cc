@@ -313,6 +313,54 @@ TEST(SimJob, KernelCpuTakesASharedCoreButNotTheProcess) {
   ExpectDeliveries(deliveries(1, 0), {0, 0});
 }
 
+// NetworkSpec::send_buffer_bytes: a sender is told that a message has left (Actor::OnSent) once
+// its connection's send buffer has taken it, as the live transport's on_sent says once the last
+// byte is written to the socket, not once its last byte has left the machine. With a priority
+// window below every message the shard hands a worker one params message at a time: with a
+// buffer that holds them all, each is handed over while the one before it is still being sent;
+// without one (real clusters' senders) only once the one before it has left.
+TEST(SimJob, ASendersWindowCountsOnlyWhatItsSocketHasNotTaken) {
+  core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));  // 1 MB: 2 chunks
+  constexpr int64_t kLatency = 50'000;  // a message's last byte leaves this long before it arrives
+  auto params_to_w0 = [&](int64_t send_buffer_bytes) {
+    SimJobConfig cfg = TwoWorkersAndAShard(model);
+    cfg.network = Star(0.1, kLatency);
+    cfg.network.model = config::NetworkModelKind::kQueue;
+    cfg.network.connections = config::ConnectionKind::kProcessPair;
+    cfg.network.initial_window_bytes = 1 << 30;  // windows that never limit
+    cfg.network.send_buffer_bytes = send_buffer_bytes;
+    cfg.protocol.priority_window_bytes = 1;
+    cfg.record_trace = true;
+    const core::ActorId w0 = cfg.layout.worker(0);
+    SimJob job(std::move(cfg));
+    const SimRun run = job.Run();
+    EXPECT_FALSE(run.deadlocked);
+    std::vector<core::TraceEvent> params;
+    for (const core::TraceEvent& e : run.trace) {
+      if (e.kind == core::TraceKind::kMessage && e.msg == core::MsgType::kParams && e.peer == w0) {
+        params.push_back(e);
+      }
+    }
+    std::sort(params.begin(), params.end(),
+              [](const auto& a, const auto& b) { return a.ts < b.ts; });
+    return params;
+  };
+  const std::vector<core::TraceEvent> buffered = params_to_w0(1 << 30);
+  ASSERT_EQ(buffered.size(), 2u);
+  for (size_t i = 1; i < buffered.size(); ++i) {
+    EXPECT_LT(buffered[i].ts, buffered[i - 1].ts + buffered[i - 1].dur - kLatency) << i;
+  }
+  // A buffer smaller than the messages tells the sender when each has left, as without one.
+  for (int64_t b : {int64_t{0}, int64_t{1000}}) {
+    const std::vector<core::TraceEvent> unbuffered = params_to_w0(b);
+    ASSERT_EQ(unbuffered.size(), 2u);
+    for (size_t i = 1; i < unbuffered.size(); ++i) {
+      EXPECT_GE(unbuffered[i].ts, unbuffered[i - 1].ts + unbuffered[i - 1].dur - kLatency)
+          << b << " " << i;
+    }
+  }
+}
+
 // NetworkSpec::process_ns_per_byte (a framework's RPC runtime on a real cluster): a process takes
 // the messages it receives one at a time, each for that many ns per payload byte, on its own core;
 // two processes take theirs at once.
