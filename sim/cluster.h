@@ -173,13 +173,22 @@ class SimJob {
   // larger than B is told once its last byte has left the machine, as every message is without
   // the key.
   struct SendBuffer {
-    int64_t written_bytes = 0;    // payload of written messages whose last byte has not left
-    int32_t in_flight = -1;       // the message on the network (slot), or -1
-    int32_t first_unwritten = -1; // the first message not written yet, in connection order
+    int64_t written_bytes = 0;     // payload of written messages whose last byte has not left
+    int32_t in_flight = -1;        // the message on the network (slot), or -1
+    int32_t first_unwritten = -1;  // the first message not written yet, in connection order
   };
   enum EventKind : uint32_t {
-    kStartActor, kDeliver, kTaskDone, kNetwork, kTimer, kStartFlow, kReplaySend, kArrive,
-    kComputeDone, kIntra, kWritten
+    kStartActor,
+    kDeliver,
+    kTaskDone,
+    kNetwork,
+    kTimer,
+    kStartFlow,
+    kReplaySend,
+    kArrive,
+    kComputeDone,
+    kIntra,
+    kWritten
   };
 
   // Returns the message's slot (kNoSlot if SimJobConfig::drop_message dropped it).
