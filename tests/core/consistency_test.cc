@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "core/sacp.h"
+#include "core/send_queue.h"
 #include "tests/core/fake_cluster.h"
 #include "tests/core/test_models.h"
 
@@ -255,6 +256,49 @@ TEST(Priorities, QueuedSendsGoLowestLayerFirstWithinTheWindow) {
   };
   plain.Run();
   EXPECT_GT(plain_layers.front(), plain_layers.back());
+}
+
+// A host that only records what it is asked to send.
+class RecordingHost final : public core::Host {
+ public:
+  void Send(core::Message msg) override { sent.push_back(std::move(msg)); }
+  void StartCompute(const core::ComputeTask&) override {}
+  void SetTimer(core::TimeNs, uint64_t) override {}
+  void Trace(const core::TraceEvent&) override {}
+  std::vector<core::Message> sent;
+};
+
+core::Message Factors(int64_t clock, int layer, int64_t bytes) {
+  core::Message m;
+  m.type = MsgType::kFactors;
+  m.from = 1;
+  m.to = 2;
+  m.clock = clock;
+  m.layer = layer;
+  m.payload_bytes = bytes;
+  return m;
+}
+
+// Under SSP a sender may hold several clocks' messages for one peer, which needs the older clock
+// complete before it goes on: an older clock's message goes before a newer clock's whatever their
+// layers, and within a clock the lower layer first. (By layer alone, the newer clocks' lower
+// layers kept overtaking an older clock's top layer while the backlog lasted.)
+TEST(Priorities, AnOlderClockGoesBeforeANewerClocksLowerLayers) {
+  RecordingHost host;
+  core::SendQueue q(&host, /*window_bytes=*/1);
+  q.Send(Factors(4, 8, 100), 8);  // goes at once: nothing in flight
+  q.Send(Factors(4, 9, 100), 9);  // the top layer of clock 4, queued
+  q.Send(Factors(5, 0, 100), 0);
+  q.Send(Factors(5, 1, 100), 1);
+  q.Send(Factors(6, 0, 100), 0);
+  ASSERT_EQ(host.sent.size(), 1u);
+  for (int i = 0; i < 4; ++i) q.OnSent(host.sent.back());
+  ASSERT_EQ(host.sent.size(), 5u);
+  const std::vector<std::pair<int64_t, int>> want = {{4, 8}, {4, 9}, {5, 0}, {5, 1}, {6, 0}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(host.sent[i].clock, want[i].first) << i;
+    EXPECT_EQ(host.sent[i].layer, want[i].second) << i;
+  }
 }
 
 }  // namespace
