@@ -85,7 +85,7 @@
 //     layer_schemes: {fc6: sfb}    # per-layer overrides
 //     consistency: {model: ssp, staleness: 2}   # bsp | ssp | asp
 //     gate: all                    # all (wait for every layer) | per_layer
-//     priority_window_kib: 0       # > 0: send by clock, then layer depth, this much in flight per peer
+//     priority_window_kib: 0       # > 0: send by clock, then layer; this much in flight per peer
 //     gradient_wire: fp32          # fp32 | fp16 | bf16: gradients (pushes, factors, ring steps)
 //                                  # on the wire as 16-bit values, half the bytes; parameters
 //                                  # stay fp32; fp32 models only (core/messages.h WireFormat)
