@@ -281,19 +281,26 @@ TEST(NetworkFile, CongestedFlowWeightRoundTripsAndBadValuesAreLocated) {
       << err;
 }
 
+// A byte key of a network file set to `value`, then to 0: written ("name: value") and read back
+// when set, not written at all at 0 (old files stay byte-identical).
+void ExpectWrittenOnlyWhenSet(config::NetworkFileSpec f, int64_t config::NetworkSpec::*key,
+                              const std::string& name, int64_t value) {
+  for (const int64_t v : {value, int64_t{0}}) {
+    f.network.*key = v;
+    const std::string text = WrittenYaml(f);
+    EXPECT_EQ(text.find(name + ": " + std::to_string(value)) != std::string::npos, v > 0) << text;
+    EXPECT_EQ(text.find(name) != std::string::npos, v > 0) << text;
+    EXPECT_EQ(config::ParseNetworkYaml(text, "n.yaml").network.*key, v);
+  }
+}
+
 // segment_bytes (Reno's losses) and send_buffer_bytes: written and read back when set, not
 // written at 0 (old files stay byte-identical); without initial_window_bytes (no windows to halve
 // or cap), or negative, one located line.
 TEST(NetworkFile, SegmentAndSendBufferBytesRoundTripAndBadValuesAreLocated) {
   config::NetworkFileSpec f = KeyTestFile(config::NetworkModelKind::kQueue);
   f.network.initial_window_bytes = 14480;
-  for (const int64_t s : {int64_t{1448}, int64_t{0}}) {
-    f.network.segment_bytes = s;
-    const std::string text = WrittenYaml(f);
-    EXPECT_EQ(text.find("segment_bytes: 1448") != std::string::npos, s > 0) << text;
-    EXPECT_EQ(text.find("segment_bytes") != std::string::npos, s > 0) << text;
-    EXPECT_EQ(config::ParseNetworkYaml(text, "n.yaml").network.segment_bytes, s);
-  }
+  ExpectWrittenOnlyWhenSet(f, &config::NetworkSpec::segment_bytes, "segment_bytes", 1448);
   const std::string head =
       "schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\nefficiency: 1\nmodel: queue\n";
   std::string err = NetworkFileError(head + "segment_bytes: 1448\nprovenance: {a: b}\n", "sg.yaml");
@@ -319,13 +326,7 @@ TEST(NetworkFile, LossPacketBytesRoundTripsAndBadValuesAreLocated) {
   config::NetworkFileSpec f = KeyTestFile(config::NetworkModelKind::kQueue);
   f.network.initial_window_bytes = 14480;
   f.network.segment_bytes = 1448;
-  for (const int64_t p : {int64_t{16384}, int64_t{0}}) {
-    f.network.loss_packet_bytes = p;
-    const std::string text = WrittenYaml(f);
-    EXPECT_EQ(text.find("loss_packet_bytes: 16384") != std::string::npos, p > 0) << text;
-    EXPECT_EQ(text.find("loss_packet_bytes") != std::string::npos, p > 0) << text;
-    EXPECT_EQ(config::ParseNetworkYaml(text, "n.yaml").network.loss_packet_bytes, p);
-  }
+  ExpectWrittenOnlyWhenSet(f, &config::NetworkSpec::loss_packet_bytes, "loss_packet_bytes", 16384);
   const std::string head =
       "schema_version: 1\nbandwidth_gbps: 1\nlatency_us: 5\nefficiency: 1\n"
       "model: queue\ninitial_window_bytes: 14480\n";
