@@ -185,6 +185,11 @@ double QueueNetwork::threshold_bytes(uint64_t connection) const {
   return it == windows_.end() ? 0.0 : it->second.ssthresh;
 }
 
+TimeNs QueueNetwork::hole_until(uint64_t connection) const {
+  const auto it = windows_.find(connection);
+  return it == windows_.end() || it->second.hole_until == kLongAgo ? 0 : it->second.hole_until;
+}
+
 double QueueNetwork::RoundTripS(const Flow& f) const {
   const Host& src = hosts_[static_cast<size_t>(f.src)];
   const Host& dst = hosts_[static_cast<size_t>(f.dst)];
@@ -206,7 +211,7 @@ void QueueNetwork::EndRound(Window* w) {
   w->round_bytes = 0;
 }
 
-void QueueNetwork::Halve(Flow* f) {
+void QueueNetwork::Halve(Flow* f, double lost_bytes) {
   Window* w = f->window;
   const double rtt = RoundTripS(*f);
   w->ssthresh = std::max(w->cwnd / 2, 2 * segment_);
@@ -215,6 +220,14 @@ void QueueNetwork::Halve(Flow* f) {
   w->round_end = kNever;  // the round under way is over; the next starts from the new window
   w->round_bytes = 0;
   f->cap = rtt > 0 ? InFlight(*w) / rtt : 0;
+  // The hole: the sender hears of it from what it sent after the lost packets (those take
+  // lost / rate to send at the rate it brings, unconstrained by the full queue: Losses' FillRates)
+  // a round trip later, and the retransmission waits through the receiving queue in its turn.
+  const Host& dst = hosts_[static_cast<size_t>(f->dst)];
+  const double resend_s = f->rate > 0 ? lost_bytes / f->rate : 0;
+  w->hole_until = std::max(
+      w->hole_until,
+      w->recovering_until + RoundUpNs((resend_s + dst.backlog / dst.down_Bps) * 1e9) + f->extra);
 }
 
 size_t QueueNetwork::DrawVictim() {
@@ -242,16 +255,17 @@ void QueueNetwork::Losses() {
     for (Flow& f : flows_) {
       if (!Overloaded(static_cast<size_t>(f.dst))) continue;
       if (now_ < f.window->recovering_until) continue;  // one halving per loss episode
-      Halve(&f);
+      Halve(&f, segment_);
     }
     return;
   }
   // Drop-tail, as the emulated hosts' tbf queue does it: what arrives while the queue is full is
   // lost, a whole packet at a time. The senders hear of it a round trip later; meanwhile the
   // windows grow as each round (a segment in congestion avoidance, the window in slow start;
-  // nothing while the send buffer holds one back), and that excess is what is dropped: that many
-  // packets (at least one), each from a connection drawn in proportion to what it brings. A
-  // connection hit halves unless it is already recovering.
+  // nothing while the send buffer holds one back), and that excess, but no more than the senders
+  // bring over the queue's rate in the round trip, is what is dropped: that many packets (at
+  // least one), each from a connection drawn in proportion to what it brings. A connection hit
+  // halves unless it is already recovering, and waits for what it lost (Halve).
   for (size_t d = 0; d < hosts_.size(); ++d) {
     if (!Overloaded(d)) continue;
     loss_pick_.clear();
@@ -265,11 +279,19 @@ void QueueNetwork::Losses() {
       growth += w.cwnd >= w.ssthresh ? segment_ : w.cwnd;
     }
     if (loss_pick_.empty()) continue;
+    // A window that grows past what its sender's link carries sends no more for it.
+    double brought = 0;
+    for (size_t i : loss_pick_) brought += flows_[i].rate * RoundTripS(flows_[i]);
+    growth = std::min(growth, brought * (1 - hosts_[d].down_Bps / loss_in_[d]));
     const int drops = static_cast<int>(
         std::clamp(std::round(growth / loss_packet_), 1.0, static_cast<double>(kMaxDrops)));
-    for (int k = 0; k < drops; ++k) {
-      Flow& f = flows_[loss_pick_[DrawVictim()]];
-      if (now_ >= f.window->recovering_until) Halve(&f);
+    loss_count_.assign(loss_pick_.size(), 0);
+    for (int k = 0; k < drops; ++k) ++loss_count_[DrawVictim()];
+    for (size_t j = 0; j < loss_pick_.size(); ++j) {
+      Flow& f = flows_[loss_pick_[j]];
+      if (loss_count_[j] > 0 && now_ >= f.window->recovering_until) {
+        Halve(&f, loss_count_[j] * loss_packet_);
+      }
     }
   }
 }
@@ -518,7 +540,10 @@ void QueueNetwork::ProcessUntil(TimeNs t, bool inclusive) {
     const Host& dst = hosts_[static_cast<size_t>(f.dst)];
     // FIFO: the last byte leaves the receiving link after everything queued before it.
     const TimeNs wait = RoundUpNs(dst.backlog / dst.down_Bps * 1e9);
-    done_.push_back(FlowDone{f.tag, finish + wait + f.extra});
+    TimeNs delivered = finish + wait + f.extra;
+    // In order: behind a lost packet nothing is delivered before its retransmission.
+    if (f.window != nullptr) delivered = std::max(delivered, f.window->hole_until);
+    done_.push_back(FlowDone{f.tag, delivered});
     flows_.erase(flows_.begin() + i);
     if (--hosts_[static_cast<size_t>(f.src)].sending == 0) {
       hosts_[static_cast<size_t>(f.src)].up_idle_since = now_;

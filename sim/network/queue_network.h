@@ -42,8 +42,12 @@
 // its window (its slow-start threshold becomes half the window, at least two segments), at most
 // once per round trip; a window at or above its threshold grows by one segment per round trip.
 // With loss_packet_bytes as well, the connections hit are drawn as drop-tail drops packets of
-// that size: the windows' growth over a round trip, in packets, each from a connection drawn in
-// proportion to its rate (slow start's overshoot hits them all; congestion avoidance's, one).
+// that size: the windows' growth over a round trip, but no more than the senders bring over the
+// queue's rate in it, in packets, each from a connection drawn in proportion to its rate (slow
+// start's overshoot hits them all; congestion avoidance's, one). TCP delivers in order: a
+// connection that lost delivers nothing sent after the loss until the retransmission is in, which
+// its sender sends once it hears of the loss from what it sent after the lost packets (the lost
+// bytes at its rate, then a round trip) and which then waits through the receiving queue.
 // Without losses a full queue holds its senders to its rate, max-min. With send_buffer_bytes a
 // connection has at most that much in flight whatever its window, and a window held back so does
 // not grow (Linux grows only a window that limits). Without windows nothing
@@ -104,18 +108,24 @@ class QueueNetwork final : public NetworkModel {
   // (wire bytes; the threshold is infinite before its first loss); 0 for a connection not seen.
   double window_bytes(uint64_t connection) const;
   double threshold_bytes(uint64_t connection) const;
+  // segment_bytes > 0: until when connection `connection`'s receiver waits for the retransmission
+  // of what it lost last (nothing it sent is delivered before); 0 if it never lost.
+  TimeNs hole_until(uint64_t connection) const;
 
  private:
   // initial_window_bytes > 0: a connection's congestion window (wire bytes) and, while one of
   // its flows is held to it, the round trip under way: when it ends and what was sent in it.
-  // segment_bytes > 0: its slow-start threshold, and until when a loss episode lasts (no second
-  // halving within one round trip).
+  // segment_bytes > 0: its slow-start threshold, until when a loss episode lasts (no second
+  // halving within one round trip), and until when its receiver waits for the lost packet's
+  // retransmission (TCP delivers in order: nothing sent after the hole reaches the receiving
+  // process before it is filled).
   struct Window {
     double cwnd = 0;
     TimeNs round_end = kNever;
     double round_bytes = 0;
     double ssthresh = std::numeric_limits<double>::infinity();
     TimeNs recovering_until = kLongAgo;
+    TimeNs hole_until = kLongAgo;
   };
   struct Flow {
     uint64_t tag = 0;
@@ -195,8 +205,11 @@ class QueueNetwork final : public NetworkModel {
     return hosts_[d].full && loss_in_[d] > hosts_[d].down_Bps * (1 + 1e-9);
   }
   // Flow f's connection loses: its window halves (its threshold becomes half the window, at least
-  // two segments), one loss episode lasts a round trip, and its cap follows.
-  void Halve(Flow* f);
+  // two segments), one loss episode lasts a round trip, and its cap follows. The hole is filled
+  // when the retransmission, sent as the sender hears of the loss a round trip later, has waited
+  // through the receiving queue in its turn: until then the connection delivers nothing.
+  // `lost_bytes`: what it lost (wire bytes).
+  void Halve(Flow* f, double lost_bytes);
   // loss_packet_bytes > 0: which of the flows in loss_pick_ a dropped packet belongs to, each in
   // proportion to its rate (an index into loss_pick_).
   size_t DrawVictim();
@@ -254,6 +267,7 @@ class QueueNetwork final : public NetworkModel {
   // Losses' scratch: per host, what its senders would bring.
   std::vector<double> loss_in_;
   std::vector<size_t> loss_pick_;  // loss_packet_bytes: the flows into the host, by index
+  std::vector<int> loss_count_;    // loss_packet_bytes: packets drawn per flow of loss_pick_
   std::vector<double> unfrozen_weight_;
   std::vector<double> weight_;
   std::vector<uint8_t> frozen_;

@@ -384,6 +384,71 @@ TEST(QueueNetworkTest, DrawnLossesHalveEveryWindowInSlowStartAndOneInCongestionA
   EXPECT_EQ(SecondEpisodeVictims(0, 1), (std::vector<int>{1, 2, 3}));
 }
 
+// TCP delivers in order: what a connection sends after a loss reaches its receiver only once the
+// lost packet's retransmission has. Hosts 1, 2 and 3 send into host 0 at B each, their windows
+// too large to bind, so host 0's queue grows at 2B and is full (Q) at t = Q / 2B; every sender
+// halves there (no loss_packet_bytes) having lost a segment. The sender hears of it from what it
+// sends next, seg / B later, a round trip (2L + Q / B) on, and the retransmission waits Q / B
+// more and the latency: t + seg / B + 2L + 2Q / B + L. Host 3's flow of 60 kB has sent 50 kB by
+// then and the rest at B / 3 (the full queue's share), ending at 80 us: behind the queue it would
+// arrive at 80 us + Q / B + L, but the hole holds it until the retransmission is in.
+TEST(QueueNetworkTest, ALossHoldsBackWhatItsConnectionSendsUntilTheRetransmissionArrives) {
+  const int64_t L = 1000, Q = 100'000, seg = 1000;
+  auto deliver = [&](int64_t segment) {
+    config::NetworkSpec spec = QueueSpec(L);
+    spec.initial_window_bytes = 100'000'000;
+    spec.queue_limit_bytes = Q;
+    spec.segment_bytes = segment;
+    QueueNetwork net(Topology::Star(4, kB, L), spec);
+    net.StartConnectionFlow(0, 1, 0, 10'000'000, 1, 11);
+    net.StartConnectionFlow(0, 2, 0, 10'000'000, 2, 12);
+    net.StartConnectionFlow(0, 3, 0, 60'000, 3, 13);
+    std::vector<FlowDone> done;
+    net.AdvanceTo(Q / 2 + 1, &done);  // just past the first loss
+    for (uint64_t c : {11, 12, 13}) {
+      if (segment > 0) {
+        EXPECT_NEAR(net.hole_until(c), Q / 2 + seg + 2 * L + 2 * Q + L, 3) << c;
+      } else {
+        EXPECT_EQ(net.hole_until(c), 0) << c;
+      }
+    }
+    for (const FlowDone& d : Drain(net)) done.push_back(d);
+    return DeliveryOf(done, 3);
+  };
+  EXPECT_NEAR(deliver(seg), Q / 2 + seg + 2 * L + 2 * Q + L, 3);
+  EXPECT_NEAR(deliver(0), 80'000 + Q + L, 3);  // no losses: FIFO behind the full queue
+}
+
+// loss_packet_bytes: slow start's overshoot is what the senders bring over the queue's rate in
+// the round trip before they hear of a loss, not the windows' growth when their own links hold
+// them back. As above, hosts 1 to 3 bring 3B into host 0's B: over a round trip of 2L + Q / B they
+// bring 3 (2L + Q) bytes, two thirds of it more than the queue takes, 204 000 bytes: 12 packets of
+// 16 384 (the windows, 100 MB each, would have been thousands). Each connection hit waits for its
+// lost packets to be sent again at B before it hears of the loss: the holes add up to 12 packets.
+TEST(QueueNetworkTest, ASlowStartOvershootLosesWhatItsSendersBringOverTheQueuesRate) {
+  const int64_t L = 1000, Q = 100'000, P = 16'384;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    config::NetworkSpec spec = QueueSpec(L);
+    spec.initial_window_bytes = 100'000'000;
+    spec.queue_limit_bytes = Q;
+    spec.segment_bytes = 1000;
+    spec.loss_packet_bytes = P;
+    QueueNetwork net(Topology::Star(4, kB, L), spec, seed);
+    for (int h = 1; h <= 3; ++h) net.StartConnectionFlow(0, h, 0, 10'000'000, h, 10 + h);
+    std::vector<FlowDone> done;
+    net.AdvanceTo(Q / 2 + 1, &done);                // just past the first overflow
+    const TimeNs base = Q / 2 + 2 * L + 2 * Q + L;  // a hole with nothing lost to send again
+    int64_t lost = 0;
+    for (int h = 1; h <= 3; ++h) {
+      const TimeNs hole = net.hole_until(10 + h);
+      if (hole == 0) continue;  // not hit
+      EXPECT_GE(hole, base + P - 3) << "seed " << seed;
+      lost += hole - base;
+    }
+    EXPECT_NEAR(static_cast<double>(lost), 12.0 * P, 9) << "seed " << seed;
+  }
+}
+
 // Losses do not idle the receiving link while the halved windows still exceed what its links
 // hold (w / 2 each, summing above 2LB): both flows' bytes pass host 0's link at its rate, with or
 // without losses, so the later delivery is the same (2S / B + L, to within rounding).
