@@ -122,8 +122,12 @@ struct NetworkSpec {
   // (congestion avoidance; Linux: the MSS, 1448 bytes on the emulated hosts' links). What this
   // shows: when a parameter server's pushes overflow tbf's queue, the windows, not the senders'
   // links, share the receiver, and a connection whose acknowledgements wait in a full queue has a
-  // longer round trip and so a smaller share (docs/validation.md, "Losses at a full queue"). 0 = no
-  // losses (a full queue holds its senders to its rate, max-min).
+  // longer round trip and so a smaller share (docs/validation.md, "Losses at a full queue"). A
+  // connection that lost also delivers nothing sent after the loss until the retransmission
+  // arrives: its sender hears of the loss from what it sent after the lost bytes, a round trip
+  // later, and the retransmission waits through the receiving queue (TCP delivers in order;
+  // docs/validation.md, "A hole behind a loss"). 0 = no losses (a full queue holds its senders to
+  // its rate, max-min).
   int64_t segment_bytes = 0;
   // Queue and auto models, with initial_window_bytes (YAML: send_buffer_bytes): the most payload
   // one connection has in flight, whatever its window: what the sender's socket buffer holds
@@ -144,8 +148,11 @@ struct NetworkSpec {
   // packet of this many wire bytes at a time (tc tbf drops whole GSO packets; netns-run's --gso,
   // 16384 on the emulated hosts). The senders hear of a loss a round trip later, and meanwhile the
   // windows grow as they do each round (a segment in congestion avoidance, the window in slow
-  // start, nothing while the send buffer holds it back): that growth over this size is how many
-  // packets are dropped (at least one), each from a connection drawn in proportion to the rate it
+  // start, nothing while the send buffer holds it back), but no more than the senders bring over
+  // the queue's rate in that round trip (a window that outgrows its sender's link sends no more
+  // for it): that over this size is how many packets are dropped (at least one), and what each
+  // connection lost it sends again before its hole is filled. Each is drawn from a connection in
+  // proportion to the rate it
   // brings, with the scenario's seed; a connection hit halves unless it is already recovering. So
   // slow start's overshoot halves every connection, while in congestion avoidance a few senders'
   // growth, a fraction of a packet, costs one drawn connection its window and the others keep
