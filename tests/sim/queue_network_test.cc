@@ -32,6 +32,17 @@ config::NetworkSpec QueueSpec(int64_t latency_ns, double efficiency = 1.0,
   return s;
 }
 
+// The queue model with TCP's windows and Reno's losses: initial window, tbf's limit, a segment
+// (0: no losses).
+config::NetworkSpec WindowedSpec(int64_t latency_ns, int64_t window, int64_t queue_limit,
+                                 int64_t segment) {
+  config::NetworkSpec s = QueueSpec(latency_ns);
+  s.initial_window_bytes = window;
+  s.queue_limit_bytes = queue_limit;
+  s.segment_bytes = segment;
+  return s;
+}
+
 std::vector<FlowDone> Drain(NetworkModel& net) {
   std::vector<FlowDone> done;
   for (TimeNs t = net.NextEventTime(); t != kNever; t = net.NextEventTime())
@@ -271,10 +282,7 @@ TEST(QueueNetworkTest, AFullQueueHalvesItsSendersWindows) {
   const int64_t w = 3 * (Q + 2 * L) / 4;  // 2w > Q + 2LB > w (B = 1 byte per ns)
   auto run = [&](int64_t segment, double* w1, double* thresh, double* backlog_after,
                  double* growth_per_round) {
-    config::NetworkSpec spec = QueueSpec(L);
-    spec.initial_window_bytes = w;
-    spec.queue_limit_bytes = Q;
-    spec.segment_bytes = segment;
+    config::NetworkSpec spec = WindowedSpec(L, w, Q, segment);
     QueueNetwork net(Topology::Star(3, kB, L), spec);
     const uint64_t c1 = 11, c2 = 12;
     net.StartConnectionFlow(0, 1, 0, 10'000'000, 1, c1);
@@ -330,10 +338,7 @@ std::vector<int> SecondEpisodeVictims(int64_t loss_packet, uint64_t seed,
                                       std::vector<double>* windows = nullptr) {
   const int64_t L = 1000, Q = 100'000, seg = 1000;
   const int64_t C = Q + 2 * L;
-  config::NetworkSpec spec = QueueSpec(L);
-  spec.initial_window_bytes = C / 2;
-  spec.queue_limit_bytes = Q;
-  spec.segment_bytes = seg;
+  config::NetworkSpec spec = WindowedSpec(L, C / 2, Q, seg);
   spec.loss_packet_bytes = loss_packet;
   QueueNetwork net(Topology::Star(4, kB, L), spec, seed);
   for (int h = 1; h <= 3; ++h) net.StartConnectionFlow(0, h, 0, 50'000'000, h, 10 + h);
@@ -395,10 +400,7 @@ TEST(QueueNetworkTest, DrawnLossesHalveEveryWindowInSlowStartAndOneInCongestionA
 TEST(QueueNetworkTest, ALossHoldsBackWhatItsConnectionSendsUntilTheRetransmissionArrives) {
   const int64_t L = 1000, Q = 100'000, seg = 1000;
   auto deliver = [&](int64_t segment) {
-    config::NetworkSpec spec = QueueSpec(L);
-    spec.initial_window_bytes = 100'000'000;
-    spec.queue_limit_bytes = Q;
-    spec.segment_bytes = segment;
+    config::NetworkSpec spec = WindowedSpec(L, 100'000'000, Q, segment);
     QueueNetwork net(Topology::Star(4, kB, L), spec);
     net.StartConnectionFlow(0, 1, 0, 10'000'000, 1, 11);
     net.StartConnectionFlow(0, 2, 0, 10'000'000, 2, 12);
@@ -428,10 +430,7 @@ TEST(QueueNetworkTest, ALossHoldsBackWhatItsConnectionSendsUntilTheRetransmissio
 TEST(QueueNetworkTest, ASlowStartOvershootLosesWhatItsSendersBringOverTheQueuesRate) {
   const int64_t L = 1000, Q = 100'000, P = 16'384;
   for (uint64_t seed = 1; seed <= 4; ++seed) {
-    config::NetworkSpec spec = QueueSpec(L);
-    spec.initial_window_bytes = 100'000'000;
-    spec.queue_limit_bytes = Q;
-    spec.segment_bytes = 1000;
+    config::NetworkSpec spec = WindowedSpec(L, 100'000'000, Q, 1000);
     spec.loss_packet_bytes = P;
     QueueNetwork net(Topology::Star(4, kB, L), spec, seed);
     for (int h = 1; h <= 3; ++h) net.StartConnectionFlow(0, h, 0, 10'000'000, h, 10 + h);
@@ -456,10 +455,7 @@ TEST(QueueNetworkTest, LossesKeepAReceiverBusyWhileTheWindowsExceedItsLinks) {
   const int64_t L = 1000, Q = 100'000, S = 2'000'000;
   const int64_t w = 3 * (Q + 2 * L) / 4;
   auto last = [&](int64_t segment) {
-    config::NetworkSpec spec = QueueSpec(L);
-    spec.initial_window_bytes = w;
-    spec.queue_limit_bytes = Q;
-    spec.segment_bytes = segment;
+    config::NetworkSpec spec = WindowedSpec(L, w, Q, segment);
     QueueNetwork net(Topology::Star(3, kB, L), spec);
     net.StartFlow(0, 1, 0, S, 1);
     net.StartFlow(0, 2, 0, S, 2);
@@ -479,10 +475,7 @@ TEST(QueueNetworkTest, LossesKeepAReceiverBusyWhileTheWindowsExceedItsLinks) {
 TEST(QueueNetworkTest, AfterALossAFlowWhoseAcksWaitInAFullQueueGetsLess) {
   const int64_t L = 1000, Q = 100'000, S = 4'000'000;
   auto ends = [&](int64_t segment) {
-    config::NetworkSpec spec = QueueSpec(L);
-    spec.initial_window_bytes = 60'000;
-    spec.queue_limit_bytes = Q;
-    spec.segment_bytes = segment;
+    config::NetworkSpec spec = WindowedSpec(L, 60'000, Q, segment);
     QueueNetwork net(Topology::Star(5, kB, L), spec);
     net.StartFlow(0, 2, 0, 4 * S, 2);  // keep host 0's queue full
     net.StartFlow(0, 3, 0, 4 * S, 3);
