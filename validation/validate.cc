@@ -20,6 +20,7 @@
 #include "sim/text_escape.h"
 #include "validation/host_load.h"
 #include "validation/network_replay.h"
+#include "validation/predict.h"
 #include "validation/summary.h"
 #include "validation/testbed_keys.h"
 #include "validation/trace_pace.h"
@@ -112,13 +113,6 @@ std::string HostJson(const HostRecord& r) {
                      r.run_queue_mean, r.run_queue_max, r.job_processes_max);
 }
 
-// A compute task's simulated duration, by actor, device, clock and name.
-using TaskDurations = std::map<std::string, core::TimeNs>;
-
-std::string TaskKey(const TraceRecord& e) {
-  return fmt::format("{}/{}/{}/{}", e.thread.actor, e.thread.device, e.clock, e.name);
-}
-
 // How late the emulated hosts' compute ran: the median, over the live run's compute tasks, of
 // live duration - simulated duration (µs). A replayed task sleeps its profile time; what it took
 // beyond the simulated time is a late wake-up or a CPU it waited for. NAN when none matched.
@@ -130,30 +124,6 @@ double ComputeLateUs(const TaskDurations& simulated, const std::vector<TraceReco
     if (it != simulated.end()) late.push_back(static_cast<double>(e.dur - it->second) / 1e3);
   }
   return Median(late);
-}
-
-// The predicted pace: the simulator's own trace, measured as the live ones are; *tasks gets its
-// compute tasks' durations.
-Pace Predict(const Config& c, const std::string& dir, TaskDurations* tasks) {
-  const config::ScenarioSpec& s = c.scenario;
-  sim::SimOptions so;
-  so.baseline = false;
-  so.record_trace = true;
-  try {
-    const sim::ScenarioResult r = sim::SimulateScenario(c.sim_scenario, so);
-    std::vector<TraceRecord> events = ReadTrace(r.chrome_trace, dir + "/sim.json");
-    for (const TraceRecord& e : events) {
-      if (e.kind == TraceRecordKind::kTask) tasks->emplace(TaskKey(e), e.dur);
-    }
-    const Pace p = IterationPaceFromTraces({std::move(events)}, s.workers, s.warmup_iterations,
-                                           s.iterations, s.consistency == "bsp");
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    std::ofstream(dir + "/sim.json", std::ios::binary) << r.chrome_trace;
-    return p;
-  } catch (const ConfigError& e) {
-    return Pace{false, e.what()};
-  }
 }
 
 // What a run of one configuration left: its workers' traces (for the pace) and every process's
@@ -298,10 +268,13 @@ int RunValidate(const ValidateOptions& o) {
   if (!(o.wait_quiet_s >= 0)) {
     throw ConfigError(fmt::format("error: --wait-quiet must be >= 0 seconds, got {}", o.wait_quiet_s));
   }
-  std::vector<Pace> predicted(configs.size());
-  std::vector<TaskDurations> sim_tasks(configs.size());
+  if (o.sim_seeds < 1) {
+    throw ConfigError(fmt::format("error: --sim-seeds must be >= 1, got {}", o.sim_seeds));
+  }
+  std::vector<Prediction> predictions;
   for (size_t i = 0; i < configs.size(); ++i) {
-    predicted[i] = Predict(configs[i], fmt::format("{}/config-{}", o.work_dir, i), &sim_tasks[i]);
+    predictions.push_back(Predict(configs[i].sim_scenario, configs[i].scenario, o.sim_seeds,
+                                  fmt::format("{}/config-{}", o.work_dir, i)));
   }
 
   std::string csv = runs ? "run,index,name" : "index,name";
@@ -320,7 +293,7 @@ int RunValidate(const ValidateOptions& o) {
     for (size_t i = 0; i < configs.size(); ++i) {
       const Config& c = configs[i];
       const config::ScenarioSpec& s = c.scenario;
-      const Pace& pred = predicted[i];
+      const Pace& pred = predictions[i].pace;
       if (runs) {
         fmt::print(stderr, "validate run {}/{}, {}/{}: {}\n", run, o.repeat, i + 1, configs.size(), c.name);
       } else {
@@ -425,7 +398,7 @@ int RunValidate(const ValidateOptions& o) {
         err_text = fmt::format("{:.2f}", err);
         const double net = NetworkReplayError(c.sim_scenario, live.all, dir);
         if (std::isfinite(net)) net_text = fmt::format("{:.2f}", net);
-        const double late = ComputeLateUs(sim_tasks[i], live.all);
+        const double late = ComputeLateUs(predictions[i].tasks, live.all);
         if (std::isfinite(late)) late_text = fmt::format("{:.1f}", late);
         tally.Add(i, run, err, meas.mean_ms, net, host);
       } else {
@@ -462,6 +435,14 @@ int RunValidate(const ValidateOptions& o) {
                  "on the live traffic: {}%\n",
                  meas.mean_ms, meas.std_ms, pred.mean_ms, err_text.empty() ? "n/a" : err_text,
                  net_text.empty() ? "n/a" : net_text);
+      if (pred.ok && o.sim_seeds > 1) {
+        const std::vector<double>& m = predictions[i].seed_means_ms;
+        fmt::print(
+            stderr,
+            "  predicted with {} seeds: the median run's (seed {}), of {:.3f} to {:.3f} ms\n",
+            m.size(), predictions[i].seed, *std::min_element(m.begin(), m.end()),
+            *std::max_element(m.begin(), m.end()));
+      }
       if (judged) {
         fmt::print(stderr,
                    "  host: others {:.1f}%, steal {:.1f}%, the job {:.1f}%, interrupts {:.1f}% of {} "

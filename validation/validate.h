@@ -32,8 +32,8 @@ struct ValidateOptions {
   std::string work_dir = "out/validate";
   std::string csv, json;               // outputs (csv default: stdout)
   bool emulate = true;                 // shaped network namespaces (root); false: loopback
-  // Live runs per configuration (the simulation runs once: it is deterministic). Run r of every
-  // configuration comes before run r + 1 of any, so that the runs of one configuration are
+  // Live runs per configuration (the simulation runs once per seed: it is deterministic). Run r of
+  // every configuration comes before run r + 1 of any, so that the runs of one configuration are
   // spread over the whole time the command takes. With repeat > 1 the CSV and JSON gain a `run`
   // column and the summary takes, per configuration, the median of its runs.
   int repeat = 1;
@@ -54,6 +54,11 @@ struct ValidateOptions {
   // the summary says which keys were charged, where they came from and what the live runs
   // showed of the wake-up and hand-off.
   std::string testbed_keys = "files";
+  // Seeds each configuration is simulated with (the scenario's seed and those after it); the
+  // prediction is the run with the median pace (validation/predict.h). A simulation that draws
+  // (losses at a full queue, jitter) is one realisation of a random process, as each live run is.
+  // 1: the scenario's seed alone, as before.
+  int sim_seeds = 1;
   std::string command;  // the command line, for the provenance of measured keys
 };
 

@@ -54,6 +54,12 @@ std::shared_ptr<ValidateCommand> AddValidateCommand(CLI::App& app, const std::st
                 "configuration's runs)")
       ->check(AtLeast(1))
       ->capture_default_str();
+  v->add_option("--sim-seeds", o.sim_seeds,
+                "simulate each configuration with this many seeds (the scenario's and those after "
+                "it) and predict with the run whose pace is the median: a simulation that draws "
+                "(losses at a full queue, jitter) is one realisation, as a live run is")
+      ->check(AtLeast(1))
+      ->capture_default_str();
   v->add_flag("--reuse-live", o.reuse_live,
               "run nothing live: compare with the live runs an earlier validate left in --work-dir "
               "(same input, --set and --repeat), e.g. to try a --sim-set against the same "

@@ -1,0 +1,50 @@
+// validation/predict.h: the simulator's side of `poseidon validate`. A configuration's predicted
+// pace, measured from the simulator's own trace as the live runs are from theirs
+// (validation/trace_pace.h).
+//
+// A simulation that draws (which connections a full queue's losses hit, with loss_packet_bytes;
+// jitter) is one realisation of a random process, as each live run is one. With `seeds` > 1 the
+// configuration is simulated with its scenario's seed and the seeds after it. The prediction is
+// the run whose pace is the median (the lower middle one for an even count), so one draw does not
+// stand for the process. One seed is the simulation as it always was.
+//
+//   Prediction p = Predict(c.sim_scenario, c.scenario, 5, "out/validate/config-3");
+//   // p.pace: the median run's; p.seed: its seed; p.seed_means_ms: every seed's, in seed order;
+//   // out/validate/config-3/sim.json: the median run's timeline
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/scenario.h"
+#include "core/types.h"
+#include "validation/trace_pace.h"
+#include "validation/trace_reader.h"
+
+namespace poseidon::validation {
+
+// A compute task's simulated duration, by actor, device, clock and name (TaskKey).
+using TaskDurations = std::map<std::string, core::TimeNs>;
+std::string TaskKey(const TraceRecord& e);
+
+struct Prediction {
+  Pace pace;                          // not ok: why the simulator could not run it
+  uint64_t seed = 0;                  // the seed of the run taken
+  std::vector<double> seed_means_ms;  // every seed's mean iteration time, in seed order
+  TaskDurations tasks;                // the run taken: its compute tasks' durations
+};
+
+// `sim`: the scenario the simulator runs (with --sim-set); `measured_as`: the configuration as it
+// ran live, whose workers, warm-up, iterations and consistency the pace is measured with.
+// `seeds` >= 1. Writes the run taken to DIR/sim.json. A ConfigError from the simulator comes back
+// as a pace that is not ok.
+Prediction Predict(const config::ScenarioSpec& sim, const config::ScenarioSpec& measured_as,
+                   int seeds, const std::string& dir);
+
+// The index of the median of `values` (the lower middle one for an even count); `values` not
+// empty.
+size_t MedianIndex(const std::vector<double>& values);
+
+}  // namespace poseidon::validation
