@@ -29,8 +29,36 @@ need_mpirun() {
   need_root
   command -v mpirun >/dev/null || skip "no mpirun (scripts/install-deps installs openmpi-bin)"
 }
+# A port for a coordinator that another process binds later. Not one the kernel hands out (bind
+# to port 0 gives one from the ephemeral range, and between our close and the coordinator's bind
+# any outgoing connection, mpirun's own among them, may take it: CI once saw "bind: Address
+# already in use"), but a random free one below net.ipv4.ip_local_port_range, which connect()
+# never picks.
 free_port() {
-  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  /usr/bin/python3 - <<'PY'
+import random, socket
+try:
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        lo, hi = (int(x) for x in f.read().split())
+except OSError:
+    lo, hi = 32768, 60999
+spans = [r for r in (range(10000, lo), range(hi + 1, 65536)) if len(r) > 1000]
+if not spans:
+    raise SystemExit("free_port: no port range outside ip_local_port_range " f"{lo}-{hi}")
+for _ in range(200):
+    port = random.choice(random.choice(spans))
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    raise SystemExit("free_port: 200 random ports outside the ephemeral range were all taken")
+PY
 }
 # A job secret (owner-only), as launch writes one.
 secret() {
