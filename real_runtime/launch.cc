@@ -105,21 +105,36 @@ bool NamesClusterKey(const std::string& file, const std::vector<std::string>& ov
   }
 }
 
-// A TCP port free on this host now (for MASTER_PORT: a script that also starts torch.distributed).
-int FreePort() {
+// Whether port is free on the loopback now.
+bool PortFree(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 29500;
+  if (fd < 0) return false;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 29500;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   ::close(fd);
-  return port;
+  return ok;
+}
+
+// A TCP port free on this host now (for MASTER_PORT: a script that also starts torch.distributed,
+// which binds it later). A random one outside net.ipv4.ip_local_port_range: a port bind(0) hands
+// out is an ephemeral one, which any outgoing connection may take before the script binds it.
+int FreePort() {
+  int lo = 32768, hi = 60999;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  if (!(range >> lo >> hi)) lo = 32768, hi = 60999;
+  std::random_device rd;
+  std::mt19937 gen(rd());
+  const bool below = lo - 10000 >= 65535 - hi;  // the larger span outside the ephemeral range
+  if (below ? lo - 1 < 10000 : hi + 1 > 65535) return 29500;
+  std::uniform_int_distribution<int> pick(below ? 10000 : hi + 1, below ? lo - 1 : 65535);
+  for (int i = 0; i < 200; ++i) {
+    const int port = pick(gen);
+    if (PortFree(port)) return port;
+  }
+  return 29500;  // torch.distributed's default; its bind error names the port
 }
 
 std::string Absolute(const std::string& path) {
