@@ -77,7 +77,12 @@ int64_t ReplayedCompute::TaskNs(const core::ComputeTask& task) const {
 
 core::TimeNs ReplayedCompute::Run(const core::ComputeTask& task, core::TimeNs begin,
                                   const std::function<core::TimeNs()>& now) {
-  const int64_t ns = TaskNs(task);
+  int64_t ns = TaskNs(task);
+  if (jitter_ && (task.kind == core::TaskKind::kForward || task.kind == core::TaskKind::kBackward ||
+                  task.kind == core::TaskKind::kSfbRebuild)) {
+    std::lock_guard<std::mutex> lock(jitter_->mu);
+    ns = jitter_->draws.Apply(ns);
+  }
   core::TimeNs& last_end = stream_end_.at(static_cast<size_t>(core::StreamSlot(task)));
   const core::TimeNs start = cost::ReplayedTaskStart(begin, last_end);
   last_end = start + ns;

@@ -21,6 +21,7 @@
 #include "core/model.h"
 #include "cost/compute_model.h"
 #include "cost/intra_machine.h"
+#include "cost/jitter.h"
 
 namespace poseidon::rt {
 
@@ -70,8 +71,14 @@ class ReplayedCompute {
   core::TimeNs Run(const core::ComputeTask& task, core::TimeNs begin,
                    const std::function<core::TimeNs()>& now);
 
-  // The task's modelled duration (what Run sleeps, queueing aside).
+  // The task's modelled duration (what Run sleeps, queueing aside, before any jitter).
   int64_t TaskNs(const core::ComputeTask& task) const;
+
+  // A worker's per-task variability (the scenario's `jitter`): Run then sleeps each forward,
+  // backward and SFB rebuild task its modelled time times this stream's next factor, as the
+  // simulator charges them (cost/jitter.h). Set before the streams run.
+  void set_jitter(cost::ComputeJitter jitter) { jitter_.reset(new Jitter{std::move(jitter), {}}); }
+  bool jittered() const { return jitter_ != nullptr; }
 
   const cost::ComputeModel& model() const { return model_; }
 
@@ -80,6 +87,11 @@ class ReplayedCompute {
   std::vector<int64_t> sfb_rows_;  // per layer: its factor rows at the worker's batch
   std::optional<cost::IntraMachine> intra_;
   std::vector<core::TimeNs> stream_end_;  // per core::StreamSlot, each touched by its stream only
+  struct Jitter {
+    cost::ComputeJitter draws;
+    std::mutex mu;  // the streams of a worker's devices draw from one stream of factors
+  };
+  std::unique_ptr<Jitter> jitter_;
 };
 
 }  // namespace poseidon::rt

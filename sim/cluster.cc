@@ -103,8 +103,7 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
   at_min_.assign(static_cast<size_t>(layout.num_workers),
                  static_cast<int>(config_.model->param_layers().size()));
   for (int w = 0; w < layout.num_workers; ++w) {
-    std::seed_seq seq{config_.seed, static_cast<uint64_t>(w), uint64_t{0x9e3779b97f4a7c15}};
-    jitter_rng_.emplace_back(seq);
+    jitter_.emplace_back(config_.jitter, config_.jitter_cv, config_.seed, w);
   }
   iterations_total_ = static_cast<int64_t>(layout.num_workers) * config_.protocol.iterations *
                       static_cast<int64_t>(2 * config_.model->layers().size() +
@@ -527,23 +526,7 @@ TimeNs SimJob::TaskDuration(ActorId actor, const ComputeTask& task) {
 }
 
 TimeNs SimJob::Jittered(int worker, TimeNs base) {
-  if (config_.jitter == SimJobConfig::Jitter::kNone || config_.jitter_cv <= 0 || base == 0) {
-    return base;
-  }
-  std::mt19937_64& rng = jitter_rng_[static_cast<size_t>(worker)];
-  double factor = 1;
-  if (config_.jitter == SimJobConfig::Jitter::kLognormal) {
-    // Mean 1, coefficient of variation cv: sigma^2 = ln(1 + cv^2), mu = -sigma^2 / 2.
-    const double sigma2 = std::log1p(config_.jitter_cv * config_.jitter_cv);
-    std::normal_distribution<double> n(-sigma2 / 2, std::sqrt(sigma2));
-    factor = std::exp(n(rng));
-  } else {
-    // Uniform on [1 - a, 1 + a] with a = sqrt(3) cv (so the cv is cv), clipped at 0.
-    const double a = std::sqrt(3.0) * config_.jitter_cv;
-    std::uniform_real_distribution<double> u(-a, a);
-    factor = std::max(0.0, 1 + u(rng));
-  }
-  return static_cast<TimeNs>(std::llround(static_cast<double>(base) * factor));
+  return jitter_[static_cast<size_t>(worker)].Apply(base);
 }
 
 void SimJob::Trace(const TraceEvent& e) {

@@ -34,8 +34,9 @@
 #include "core/param_store.h"
 #include "core/placement.h"
 #include "cost/compute_model.h"
-#include "sim/engine.h"
 #include "cost/intra_machine.h"
+#include "cost/jitter.h"
+#include "sim/engine.h"
 #include "sim/network/network_model.h"
 
 namespace poseidon::sim {
@@ -57,9 +58,9 @@ struct SimJobConfig {
   std::vector<cost::ComputeModel> worker_compute;
   // Per-task variability of the workers' compute: each forward/backward task's time is
   // multiplied by a factor with mean 1 and this coefficient of variation (0 = none), drawn from
-  // a generator seeded by (seed, worker), so runs are reproducible.
-  enum class Jitter { kNone, kLognormal, kUniform };
-  Jitter jitter = Jitter::kNone;
+  // a generator seeded by (seed, worker), so runs are reproducible (cost/jitter.h; the live
+  // runtime's replayed compute draws the same way).
+  cost::ComputeJitter::Kind jitter = cost::ComputeJitter::Kind::kNone;
   double jitter_cv = 0;
   uint64_t seed = 1;
   // Each machine's input pipeline (cluster.input_samples_per_s): the samples per second it
@@ -298,7 +299,7 @@ class SimJob {
   std::vector<TimeNs> nic_busy_at_iter_begin_;
   std::vector<TimeNs> compute_busy_total_;
   std::vector<TimeNs> compute_busy_at_iter_begin_;
-  std::vector<std::mt19937_64> jitter_rng_;  // per worker
+  std::vector<cost::ComputeJitter> jitter_;  // per worker
   // Per worker: version of every layer, the minimum over parameter layers, and how many
   // parameter layers sit at that minimum (to find when a worker is synced to a clock).
   std::vector<std::vector<int64_t>> layer_version_;

@@ -31,9 +31,7 @@ SimJobConfig JobConfig(const config::ScenarioSpec& s, const core::Model& model,
       cfg.worker_compute[static_cast<size_t>(st.worker)] = compute.ScaledBy(st.slowdown);
     }
   }
-  cfg.jitter = s.jitter == "lognormal" ? SimJobConfig::Jitter::kLognormal
-               : s.jitter == "uniform" ? SimJobConfig::Jitter::kUniform
-                                       : SimJobConfig::Jitter::kNone;
+  cfg.jitter = cost::ComputeJitter::KindOf(s.jitter);
   cfg.jitter_cv = s.jitter_cv;
   cfg.seed = s.seed;
   cfg.warmup_iterations = s.warmup_iterations;

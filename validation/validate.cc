@@ -251,6 +251,16 @@ class TestbedKeysTally {
 
 }  // namespace
 
+std::vector<std::string> LiveOverrides(const std::vector<std::string>& overrides,
+                                       const config::ScenarioSpec& s, int run) {
+  std::vector<std::string> out = overrides;
+  const bool jitter = s.jitter != "none" && s.jitter_cv > 0;
+  if (jitter)
+    out.push_back(
+        fmt::format("seed={}", s.seed + kLiveJitterSeedOffset + static_cast<uint64_t>(run)));
+  return out;
+}
+
 int RunValidate(const ValidateOptions& o) {
   if (o.repeat < 1) throw ConfigError(fmt::format("error: --repeat must be >= 1, got {}", o.repeat));
   std::string base_file;
@@ -303,8 +313,9 @@ int RunValidate(const ValidateOptions& o) {
                                    : fmt::format("{}/config-{}", o.work_dir, i);
       int rc = 0;
       // What the live run was: its input and --set, recorded beside it, checked by --reuse-live.
+      const std::vector<std::string> live_overrides = LiveOverrides(c.overrides, s, run);
       std::string recorded = "input: " + fs::absolute(o.input).lexically_normal().string() + "\n";
-      for (const std::string& ov : c.overrides) recorded += "set: " + ov + "\n";
+      for (const std::string& ov : live_overrides) recorded += "set: " + ov + "\n";
       std::string reuse_why;
       RunHost host;
       HostRecord record;
@@ -333,7 +344,7 @@ int RunValidate(const ValidateOptions& o) {
           fs::create_directories(dir, ec);
           rt::LaunchOptions lo;
           lo.scenario_file = base_file;
-          lo.overrides = c.overrides;
+          lo.overrides = live_overrides;
           lo.log_dir = dir;
           lo.emulate = o.emulate;
           lo.netns_script = o.netns_script;

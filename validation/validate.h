@@ -19,10 +19,25 @@
 // say so per run, the summary reports the faithful runs apart and lists the others with why.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "config/scenario.h"
+
 namespace poseidon::validation {
+
+// A live run's replayed compute draws the scenario's jitter as the simulator does (cost/jitter.h),
+// each run with a seed of its own, none of the simulator's: run r (from 1) of a configuration whose
+// scenario has jitter runs with seed = the scenario's + kLiveJitterSeedOffset + r, where the
+// simulator's --sim-seeds N take the scenario's seed and the N - 1 after it.
+inline constexpr uint64_t kLiveJitterSeedOffset = 100;
+
+// The --set a live run of a configuration gets: the configuration's own, and with jitter its run's
+// seed (recorded with the run, so --reuse-live refuses a run made with another seed, or made
+// before the replay drew jitter at all).
+std::vector<std::string> LiveOverrides(const std::vector<std::string>& overrides,
+                                       const config::ScenarioSpec& s, int run);
 
 struct ValidateOptions {
   std::string input;                   // scenario or sweep YAML

@@ -16,11 +16,13 @@
 
 #include "config/job_config.h"
 #include "config/scenario.h"
+#include "cost/compute_model.h"
+#include "cost/jitter.h"
 #include "kernels/net.h"
 #include "real_runtime/compute_streams.h"
+#include "real_runtime/live_job.h"
 #include "real_runtime/machine_replica.h"
 #include "real_runtime/worker_compute.h"
-#include "cost/compute_model.h"
 #include "tests/real_runtime/live_helpers.h"
 
 namespace poseidon::rt {
@@ -354,6 +356,60 @@ TEST_F(LiveDevicesTest, BadDeviceCountsAndWhatIsNotSupportedAreRefused) {
                         "does not run live"),
             std::string::npos)
       << ft.out;
+}
+
+// The live replay sleeps the scenario's jitter as the simulator charges it: each forward,
+// backward and SFB rebuild task its modelled time times the worker's next factor (cost/jitter.h),
+// and the job gives the workers, and only them, their own stream of factors.
+TEST(ReplayedCompute, SleepsTheScenariosJitterAsTheSimulatorDrawsIt) {
+  const config::ScenarioSpec s =
+      config::LoadScenarioFile(kRoot + "/scenarios/live/fmnist_mlp.yaml",
+                               {"jitter={distribution: lognormal, cv: 0.1}", "seed=5",
+                                "cluster.workers=2", "cluster.servers=1"});
+  const core::Model model = config::BuildScenarioModel(s);
+  const cost::ComputeModel cm = cost::BuildComputeModel(s, model);
+  ReplayedCompute replay(cm, model, s.batch_per_worker);
+  replay.set_jitter(cost::ComputeJitter(cost::ComputeJitter::Kind::kLognormal, 0.1, 5, 1));
+  cost::ComputeJitter ref(cost::ComputeJitter::Kind::kLognormal, 0.1, 5, 1);
+  // A clock far past every modelled end: Run returns at once, and each task on the stream starts
+  // when the one before it ended (within the hand-off's 1 ms).
+  const auto late = [] { return core::TimeNs{1} << 60; };
+  core::TimeNs end = 0;
+  int differ = 0;
+  for (const core::Layer& l : model.layers()) {
+    for (const core::TaskKind kind : {core::TaskKind::kForward, core::TaskKind::kBackward}) {
+      core::ComputeTask t;
+      t.kind = kind;
+      t.layer = l.id;
+      const core::TimeNs start = replay.Run(t, end, late);
+      EXPECT_EQ(start, end) << l.name;
+      const int64_t want = ref.Apply(replay.TaskNs(t));
+      differ += want != replay.TaskNs(t);
+      end = start + want;
+    }
+  }
+  // The stream's end is where the last task's jittered time put it.
+  core::ComputeTask next;
+  next.kind = core::TaskKind::kForward;
+  next.layer = 0;
+  EXPECT_EQ(replay.Run(next, end, late), end);
+  EXPECT_GT(differ, 4) << "cv 0.1 changes the tasks' times";
+
+  // BuildLiveJob: a worker's replay draws, the coordinator's and a shard's do not.
+  for (int rank = 0; rank < 4; ++rank) {
+    NodeOptions o;
+    o.scenario = s;
+    o.rank = rank;
+    o.compute = "replay";
+    const LiveJob job = BuildLiveJob(o);
+    ASSERT_TRUE(job.replayed.has_value());
+    EXPECT_EQ(job.replayed->jittered(), rank == 1 || rank == 2) << "rank " << rank;
+  }
+  NodeOptions plain;
+  plain.scenario = config::LoadScenarioFile(kRoot + "/scenarios/live/fmnist_mlp.yaml");
+  plain.rank = 1;
+  plain.compute = "replay";
+  EXPECT_FALSE(BuildLiveJob(plain).replayed->jittered()) << "no jitter in the scenario";
 }
 
 }  // namespace
