@@ -263,6 +263,11 @@ std::vector<std::string> LiveOverrides(const std::vector<std::string>& overrides
 
 int RunValidate(const ValidateOptions& o) {
   if (o.repeat < 1) throw ConfigError(fmt::format("error: --repeat must be >= 1, got {}", o.repeat));
+  if (o.run_missing && !o.reuse_live) {
+    throw ConfigError(
+        "error: --run-missing runs what --reuse-live finds no live run for: add "
+        "--reuse-live (without it every run is live anyway)");
+  }
   std::string base_file;
   std::vector<std::string> axes;
   std::vector<Config> configs = Configurations(o, &base_file, &axes);
@@ -320,25 +325,40 @@ int RunValidate(const ValidateOptions& o) {
       RunHost host;
       HostRecord record;
       bool recorded_host = false;
+      bool run_live = pred.ok && !o.reuse_live;
       if (!pred.ok) {
         rc = 2;  // the simulator could not run it: a live run would not be compared with anything
       } else if (o.reuse_live) {
         const std::string file = dir + "/live-run.txt";
         if (!fs::exists(file)) {
           rc = 2;
-          reuse_why = fmt::format("{}: no live run recorded here; run validate without --reuse-live "
-                                  "first (same input, --set, --repeat and --work-dir)", file);
+          reuse_why = fmt::format(
+              "{}: no live run recorded here; run validate without --reuse-live "
+              "first (same input, --set, --repeat and --work-dir), or add "
+              "--run-missing",
+              file);
         } else if (ReadText(file) != recorded) {
           rc = 2;
-          reuse_why = fmt::format("{}: the live run recorded here was of another configuration "
-                                  "(input or --set differ); rerun it without --reuse-live", file);
+          reuse_why = fmt::format(
+              "{}: the live run recorded here was of another configuration "
+              "(input or --set differ); rerun it without --reuse-live, or add "
+              "--run-missing",
+              file);
         } else if (ParseHostRecordText(ReadText(dir + "/host.txt"), &record)) {
           const Verdict v = Judge(record);
           host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
           host.why = v.why;
           recorded_host = true;
         }
-      } else {
+        if (rc == 2 && o.run_missing) {
+          fmt::print(stderr, "validate: {}: {}\n", c.name, reuse_why);
+          fmt::print(stderr, "validate: running it live (--run-missing)\n");
+          rc = 0;
+          reuse_why.clear();
+          run_live = true;
+        }
+      }
+      if (run_live) {
         try {
           // Measured: live, compute replayed, the host sampled meanwhile.
           fs::create_directories(dir, ec);
@@ -395,7 +415,7 @@ int RunValidate(const ValidateOptions& o) {
       LiveTraces live;
       if (rc == 0) {
         try {
-          live = ReadLive(dir, s, !o.reuse_live);
+          live = ReadLive(dir, s, run_live);
           meas = IterationPaceFromTraces(live.workers, s.workers, s.warmup_iterations, s.iterations,
                                          s.consistency == "bsp");
           testbed.AddRun(i, live.workers, s.warmup_iterations);

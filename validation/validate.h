@@ -56,6 +56,11 @@ struct ValidateOptions {
   // work_dir (same input, --set and --repeat; checked against what each run recorded). For
   // trying a simulator setting (--sim-set) against the same measurements, without their noise.
   bool reuse_live = false;
+  // With reuse_live: a run with no recorded live run, or one recorded for another configuration
+  // (another input or --set; a jittered configuration's run made before the live replay drew
+  // jitter), is run live instead of failing. Resumes an interrupted validate, or renews the stale
+  // runs of a set while keeping the others.
+  bool run_missing = false;
   std::string netns_script;            // scripts/netns-run
   // Every live run is sampled (validation/host_load.h) and judged a faithful emulation or not.
   // Before each live run, wait until the host is quiet, for at most this many seconds (0: do not

@@ -64,6 +64,10 @@ std::shared_ptr<ValidateCommand> AddValidateCommand(CLI::App& app, const std::st
               "run nothing live: compare with the live runs an earlier validate left in --work-dir "
               "(same input, --set and --repeat), e.g. to try a --sim-set against the same "
               "measurements");
+  v->add_flag("--run-missing", o.run_missing,
+              "with --reuse-live: run live what has no recorded run, or one recorded for another "
+              "configuration, instead of failing it (resume an interrupted validate, renew stale "
+              "runs)");
   v->add_option("--wait-quiet", o.wait_quiet_s,
                 "before each live run, wait up to SECONDS for a quiet host (other processes' CPU "
                 "and steal within the faithfulness bound, docs/validation.md)")

@@ -753,6 +753,29 @@ TEST_F(LiveTest, ValidateRepeatsEveryConfigurationAndSummarisesTheMedians) {
     EXPECT_EQ(refused.rc, 1) << refused.out;
     EXPECT_NE(refused.out.find(why), std::string::npos) << refused.out;
   }
+  // --run-missing: what --reuse-live finds no run for, or a run of another configuration, is
+  // run live, the rest reused. A jittered configuration's live runs each get a seed of their own,
+  // recorded with the run.
+  const std::string jitter = "--set 'jitter={distribution: lognormal, cv: 0.1}' ";
+  const std::string j = " --work-dir " + dir + "/j";
+  Result filled = Shell(base + jitter + "--reuse-live --run-missing" + j);
+  ASSERT_EQ(filled.rc, 0) << filled.out;
+  EXPECT_NE(filled.out.find("no live run recorded here"), std::string::npos) << filled.out;
+  EXPECT_NE(filled.out.find("running it live (--run-missing)"), std::string::npos) << filled.out;
+  EXPECT_NE(filled.out.find("job done"), std::string::npos) << filled.out;
+  EXPECT_NE(ReadFile(dir + "/j/config-0/run-1/live-run.txt").find("set: seed=102\n"),
+            std::string::npos);
+  EXPECT_NE(ReadFile(dir + "/j/config-0/run-2/live-run.txt").find("set: seed=103\n"),
+            std::string::npos);
+  Result reused = Shell(base + jitter + "--reuse-live --run-missing" + j);
+  ASSERT_EQ(reused.rc, 0) << reused.out;
+  EXPECT_EQ(reused.out.find("job done"), std::string::npos) << reused.out;
+  Result renewed = Shell(base + "--reuse-live --run-missing" + j);  // no jitter: other runs
+  ASSERT_EQ(renewed.rc, 0) << renewed.out;
+  EXPECT_NE(renewed.out.find("was of another configuration"), std::string::npos) << renewed.out;
+  EXPECT_NE(renewed.out.find("job done"), std::string::npos) << renewed.out;
+  EXPECT_EQ(ReadFile(dir + "/j/config-0/run-1/live-run.txt").find("seed="), std::string::npos);
+  EXPECT_EQ(Shell(base + "--run-missing" + j).rc, 2) << "--run-missing needs --reuse-live";
   // The testbed keys: the summary says which were charged and where they came from, and what the
   // live runs showed of the wake-up; a testbed keys file replaces the files' CPU keys on the
   // simulator's side (a message 100x dearer: a slower prediction of the same runs).
