@@ -21,8 +21,9 @@ class ComputeJitter {
 
   ComputeJitter(Kind kind, double cv, uint64_t seed, int worker);
 
-  // Whether Apply changes anything (a kind other than none and cv > 0).
-  bool active() const { return kind_ != Kind::kNone && cv_ > 0; }
+  // Whether a jitter of this kind and cv changes anything (a kind other than none and cv > 0).
+  static bool Varies(Kind kind, double cv) { return kind != Kind::kNone && cv > 0; }
+  bool active() const { return Varies(kind_, cv_); }
 
   // base_ns times the next factor of this worker's stream: mean 1, coefficient of variation cv;
   // lognormal, or uniform on [1 - sqrt(3) cv, 1 + sqrt(3) cv] clipped at 0. 0 stays 0 and draws

@@ -79,10 +79,12 @@ LiveJob BuildLiveJob(const NodeOptions& o) {
     }
     job.replayed.emplace(std::move(cm), job.model, s.batch_per_worker * protocol_devices,
                          protocol_devices, std::move(intra));
-    // And the scenario's per-task jitter, drawn as the simulator draws it for this worker.
-    const cost::ComputeJitter jitter(cost::ComputeJitter::KindOf(s.jitter), s.jitter_cv, s.seed,
-                                     layout.WorkerIndex(o.rank));
-    if (layout.IsWorker(o.rank) && jitter.active()) job.replayed->set_jitter(jitter);
+    // And a worker's share of the scenario's per-task jitter, drawn as the simulator draws it.
+    const auto kind = cost::ComputeJitter::KindOf(s.jitter);
+    if (layout.IsWorker(o.rank) && cost::ComputeJitter::Varies(kind, s.jitter_cv)) {
+      job.replayed->set_jitter(
+          cost::ComputeJitter(kind, s.jitter_cv, s.seed, layout.WorkerIndex(o.rank)));
+    }
   }
   job.protocol = cost::BuildTimedProtocol(s, job.model, device_copies, planned);
   job.protocol.real_payloads = true;  // real floats, or replayed zeros of the real sizes

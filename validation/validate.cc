@@ -15,6 +15,7 @@
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
 #include "core/trace.h"
+#include "cost/jitter.h"
 #include "real_runtime/launch.h"
 #include "sim/simulation.h"
 #include "sim/text_escape.h"
@@ -254,10 +255,10 @@ class TestbedKeysTally {
 std::vector<std::string> LiveOverrides(const std::vector<std::string>& overrides,
                                        const config::ScenarioSpec& s, int run) {
   std::vector<std::string> out = overrides;
-  const bool jitter = s.jitter != "none" && s.jitter_cv > 0;
-  if (jitter)
+  if (cost::ComputeJitter::Varies(cost::ComputeJitter::KindOf(s.jitter), s.jitter_cv)) {
     out.push_back(
         fmt::format("seed={}", s.seed + kLiveJitterSeedOffset + static_cast<uint64_t>(run)));
+  }
   return out;
 }
 
