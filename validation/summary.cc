@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -36,7 +37,8 @@ Tally::Tally(std::vector<std::string> names, int repeat)
       measured_(names_.size()),
       run_abs_(static_cast<size_t>(repeat)),
       faithful_errors_(names_.size()),
-      not_faithful_(names_.size()) {}
+      not_faithful_(names_.size()),
+      job_cpu_(names_.size()) {}
 
 void Tally::Add(size_t config, int run, double error_pct, double measured_ms, double net_error_pct,
                 const RunHost& host) {
@@ -55,6 +57,7 @@ void Tally::Add(size_t config, int run, double error_pct, double measured_ms, do
       break;
   }
   measured_[config].push_back(measured_ms);
+  if (std::isfinite(host.job_cpu_pct)) job_cpu_[config].push_back(host.job_cpu_pct);
   run_abs_[static_cast<size_t>(run - 1)].push_back(std::fabs(error_pct));
   if (std::isfinite(net_error_pct)) net_errors_[config].push_back(net_error_pct);
 }
@@ -145,7 +148,42 @@ std::string Tally::Text(int failures) const {
                                : std::string());
   }
   summary += FaithfulText();
+  // Where the emulation itself loads the host: the errors by the job's own CPU.
+  std::vector<double> job_cpu, abs_errors;
+  for (size_t i = 0; i < errors_.size(); ++i) {
+    if (errors_[i].empty()) continue;
+    job_cpu.push_back(Median(job_cpu_[i]));
+    abs_errors.push_back(std::fabs(Median(errors_[i])));
+  }
+  const std::string bands = JobCpuBreakdown(job_cpu, abs_errors);
+  if (!bands.empty()) summary += "validate: " + bands + "\n";
   return summary;
+}
+
+std::string JobCpuBreakdown(const std::vector<double>& job_cpu_pct,
+                            const std::vector<double>& abs_errors) {
+  constexpr size_t kBands = std::size(kJobCpuBandsPct) + 1;
+  std::vector<double> in[kBands];
+  for (size_t i = 0; i < job_cpu_pct.size() && i < abs_errors.size(); ++i) {
+    if (!std::isfinite(job_cpu_pct[i])) continue;
+    size_t b = 0;
+    while (b + 1 < kBands && job_cpu_pct[i] >= kJobCpuBandsPct[b]) ++b;
+    in[b].push_back(abs_errors[i]);
+  }
+  std::string out;
+  for (size_t b = 0; b < kBands; ++b) {
+    if (in[b].empty()) continue;
+    const std::string band =
+        b == 0            ? fmt::format("below {:g}%", kJobCpuBandsPct[0])
+        : b + 1 == kBands ? fmt::format("{:g}% and over", kJobCpuBandsPct[b - 1])
+                          : fmt::format("{:g}-{:g}%", kJobCpuBandsPct[b - 1], kJobCpuBandsPct[b]);
+    out += fmt::format("{}{}: {} configurations, {}", out.empty() ? "" : "; ", band, in[b].size(),
+                       ErrorSummary(in[b]));
+  }
+  if (out.empty()) return out;
+  return "by the job's own CPU (per configuration the median of its runs, % of the host's cores x "
+         "wall time): " +
+         out;
 }
 
 std::string Tally::FaithfulText() const {

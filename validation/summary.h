@@ -13,6 +13,7 @@
 // named: none is dropped silently.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -41,7 +42,22 @@ struct RunHost {
   State state = State::kNotRecorded;
   std::string why;  // kNotFaithful: the rule's reason
   int attempts = 1;  // live runs it took (--rerun-disturbed)
+  // The job's own CPU over the run, % of the host's cores x wall time (HostRecord::job_pct); NaN
+  // when the host was not sampled.
+  double job_cpu_pct = NAN;
 };
+
+// The bands of the job's own CPU the summary breaks the errors down by (percent of the host's
+// cores x wall time): an emulation whose own processes keep the host's cores busy makes its
+// emulated hosts wait for a core more than the simulator's host model charges (docs/validation.md,
+// "The job's own CPU").
+inline constexpr double kJobCpuBandsPct[] = {50, 60, 70};
+
+// "by the job's own CPU ...: below 50%: ...; 50-60%: ...": per band the configurations whose
+// median job CPU lies in it and their errors' summary; empty when no configuration has one.
+// job_cpu_pct[i] and abs_errors[i] belong to configuration i (NaN job CPU: left out).
+std::string JobCpuBreakdown(const std::vector<double>& job_cpu_pct,
+                            const std::vector<double>& abs_errors);
 
 class Tally {
  public:
@@ -72,6 +88,7 @@ class Tally {
   std::vector<std::vector<double>> run_abs_;     // per run, |error| of every configuration
   std::vector<std::vector<double>> faithful_errors_;  // per configuration, its faithful runs
   std::vector<int> not_faithful_;                     // per configuration, runs not faithful
+  std::vector<std::vector<double>> job_cpu_;          // per configuration, its runs' job CPU %
   struct Disturbed {
     size_t config;
     int run;

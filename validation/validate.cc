@@ -349,6 +349,7 @@ int RunValidate(const ValidateOptions& o) {
           const Verdict v = Judge(record);
           host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
           host.why = v.why;
+          host.job_cpu_pct = record.job_pct;
           recorded_host = true;
         }
         if (rc == 2 && o.run_missing) {
@@ -398,6 +399,7 @@ int RunValidate(const ValidateOptions& o) {
             const Verdict v = Judge(record);
             host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
             host.why = v.why;
+            host.job_cpu_pct = record.job_pct;
             host.attempts = attempt;
             if (rc != 0 || v.faithful || attempt > o.rerun_disturbed) break;
             fmt::print(stderr, "validate: not a faithful run ({}); running it again ({} of {})\n",

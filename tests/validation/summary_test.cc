@@ -94,5 +94,40 @@ TEST(ValidateSummary, FaithfulRunsApartAndTheOthersListedWithWhy) {
       << none.JsonTail(0);
 }
 
+// The errors by the job's own CPU: each configuration in the band of its runs' median job CPU,
+// bands' bounds included in the band above them; runs without a host record left out.
+TEST(ValidateSummary, ErrorsByTheJobsOwnCpu) {
+  EXPECT_EQ(JobCpuBreakdown({}, {}), "");
+  EXPECT_EQ(JobCpuBreakdown({NAN}, {3.0}), "");
+  EXPECT_EQ(
+      JobCpuBreakdown({30, 49.9, 50, 65, 70, 90, NAN}, {1, 3, 2, 9, 12, 20, 50}),
+      "by the job's own CPU (per configuration the median of its runs, % of the host's cores x "
+      "wall time): below 50%: 2 configurations, median |error| 2.00%, max |error| 3.00%, 0 "
+      "outside 8%; 50-60%: 1 configurations, median |error| 2.00%, max |error| 2.00%, 0 outside "
+      "8%; 60-70%: 1 configurations, median |error| 9.00%, max |error| 9.00%, 1 outside 8%; 70% "
+      "and over: 2 configurations, median |error| 16.00%, max |error| 20.00%, 2 outside 8%");
+  // In the summary: per configuration the median of its runs' job CPU and of their errors.
+  RunHost light{RunHost::State::kFaithful, "", 1, 40};
+  RunHost heavy{RunHost::State::kFaithful, "", 1, 75};
+  Tally t({"a", "b"}, 2);
+  t.Add(0, 1, 1.0, 100, NAN, light);
+  t.Add(0, 2, -3.0, 100, NAN, light);
+  t.Add(1, 1, -10.0, 100, NAN, heavy);
+  light.job_cpu_pct = 90;  // b's median job CPU: 82.5%
+  t.Add(1, 2, -14.0, 100, NAN, light);
+  const std::string text = t.Text(0);
+  EXPECT_NE(
+      text.find("validate: by the job's own CPU (per configuration the median of its runs, % of "
+                "the host's cores x wall time): below 50%: 1 configurations, median |error| "
+                "1.00%, max |error| 1.00%, 0 outside 8%; 70% and over: 1 configurations, median "
+                "|error| 12.00%, max |error| 12.00%, 1 outside 8%\n"),
+      std::string::npos)
+      << text;
+  // Without host records, no such line.
+  Tally old({"a"}, 1);
+  old.Add(0, 1, 5.0, 100, NAN);
+  EXPECT_EQ(old.Text(0).find("job's own CPU"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace poseidon::validation
