@@ -28,6 +28,7 @@
 #include "real_runtime/loopback_push.h"
 #include "real_runtime/tls_files.h"
 #include "real_runtime/transport.h"
+#include "real_runtime/wakeup_cpu.h"
 
 namespace poseidon::rt {
 namespace {
@@ -136,6 +137,22 @@ BENCHMARK(BM_TransportMessageCpu)
     ->Iterations(3)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+// The CPU one wake-up costs (real_runtime/wakeup_cpu.h): rounds of a replayed compute task's
+// hand-over, timer sleep and post back, three wake-ups each. The simulator's host_wakeup_cpu_us
+// (scenarios/networks/emulated_*.yaml) is this figure's median.
+void BM_WakeupCpu(benchmark::State& state) {
+  MeasureWakeupCpu(1000);  // warm: threads, allocator
+  double cpu = 0;
+  int64_t wakeups = 0;
+  for (auto _ : state) {
+    const WakeupCpu w = MeasureWakeupCpu(4000);
+    cpu += w.cpu_s;
+    wakeups += 3 * w.rounds;
+  }
+  state.counters["cpu_us_per_wakeup"] = 1e6 * cpu / static_cast<double>(wakeups);
+}
+BENCHMARK(BM_WakeupCpu)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // One connection's setup: TCP connect + (TLS handshake +) HELLO/AUTH both ways, until both sides
 // report the peer up. Arg 0 = plain TCP + HMAC, 1 = TLS + HMAC.

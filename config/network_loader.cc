@@ -103,6 +103,8 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
   n->host_ns_per_byte = r.NonNegativeNumber("host_ns_per_byte", n->host_ns_per_byte);
   n->host_wakeup_ns = r.NonNegativeNumber("host_wakeup_us", n->host_wakeup_ns / 1e3) * 1e3;
   n->host_handoff_ns = r.NonNegativeNumber("host_handoff_us", n->host_handoff_ns / 1e3) * 1e3;
+  n->host_wakeup_cpu_ns =
+      r.NonNegativeNumber("host_wakeup_cpu_us", n->host_wakeup_cpu_ns / 1e3) * 1e3;
   n->host_kernel_ns_per_byte =
       r.NonNegativeNumber("host_kernel_ns_per_byte", n->host_kernel_ns_per_byte);
   if (n->host_cores == 0 &&
@@ -114,6 +116,11 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
                                           : "host_kernel_ns_per_byte",
               "a host CPU cost needs 'host_cores' (the cores every process shares); add it or "
               "remove the cost");
+  }
+  if (n->host_wakeup_cpu_ns > 0 && n->host_wakeup_ns <= 0) {
+    r.FailKey("host_wakeup_cpu_us",
+              "'host_wakeup_cpu_us' is the CPU of the wake-ups 'host_wakeup_us' charges, and there "
+              "are none: add 'host_wakeup_us' (and 'host_cores') or remove it");
   }
   n->process_ns_per_byte = r.NonNegativeNumber("process_ns_per_byte", n->process_ns_per_byte);
   if (n->process_ns_per_byte > 0 && n->host_cores > 0) {
@@ -212,6 +219,9 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
     }
     if (n.host_handoff_ns > 0) {
       out << "host_handoff_us: " << YamlScalarNumber(n.host_handoff_ns / 1e3) << "\n";
+    }
+    if (n.host_wakeup_cpu_ns > 0) {
+      out << "host_wakeup_cpu_us: " << YamlScalarNumber(n.host_wakeup_cpu_ns / 1e3) << "\n";
     }
     if (n.host_kernel_ns_per_byte > 0) {
       out << "host_kernel_ns_per_byte: " << YamlScalarNumber(n.host_kernel_ns_per_byte) << "\n";

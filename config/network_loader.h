@@ -37,6 +37,8 @@
 //   host_wakeup_us: 100               # optional (default 0), with host_cores: a sleeping
 //   host_handoff_us: 10               #   protocol thread's wake-up; hand-off between awake
 //                                     #   threads (>= 0; config/specs.h NetworkSpec)
+//   host_wakeup_cpu_us: 13.1          # optional (default 0), with host_wakeup_us: the CPU each
+//                                     #   wake-up costs on a shared core (>= 0)
 //   host_kernel_ns_per_byte: 1.0      # optional (default 0), with host_cores: kernel CPU per
 //                                     #   wire byte between machines, on a shared core (>= 0)
 //   process_ns_per_byte: 1.111        # optional (default 0), not with host_cores: a framework

@@ -197,6 +197,13 @@ struct NetworkSpec {
   // 0 = none.
   double host_wakeup_ns = 0;
   double host_handoff_ns = 0;
+  // With host_wakeup_us (YAML: host_wakeup_cpu_us): the CPU a wake-up itself costs on one of the
+  // shared cores (the scheduler's switch, the futex or timer that woke the thread), for every
+  // wake-up the host model charges: a sleeping protocol thread taking a message, and a replayed
+  // compute task's end (its stream thread's timer, when it slept to the end, and the protocol
+  // thread, when it sleeps). It keeps a core busy; a woken protocol thread also spends it before
+  // the message it woke for. 0 = none.
+  double host_wakeup_cpu_ns = 0;
   // With host_cores (YAML: host_kernel_ns_per_byte): the CPU the kernel spends per wire byte of a
   // message between machines outside the processes (softirq work of the emulated path: veth,
   // bridge, tbf), on one of the shared cores but not on the receiving process. 0 = none.

@@ -281,10 +281,11 @@ void SimJob::ProcessArrival(uint32_t slot) {
   }
   auto core = std::min_element(core_free_.begin(), core_free_.end());
   TimeNs& process = process_free_[static_cast<size_t>(to)];
+  const bool asleep = process <= now_;
   const TimeNs start = std::max(ProtocolThreadStart(to), *core);
   const TimeNs cost = static_cast<TimeNs>(std::llround(
-      n.host_message_ns +
-      n.host_ns_per_byte * static_cast<double>(slots_[slot].msg.payload_bytes)));
+      n.host_message_ns + n.host_ns_per_byte * static_cast<double>(slots_[slot].msg.payload_bytes) +
+      (asleep && n.host_wakeup_ns > 0 ? n.host_wakeup_cpu_ns : 0)));
   *core = process = start + cost;
   queue_.Push(start + cost, kDeliver, static_cast<uint32_t>(to), slot);
 }
@@ -441,6 +442,7 @@ void SimJob::StartNextTask(ActorId actor, int slot) {
   }
   s.busy = true;
   s.started = now_;
+  s.woke = false;
   const ComputeTask& task = s.queue.front();
   if (task.kind == TaskKind::kLocalReduce || task.kind == TaskKind::kLocalBroadcast) {
     // Shares the machine's links and host memory: it ends when the intra-machine model says.
@@ -466,8 +468,9 @@ void SimJob::StartNextTask(ActorId actor, int slot) {
     // already is handed back at once, in a hand-off between threads that are awake.
     s.started = cost::ReplayedTaskStart(ready, s.last_end);
     s.last_end = s.started + dur;
-    end = s.last_end > ready ? s.last_end + std::llround(n.host_wakeup_ns)
-                             : ready + std::llround(n.host_handoff_ns);
+    s.woke = s.last_end > ready;
+    end = s.woke ? s.last_end + std::llround(n.host_wakeup_ns)
+                 : ready + std::llround(n.host_handoff_ns);
   }
   queue_.Push(end, kTaskDone, static_cast<uint32_t>(actor), static_cast<uint64_t>(slot));
 }
@@ -633,6 +636,7 @@ std::vector<TimeNs> SimJob::ReplayMessages(const std::vector<ReplayMessage>& mes
 void SimJob::TaskDone(ActorId actor, int slot) {
   StreamState& s = StreamAt(actor, slot);
   const ComputeTask task = s.queue.front();
+  const bool woke = s.woke;
   s.queue.pop_front();
   // The figures of a worker are its device 0's (every device of a machine runs alike).
   if (slot == static_cast<int>(core::Stream::kCompute) && config_.layout.IsWorker(actor)) {
@@ -662,6 +666,13 @@ void SimJob::TaskDone(ActorId actor, int slot) {
     EnsureHostCpuState();
     const bool local =
         task.kind == TaskKind::kLocalReduce || task.kind == TaskKind::kLocalBroadcast;
+    const int wakes = (woke ? 1 : 0) + (process_free_[static_cast<size_t>(actor)] <= now_ ? 1 : 0);
+    if (config_.network.host_wakeup_cpu_ns > 0 && wakes > 0) {
+      // The wake-ups that brought the end here keep a shared core busy: the stream thread's, when
+      // it slept to the task's end, and the protocol thread's, when it sleeps.
+      auto core = std::min_element(core_free_.begin(), core_free_.end());
+      *core = std::max(now_, *core) + std::llround(wakes * config_.network.host_wakeup_cpu_ns);
+    }
     const TimeNs free = local ? ProtocolThreadStart(actor) : process_free_[static_cast<size_t>(actor)];
     if (free > now_) {
       // Keyed by a sequence number: ends reach the protocol thread in the order of their times,

@@ -151,6 +151,7 @@ class SimJob {
     bool busy = false;
     TimeNs started = 0;
     TimeNs last_end = 0;  // the previous task's end (NetworkSpec::host_wakeup_ns)
+    bool woke = false;    // the running task's thread sleeps to its end and wakes there
   };
   struct Slot {
     core::Message msg;

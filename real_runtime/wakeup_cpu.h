@@ -1,0 +1,32 @@
+// real_runtime/wakeup_cpu.h: the CPU a wake-up costs on this host, paid as a live run that
+// replays compute pays it (`poseidon validate --testbed-keys measure`, validation/testbed_keys.h;
+// the simulator's host_wakeup_cpu_us, config/specs.h).
+//
+//   const WakeupCpu w = MeasureWakeupCpu(4000);  // w.us_per_wakeup
+//
+// One round is what a replayed compute task costs the host between two tasks: a protocol thread
+// (an io_context on its own thread, as a node's) hands a task to a compute stream (an Executor:
+// a condition variable's wake-up); the stream sleeps until the task's modelled end (a timer's
+// wake-up) and posts its end back to the protocol thread (asio's wake-up of the io_context). So
+// a round is three wake-ups, and the process's CPU (user + system) over the rounds, divided by
+// three per round, is the CPU of one wake-up with what it takes to hand the work over.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace poseidon::rt {
+
+struct WakeupCpu {
+  double us_per_wakeup = 0;  // process CPU per wake-up, microseconds
+  int64_t rounds = 0;
+  double cpu_s = 0;   // process CPU over the rounds
+  double wall_s = 0;  // their wall time
+};
+
+// `rounds` rounds, the stream sleeping `sleep` in each (long enough that every thread is asleep
+// when it is woken). Blocks for about rounds x (sleep + the wake-ups).
+WakeupCpu MeasureWakeupCpu(int64_t rounds,
+                           std::chrono::microseconds sleep = std::chrono::microseconds(100));
+
+}  // namespace poseidon::rt
