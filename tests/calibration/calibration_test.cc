@@ -195,6 +195,7 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   f.network.host_ns_per_byte = 1.037;
   f.network.host_wakeup_ns = 95000;
   f.network.host_handoff_ns = 9500;
+  f.network.host_wakeup_cpu_ns = 13100;
   f.network.host_kernel_ns_per_byte = 0.75;
   f.provenance = {{"date", "2026-11-29T10:00:00Z"}, {"command", "poseidon calibrate-net x"}};
   f.measurements = {{"rtt_us", "median 63"}};
@@ -217,6 +218,7 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_DOUBLE_EQ(back.network.host_ns_per_byte, 1.037);
   EXPECT_DOUBLE_EQ(back.network.host_wakeup_ns, 95000);
   EXPECT_DOUBLE_EQ(back.network.host_handoff_ns, 9500);
+  EXPECT_DOUBLE_EQ(back.network.host_wakeup_cpu_ns, 13100);
   EXPECT_DOUBLE_EQ(back.network.host_kernel_ns_per_byte, 0.75);
   EXPECT_EQ(back.provenance, f.provenance);
   EXPECT_EQ(back.measurements, f.measurements);
@@ -439,40 +441,42 @@ TEST(NetworkFile, BadInputIsLocated) {
   } cases[] = {
       {"efficiency: 1.5\nprovenance: {a: b}\n", "bad.yaml", "bad.yaml:4:", "efficiency"},
       {"efficiency: 1\n", "noprov.yaml", "noprov.yaml", "provenance"},
-      {"efficiency: 1\nburst_bytes: -1\nprovenance: {a: b}\n", "neg.yaml", "neg.yaml:5:",
-       "burst_bytes"},
-      {"efficiency: 1\nfairness_alpha: 51\nprovenance: {a: b}\n", "alpha.yaml", "alpha.yaml:5:",
-       "at most 50"},
-      {"efficiency: 1\nack_path_weight: 4.5\nprovenance: {a: b}\n", "ack.yaml", "ack.yaml:5:",
-       "at most 4"},
-      {"efficiency: 1\nack_path_weight: -0.1\nprovenance: {a: b}\n", "ackneg.yaml", "ackneg.yaml:5:",
-       "ack_path_weight"},
-      {"efficiency: 1\nconnections: per_rack\nprovenance: {a: b}\n", "conn.yaml", "conn.yaml:5:",
-       "process_pair"},
-      {"efficiency: 1\nqueue_limit_bytes: -5\nprovenance: {a: b}\n", "qlim.yaml", "qlim.yaml:5:",
-       "queue_limit_bytes"},
-      {"model: fifo\nefficiency: 1\nprovenance: {a: b}\n", "model.yaml", "model.yaml:4:",
-       "queue"},
-      {"efficiency: 1\nhost_message_us: 7\nprovenance: {a: b}\n", "host.yaml", "host.yaml:5:",
-       "needs 'host_cores'"},
+      {"efficiency: 1\nburst_bytes: -1\nprovenance: {a: b}\n", "neg.yaml",
+       "neg.yaml:5:", "burst_bytes"},
+      {"efficiency: 1\nfairness_alpha: 51\nprovenance: {a: b}\n", "alpha.yaml",
+       "alpha.yaml:5:", "at most 50"},
+      {"efficiency: 1\nack_path_weight: 4.5\nprovenance: {a: b}\n", "ack.yaml",
+       "ack.yaml:5:", "at most 4"},
+      {"efficiency: 1\nack_path_weight: -0.1\nprovenance: {a: b}\n", "ackneg.yaml",
+       "ackneg.yaml:5:", "ack_path_weight"},
+      {"efficiency: 1\nconnections: per_rack\nprovenance: {a: b}\n", "conn.yaml",
+       "conn.yaml:5:", "process_pair"},
+      {"efficiency: 1\nqueue_limit_bytes: -5\nprovenance: {a: b}\n", "qlim.yaml",
+       "qlim.yaml:5:", "queue_limit_bytes"},
+      {"model: fifo\nefficiency: 1\nprovenance: {a: b}\n", "model.yaml", "model.yaml:4:", "queue"},
+      {"efficiency: 1\nhost_message_us: 7\nprovenance: {a: b}\n", "host.yaml",
+       "host.yaml:5:", "needs 'host_cores'"},
       {"efficiency: 1\nhost_cores: 2\nhost_ns_per_byte: -1\nprovenance: {a: b}\n", "hb.yaml",
        "hb.yaml:6:", "host_ns_per_byte"},
-      {"efficiency: 1\nhost_wakeup_us: 90\nprovenance: {a: b}\n", "wake.yaml", "wake.yaml:5:",
-       "needs 'host_cores'"},
+      {"efficiency: 1\nhost_wakeup_us: 90\nprovenance: {a: b}\n", "wake.yaml",
+       "wake.yaml:5:", "needs 'host_cores'"},
       {"efficiency: 1\nhost_kernel_ns_per_byte: 1\nprovenance: {a: b}\n", "kern.yaml",
        "kern.yaml:5:", "needs 'host_cores'"},
+      {"efficiency: 1\nhost_cores: 2\nhost_wakeup_cpu_us: 13\nprovenance: {a: b}\n", "wcpu.yaml",
+       "wcpu.yaml:6:", "add 'host_wakeup_us'"},
       {"model: auto\nefficiency: 1\nauto_flow_message_bytes: -1\nprovenance: {a: b}\n",
        "afneg.yaml", "afneg.yaml:6:", "auto_flow_message_bytes"},
       {"model: flow\nefficiency: 1\nauto_flow_message_bytes: 65536\nprovenance: {a: b}\n",
-       "afflow.yaml", "afflow.yaml:6:", "applies to model auto only (this network's model is flow)"},
-      {"efficiency: 1\nconnection_gbps: -5\nprovenance: {a: b}\n", "capneg.yaml", "capneg.yaml:5:",
-       "connection_gbps"},
+       "afflow.yaml",
+       "afflow.yaml:6:", "applies to model auto only (this network's model is flow)"},
+      {"efficiency: 1\nconnection_gbps: -5\nprovenance: {a: b}\n", "capneg.yaml",
+       "capneg.yaml:5:", "connection_gbps"},
       {"model: queue\nefficiency: 1\nconnection_gbps: 5\nprovenance: {a: b}\n", "capq.yaml",
        "capq.yaml:6:", "flow model only (this network's model is queue)"},
       {"efficiency: 1\nprocess_ns_per_byte: -1\nprovenance: {a: b}\n", "pneg.yaml",
        "pneg.yaml:5:", "process_ns_per_byte"},
-      {"efficiency: 1\nhost_cores: 2\nprocess_ns_per_byte: 1\nprovenance: {a: b}\n",
-       "pboth.yaml", "pboth.yaml:6:", "give one of them"},
+      {"efficiency: 1\nhost_cores: 2\nprocess_ns_per_byte: 1\nprovenance: {a: b}\n", "pboth.yaml",
+       "pboth.yaml:6:", "give one of them"},
   };
   for (const auto& c : cases) {
     const std::string err = NetworkFileError(head + c.body, c.name);
@@ -813,6 +817,7 @@ TEST(NetnsRun, CalibratedLinkPricesTransfersWithTheCalibratedFile) {
   EXPECT_EQ(f.network.host_cores, shipped.host_cores);
   EXPECT_DOUBLE_EQ(f.network.host_ns_per_byte, shipped.host_ns_per_byte);
   EXPECT_DOUBLE_EQ(f.network.host_wakeup_ns, shipped.host_wakeup_ns);
+  EXPECT_DOUBLE_EQ(f.network.host_wakeup_cpu_ns, shipped.host_wakeup_cpu_ns);
   EXPECT_DOUBLE_EQ(f.network.host_kernel_ns_per_byte, shipped.host_kernel_ns_per_byte);
   EXPECT_GT(f.network.host_wakeup_ns, 0);
   ASSERT_TRUE(f.provenance.count("sharing"));

@@ -313,6 +313,31 @@ TEST(SimJob, KernelCpuTakesASharedCoreButNotTheProcess) {
   ExpectDeliveries(deliveries(1, 0), {0, 0});
 }
 
+// NetworkSpec::host_wakeup_cpu_ns: a wake-up also costs CPU on a shared core. Two messages
+// reach two sleeping processes at once (the links take no time, messages no CPU of their own):
+// each is taken a wake-up later, and its wake-up's CPU holds a core before the message is read.
+TEST(SimJob, AWakeUpsCpuTakesASharedCore) {
+  core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
+  const int64_t p = 100;
+  const TimeNs wake = 100'000, cpu = 30'000;
+  auto deliveries = [&](int cores, TimeNs wakeup_cpu_ns) {
+    SimJobConfig cfg = TwoWorkersAndAShard(model);
+    cfg.network.host_cores = cores;
+    cfg.network.host_wakeup_ns = static_cast<double>(wake);
+    cfg.network.host_wakeup_cpu_ns = static_cast<double>(wakeup_cpu_ns);
+    const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1);
+    const core::ActorId s0 = cfg.layout.server(0);
+    SimJob job(std::move(cfg));
+    return job.ReplayMessages({{0, s0, w0, p}, {0, s0, w1, p}});
+  };
+  // One core: the first process's wake-up holds it, then the second's.
+  ExpectDeliveries(deliveries(1, cpu), {wake + cpu, wake + 2 * cpu});
+  // Two cores: side by side.
+  ExpectDeliveries(deliveries(2, cpu), {wake + cpu, wake + cpu});
+  // Free wake-ups: the wake-up's latency only.
+  ExpectDeliveries(deliveries(1, 0), {wake, wake});
+}
+
 // NetworkSpec::send_buffer_bytes: a sender is told that a message has left (Actor::OnSent) once
 // its connection's send buffer has taken it, as the live transport's on_sent says once the last
 // byte is written to the socket, not once its last byte has left the machine. With a priority
