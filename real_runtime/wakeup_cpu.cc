@@ -2,6 +2,8 @@
 
 #include <asio.hpp>
 
+#include <algorithm>
+#include <functional>
 #include <future>
 #include <thread>
 

@@ -1,6 +1,6 @@
 // real_runtime/wakeup_cpu.h: the CPU a wake-up costs on this host, paid as a live run that
-// replays compute pays it (`poseidon validate --testbed-keys measure`, validation/testbed_keys.h;
-// the simulator's host_wakeup_cpu_us, config/specs.h).
+// replays compute pays it (bench/transport_benchmark's WakeupCpu; the simulator's
+// host_wakeup_cpu_us, config/specs.h, which the emulated network files carry).
 //
 //   const WakeupCpu w = MeasureWakeupCpu(4000);  // w.us_per_wakeup
 //

@@ -351,12 +351,13 @@ bool KeysUsed(const config::ScenarioSpec& s, const std::string& keys_file, const
   u.kernel_ns_per_byte = n.host_kernel_ns_per_byte;
   u.wakeup_us = n.host_wakeup_ns / 1e3;
   u.handoff_us = n.host_handoff_ns / 1e3;
+  u.wakeup_cpu_us = n.host_wakeup_cpu_ns / 1e3;
   std::map<std::string, std::string> prov;
   std::string prefix;
   if (keys != nullptr) {
     prov = keys->provenance;
-    u.source = fmt::format("{} (message and kernel CPU; wake-up and hand-off from {})", keys_file,
-                           u.network);
+    u.source = fmt::format("{} (message and kernel CPU; wake-up, its CPU and hand-off from {})",
+                           keys_file, u.network);
   } else if (!s.network_file.empty()) {
     prov = config::LoadNetworkFile(s.network_file).provenance;
     // The host keys may have been measured apart from the link (host_keys_*); else the link's.
@@ -382,10 +383,12 @@ std::string TestbedKeysText(const std::vector<TestbedKeysEntry>& entries, const 
                      e.configurations == 1 ? "" : "s", u.source);
     t += fmt::format("    measured on {}{}\n", Identity(u.measured_on),
                      u.measured_date.empty() ? "" : ", " + u.measured_date);
-    t += fmt::format("    host_message_us {}, host_ns_per_byte {}, host_kernel_ns_per_byte {}, "
-                     "host_wakeup_us {}, host_handoff_us {}\n",
-                     Fixed(u.message_us, 2), Fixed(u.ns_per_byte, 3), Fixed(u.kernel_ns_per_byte, 3),
-                     Fixed(u.wakeup_us, 1), Fixed(u.handoff_us, 1));
+    t += fmt::format(
+        "    host_message_us {}, host_ns_per_byte {}, host_kernel_ns_per_byte {}, "
+        "host_wakeup_us {}, host_handoff_us {}{}\n",
+        Fixed(u.message_us, 2), Fixed(u.ns_per_byte, 3), Fixed(u.kernel_ns_per_byte, 3),
+        Fixed(u.wakeup_us, 1), Fixed(u.handoff_us, 1),
+        u.wakeup_cpu_us > 0 ? ", host_wakeup_cpu_us " + Fixed(u.wakeup_cpu_us, 1) : "");
     t += fmt::format("    the live runs: wake-up {}; hand-off {}\n", LatencyText(e.live.wakeup_us),
                      LatencyText(e.live.handoff_us));
   }
@@ -408,16 +411,19 @@ std::string TestbedKeysJson(const std::vector<TestbedKeysEntry>& entries, const 
     const TestbedKeysUsed& u = e.used;
     j += fmt::format(
         "{}{{\"network\":{},\"bandwidth_gbps\":{:g},\"configurations\":{},\"source\":{},"
-        "\"measured_on\":{{\"cpu\":{},\"cores\":{},\"kernel\":{},\"date\":{}}},\"same_kind_as_this_host\":{},"
+        "\"measured_on\":{{\"cpu\":{},\"cores\":{},\"kernel\":{},\"date\":{}}},\"same_kind_as_this_"
+        "host\":{},"
         "\"host_message_us\":{},\"host_ns_per_byte\":{},\"host_kernel_ns_per_byte\":{},"
-        "\"host_wakeup_us\":{},\"host_handoff_us\":{},\"live_wakeup_mean_us\":{},"
+        "\"host_wakeup_us\":{},\"host_handoff_us\":{},\"host_wakeup_cpu_us\":{},\"live_wakeup_mean_"
+        "us\":{},"
         "\"live_wakeup_samples\":{},\"live_handoff_mean_us\":{},\"live_handoff_samples\":{}}}",
-        i ? "," : "", sim::JsonQuoted(u.network), u.gbps, e.configurations, sim::JsonQuoted(u.source),
-        sim::JsonQuoted(u.measured_on.cpu), u.measured_on.cores, sim::JsonQuoted(u.measured_on.kernel),
-        sim::JsonQuoted(u.measured_date), SameKind(u.measured_on, here) ? "true" : "false",
-        num(u.message_us), num(u.ns_per_byte), num(u.kernel_ns_per_byte), num(u.wakeup_us),
-        num(u.handoff_us), num(Mean(e.live.wakeup_us)), e.live.wakeup_us.size(),
-        num(Mean(e.live.handoff_us)), e.live.handoff_us.size());
+        i ? "," : "", sim::JsonQuoted(u.network), u.gbps, e.configurations,
+        sim::JsonQuoted(u.source), sim::JsonQuoted(u.measured_on.cpu), u.measured_on.cores,
+        sim::JsonQuoted(u.measured_on.kernel), sim::JsonQuoted(u.measured_date),
+        SameKind(u.measured_on, here) ? "true" : "false", num(u.message_us), num(u.ns_per_byte),
+        num(u.kernel_ns_per_byte), num(u.wakeup_us), num(u.handoff_us), num(u.wakeup_cpu_us),
+        num(Mean(e.live.wakeup_us)), e.live.wakeup_us.size(), num(Mean(e.live.handoff_us)),
+        e.live.handoff_us.size());
   }
   return j + "]";
 }

@@ -121,6 +121,7 @@ struct TestbedKeysUsed {
   std::string network;  // the network file, or "the scenario's network"
   double gbps = 0;
   double message_us = 0, ns_per_byte = 0, kernel_ns_per_byte = 0, wakeup_us = 0, handoff_us = 0;
+  double wakeup_cpu_us = 0;      // host_wakeup_cpu_us (0: not charged)
   std::string source;            // one line: the file and the machine they were measured on
   HostIdentity measured_on;      // cpu "" when not known
   std::string measured_date;

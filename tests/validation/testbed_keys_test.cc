@@ -150,6 +150,7 @@ TEST(TestbedKeys, TheShippedFilesSayWhereTheirKeysWereMeasured) {
   ASSERT_TRUE(KeysUsed(s, "", nullptr, &u));
   EXPECT_DOUBLE_EQ(u.gbps, 1);
   EXPECT_DOUBLE_EQ(u.message_us, 7.4);
+  EXPECT_DOUBLE_EQ(u.wakeup_cpu_us, 13.1);
   EXPECT_EQ(u.measured_on.cpu, "AMD EPYC");
   EXPECT_EQ(u.measured_on.cores, 2);
   EXPECT_FALSE(u.measured_date.empty());
@@ -157,6 +158,11 @@ TEST(TestbedKeys, TheShippedFilesSayWhereTheirKeysWereMeasured) {
   const HostIdentity same{"AMD EPYC", 2, "Linux 6.1"};
   const HostIdentity other{"Intel(R) Xeon(R) Processor", 2, "Linux 6.1"};
   EXPECT_EQ(TestbedKeysText({e}, same).find("another kind of machine"), std::string::npos);
+  EXPECT_NE(TestbedKeysText({e}, same).find("host_handoff_us 66.8, host_wakeup_cpu_us 13.1\n"),
+            std::string::npos)
+      << TestbedKeysText({e}, same);
+  EXPECT_NE(TestbedKeysJson({e}, same).find("\"host_wakeup_cpu_us\":13.1"), std::string::npos)
+      << TestbedKeysJson({e}, same);
   EXPECT_NE(TestbedKeysText({e}, other).find("another kind of machine"), std::string::npos);
   EXPECT_NE(TestbedKeysJson({e}, other).find("\"same_kind_as_this_host\":false"), std::string::npos);
 
