@@ -251,9 +251,17 @@ void SimJob::EnsureHostCpuState() {
 }
 
 TimeNs SimJob::ProtocolThreadStart(ActorId actor) const {
-  const TimeNs free = process_free_[static_cast<size_t>(actor)];
-  if (free > now_) return free;  // awake, busy with an earlier event
+  if (!ProtocolThreadAsleep(actor)) return process_free_[static_cast<size_t>(actor)];  // busy
   return now_ + static_cast<TimeNs>(std::llround(config_.network.host_wakeup_ns));
+}
+
+bool SimJob::ProtocolThreadAsleep(ActorId actor) const {
+  return process_free_[static_cast<size_t>(actor)] <= now_;
+}
+
+void SimJob::BookSharedCore(double cpu_ns) {
+  auto core = std::min_element(core_free_.begin(), core_free_.end());
+  *core = std::max(now_, *core) + std::llround(cpu_ns);
 }
 
 void SimJob::ProcessArrival(uint32_t slot) {
@@ -274,14 +282,11 @@ void SimJob::ProcessArrival(uint32_t slot) {
   }
   if (n.host_kernel_ns_per_byte > 0 && !config_.layout.SameMachine(slots_[slot].msg.from, to)) {
     // The kernel's share, on the earliest free core, beside the receiving process.
-    auto kernel = std::min_element(core_free_.begin(), core_free_.end());
-    *kernel = std::max(now_, *kernel) +
-              std::llround(n.host_kernel_ns_per_byte *
-                           static_cast<double>(slots_[slot].msg.wire_bytes()));
+    BookSharedCore(n.host_kernel_ns_per_byte * static_cast<double>(slots_[slot].msg.wire_bytes()));
   }
   auto core = std::min_element(core_free_.begin(), core_free_.end());
   TimeNs& process = process_free_[static_cast<size_t>(to)];
-  const bool asleep = process <= now_;
+  const bool asleep = ProtocolThreadAsleep(to);
   const TimeNs start = std::max(ProtocolThreadStart(to), *core);
   const TimeNs cost = static_cast<TimeNs>(std::llround(
       n.host_message_ns + n.host_ns_per_byte * static_cast<double>(slots_[slot].msg.payload_bytes) +
@@ -666,12 +671,11 @@ void SimJob::TaskDone(ActorId actor, int slot) {
     EnsureHostCpuState();
     const bool local =
         task.kind == TaskKind::kLocalReduce || task.kind == TaskKind::kLocalBroadcast;
-    const int wakes = (woke ? 1 : 0) + (process_free_[static_cast<size_t>(actor)] <= now_ ? 1 : 0);
+    const int wakes = (woke ? 1 : 0) + (ProtocolThreadAsleep(actor) ? 1 : 0);
     if (config_.network.host_wakeup_cpu_ns > 0 && wakes > 0) {
       // The wake-ups that brought the end here keep a shared core busy: the stream thread's, when
       // it slept to the task's end, and the protocol thread's, when it sleeps.
-      auto core = std::min_element(core_free_.begin(), core_free_.end());
-      *core = std::max(now_, *core) + std::llround(wakes * config_.network.host_wakeup_cpu_ns);
+      BookSharedCore(wakes * config_.network.host_wakeup_cpu_ns);
     }
     const TimeNs free = local ? ProtocolThreadStart(actor) : process_free_[static_cast<size_t>(actor)];
     if (free > now_) {

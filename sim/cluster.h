@@ -236,6 +236,10 @@ class SimJob {
   // When `actor`'s protocol thread takes an event ready at now_ (NetworkSpec::host_wakeup_ns):
   // now_ plus the wake-up latency if the thread sleeps, else once it is free.
   TimeNs ProtocolThreadStart(core::ActorId actor) const;
+  // Whether `actor`'s protocol thread sleeps at now_ (has no event left to process).
+  bool ProtocolThreadAsleep(core::ActorId actor) const;
+  // Books `cpu_ns` on the earliest free shared core from now_ (NetworkSpec::host_cores).
+  void BookSharedCore(double cpu_ns);
   void EnsureHostCpuState();
   // SimJobConfig::input_samples_per_s: when `actor`'s machine's input pipeline has a batch for a
   // forward pass asked for now (now_ or later), which it takes.
