@@ -19,6 +19,7 @@
 #include "config/yaml_reader.h"
 #include "real_runtime/launch.h"
 #include "real_runtime/loopback_push.h"
+#include "real_runtime/wakeup_cpu.h"
 #include "sim/text_escape.h"
 #include "validation/host_load.h"
 #include "validation/summary.h"
@@ -91,6 +92,7 @@ TestbedKeys ReadKeys(const config::YamlFile& f) {
     }
     k.kernel_ns_per_byte[gbps] = ns;
   }
+  if (r.Has("host_wakeup_cpu_us")) k.host_wakeup_cpu_us = r.PositiveNumber("host_wakeup_cpu_us");
   const YAML::Node meas = r.OptionalNode("measurements");
   if (meas.IsDefined() && !meas.IsNull()) {
     k.measurements = config::ReadStringMap(meas, file, "measurements");
@@ -166,6 +168,9 @@ void WriteTestbedKeys(const TestbedKeys& k, std::ostream& out) {
     out << "  - {bandwidth_gbps: " << YamlScalarNumber(gbps) << ", ns_per_byte: "
         << YamlScalarNumber(ns) << "}\n";
   }
+  if (k.host_wakeup_cpu_us > 0) {
+    out << "host_wakeup_cpu_us: " << YamlScalarNumber(k.host_wakeup_cpu_us) << "\n";
+  }
   if (!k.measurements.empty()) {
     out << "measurements:\n";
     for (const auto& [key, v] : k.measurements) {
@@ -178,8 +183,10 @@ void WriteTestbedKeys(const TestbedKeys& k, std::ostream& out) {
   }
 }
 
-std::vector<std::string> TestbedKeyOverrides(const TestbedKeys& k, double gbps,
+std::vector<std::string> TestbedKeyOverrides(const TestbedKeys& k,
+                                             const config::NetworkSpec& network,
                                              const std::string& source) {
+  const double gbps = LinkGbps(network);
   const double* kernel = nullptr;
   std::string rates;
   for (const auto& [g, ns] : k.kernel_ns_per_byte) {
@@ -192,9 +199,19 @@ std::vector<std::string> TestbedKeyOverrides(const TestbedKeys& k, double gbps,
         "measure this host at that rate with 'poseidon validate --testbed-keys measure'",
         source, gbps, rates));
   }
-  return {fmt::format("cluster.network.host_message_us={}", config::YamlScalarNumber(k.host_message_us)),
-          fmt::format("cluster.network.host_ns_per_byte={}", config::YamlScalarNumber(k.host_ns_per_byte)),
-          fmt::format("cluster.network.host_kernel_ns_per_byte={}", config::YamlScalarNumber(*kernel))};
+  std::vector<std::string> sets = {
+      fmt::format("cluster.network.host_message_us={}",
+                  config::YamlScalarNumber(k.host_message_us)),
+      fmt::format("cluster.network.host_ns_per_byte={}",
+                  config::YamlScalarNumber(k.host_ns_per_byte)),
+      fmt::format("cluster.network.host_kernel_ns_per_byte={}", config::YamlScalarNumber(*kernel))};
+  // The wake-up's CPU belongs to the wake-ups the network charges; a network without them keeps
+  // none.
+  if (k.host_wakeup_cpu_us > 0 && network.host_wakeup_ns > 0) {
+    sets.push_back(fmt::format("cluster.network.host_wakeup_cpu_us={}",
+                               config::YamlScalarNumber(k.host_wakeup_cpu_us)));
+  }
+  return sets;
 }
 
 std::pair<double, double> FitMessageCpu(const std::vector<MessageCpuPoint>& points) {
@@ -276,6 +293,18 @@ double MeasureKernelNsPerByte(double gbps, const std::string& netns_script, cons
   return Median(per_byte);
 }
 
+double MeasureWakeupCpuUs(int reps, int64_t rounds, std::vector<std::string>* evidence) {
+  rt::MeasureWakeupCpu(std::max<int64_t>(1, rounds / 4));  // warm: threads, allocator
+  std::vector<double> us;
+  for (int r = 0; r < std::max(1, reps); ++r) {
+    const rt::WakeupCpu w = rt::MeasureWakeupCpu(rounds);
+    us.push_back(w.us_per_wakeup);
+    evidence->push_back(fmt::format("{} rounds: {:.3f} s CPU over {:.3f} s -> {:.2f} us", w.rounds,
+                                    w.cpu_s, w.wall_s, w.us_per_wakeup));
+  }
+  return Median(us);
+}
+
 TestbedKeys MeasureTestbedKeys(const std::vector<double>& rates_gbps,
                                const std::string& netns_script, const std::string& exe,
                                const std::string& command, const MeasureProgress& progress) {
@@ -302,13 +331,24 @@ TestbedKeys MeasureTestbedKeys(const std::vector<double>& rates_gbps,
     k.measurements[fmt::format("kernel_cpu_{:g}_gbps", g)] =
         fmt::format("interrupt + softirq ticks of /proc/stat (median of {}): {}", evidence.size(), text);
   }
+  if (progress) progress("process CPU per wake-up of a replayed compute task");
+  std::vector<std::string> wake;
+  k.host_wakeup_cpu_us = std::max(MeasureWakeupCpuUs(3, 4000, &wake), 1e-3);
+  std::string wake_text;
+  for (const std::string& e : wake) wake_text += (wake_text.empty() ? "" : "; ") + e;
+  k.measurements["wakeup_cpu"] = fmt::format(
+      "process CPU per wake-up, rounds of hand-over, timer sleep (100 us) and post back, three "
+      "wake-ups each (median of {}): {}",
+      wake.size(), wake_text);
   k.provenance = calibration::CollectProvenance(command);
   const HostIdentity h = ThisHost();
   k.provenance["kernel"] = h.kernel;
   k.provenance["method"] =
       "validation/testbed_keys.h: the live transport's process CPU per message over loopback "
-      "(256 B .. 1 MiB) fitted as c + b x bytes on relative error; the kernel's interrupt + softirq "
-      "CPU per byte between two emulated machines at each rate (a large transfer minus 1 MiB)";
+      "(256 B .. 1 MiB) fitted as c + b x bytes on relative error; the kernel's interrupt + "
+      "softirq "
+      "CPU per byte between two emulated machines at each rate (a large transfer minus 1 MiB); the "
+      "process CPU per wake-up of a replayed compute task's hand-over, timer sleep and post back";
   return k;
 }
 
@@ -356,8 +396,14 @@ bool KeysUsed(const config::ScenarioSpec& s, const std::string& keys_file, const
   std::string prefix;
   if (keys != nullptr) {
     prov = keys->provenance;
-    u.source = fmt::format("{} (message and kernel CPU; wake-up, its CPU and hand-off from {})",
-                           keys_file, u.network);
+    u.source =
+        keys->host_wakeup_cpu_us > 0
+            ? fmt::format(
+                  "{} (message, kernel and wake-up CPU; wake-up and hand-off "
+                  "latency from {})",
+                  keys_file, u.network)
+            : fmt::format("{} (message and kernel CPU; wake-up, its CPU and hand-off from {})",
+                          keys_file, u.network);
   } else if (!s.network_file.empty()) {
     prov = config::LoadNetworkFile(s.network_file).provenance;
     // The host keys may have been measured apart from the link (host_keys_*); else the link's.

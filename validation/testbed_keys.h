@@ -17,11 +17,16 @@
 //                                       messages, `poseidon transport-goodput`), a transfer of 20 s
 //                                       (64-512 MiB) minus one of 1 MiB (the setup), median of 3
 //                                       (scripts/host-cpu-check's method)
+//   host_wakeup_cpu_us                  the process CPU per wake-up of rounds that do what a live
+//                                       replay does between two compute tasks (hand-over, timer
+//                                       sleep, post back: real_runtime/wakeup_cpu.h; the
+//                                       transport benchmark's WakeupCpu), median of 3 rounds of
+//                                       4,000
 //
 // and writes them, with provenance, to a testbed keys file (format below) that `--testbed-keys
-// FILE` reads back. The wake-up and hand-off are not measured before predicting (they need a live
-// run); every validate reports them as the live runs showed them (HostLatencies, the method of
-// analysis/host_latency.py) beside what the simulator charged.
+// FILE` reads back. The wake-up and hand-off latencies are not measured before predicting (they
+// need a live run); every validate reports them as the live runs showed them (HostLatencies, the
+// method of analysis/host_latency.py) beside what the simulator charged.
 //
 // Testbed keys file:
 //   schema_version: 1
@@ -29,6 +34,8 @@
 //   host_ns_per_byte: 0.66                    # >= 0
 //   host_kernel_ns_per_byte:                  # per link rate of the emulated links
 //     - {bandwidth_gbps: 1, ns_per_byte: 0.54}
+//   host_wakeup_cpu_us: 13.1                  # optional, > 0 (files written before it lack it:
+//                                             # the network files' own figure stays)
 //   measurements: {NAME: "TEXT", ...}         # optional: the figures behind each key
 //   provenance: {cpu: .., cores: .., kernel: .., date: .., commit: .., command: ..}
 #pragma once
@@ -56,6 +63,7 @@ struct TestbedKeys {
   double host_message_us = 0;
   double host_ns_per_byte = 0;
   std::map<double, double> kernel_ns_per_byte;  // link rate (Gbit/s) -> ns per wire byte
+  double host_wakeup_cpu_us = 0;                // 0: not in the file (the network file's stays)
   std::map<std::string, std::string> measurements;
   std::map<std::string, std::string> provenance;
 };
@@ -69,10 +77,12 @@ TestbedKeys ParseTestbedKeys(const std::string& text, const std::string& name);
 // Writes the format above; ParseTestbedKeys of the output gives the same keys.
 void WriteTestbedKeys(const TestbedKeys& keys, std::ostream& out);
 
-// The --set lines that charge `keys` on the simulator's side for links of `gbps` Gbit/s
-// ("cluster.network.host_message_us=4.18", ...). Throws ConfigError naming `source` when the file
-// has no kernel figure for that rate (within 1e-6 relative).
-std::vector<std::string> TestbedKeyOverrides(const TestbedKeys& keys, double gbps,
+// The --set lines that charge `keys` on the simulator's side for `network`'s links
+// ("cluster.network.host_message_us=4.18", ...); host_wakeup_cpu_us only where the file has it and
+// the network charges a wake-up (host_wakeup_us). Throws ConfigError naming `source` when the
+// file has no kernel figure for the links' rate (within 1e-6 relative).
+std::vector<std::string> TestbedKeyOverrides(const TestbedKeys& keys,
+                                             const config::NetworkSpec& network,
                                              const std::string& source);
 
 // --- measuring on this host -----------------------------------------------------------------
@@ -95,7 +105,10 @@ using MeasureProgress = std::function<void(const std::string&)>;
 double MeasureKernelNsPerByte(double gbps, const std::string& netns_script, const std::string& exe,
                               int reps, std::vector<std::string>* evidence,
                               const MeasureProgress& progress);
-// Both, for every rate in `rates_gbps`, with provenance (`command`: the command line).
+// The process CPU per wake-up (rt::MeasureWakeupCpu): the median of `reps` rounds of `rounds`
+// after one to warm; each round's figure is appended to *evidence.
+double MeasureWakeupCpuUs(int reps, int64_t rounds, std::vector<std::string>* evidence);
+// All three, for every rate in `rates_gbps`, with provenance (`command`: the command line).
 TestbedKeys MeasureTestbedKeys(const std::vector<double>& rates_gbps,
                                const std::string& netns_script, const std::string& exe,
                                const std::string& command, const MeasureProgress& progress);

@@ -205,8 +205,8 @@ TestbedKeysChoice ChooseTestbedKeys(const ValidateOptions& o, std::vector<Config
   }
   for (Config& c : *configs) {
     if (c.sim_scenario.network.host_cores <= 0) continue;
-    const double g = LinkGbps(c.sim_scenario.network);
-    c.sim_scenario = WithSimOverrides(base_file, c.overrides, o, TestbedKeyOverrides(k.keys, g, k.file));
+    c.sim_scenario = WithSimOverrides(base_file, c.overrides, o,
+                                      TestbedKeyOverrides(k.keys, c.sim_scenario.network, k.file));
   }
   return k;
 }

@@ -50,6 +50,12 @@ TEST(TestbedKeys, ReadsWhatItWrites) {
   EXPECT_EQ(back.kernel_ns_per_byte, m.kernel_ns_per_byte);
   EXPECT_EQ(back.measurements, m.measurements);
   EXPECT_EQ(back.provenance, m.provenance);
+  EXPECT_EQ(back.host_wakeup_cpu_us, 0);  // a file without it: the network files' figure stays
+  m.host_wakeup_cpu_us = 13.1;
+  std::ostringstream with;
+  WriteTestbedKeys(m, with);
+  EXPECT_NE(with.str().find("\nhost_wakeup_cpu_us: 13.1\n"), std::string::npos) << with.str();
+  EXPECT_EQ(ParseTestbedKeys(with.str(), "written.yaml").host_wakeup_cpu_us, 13.1);
 }
 
 TEST(TestbedKeys, BadFilesAreOneLocatedLine) {
@@ -71,18 +77,37 @@ TEST(TestbedKeys, BadFilesAreOneLocatedLine) {
   e = ErrorOf("schema_version: 1\nhost_message_us: 4\nhost_ns_per_byte: 1\nhost_mesage_us: 3\n"
               "host_kernel_ns_per_byte: [{bandwidth_gbps: 1, ns_per_byte: 1}]\nprovenance: {}\n");
   EXPECT_NE(e.find("unknown key 'host_mesage_us'"), std::string::npos) << e;
+  e = ErrorOf(
+      "schema_version: 1\nhost_message_us: 4\nhost_ns_per_byte: 1\n"
+      "host_kernel_ns_per_byte: [{bandwidth_gbps: 1, ns_per_byte: 1}]\n"
+      "host_wakeup_cpu_us: 0\nprovenance: {}\n");
+  EXPECT_NE(e.find("keys.yaml:5:"), std::string::npos) << e;
+  EXPECT_NE(e.find("host_wakeup_cpu_us"), std::string::npos) << e;
   EXPECT_THROW(LoadTestbedKeys("/nonexistent/keys.yaml"), config::ConfigError);
 }
 
+config::NetworkSpec Links(double gbps, double wakeup_us = 0) {
+  config::NetworkSpec n;
+  n.host_bandwidth_Bps = gbps * 1e9 / 8;
+  n.host_wakeup_ns = wakeup_us * 1e3;
+  return n;
+}
+
 TEST(TestbedKeys, OverridesTakeTheLinkRatesFigure) {
-  const TestbedKeys k = ParseTestbedKeys(kKeys, "keys.yaml");
-  const std::vector<std::string> o = TestbedKeyOverrides(k, 0.1, "keys.yaml");
+  TestbedKeys k = ParseTestbedKeys(kKeys, "keys.yaml");
+  const std::vector<std::string> o = TestbedKeyOverrides(k, Links(0.1, 115), "keys.yaml");
   ASSERT_EQ(o.size(), 3u);
   EXPECT_EQ(o[0], "cluster.network.host_message_us=4.18");
   EXPECT_EQ(o[1], "cluster.network.host_ns_per_byte=0.66");
   EXPECT_EQ(o[2], "cluster.network.host_kernel_ns_per_byte=0.261");
+  // The wake-up's CPU where the file has it and the network charges wake-ups; not otherwise.
+  k.host_wakeup_cpu_us = 9.5;
+  const std::vector<std::string> wake = TestbedKeyOverrides(k, Links(0.1, 115), "keys.yaml");
+  ASSERT_EQ(wake.size(), 4u);
+  EXPECT_EQ(wake[3], "cluster.network.host_wakeup_cpu_us=9.5");
+  EXPECT_EQ(TestbedKeyOverrides(k, Links(0.1), "keys.yaml").size(), 3u);
   try {
-    TestbedKeyOverrides(k, 10, "keys.yaml");
+    TestbedKeyOverrides(k, Links(10), "keys.yaml");
     FAIL() << "a rate the file does not have";
   } catch (const config::ConfigError& e) {
     const std::string w = e.what();
@@ -166,15 +191,25 @@ TEST(TestbedKeys, TheShippedFilesSayWhereTheirKeysWereMeasured) {
   EXPECT_NE(TestbedKeysText({e}, other).find("another kind of machine"), std::string::npos);
   EXPECT_NE(TestbedKeysJson({e}, other).find("\"same_kind_as_this_host\":false"), std::string::npos);
 
-  const TestbedKeys k = ParseTestbedKeys(kKeys, "keys.yaml");
+  TestbedKeys k = ParseTestbedKeys(kKeys, "keys.yaml");
   const config::ScenarioSpec m = config::LoadScenarioFile(
       std::string(POSEIDON_SOURCE_DIR) + "/scenarios/validation/mlp_1g.yaml",
-      TestbedKeyOverrides(k, 1, "keys.yaml"));
+      TestbedKeyOverrides(k, s.network, "keys.yaml"));
   ASSERT_TRUE(KeysUsed(m, "keys.yaml", &k, &u));
   EXPECT_DOUBLE_EQ(u.message_us, 4.18);
   EXPECT_DOUBLE_EQ(u.kernel_ns_per_byte, 0.54);
+  EXPECT_DOUBLE_EQ(u.wakeup_cpu_us, 13.1);  // not in the keys file: the network file's
   EXPECT_EQ(u.measured_on.cpu, "Intel(R) Xeon(R) Processor");
-  EXPECT_NE(u.source.find("keys.yaml"), std::string::npos);
+  EXPECT_NE(u.source.find("keys.yaml (message and kernel CPU; wake-up, its CPU"), std::string::npos)
+      << u.source;
+  k.host_wakeup_cpu_us = 9.5;
+  const config::ScenarioSpec mw = config::LoadScenarioFile(
+      std::string(POSEIDON_SOURCE_DIR) + "/scenarios/validation/mlp_1g.yaml",
+      TestbedKeyOverrides(k, s.network, "keys.yaml"));
+  ASSERT_TRUE(KeysUsed(mw, "keys.yaml", &k, &u));
+  EXPECT_DOUBLE_EQ(u.wakeup_cpu_us, 9.5);
+  EXPECT_NE(u.source.find("keys.yaml (message, kernel and wake-up CPU;"), std::string::npos)
+      << u.source;
 
   // A real cluster's network charges no host CPU: no testbed keys.
   const config::ScenarioSpec real =
@@ -189,6 +224,16 @@ TEST(TestbedKeys, TheLiveTransportsMessageCpuIsMeasured) {
   ASSERT_EQ(p.size(), 4u);
   for (const MessageCpuPoint& x : p) EXPECT_GT(x.us_per_message, 0) << x.bytes;
   EXPECT_GT(p.back().us_per_message, p.front().us_per_message);
+}
+
+TEST(TestbedKeys, TheWakeUpsCpuIsMeasured) {
+  // A real measurement (this process's CPU over rounds of three wake-ups): every round is listed
+  // as evidence and the median is one of them.
+  std::vector<std::string> evidence;
+  const double us = MeasureWakeupCpuUs(3, 200, &evidence);
+  EXPECT_GT(us, 0);
+  ASSERT_EQ(evidence.size(), 3u);
+  for (const std::string& e : evidence) EXPECT_NE(e.find("200 rounds:"), std::string::npos) << e;
 }
 
 }  // namespace
