@@ -12,9 +12,14 @@ predecessor was seen (both absorbed), b's modelled end is c's start, and:
 - otherwise b had ended already when it was handed over: seen(b) - seen(a) is one hand-off
   between awake threads (host_handoff_us).
 
+Each sample is also counted apart when no message reached the worker while it lasted (from b's
+modelled end, or from seen(a) for a hand-off, to seen(b)): the simulator charges a message's CPU
+on its receiving process apart from both keys (validation/testbed_keys.h, AddHostLatencies).
+
 Usage: analysis/host_latency.py WORK_DIR/config-N/run-R/trace [...] [--warmup 2]
-Prints the median, p10 and p90 of both, per trace folder and over all.
+Prints the median, p10 and p90 of both, and of their quiet samples, per trace folder and over all.
 """
+import bisect
 import argparse
 import glob
 import json
@@ -23,10 +28,17 @@ import statistics
 
 
 def worker_tasks(path):
+    """Each compute lane's tasks by start, with the times messages reached the lane's worker."""
     with open(path) as f:
         events = json.load(f)["traceEvents"]
     names = {e["tid"]: e["args"]["name"] for e in events
              if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    arrivals = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "network" and " -> " in e["name"]:
+            arrivals.setdefault(e["name"].rsplit(" -> ", 1)[1], []).append(e["ts"] + e["dur"])
+    for times in arrivals.values():
+        times.sort()
     out = {}
     for e in events:
         if e.get("ph") != "X" or e.get("cat") != "compute":
@@ -34,13 +46,23 @@ def worker_tasks(path):
         if not names.get(e["tid"], "").endswith(" compute"):
             continue
         out.setdefault(e["tid"], []).append(e)
-    return [sorted(v, key=lambda e: e["ts"]) for v in out.values()]
+    lanes = []
+    for tid, tasks in out.items():
+        process = " ".join(names[tid].split()[:2])  # "worker 0"
+        lanes.append((sorted(tasks, key=lambda e: e["ts"]), arrivals.get(process, [])))
+    return lanes
+
+
+def quiet(delivered, start, end):
+    """No message reached the process in (start, end]."""
+    i = bisect.bisect_right(delivered, start)
+    return i == len(delivered) or delivered[i] > end
 
 
 def samples(folder, warmup):
-    wake, handoff = [], []
+    wake, handoff, wake_quiet, handoff_quiet = [], [], [], []
     for path in sorted(glob.glob(os.path.join(folder, "rank-*.json"))):
-        for tasks in worker_tasks(path):
+        for tasks, delivered in worker_tasks(path):
             tasks = [t for t in tasks if t.get("args", {}).get("clock", 0) >= warmup]
             for a, b, c in zip(tasks, tasks[1:], tasks[2:]):
                 seen_a = a["ts"] + a["dur"]
@@ -50,9 +72,13 @@ def samples(folder, warmup):
                 end_b = c["ts"]
                 if end_b > seen_a:
                     wake.append(seen_b - end_b)
+                    if quiet(delivered, end_b, seen_b):
+                        wake_quiet.append(seen_b - end_b)
                 else:
                     handoff.append(seen_b - seen_a)
-    return wake, handoff
+                    if quiet(delivered, seen_a, seen_b):
+                        handoff_quiet.append(seen_b - seen_a)
+    return wake, handoff, wake_quiet, handoff_quiet
 
 
 def summary(xs):
@@ -68,17 +94,23 @@ def main():
     ap.add_argument("folders", nargs="+", help="trace folders (WORK_DIR/config-N/run-R/trace)")
     ap.add_argument("--warmup", type=int, default=2, help="clocks to skip (default 2)")
     args = ap.parse_args()
-    all_w, all_h = [], []
+    total = [[], [], [], []]
     for folder in args.folders:
         if not glob.glob(os.path.join(folder, "rank-*.json")):
             raise SystemExit(f"host_latency: {folder}: no rank-*.json traces there; give "
                              "WORK_DIR/config-N/run-R/trace of a validate run")
-        w, h = samples(folder, args.warmup)
-        all_w += w
-        all_h += h
-        print(f"{folder}: wake-up {summary(w)}; hand-off {summary(h)}")
+        got = samples(folder, args.warmup)
+        for t, g in zip(total, got):
+            t += g
+        report(folder, got)
     if len(args.folders) > 1:
-        print(f"all: wake-up {summary(all_w)}; hand-off {summary(all_h)}")
+        report("all", total)
+
+
+def report(what, got):
+    w, h, wq, hq = got
+    print(f"{what}: wake-up {summary(w)}; hand-off {summary(h)}")
+    print(f"  no message reaching the worker meanwhile: wake-up {summary(wq)}; hand-off {summary(hq)}")
 
 
 if __name__ == "__main__":

@@ -354,15 +354,42 @@ TestbedKeys MeasureTestbedKeys(const std::vector<double>& rates_gbps,
 
 void AddHostLatencies(const std::vector<TraceRecord>& events, int64_t warmup_clock,
                       HostLatencySamples* out) {
+  std::map<int64_t, std::string> lane_names;                  // tid -> "worker 0 compute"
+  std::map<std::string, std::vector<core::TimeNs>> arrivals;  // "worker 0" -> deliveries
   std::map<int64_t, std::vector<const TraceRecord*>> lanes;  // by tid
   for (const TraceRecord& e : events) {
+    if (e.kind == TraceRecordKind::kMetadata && e.name == "thread_name")
+      lane_names[e.tid] = e.label;
+    if (e.kind == TraceRecordKind::kMessage && !e.peer_role.empty()) {
+      arrivals[fmt::format("{} {}", e.peer_role, e.peer_index)].push_back(e.ts + e.dur);
+    }
     if (e.kind != TraceRecordKind::kTask || e.thread.lane != core::kLaneCompute) continue;
     if (e.clock < warmup_clock) continue;
     lanes[e.tid].push_back(&e);
   }
+  for (auto& [_, times] : arrivals) std::sort(times.begin(), times.end());
+  // The lane's process as messages name their receiver: "worker 0" of "worker 0 compute", and
+  // "coordinator 0" for the coordinator's lanes.
+  auto process_of = [&](int64_t tid) {
+    const auto it = lane_names.find(tid);
+    if (it == lane_names.end()) return std::string();
+    std::istringstream words(it->second);
+    std::string role, index;
+    words >> role >> index;
+    if (role == "coordinator") return std::string("coordinator 0");
+    return role + " " + index;
+  };
+  static const std::vector<core::TimeNs> kNone;
   for (auto& [tid, tasks] : lanes) {
     std::stable_sort(tasks.begin(), tasks.end(),
                      [](const TraceRecord* x, const TraceRecord* y) { return x->ts < y->ts; });
+    const auto found = arrivals.find(process_of(tid));
+    const std::vector<core::TimeNs>& delivered = found == arrivals.end() ? kNone : found->second;
+    // Whether no message reached the process in (from, to].
+    auto quiet = [&](core::TimeNs from, core::TimeNs to) {
+      const auto first = std::upper_bound(delivered.begin(), delivered.end(), from);
+      return first == delivered.end() || *first > to;
+    };
     for (size_t i = 0; i + 2 < tasks.size(); ++i) {
       const TraceRecord& a = *tasks[i];
       const TraceRecord& b = *tasks[i + 1];
@@ -371,9 +398,13 @@ void AddHostLatencies(const std::vector<TraceRecord>& events, int64_t warmup_clo
       if (!(b.ts < seen_a && c.ts < seen_b)) continue;  // b or c not handed over early
       const core::TimeNs end_b = c.ts;
       if (end_b > seen_a) {
-        out->wakeup_us.push_back(static_cast<double>(seen_b - end_b) / 1e3);
+        const double us = static_cast<double>(seen_b - end_b) / 1e3;
+        out->wakeup_us.push_back(us);
+        if (quiet(end_b, seen_b)) out->wakeup_quiet_us.push_back(us);
       } else {
-        out->handoff_us.push_back(static_cast<double>(seen_b - seen_a) / 1e3);
+        const double us = static_cast<double>(seen_b - seen_a) / 1e3;
+        out->handoff_us.push_back(us);
+        if (quiet(seen_a, seen_b)) out->handoff_quiet_us.push_back(us);
       }
     }
   }
@@ -437,6 +468,8 @@ std::string TestbedKeysText(const std::vector<TestbedKeysEntry>& entries, const 
         u.wakeup_cpu_us > 0 ? ", host_wakeup_cpu_us " + Fixed(u.wakeup_cpu_us, 1) : "");
     t += fmt::format("    the live runs: wake-up {}; hand-off {}\n", LatencyText(e.live.wakeup_us),
                      LatencyText(e.live.handoff_us));
+    t += fmt::format("      no message reaching the process meanwhile: wake-up {}; hand-off {}\n",
+                     LatencyText(e.live.wakeup_quiet_us), LatencyText(e.live.handoff_quiet_us));
   }
   t += fmt::format("  this host: {}\n", Identity(here));
   bool all_same = true;
@@ -462,14 +495,17 @@ std::string TestbedKeysJson(const std::vector<TestbedKeysEntry>& entries, const 
         "\"host_message_us\":{},\"host_ns_per_byte\":{},\"host_kernel_ns_per_byte\":{},"
         "\"host_wakeup_us\":{},\"host_handoff_us\":{},\"host_wakeup_cpu_us\":{},\"live_wakeup_mean_"
         "us\":{},"
-        "\"live_wakeup_samples\":{},\"live_handoff_mean_us\":{},\"live_handoff_samples\":{}}}",
+        "\"live_wakeup_samples\":{},\"live_handoff_mean_us\":{},\"live_handoff_samples\":{},"
+        "\"live_wakeup_quiet_mean_us\":{},\"live_wakeup_quiet_samples\":{},"
+        "\"live_handoff_quiet_mean_us\":{},\"live_handoff_quiet_samples\":{}}}",
         i ? "," : "", sim::JsonQuoted(u.network), u.gbps, e.configurations,
         sim::JsonQuoted(u.source), sim::JsonQuoted(u.measured_on.cpu), u.measured_on.cores,
         sim::JsonQuoted(u.measured_on.kernel), sim::JsonQuoted(u.measured_date),
         SameKind(u.measured_on, here) ? "true" : "false", num(u.message_us), num(u.ns_per_byte),
         num(u.kernel_ns_per_byte), num(u.wakeup_us), num(u.handoff_us), num(u.wakeup_cpu_us),
         num(Mean(e.live.wakeup_us)), e.live.wakeup_us.size(), num(Mean(e.live.handoff_us)),
-        e.live.handoff_us.size());
+        e.live.handoff_us.size(), num(Mean(e.live.wakeup_quiet_us)), e.live.wakeup_quiet_us.size(),
+        num(Mean(e.live.handoff_quiet_us)), e.live.handoff_quiet_us.size());
   }
   return j + "]";
 }

@@ -121,8 +121,14 @@ TestbedKeys MeasureTestbedKeys(const std::vector<double>& rates_gbps,
 // handed over early, so b's modelled end is c's start): when b's modelled end lay after a was
 // seen, seen(b) - end(b) is a wake-up; otherwise b had ended when handed over and seen(b) -
 // seen(a) is a hand-off between awake threads. (analysis/host_latency.py reads the same.)
+// Each sample is also kept apart when no message reached the task's process while it lasted
+// (from b's modelled end, or from seen(a) for a hand-off, to seen(b); the messages the trace
+// records as delivered to the lane's worker, shard or coordinator): the simulator charges a
+// message's CPU on its receiving process apart from the wake-up and hand-off, so those quiet
+// samples are what the two keys alone stand for.
 struct HostLatencySamples {
   std::vector<double> wakeup_us, handoff_us;
+  std::vector<double> wakeup_quiet_us, handoff_quiet_us;
 };
 void AddHostLatencies(const std::vector<TraceRecord>& events, int64_t warmup_clock,
                       HostLatencySamples* out);

@@ -521,10 +521,13 @@ class PlotValidationTest(TempDirTest):
 
 
 class HostLatencyTest(TempDirTest):
-    def trace_folder(self, tasks):
+    def trace_folder(self, tasks, arrivals=()):
         folder = self.path("trace")
         os.makedirs(folder)
-        events = [{"ph": "M", "name": "thread_name", "pid": 0, "tid": 8,
+        events = [{"ph": "X", "cat": "network", "name": f"params l0 c2 -> {to}", "pid": 0,
+                   "tid": 27, "ts": at - 5, "dur": 5, "args": {"clock": 2, "bytes": 256}}
+                  for at, to in arrivals]
+        events += [{"ph": "M", "name": "thread_name", "pid": 0, "tid": 8,
                    "args": {"name": "worker 0 compute"}},
                   {"ph": "M", "name": "thread_name", "pid": 0, "tid": 9,
                    "args": {"name": "worker 0 protocol"}},
@@ -548,6 +551,17 @@ class HostLatencyTest(TempDirTest):
         self.assertIn("wake-up median 100.0 us", r.stdout)
         self.assertIn("hand-off median 20.0 us", r.stdout)
         self.assertIn("mean 100.0, 1 samples", r.stdout)
+
+    def test_samples_with_a_message_arriving_are_kept_apart(self):
+        # The tasks above; a message reaches worker 0 at 380 (within the wake-up (300, 400]) and
+        # one reaches worker 1 at 410 (within the hand-off (400, 420], but another process).
+        folder = self.trace_folder([(-500, 10, 0), (0, 150, 2), (100, 300, 2), (300, 120, 2),
+                                    (350, 200, 2)], arrivals=[(380, "worker 0"), (410, "worker 1")])
+        r = run_script("host_latency.py", folder)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("wake-up median 100.0 us", r.stdout)
+        self.assertIn("no message reaching the worker meanwhile: wake-up none; "
+                      "hand-off median 20.0 us", r.stdout)
 
     def test_a_folder_without_traces_is_named(self):
         r = run_script("host_latency.py", self.dir)

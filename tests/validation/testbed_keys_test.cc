@@ -158,6 +158,40 @@ TEST(TestbedKeys, WakeUpsAndHandOffsAreReadAsTheScriptReadsThem) {
   ASSERT_EQ(s.handoff_us.size(), 2u);
   EXPECT_DOUBLE_EQ(s.handoff_us[0], 20);
   EXPECT_DOUBLE_EQ(s.handoff_us[1], 10);
+  EXPECT_EQ(s.wakeup_quiet_us, s.wakeup_us);  // no messages: every sample is quiet
+  EXPECT_EQ(s.handoff_quiet_us, s.handoff_us);
+
+  // Kept apart: samples during which a message reached the lane's process. The lane is named
+  // "worker 0 compute"; a message to worker 0 lands in the wake-up (120, 150] and in the first
+  // hand-off (150, 170]; one to worker 1 in the second hand-off (170, 180] does not count.
+  TraceRecord lane;
+  lane.phase = 'M';
+  lane.kind = TraceRecordKind::kMetadata;
+  lane.name = "thread_name";
+  lane.tid = t[0].tid;
+  lane.label = "worker 0 compute";
+  auto message = [](int64_t at_us, const std::string& role, int index) {
+    TraceRecord m;
+    m.kind = TraceRecordKind::kMessage;
+    m.ts = (at_us - 5) * 1000;
+    m.dur = 5000;
+    m.peer_role = role;
+    m.peer_index = index;
+    return m;
+  };
+  std::vector<TraceRecord> busy = t;
+  busy.push_back(lane);
+  busy.push_back(message(140, "worker", 0));
+  busy.push_back(message(165, "worker", 0));
+  busy.push_back(message(175, "worker", 1));
+  HostLatencySamples b;
+  AddHostLatencies(busy, 2, &b);
+  EXPECT_EQ(b.wakeup_us, s.wakeup_us);
+  EXPECT_EQ(b.handoff_us, s.handoff_us);
+  EXPECT_TRUE(b.wakeup_quiet_us.empty());
+  ASSERT_EQ(b.handoff_quiet_us.size(), 1u);
+  EXPECT_DOUBLE_EQ(b.handoff_quiet_us[0], 10);
+
   // A task not handed over early (it starts after its predecessor was seen) has no modelled end.
   HostLatencySamples late;
   AddHostLatencies({Task(0, 100, 2), Task(50, 100, 2), Task(160, 10, 2)}, 2, &late);
