@@ -45,6 +45,10 @@ struct RunHost {
   // The job's own CPU over the run, % of the host's cores x wall time (HostRecord::job_pct); NaN
   // when the host was not sampled.
   double job_cpu_pct = NAN;
+  // The run's hand-offs between awake threads as its workers' traces show them (mean, us;
+  // AddHostLatencies) and what the simulator charged for one (host_handoff_us); NaN when there
+  // are none or the hosts are not emulated.
+  double handoff_us = NAN, charged_handoff_us = NAN;
 };
 
 // The bands of the job's own CPU the summary breaks the errors down by (percent of the host's
@@ -89,6 +93,8 @@ class Tally {
   std::vector<std::vector<double>> faithful_errors_;  // per configuration, its faithful runs
   std::vector<int> not_faithful_;                     // per configuration, runs not faithful
   std::vector<std::vector<double>> job_cpu_;          // per configuration, its runs' job CPU %
+  std::vector<std::vector<double>> handoff_;          // per configuration, its runs' hand-off (us)
+  std::vector<double> charged_handoff_;               // per configuration, NaN when none
   struct Disturbed {
     size_t config;
     int run;

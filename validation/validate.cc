@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -238,10 +239,22 @@ class TestbedKeysTally {
       index_.push_back(found);
     }
   }
-  // A live run's workers' traces: its wake-ups and hand-offs.
-  void AddRun(size_t config, const std::vector<std::vector<TraceRecord>>& workers, int64_t warmup) {
-    if (index_[config] < 0) return;
-    for (const auto& w : workers) AddHostLatencies(w, warmup, &entries_[static_cast<size_t>(index_[config])].live);
+  // A live run's workers' traces: its wake-ups and hand-offs, which it also returns (none when
+  // the configuration's hosts are not emulated).
+  HostLatencySamples AddRun(size_t config, const std::vector<std::vector<TraceRecord>>& workers,
+                            int64_t warmup) {
+    HostLatencySamples run;
+    if (index_[config] < 0) return run;
+    for (const auto& w : workers) AddHostLatencies(w, warmup, &run);
+    HostLatencySamples& all = entries_[static_cast<size_t>(index_[config])].live;
+    auto append = [](std::vector<double>& to, const std::vector<double>& from) {
+      to.insert(to.end(), from.begin(), from.end());
+    };
+    append(all.wakeup_us, run.wakeup_us);
+    append(all.handoff_us, run.handoff_us);
+    append(all.wakeup_quiet_us, run.wakeup_quiet_us);
+    append(all.handoff_quiet_us, run.handoff_quiet_us);
+    return run;
   }
   const std::vector<TestbedKeysEntry>& entries() const { return entries_; }
 
@@ -421,7 +434,12 @@ int RunValidate(const ValidateOptions& o) {
           live = ReadLive(dir, s, run_live);
           meas = IterationPaceFromTraces(live.workers, s.workers, s.warmup_iterations, s.iterations,
                                          s.consistency == "bsp");
-          testbed.AddRun(i, live.workers, s.warmup_iterations);
+          const HostLatencySamples lat = testbed.AddRun(i, live.workers, s.warmup_iterations);
+          if (!lat.handoff_us.empty() && c.sim_scenario.network.host_handoff_ns > 0) {
+            host.handoff_us = std::accumulate(lat.handoff_us.begin(), lat.handoff_us.end(), 0.0) /
+                              static_cast<double>(lat.handoff_us.size());
+            host.charged_handoff_us = c.sim_scenario.network.host_handoff_ns / 1e3;
+          }
         } catch (const TraceError& e) {
           meas = Pace{false, e.what()};
         }

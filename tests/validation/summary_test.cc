@@ -47,6 +47,29 @@ TEST(ValidateSummary, MediansPerConfigurationAndTheWorstFirst) {
             "\"runs\":2,\"median_abs_error_pct\":10.000,\"max_abs_error_pct\":13.000,\"failed\":1");
 }
 
+// On emulated hosts an outside line also names the hand-offs its live runs showed (the median of
+// the runs' means) against the one the simulator charged; a configuration within the goal does not.
+TEST(ValidateSummary, AnOutsideLineNamesItsHandOffs) {
+  RunHost h;
+  h.charged_handoff_us = 66.8;
+  Tally t({"a", "b"}, 3);
+  for (int run = 1; run <= 3; ++run) {
+    h.handoff_us = 80.0 + 10.0 * run;  // 90, 100, 110
+    t.Add(0, run, -10.0, 100, NAN, h);
+    t.Add(1, run, 1.0, 100, NAN, h);
+  }
+  const std::string text = t.Text(0);
+  EXPECT_NE(text.find("validate: outside 8%: -10.00% a (config-0); its live runs spread 0.0%; its "
+                      "workers' hand-offs 100.0 us live, 66.8 charged\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("(config-1)"), std::string::npos) << text;
+  // Without a charged hand-off (hosts not emulated) the line says nothing of them.
+  Tally real({"a"}, 1);
+  real.Add(0, 1, -10.0, 100, NAN, RunHost{});
+  EXPECT_EQ(real.Text(0).find("hand-offs"), std::string::npos) << real.Text(0);
+}
+
 // Faithful runs are summarised apart; every other run is listed with why; a configuration with
 // no faithful run is named, not dropped.
 TEST(ValidateSummary, FaithfulRunsApartAndTheOthersListedWithWhy) {
