@@ -139,11 +139,13 @@ Verdict Judge(const HostRecord& r) {
 }
 
 std::string HostRecordText(const HostRecord& r) {
-  return fmt::format("samples={} wall_s={:.3f} cores={} job_pct={:.2f} others_pct={:.2f} "
-                     "steal_pct={:.2f} irq_pct={:.2f} run_queue_mean={:.2f} run_queue_max={:g} "
-                     "job_processes_max={}\n",
-                     r.samples, r.wall_s, r.cores, r.job_pct, r.others_pct, r.steal_pct, r.irq_pct,
-                     r.run_queue_mean, r.run_queue_max, r.job_processes_max);
+  // Every figure in its shortest exact form: a run read back (--reuse-live) is judged and
+  // printed from the very figures the live validate had.
+  return fmt::format(
+      "samples={} wall_s={} cores={} job_pct={} others_pct={} steal_pct={} "
+      "irq_pct={} run_queue_mean={} run_queue_max={} job_processes_max={}\n",
+      r.samples, r.wall_s, r.cores, r.job_pct, r.others_pct, r.steal_pct, r.irq_pct,
+      r.run_queue_mean, r.run_queue_max, r.job_processes_max);
 }
 
 bool ParseHostRecordText(const std::string& text, HostRecord* r) {

@@ -80,7 +80,8 @@ struct Verdict {
 // The rule (above). A record of fewer than two samples cannot be judged: not faithful.
 Verdict Judge(const HostRecord& r);
 
-// A line of "key=value" pairs, stored beside a run (DIR/host.txt) and read back by --reuse-live.
+// A line of "key=value" pairs, stored beside a run (DIR/host.txt) and read back by --reuse-live;
+// every figure in its shortest exact form, so a run read back is judged on the same figures.
 std::string HostRecordText(const HostRecord& r);
 bool ParseHostRecordText(const std::string& text, HostRecord* r);
 

@@ -140,12 +140,14 @@ TEST(HostLoad, TheRecordSurvivesItsText) {
   r.others_pct = 12.25;
   r.steal_pct = 0.5;
   r.irq_pct = 3;
-  r.run_queue_mean = 2.5;
+  r.run_queue_mean = 5.0 / 7.0;  // every digit survives: --reuse-live judges the same figures
   r.run_queue_max = 6;
   r.job_processes_max = 7;
   HostRecord back;
   ASSERT_TRUE(ParseHostRecordText(HostRecordText(r), &back));
   EXPECT_EQ(HostRecordText(back), HostRecordText(r));
+  EXPECT_EQ(back.run_queue_mean, r.run_queue_mean);
+  EXPECT_EQ(back.others_pct, r.others_pct);
   EXPECT_EQ(Judge(back).why, Judge(r).why);
   EXPECT_FALSE(ParseHostRecordText("samples=3 wall_s=x\n", &back));
   EXPECT_FALSE(ParseHostRecordText("samples=3\n", &back));
