@@ -107,6 +107,9 @@ std::vector<Config> Configurations(const ValidateOptions& o, std::string* base_f
   return out;
 }
 
+// A figure for the JSON document: null when there is none.
+std::string JsonNumber(double v) { return std::isfinite(v) ? fmt::format("{:.1f}", v) : "null"; }
+
 std::string HostJson(const HostRecord& r) {
   return fmt::format("{{\"wall_s\":{:.3f},\"cores\":{},\"others_cpu_pct\":{:.2f},\"steal_pct\":{:.2f},"
                      "\"job_cpu_pct\":{:.2f},\"irq_pct\":{:.2f},\"run_queue_mean\":{:.2f},"
@@ -471,16 +474,20 @@ int RunValidate(const ValidateOptions& o) {
       csv += fmt::format(",{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{}{},{},{}\n", s.workers, meas.mean_ms,
                          meas.std_ms, pred.mean_ms, pred.std_ms, err_text, net_text, faithful_text,
                          host_csv, late_text, CsvField(judged ? host.why : ""));
-      json += fmt::format("{}{{{}\"index\":{},\"name\":\"{}\",\"workers\":{},\"measured_ms\":{:.3f},"
-                          "\"measured_std_ms\":{:.3f},\"predicted_ms\":{:.3f},\"predicted_std_ms\":{:.3f},"
-                          "\"error_pct\":{},\"network_error_pct\":{},\"faithful\":{},\"host\":{},"
-                          "\"compute_late_us\":{},\"not_faithful_why\":\"{}\"}}",
-                          first_row ? "" : ",", runs ? fmt::format("\"run\":{},", run) : "", i, s.name,
-                          s.workers, meas.mean_ms, meas.std_ms, pred.mean_ms, pred.std_ms,
-                          err_text.empty() ? "null" : err_text, net_text.empty() ? "null" : net_text,
-                          !judged ? "null" : faithful_text == "yes" ? "true" : "false",
-                          !judged ? std::string("null") : HostJson(record),
-                          late_text.empty() ? "null" : late_text, judged ? host.why : "");
+      json += fmt::format(
+          "{}{{{}\"index\":{},\"name\":\"{}\",\"workers\":{},\"measured_ms\":{:.3f},"
+          "\"measured_std_ms\":{:.3f},\"predicted_ms\":{:.3f},\"predicted_std_ms\":{:.3f},"
+          "\"error_pct\":{},\"network_error_pct\":{},\"faithful\":{},\"host\":{},"
+          "\"compute_late_us\":{},\"handoff_us\":{},\"charged_handoff_us\":{},"
+          "\"not_faithful_why\":\"{}\"}}",
+          first_row ? "" : ",", runs ? fmt::format("\"run\":{},", run) : "", i, s.name, s.workers,
+          meas.mean_ms, meas.std_ms, pred.mean_ms, pred.std_ms,
+          err_text.empty() ? "null" : err_text, net_text.empty() ? "null" : net_text,
+          !judged                  ? "null"
+          : faithful_text == "yes" ? "true"
+                                   : "false",
+          !judged ? std::string("null") : HostJson(record), late_text.empty() ? "null" : late_text,
+          JsonNumber(host.handoff_us), JsonNumber(host.charged_handoff_us), judged ? host.why : "");
       first_row = false;
       fmt::print(stderr,
                  "  measured {:.3f} ms (std {:.3f}), predicted {:.3f} ms: error {}%; network model "
@@ -496,13 +503,17 @@ int RunValidate(const ValidateOptions& o) {
             *std::max_element(m.begin(), m.end()));
       }
       if (judged) {
-        fmt::print(stderr,
-                   "  host: others {:.1f}%, steal {:.1f}%, the job {:.1f}%, interrupts {:.1f}% of {} "
-                   "cores; {:.1f} ready to run per core; compute {} us late (median): {}\n",
-                   record.others_pct, record.steal_pct, record.job_pct, record.irq_pct, record.cores,
-                   record.cores > 0 ? record.run_queue_mean / record.cores : 0.0,
-                   late_text.empty() ? "n/a" : late_text,
-                   host.state == RunHost::State::kFaithful ? "faithful" : "not faithful: " + host.why);
+        fmt::print(
+            stderr,
+            "  host: others {:.1f}%, steal {:.1f}%, the job {:.1f}%, interrupts {:.1f}% of {} "
+            "cores; {:.1f} ready to run per core; compute {} us late (median){}: {}\n",
+            record.others_pct, record.steal_pct, record.job_pct, record.irq_pct, record.cores,
+            record.cores > 0 ? record.run_queue_mean / record.cores : 0.0,
+            late_text.empty() ? "n/a" : late_text,
+            std::isfinite(host.handoff_us) ? fmt::format("; hand-offs {:.1f} us (charged {:.1f})",
+                                                         host.handoff_us, host.charged_handoff_us)
+                                           : std::string(),
+            host.state == RunHost::State::kFaithful ? "faithful" : "not faithful: " + host.why);
       }
     }
   }

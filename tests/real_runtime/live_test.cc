@@ -720,6 +720,10 @@ TEST_F(LiveTest, ValidateRepeatsEveryConfigurationAndSummarisesTheMedians) {
             std::string::npos)
       << r.out;
   EXPECT_NE(ReadFile(dir + "/v.json").find("\"runs\":2,"), std::string::npos);
+  // Each run's hand-offs as its traces show them, beside the one charged (the emulated network's).
+  EXPECT_NE(ReadFile(dir + "/v.json").find("\"charged_handoff_us\":66.8,"), std::string::npos)
+      << ReadFile(dir + "/v.json");
+  EXPECT_NE(r.out.find("(charged 66.8)"), std::string::npos) << r.out;
   // --reuse-live: the same two measurements, a new prediction, nothing run live.
   const std::string base = kBin + " validate " + kRoot + "/scenarios/validation/mlp_1g.yaml " +
                            "--loopback --repeat 2 --set iterations=4 --set warmup_iterations=1 ";
