@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -326,29 +327,26 @@ TestbedKeys MeasureTestbedKeys(const std::vector<double>& rates_gbps,
   for (double g : rates_gbps) {
     std::vector<std::string> evidence;
     k.kernel_ns_per_byte[g] = MeasureKernelNsPerByte(g, netns_script, exe, 3, &evidence, progress);
-    std::string text;
-    for (const std::string& e : evidence) text += (text.empty() ? "" : "; ") + e;
     k.measurements[fmt::format("kernel_cpu_{:g}_gbps", g)] =
-        fmt::format("interrupt + softirq ticks of /proc/stat (median of {}): {}", evidence.size(), text);
+        fmt::format("interrupt + softirq ticks of /proc/stat (median of {}): {}", evidence.size(),
+                    fmt::join(evidence, "; "));
   }
   if (progress) progress("process CPU per wake-up of a replayed compute task");
   std::vector<std::string> wake;
   k.host_wakeup_cpu_us = std::max(MeasureWakeupCpuUs(3, 4000, &wake), 1e-3);
-  std::string wake_text;
-  for (const std::string& e : wake) wake_text += (wake_text.empty() ? "" : "; ") + e;
   k.measurements["wakeup_cpu"] = fmt::format(
       "process CPU per wake-up, rounds of hand-over, timer sleep (100 us) and post back, three "
       "wake-ups each (median of {}): {}",
-      wake.size(), wake_text);
+      wake.size(), fmt::join(wake, "; "));
   k.provenance = calibration::CollectProvenance(command);
   const HostIdentity h = ThisHost();
   k.provenance["kernel"] = h.kernel;
   k.provenance["method"] =
       "validation/testbed_keys.h: the live transport's process CPU per message over loopback "
       "(256 B .. 1 MiB) fitted as c + b x bytes on relative error; the kernel's interrupt + "
-      "softirq "
-      "CPU per byte between two emulated machines at each rate (a large transfer minus 1 MiB); the "
-      "process CPU per wake-up of a replayed compute task's hand-over, timer sleep and post back";
+      "softirq CPU per byte between two emulated machines at each rate (a large transfer minus "
+      "1 MiB); the process CPU per wake-up of a replayed compute task's hand-over, timer sleep "
+      "and post back";
   return k;
 }
 
