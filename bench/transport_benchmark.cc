@@ -154,6 +154,18 @@ void BM_WakeupCpu(benchmark::State& state) {
 }
 BENCHMARK(BM_WakeupCpu)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// The wake-up and hand-off latencies a live replay's traces show (real_runtime/wakeup_cpu.h,
+// MeasureHostLatency): the simulator's host_wakeup_us and host_handoff_us on an idle host.
+void BM_HostLatency(benchmark::State& state) {
+  rt::HostLatency last;
+  for (auto _ : state) last = rt::MeasureHostLatency(4000);
+  state.counters["wakeup_mean_us"] = last.wakeup_mean_us;
+  state.counters["wakeup_median_us"] = last.wakeup_median_us;
+  state.counters["handoff_mean_us"] = last.handoff_mean_us;
+  state.counters["handoff_median_us"] = last.handoff_median_us;
+}
+BENCHMARK(BM_HostLatency)->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 // One connection's setup: TCP connect + (TLS handshake +) HELLO/AUTH both ways, until both sides
 // report the peer up. Arg 0 = plain TCP + HMAC, 1 = TLS + HMAC.
 void BM_ConnectAndHandshake(benchmark::State& state) {

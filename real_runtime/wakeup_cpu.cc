@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <functional>
 #include <future>
+#include <numeric>
 #include <thread>
+#include <vector>
 
 #include "real_runtime/compute_streams.h"
 #include "real_runtime/loopback_push.h"
@@ -37,6 +39,67 @@ WakeupCpu MeasureWakeupCpu(int64_t rounds, std::chrono::microseconds sleep) {
   out.cpu_s = ProcessCpuSeconds() - c0;
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
   out.us_per_wakeup = 1e6 * out.cpu_s / (3.0 * static_cast<double>(out.rounds));
+  return out;
+}
+
+namespace {
+
+double Mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  return v[mid];
+}
+
+// `rounds` samples, each as HostLatency describes: with `sleep` > 0 a wake-up (S - E), else a
+// hand-off (S - A).
+std::vector<double> LatencySamples(int64_t rounds, std::chrono::microseconds sleep) {
+  using Clock = std::chrono::steady_clock;
+  TransportLoop protocol;
+  Executor stream;
+  std::promise<void> done;
+  std::vector<double> out;
+  out.reserve(static_cast<size_t>(rounds));
+  std::function<void()> hand_over = [&] {
+    if (static_cast<int64_t>(out.size()) == rounds) {
+      done.set_value();
+      return;
+    }
+    const Clock::time_point handed = Clock::now();
+    const Clock::time_point end = sleep.count() > 0 ? handed + sleep : handed;
+    stream.Post([&, handed, end] {
+      std::this_thread::sleep_until(end);
+      asio::post(protocol.io, [&, handed, end] {
+        const Clock::time_point seen = Clock::now();
+        const Clock::time_point from = sleep.count() > 0 ? end : handed;
+        out.push_back(std::chrono::duration<double, std::micro>(seen - from).count());
+        hand_over();
+      });
+    });
+  };
+  asio::post(protocol.io, hand_over);
+  done.get_future().wait();
+  return out;
+}
+
+}  // namespace
+
+HostLatency MeasureHostLatency(int64_t rounds, std::chrono::microseconds sleep) {
+  HostLatency out;
+  out.rounds = std::max<int64_t>(1, rounds);
+  const int64_t warm = std::max<int64_t>(1, out.rounds / 10);
+  LatencySamples(warm, sleep);
+  const std::vector<double> wake = LatencySamples(out.rounds, sleep);
+  LatencySamples(warm, std::chrono::microseconds(0));
+  const std::vector<double> handoff = LatencySamples(out.rounds, std::chrono::microseconds(0));
+  out.wakeup_mean_us = Mean(wake);
+  out.wakeup_median_us = Median(wake);
+  out.handoff_mean_us = Mean(handoff);
+  out.handoff_median_us = Median(handoff);
   return out;
 }
 

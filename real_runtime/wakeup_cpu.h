@@ -29,4 +29,22 @@ struct WakeupCpu {
 WakeupCpu MeasureWakeupCpu(int64_t rounds,
                            std::chrono::microseconds sleep = std::chrono::microseconds(100));
 
+// The latencies a live replay's traces show (validation/testbed_keys.h, AddHostLatencies; the
+// simulator's host_wakeup_us and host_handoff_us), measured in one process with the threads a node
+// runs: a protocol thread (an io_context on its own thread) and a compute stream (an Executor).
+//   wake-up   the stream sleeps to a task's end E (`sleep` after the hand-over, long enough that
+//             every thread is asleep) and posts the end back; the protocol thread takes it at S:
+//             S - E, the timer's lateness and the post back;
+//   hand-off  the protocol thread hands over at A a task whose end has passed; the stream posts
+//             its end back at once; the protocol thread takes it at S: S - A, two wake-ups of
+//             threads that were awake a moment before.
+// `rounds` of each (wake-up rounds first), after `rounds` / 10 of each to warm up.
+struct HostLatency {
+  double wakeup_mean_us = 0, wakeup_median_us = 0;
+  double handoff_mean_us = 0, handoff_median_us = 0;
+  int64_t rounds = 0;
+};
+HostLatency MeasureHostLatency(int64_t rounds,
+                               std::chrono::microseconds sleep = std::chrono::microseconds(200));
+
 }  // namespace poseidon::rt

@@ -58,18 +58,10 @@ double Mean(const std::vector<double>& v) {
   return s / static_cast<double>(v.size());
 }
 
-TestbedKeys ReadKeys(const config::YamlFile& f) {
-  const std::string& file = f.path();
-  config::MapReader r(f.root(), file, "testbed keys file");
-  const int64_t version = r.Int("schema_version");
-  if (version != kSchemaVersion) {
-    r.FailKey("schema_version", fmt::format("testbed keys file schema_version {} is not supported; "
-                                            "this build reads version {}",
-                                            version, kSchemaVersion));
-  }
-  TestbedKeys k;
-  k.host_message_us = r.PositiveNumber("host_message_us");
-  k.host_ns_per_byte = r.NonNegativeNumber("host_ns_per_byte", 0);
+// The CPU keys of a testbed keys file: all three (host_kernel_ns_per_byte one figure per rate).
+void ReadCpuKeys(config::MapReader& r, const std::string& file, TestbedKeys* k) {
+  k->host_message_us = r.PositiveNumber("host_message_us");
+  k->host_ns_per_byte = r.NonNegativeNumber("host_ns_per_byte", 0);
   if (!r.Has("host_ns_per_byte")) {
     r.Fail("testbed keys file has no 'host_ns_per_byte' (the process CPU per payload byte); "
            "measure it with 'poseidon validate --testbed-keys measure'");
@@ -86,14 +78,34 @@ TestbedKeys ReadKeys(const config::YamlFile& f) {
     const double ns = e.NonNegativeNumber("ns_per_byte", 0);
     if (!e.Has("ns_per_byte")) e.Fail("entry has no 'ns_per_byte'");
     e.Finish();
-    for (const auto& [g, _] : k.kernel_ns_per_byte) {
+    for (const auto& [g, _] : k->kernel_ns_per_byte) {
       if (SameRate(g, gbps)) {
         config::FailAt(n, file, fmt::format("a second figure for {:g} Gbit/s; give one per rate", gbps));
       }
     }
-    k.kernel_ns_per_byte[gbps] = ns;
+    k->kernel_ns_per_byte[gbps] = ns;
   }
+}
+
+TestbedKeys ReadKeys(const config::YamlFile& f) {
+  const std::string& file = f.path();
+  config::MapReader r(f.root(), file, "testbed keys file");
+  const int64_t version = r.Int("schema_version");
+  if (version != kSchemaVersion) {
+    r.FailKey("schema_version", fmt::format("testbed keys file schema_version {} is not supported; "
+                                            "this build reads version {}",
+                                            version, kSchemaVersion));
+  }
+  TestbedKeys k;
   if (r.Has("host_wakeup_cpu_us")) k.host_wakeup_cpu_us = r.PositiveNumber("host_wakeup_cpu_us");
+  if (r.Has("host_wakeup_us")) k.host_wakeup_us = r.PositiveNumber("host_wakeup_us");
+  if (r.Has("host_handoff_us")) k.host_handoff_us = r.PositiveNumber("host_handoff_us");
+  // A file of latencies alone ('--testbed-keys latencies') has none of the CPU keys; one that has
+  // any of them has all three.
+  const bool latencies_only = !r.Has("host_message_us") && !r.Has("host_ns_per_byte") &&
+                              !r.Has("host_kernel_ns_per_byte") &&
+                              (k.host_wakeup_us > 0 || k.host_handoff_us > 0);
+  if (!latencies_only) ReadCpuKeys(r, file, &k);
   const YAML::Node meas = r.OptionalNode("measurements");
   if (meas.IsDefined() && !meas.IsNull()) {
     k.measurements = config::ReadStringMap(meas, file, "measurements");
@@ -161,16 +173,22 @@ void WriteTestbedKeys(const TestbedKeys& k, std::ostream& out) {
   using config::YamlScalarNumber;
   using config::YamlScalarString;
   out << "# The emulated testbed's keys, measured on one host. Format: validation/testbed_keys.h.\n"
-      << "schema_version: " << kSchemaVersion << "\n"
-      << "host_message_us: " << YamlScalarNumber(k.host_message_us) << "\n"
-      << "host_ns_per_byte: " << YamlScalarNumber(k.host_ns_per_byte) << "\n"
-      << "host_kernel_ns_per_byte:\n";
-  for (const auto& [gbps, ns] : k.kernel_ns_per_byte) {
-    out << "  - {bandwidth_gbps: " << YamlScalarNumber(gbps) << ", ns_per_byte: "
-        << YamlScalarNumber(ns) << "}\n";
+      << "schema_version: " << kSchemaVersion << "\n";
+  if (k.HasCpuKeys()) {
+    out << "host_message_us: " << YamlScalarNumber(k.host_message_us) << "\n"
+        << "host_ns_per_byte: " << YamlScalarNumber(k.host_ns_per_byte) << "\n"
+        << "host_kernel_ns_per_byte:\n";
+    for (const auto& [gbps, ns] : k.kernel_ns_per_byte) {
+      out << "  - {bandwidth_gbps: " << YamlScalarNumber(gbps)
+          << ", ns_per_byte: " << YamlScalarNumber(ns) << "}\n";
+    }
   }
   if (k.host_wakeup_cpu_us > 0) {
     out << "host_wakeup_cpu_us: " << YamlScalarNumber(k.host_wakeup_cpu_us) << "\n";
+  }
+  if (k.host_wakeup_us > 0) out << "host_wakeup_us: " << YamlScalarNumber(k.host_wakeup_us) << "\n";
+  if (k.host_handoff_us > 0) {
+    out << "host_handoff_us: " << YamlScalarNumber(k.host_handoff_us) << "\n";
   }
   if (!k.measurements.empty()) {
     out << "measurements:\n";
@@ -184,9 +202,11 @@ void WriteTestbedKeys(const TestbedKeys& k, std::ostream& out) {
   }
 }
 
-std::vector<std::string> TestbedKeyOverrides(const TestbedKeys& k,
-                                             const config::NetworkSpec& network,
-                                             const std::string& source) {
+namespace {
+
+// The three CPU keys' --set lines (TestbedKeyOverrides).
+std::vector<std::string> CpuKeyOverrides(const TestbedKeys& k, const config::NetworkSpec& network,
+                                         const std::string& source) {
   const double gbps = LinkGbps(network);
   const double* kernel = nullptr;
   std::string rates;
@@ -200,17 +220,35 @@ std::vector<std::string> TestbedKeyOverrides(const TestbedKeys& k,
         "measure this host at that rate with 'poseidon validate --testbed-keys measure'",
         source, gbps, rates));
   }
-  std::vector<std::string> sets = {
+  return {
       fmt::format("cluster.network.host_message_us={}",
                   config::YamlScalarNumber(k.host_message_us)),
       fmt::format("cluster.network.host_ns_per_byte={}",
                   config::YamlScalarNumber(k.host_ns_per_byte)),
       fmt::format("cluster.network.host_kernel_ns_per_byte={}", config::YamlScalarNumber(*kernel))};
+}
+
+}  // namespace
+
+std::vector<std::string> TestbedKeyOverrides(const TestbedKeys& k,
+                                             const config::NetworkSpec& network,
+                                             const std::string& source) {
+  std::vector<std::string> sets;
+  if (k.HasCpuKeys()) sets = CpuKeyOverrides(k, network, source);
   // The wake-up's CPU belongs to the wake-ups the network charges; a network without them keeps
   // none.
   if (k.host_wakeup_cpu_us > 0 && network.host_wakeup_ns > 0) {
     sets.push_back(fmt::format("cluster.network.host_wakeup_cpu_us={}",
                                config::YamlScalarNumber(k.host_wakeup_cpu_us)));
+  }
+  // So do the latencies: measured on this host, they replace the ones a network charges.
+  if (k.host_wakeup_us > 0 && network.host_wakeup_ns > 0) {
+    sets.push_back(fmt::format("cluster.network.host_wakeup_us={}",
+                               config::YamlScalarNumber(k.host_wakeup_us)));
+  }
+  if (k.host_handoff_us > 0 && network.host_handoff_ns > 0) {
+    sets.push_back(fmt::format("cluster.network.host_handoff_us={}",
+                               config::YamlScalarNumber(k.host_handoff_us)));
   }
   return sets;
 }
@@ -306,10 +344,61 @@ double MeasureWakeupCpuUs(int reps, int64_t rounds, std::vector<std::string>* ev
   return Median(us);
 }
 
+std::pair<double, double> MeasureHostLatencyUs(int reps, int64_t rounds,
+                                               std::vector<std::string>* evidence) {
+  std::vector<double> wake, handoff;
+  for (int r = 0; r < std::max(1, reps); ++r) {
+    const rt::HostLatency l = rt::MeasureHostLatency(rounds);
+    wake.push_back(l.wakeup_median_us);
+    handoff.push_back(l.handoff_median_us);
+    evidence->push_back(fmt::format(
+        "{} rounds each: wake-up median {:.1f} us (mean {:.1f}), hand-off median {:.1f} us "
+        "(mean {:.1f})",
+        l.rounds, l.wakeup_median_us, l.wakeup_mean_us, l.handoff_median_us, l.handoff_mean_us));
+  }
+  return {Median(wake), Median(handoff)};
+}
+
+namespace {
+
+constexpr const char* kLatencyMethod =
+    "the wake-up and hand-off latencies of a replayed compute task's threads (a protocol thread "
+    "and a compute stream), one round at a time on an otherwise idle host (medians)";
+
+void MeasureLatencyKeys(const MeasureProgress& progress, TestbedKeys* k) {
+  if (progress) progress("wake-up and hand-off latencies of a replayed compute task's threads");
+  std::vector<std::string> latency;
+  const auto [wake_us, handoff_us] = MeasureHostLatencyUs(3, 4000, &latency);
+  k->host_wakeup_us = std::max(wake_us, 1e-3);
+  k->host_handoff_us = std::max(handoff_us, 1e-3);
+  k->measurements["latency"] = fmt::format(
+      "a replayed task's wake-up (timer sleep of 200 us to its end, post back) and hand-off (a "
+      "task whose end has passed, handed over and posted back), the rounds' medians (median of "
+      "{}): {}",
+      latency.size(), fmt::join(latency, "; "));
+}
+
+void AddProvenance(const std::string& command, const std::string& method, TestbedKeys* k) {
+  k->provenance = calibration::CollectProvenance(command);
+  k->provenance["kernel"] = ThisHost().kernel;
+  k->provenance["method"] = method;
+}
+
+}  // namespace
+
+TestbedKeys MeasureTestbedLatencies(const std::string& command, const MeasureProgress& progress) {
+  TestbedKeys k;
+  MeasureLatencyKeys(progress, &k);
+  AddProvenance(command, std::string("validation/testbed_keys.h: ") + kLatencyMethod, &k);
+  return k;
+}
+
 TestbedKeys MeasureTestbedKeys(const std::vector<double>& rates_gbps,
                                const std::string& netns_script, const std::string& exe,
                                const std::string& command, const MeasureProgress& progress) {
   TestbedKeys k;
+  // The latencies first, while nothing of this measurement has run on the host yet.
+  MeasureLatencyKeys(progress, &k);
   if (progress) progress("process CPU per message of the live transport over loopback");
   const std::vector<MessageCpuPoint> points = MeasureMessageCpu();
   const auto [c, b] = FitMessageCpu(points);
@@ -338,15 +427,15 @@ TestbedKeys MeasureTestbedKeys(const std::vector<double>& rates_gbps,
       "process CPU per wake-up, rounds of hand-over, timer sleep (100 us) and post back, three "
       "wake-ups each (median of {}): {}",
       wake.size(), fmt::join(wake, "; "));
-  k.provenance = calibration::CollectProvenance(command);
-  const HostIdentity h = ThisHost();
-  k.provenance["kernel"] = h.kernel;
-  k.provenance["method"] =
-      "validation/testbed_keys.h: the live transport's process CPU per message over loopback "
-      "(256 B .. 1 MiB) fitted as c + b x bytes on relative error; the kernel's interrupt + "
-      "softirq CPU per byte between two emulated machines at each rate (a large transfer minus "
-      "1 MiB); the process CPU per wake-up of a replayed compute task's hand-over, timer sleep "
-      "and post back";
+  AddProvenance(
+      command,
+      std::string("validation/testbed_keys.h: the live transport's process CPU per message over "
+                  "loopback (256 B .. 1 MiB) fitted as c + b x bytes on relative error; the "
+                  "kernel's interrupt + softirq CPU per byte between two emulated machines at "
+                  "each rate (a large transfer minus 1 MiB); the process CPU per wake-up of a "
+                  "replayed compute task's hand-over, timer sleep and post back; ") +
+          kLatencyMethod,
+      &k);
   return k;
 }
 
@@ -425,8 +514,17 @@ bool KeysUsed(const config::ScenarioSpec& s, const std::string& keys_file, const
   std::string prefix;
   if (keys != nullptr) {
     prov = keys->provenance;
+    const bool latencies = keys->host_wakeup_us > 0 && keys->host_handoff_us > 0;
     u.source =
-        keys->host_wakeup_cpu_us > 0
+        !keys->HasCpuKeys()
+            ? fmt::format(
+                  "{} (wake-up and hand-off latency; message, kernel and wake-up CPU from "
+                  "{})",
+                  keys_file, u.network)
+        : keys->host_wakeup_cpu_us > 0 && latencies
+            ? fmt::format("{} (message, kernel and wake-up CPU, wake-up and hand-off latency)",
+                          keys_file)
+        : keys->host_wakeup_cpu_us > 0
             ? fmt::format(
                   "{} (message, kernel and wake-up CPU; wake-up and hand-off "
                   "latency from {})",

@@ -5,7 +5,8 @@
 //
 // The shipped emulated network files (scenarios/networks/emulated_*.yaml) carry keys measured on
 // one machine (their provenance says which: host_keys_cpu, host_keys_cores, host_keys_date).
-// `poseidon validate --testbed-keys measure` measures the CPU keys here before predicting:
+// `poseidon validate --testbed-keys measure` measures these keys here before predicting
+// (`--testbed-keys latencies`: the last two alone, the CPU keys staying the network files'):
 //
 //   host_message_us, host_ns_per_byte   the live transport's process CPU per message of 256 B,
 //                                       4 KiB, 64 KiB and 1 MiB over loopback (both endpoints,
@@ -22,11 +23,19 @@
 //                                       sleep, post back: real_runtime/wakeup_cpu.h; the
 //                                       transport benchmark's WakeupCpu), median of 3 rounds of
 //                                       4,000
+//   host_wakeup_us, host_handoff_us     the latencies a live replay's traces show (the wake-up of a
+//                                       task's end after a timer sleep, the hand-off of a task
+//                                       whose end has passed: AddHostLatencies below), of the
+//                                       same threads one round at a time on an otherwise idle
+//                                       host (real_runtime/wakeup_cpu.h, MeasureHostLatency;
+//                                       the transport benchmark's HostLatency): each round's
+//                                       median (a few late wake-ups, a disturbance of the host,
+//                                       move a mean by half), median of 3 rounds of 4,000 each
 //
 // and writes them, with provenance, to a testbed keys file (format below) that `--testbed-keys
-// FILE` reads back. The wake-up and hand-off latencies are not measured before predicting (they
-// need a live run); every validate reports them as the live runs showed them (HostLatencies, the
-// method of analysis/host_latency.py) beside what the simulator charged.
+// FILE` reads back. Every validate also reports the wake-up and hand-off latencies as the live
+// runs showed them (HostLatencies, the method of analysis/host_latency.py) beside what the
+// simulator charged.
 //
 // Testbed keys file:
 //   schema_version: 1
@@ -34,8 +43,11 @@
 //   host_ns_per_byte: 0.66                    # >= 0
 //   host_kernel_ns_per_byte:                  # per link rate of the emulated links
 //     - {bandwidth_gbps: 1, ns_per_byte: 0.54}
+//   (a file of latencies alone has none of the three keys above)
 //   host_wakeup_cpu_us: 13.1                  # optional, > 0 (files written before it lack it:
 //                                             # the network files' own figure stays)
+//   host_wakeup_us: 82.3                      # optional, > 0 (likewise)
+//   host_handoff_us: 15.1                     # optional, > 0 (likewise)
 //   measurements: {NAME: "TEXT", ...}         # optional: the figures behind each key
 //   provenance: {cpu: .., cores: .., kernel: .., date: .., commit: .., command: ..}
 #pragma once
@@ -64,6 +76,10 @@ struct TestbedKeys {
   double host_ns_per_byte = 0;
   std::map<double, double> kernel_ns_per_byte;  // link rate (Gbit/s) -> ns per wire byte
   double host_wakeup_cpu_us = 0;                // 0: not in the file (the network file's stays)
+  double host_wakeup_us = 0, host_handoff_us = 0;  // the same
+  // Whether the file has the CPU keys (host_message_us, host_ns_per_byte, host_kernel_ns_per_byte):
+  // a file of latencies alone ('--testbed-keys latencies') has not, and the network files' stay.
+  bool HasCpuKeys() const { return host_message_us > 0; }
   std::map<std::string, std::string> measurements;
   std::map<std::string, std::string> provenance;
 };
@@ -78,8 +94,9 @@ TestbedKeys ParseTestbedKeys(const std::string& text, const std::string& name);
 void WriteTestbedKeys(const TestbedKeys& keys, std::ostream& out);
 
 // The --set lines that charge `keys` on the simulator's side for `network`'s links
-// ("cluster.network.host_message_us=4.18", ...); host_wakeup_cpu_us only where the file has it and
-// the network charges a wake-up (host_wakeup_us). Throws ConfigError naming `source` when the
+// ("cluster.network.host_message_us=4.18", ...); host_wakeup_cpu_us and host_wakeup_us only where
+// the file has them and the network charges a wake-up (host_wakeup_us), host_handoff_us only where
+// the file has it and the network charges a hand-off. Throws ConfigError naming `source` when the
 // file has no kernel figure for the links' rate (within 1e-6 relative).
 std::vector<std::string> TestbedKeyOverrides(const TestbedKeys& keys,
                                              const config::NetworkSpec& network,
@@ -108,7 +125,15 @@ double MeasureKernelNsPerByte(double gbps, const std::string& netns_script, cons
 // The process CPU per wake-up (rt::MeasureWakeupCpu): the median of `reps` rounds of `rounds`
 // after one to warm; each round's figure is appended to *evidence.
 double MeasureWakeupCpuUs(int reps, int64_t rounds, std::vector<std::string>* evidence);
-// All three, for every rate in `rates_gbps`, with provenance (`command`: the command line).
+// The wake-up and hand-off latencies (rt::MeasureHostLatency): {wake-up, hand-off} in us, the
+// medians over `reps` rounds of `rounds` of the rounds' medians; each round's figures are appended
+// to *evidence.
+std::pair<double, double> MeasureHostLatencyUs(int reps, int64_t rounds,
+                                               std::vector<std::string>* evidence);
+// The wake-up and hand-off latencies alone (MeasureHostLatencyUs), with provenance: a file of
+// latencies whose CPU keys stay the network files' ('--testbed-keys latencies').
+TestbedKeys MeasureTestbedLatencies(const std::string& command, const MeasureProgress& progress);
+// All of them, for every rate in `rates_gbps`, with provenance (`command`: the command line).
 TestbedKeys MeasureTestbedKeys(const std::vector<double>& rates_gbps,
                                const std::string& netns_script, const std::string& exe,
                                const std::string& command, const MeasureProgress& progress);

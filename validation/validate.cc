@@ -203,6 +203,16 @@ TestbedKeysChoice ChooseTestbedKeys(const ValidateOptions& o, std::vector<Config
     WriteTestbedKeys(k.keys, out);
     if (!out) throw ConfigError(k.file + ": error: cannot write the measured testbed keys");
     fmt::print(stderr, "validate: testbed keys measured, written to {}\n", k.file);
+  } else if (o.testbed_keys == "latencies") {
+    fmt::print(stderr, "validate: measuring the host's wake-up and hand-off latencies\n");
+    k.keys = MeasureTestbedLatencies(o.command,
+                                     [](const std::string& m) { fmt::print(stderr, "  {}\n", m); });
+    k.file = o.work_dir + "/testbed_keys.yaml";
+    std::ofstream out(k.file, std::ios::binary);
+    WriteTestbedKeys(k.keys, out);
+    if (!out) throw ConfigError(k.file + ": error: cannot write the measured testbed keys");
+    fmt::print(stderr, "validate: wake-up {:.1f} us, hand-off {:.1f} us, written to {}\n",
+               k.keys.host_wakeup_us, k.keys.host_handoff_us, k.file);
   } else {
     k.file = o.testbed_keys;
     k.keys = LoadTestbedKeys(k.file);

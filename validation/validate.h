@@ -70,7 +70,8 @@ struct ValidateOptions {
   int rerun_disturbed = 0;
   // The emulated hosts' CPU keys on the simulator's side (validation/testbed_keys.h): "files"
   // (the network files' own), "measure" (measured on this host before predicting, written to
-  // WORK_DIR/testbed_keys.yaml) or the path of a testbed keys file measured earlier. Whichever,
+  // WORK_DIR/testbed_keys.yaml), "latencies" (the wake-up and hand-off latencies alone, measured
+  // likewise) or the path of a testbed keys file measured earlier. Whichever,
   // the summary says which keys were charged, where they came from and what the live runs
   // showed of the wake-up and hand-off.
   std::string testbed_keys = "files";

@@ -76,9 +76,11 @@ std::shared_ptr<ValidateCommand> AddValidateCommand(CLI::App& app, const std::st
                 "run a live run that was not faithful again, up to N times (the last one counts)")
       ->check(AtLeast(0));
   v->add_option("--testbed-keys", o.testbed_keys,
-                 "the emulated hosts' CPU keys the simulator charges: 'files' (the network files'), "
-                 "'measure' (measure them on this host first: root, a minute or two per link rate) "
-                 "or a testbed keys file an earlier measure wrote (validation/testbed_keys.h)")
+                "the emulated hosts' keys the simulator charges: 'files' (the network files'), "
+                "'measure' (measure them on this host first: root, a minute or two per link rate), "
+                "'latencies' (measure the wake-up and hand-off latencies alone: seconds; the CPU "
+                "keys stay the files') or a testbed keys file an earlier measure wrote "
+                "(validation/testbed_keys.h)")
       ->capture_default_str();
   v->add_flag("--loopback{false}", o.emulate,
               "run live over loopback instead of an emulated cluster (no root needed; the network "

@@ -56,6 +56,31 @@ TEST(TestbedKeys, ReadsWhatItWrites) {
   WriteTestbedKeys(m, with);
   EXPECT_NE(with.str().find("\nhost_wakeup_cpu_us: 13.1\n"), std::string::npos) << with.str();
   EXPECT_EQ(ParseTestbedKeys(with.str(), "written.yaml").host_wakeup_cpu_us, 13.1);
+  // The latencies likewise: absent, the network files' stay; present, they round-trip.
+  EXPECT_EQ(back.host_wakeup_us, 0);
+  EXPECT_EQ(back.host_handoff_us, 0);
+  m.host_wakeup_us = 82.3;
+  m.host_handoff_us = 15.1;
+  std::ostringstream lat;
+  WriteTestbedKeys(m, lat);
+  EXPECT_NE(lat.str().find("\nhost_wakeup_us: 82.3\nhost_handoff_us: 15.1\n"), std::string::npos)
+      << lat.str();
+  const TestbedKeys l = ParseTestbedKeys(lat.str(), "written.yaml");
+  EXPECT_EQ(l.host_wakeup_us, 82.3);
+  EXPECT_EQ(l.host_handoff_us, 15.1);
+  // A file of latencies alone ('--testbed-keys latencies'): no CPU keys written or read.
+  TestbedKeys only;
+  only.host_wakeup_us = 82.3;
+  only.host_handoff_us = 15.1;
+  only.provenance = {{"cpu", "x"}};
+  std::ostringstream o;
+  WriteTestbedKeys(only, o);
+  EXPECT_EQ(o.str().find("host_message_us"), std::string::npos) << o.str();
+  const TestbedKeys ob = ParseTestbedKeys(o.str(), "latencies.yaml");
+  EXPECT_FALSE(ob.HasCpuKeys());
+  EXPECT_TRUE(ParseTestbedKeys(kKeys, "keys.yaml").HasCpuKeys());
+  EXPECT_EQ(ob.host_wakeup_us, 82.3);
+  EXPECT_EQ(ob.host_handoff_us, 15.1);
 }
 
 TEST(TestbedKeys, BadFilesAreOneLocatedLine) {
@@ -83,13 +108,26 @@ TEST(TestbedKeys, BadFilesAreOneLocatedLine) {
       "host_wakeup_cpu_us: 0\nprovenance: {}\n");
   EXPECT_NE(e.find("keys.yaml:5:"), std::string::npos) << e;
   EXPECT_NE(e.find("host_wakeup_cpu_us"), std::string::npos) << e;
+  e = ErrorOf(
+      "schema_version: 1\nhost_message_us: 4\nhost_ns_per_byte: 1\n"
+      "host_kernel_ns_per_byte: [{bandwidth_gbps: 1, ns_per_byte: 1}]\n"
+      "host_wakeup_us: 80\nhost_handoff_us: -3\nprovenance: {}\n");
+  EXPECT_NE(e.find("keys.yaml:6:"), std::string::npos) << e;
+  EXPECT_NE(e.find("host_handoff_us"), std::string::npos) << e;
+  // Latencies with part of the CPU keys: all three are asked for.
+  e = ErrorOf("schema_version: 1\nhost_message_us: 4\nhost_wakeup_us: 80\nprovenance: {}\n");
+  EXPECT_NE(e.find("host_ns_per_byte"), std::string::npos) << e;
+  // Neither CPU keys nor latencies: the CPU keys are asked for.
+  e = ErrorOf("schema_version: 1\nprovenance: {}\n");
+  EXPECT_NE(e.find("host_message_us"), std::string::npos) << e;
   EXPECT_THROW(LoadTestbedKeys("/nonexistent/keys.yaml"), config::ConfigError);
 }
 
-config::NetworkSpec Links(double gbps, double wakeup_us = 0) {
+config::NetworkSpec Links(double gbps, double wakeup_us = 0, double handoff_us = 0) {
   config::NetworkSpec n;
   n.host_bandwidth_Bps = gbps * 1e9 / 8;
   n.host_wakeup_ns = wakeup_us * 1e3;
+  n.host_handoff_ns = handoff_us * 1e3;
   return n;
 }
 
@@ -106,6 +144,23 @@ TEST(TestbedKeys, OverridesTakeTheLinkRatesFigure) {
   ASSERT_EQ(wake.size(), 4u);
   EXPECT_EQ(wake[3], "cluster.network.host_wakeup_cpu_us=9.5");
   EXPECT_EQ(TestbedKeyOverrides(k, Links(0.1), "keys.yaml").size(), 3u);
+  // The latencies where the file has them and the network charges them.
+  k.host_wakeup_us = 82.3;
+  k.host_handoff_us = 15.1;
+  const std::vector<std::string> lat = TestbedKeyOverrides(k, Links(0.1, 115, 66.8), "keys.yaml");
+  ASSERT_EQ(lat.size(), 6u);
+  EXPECT_EQ(lat[4], "cluster.network.host_wakeup_us=82.3");
+  EXPECT_EQ(lat[5], "cluster.network.host_handoff_us=15.1");
+  EXPECT_EQ(TestbedKeyOverrides(k, Links(0.1, 115), "keys.yaml").size(), 5u);  // no hand-off
+  EXPECT_EQ(TestbedKeyOverrides(k, Links(0.1), "keys.yaml").size(), 3u);
+  // Latencies alone: any link rate (no kernel figure needed), the CPU keys untouched.
+  TestbedKeys only;
+  only.host_wakeup_us = 82.3;
+  only.host_handoff_us = 15.1;
+  const std::vector<std::string> lo = TestbedKeyOverrides(only, Links(10, 115, 66.8), "l.yaml");
+  ASSERT_EQ(lo.size(), 2u);
+  EXPECT_EQ(lo[0], "cluster.network.host_wakeup_us=82.3");
+  EXPECT_EQ(lo[1], "cluster.network.host_handoff_us=15.1");
   try {
     TestbedKeyOverrides(k, Links(10), "keys.yaml");
     FAIL() << "a rate the file does not have";
@@ -244,6 +299,31 @@ TEST(TestbedKeys, TheShippedFilesSayWhereTheirKeysWereMeasured) {
   EXPECT_DOUBLE_EQ(u.wakeup_cpu_us, 9.5);
   EXPECT_NE(u.source.find("keys.yaml (message, kernel and wake-up CPU;"), std::string::npos)
       << u.source;
+  k.host_wakeup_us = 82.3;
+  k.host_handoff_us = 15.1;
+  const config::ScenarioSpec ml = config::LoadScenarioFile(
+      std::string(POSEIDON_SOURCE_DIR) + "/scenarios/validation/mlp_1g.yaml",
+      TestbedKeyOverrides(k, s.network, "keys.yaml"));
+  ASSERT_TRUE(KeysUsed(ml, "keys.yaml", &k, &u));
+  EXPECT_DOUBLE_EQ(u.wakeup_us, 82.3);
+  EXPECT_DOUBLE_EQ(u.handoff_us, 15.1);
+  EXPECT_NE(u.source.find("keys.yaml (message, kernel and wake-up CPU, wake-up and hand-off "
+                          "latency)"),
+            std::string::npos)
+      << u.source;
+  TestbedKeys only;
+  only.host_wakeup_us = 82.3;
+  only.host_handoff_us = 15.1;
+  const config::ScenarioSpec mo = config::LoadScenarioFile(
+      std::string(POSEIDON_SOURCE_DIR) + "/scenarios/validation/mlp_1g.yaml",
+      TestbedKeyOverrides(only, s.network, "l.yaml"));
+  ASSERT_TRUE(KeysUsed(mo, "l.yaml", &only, &u));
+  EXPECT_DOUBLE_EQ(u.handoff_us, 15.1);
+  EXPECT_DOUBLE_EQ(u.message_us, s.network.host_message_ns / 1e3);  // the network file's
+  EXPECT_NE(u.source.find("l.yaml (wake-up and hand-off latency; message, kernel and wake-up CPU "
+                          "from "),
+            std::string::npos)
+      << u.source;
 
   // A real cluster's network charges no host CPU: no testbed keys.
   const config::ScenarioSpec real =
@@ -268,6 +348,19 @@ TEST(TestbedKeys, TheWakeUpsCpuIsMeasured) {
   EXPECT_GT(us, 0);
   ASSERT_EQ(evidence.size(), 3u);
   for (const std::string& e : evidence) EXPECT_NE(e.find("200 rounds:"), std::string::npos) << e;
+}
+
+TEST(TestbedKeys, TheWakeUpAndHandOffLatenciesAreMeasured) {
+  // A real measurement (this process's threads, one round at a time): it says nothing about
+  // speed, only that both latencies are measured and every round is listed as evidence.
+  std::vector<std::string> evidence;
+  const auto [wake, handoff] = MeasureHostLatencyUs(3, 50, &evidence);
+  EXPECT_GT(wake, 0);
+  EXPECT_GT(handoff, 0);
+  ASSERT_EQ(evidence.size(), 3u);
+  for (const std::string& e : evidence) {
+    EXPECT_NE(e.find("50 rounds each: wake-up median"), std::string::npos) << e;
+  }
 }
 
 }  // namespace
