@@ -512,8 +512,13 @@ bool KeysUsed(const config::ScenarioSpec& s, const std::string& keys_file, const
   u.wakeup_cpu_us = n.host_wakeup_cpu_ns / 1e3;
   std::map<std::string, std::string> prov;
   std::string prefix;
+  if (keys != nullptr && !keys->HasCpuKeys() && !s.network_file.empty()) {
+    // Latencies alone: the CPU keys, which the machine named below is about, are the file's.
+    prov = config::LoadNetworkFile(s.network_file).provenance;
+    prefix = prov.count("host_keys_cpu") ? "host_keys_" : "";
+  }
   if (keys != nullptr) {
-    prov = keys->provenance;
+    if (keys->HasCpuKeys()) prov = keys->provenance;
     const bool latencies = keys->host_wakeup_us > 0 && keys->host_handoff_us > 0;
     u.source =
         !keys->HasCpuKeys()

@@ -102,18 +102,20 @@ TEST(TestbedKeys, BadFilesAreOneLocatedLine) {
   e = ErrorOf("schema_version: 1\nhost_message_us: 4\nhost_ns_per_byte: 1\nhost_mesage_us: 3\n"
               "host_kernel_ns_per_byte: [{bandwidth_gbps: 1, ns_per_byte: 1}]\nprovenance: {}\n");
   EXPECT_NE(e.find("unknown key 'host_mesage_us'"), std::string::npos) << e;
-  e = ErrorOf(
-      "schema_version: 1\nhost_message_us: 4\nhost_ns_per_byte: 1\n"
-      "host_kernel_ns_per_byte: [{bandwidth_gbps: 1, ns_per_byte: 1}]\n"
-      "host_wakeup_cpu_us: 0\nprovenance: {}\n");
-  EXPECT_NE(e.find("keys.yaml:5:"), std::string::npos) << e;
-  EXPECT_NE(e.find("host_wakeup_cpu_us"), std::string::npos) << e;
-  e = ErrorOf(
-      "schema_version: 1\nhost_message_us: 4\nhost_ns_per_byte: 1\n"
-      "host_kernel_ns_per_byte: [{bandwidth_gbps: 1, ns_per_byte: 1}]\n"
-      "host_wakeup_us: 80\nhost_handoff_us: -3\nprovenance: {}\n");
-  EXPECT_NE(e.find("keys.yaml:6:"), std::string::npos) << e;
-  EXPECT_NE(e.find("host_handoff_us"), std::string::npos) << e;
+  // An optional key out of range, after the three CPU keys: its own line.
+  const struct {
+    const char* tail;
+    const char* where;
+    const char* key;
+  } optional[] = {{"host_wakeup_cpu_us: 0\n", "keys.yaml:5:", "host_wakeup_cpu_us"},
+                  {"host_wakeup_us: 80\nhost_handoff_us: -3\n", "keys.yaml:6:", "host_handoff_us"}};
+  for (const auto& c : optional) {
+    e = ErrorOf(std::string("schema_version: 1\nhost_message_us: 4\nhost_ns_per_byte: 1\n"
+                            "host_kernel_ns_per_byte: [{bandwidth_gbps: 1, ns_per_byte: 1}]\n") +
+                c.tail + "provenance: {}\n");
+    EXPECT_NE(e.find(c.where), std::string::npos) << e;
+    EXPECT_NE(e.find(c.key), std::string::npos) << e;
+  }
   // Latencies with part of the CPU keys: all three are asked for.
   e = ErrorOf("schema_version: 1\nhost_message_us: 4\nhost_wakeup_us: 80\nprovenance: {}\n");
   EXPECT_NE(e.find("host_ns_per_byte"), std::string::npos) << e;
@@ -147,20 +149,20 @@ TEST(TestbedKeys, OverridesTakeTheLinkRatesFigure) {
   // The latencies where the file has them and the network charges them.
   k.host_wakeup_us = 82.3;
   k.host_handoff_us = 15.1;
-  const std::vector<std::string> lat = TestbedKeyOverrides(k, Links(0.1, 115, 66.8), "keys.yaml");
-  ASSERT_EQ(lat.size(), 6u);
-  EXPECT_EQ(lat[4], "cluster.network.host_wakeup_us=82.3");
-  EXPECT_EQ(lat[5], "cluster.network.host_handoff_us=15.1");
-  EXPECT_EQ(TestbedKeyOverrides(k, Links(0.1, 115), "keys.yaml").size(), 5u);  // no hand-off
-  EXPECT_EQ(TestbedKeyOverrides(k, Links(0.1), "keys.yaml").size(), 3u);
-  // Latencies alone: any link rate (no kernel figure needed), the CPU keys untouched.
+  // Latencies alone (a file of them: any link rate, no kernel figure needed), the CPU keys
+  // untouched; with the CPU keys, after them.
   TestbedKeys only;
   only.host_wakeup_us = 82.3;
   only.host_handoff_us = 15.1;
-  const std::vector<std::string> lo = TestbedKeyOverrides(only, Links(10, 115, 66.8), "l.yaml");
-  ASSERT_EQ(lo.size(), 2u);
-  EXPECT_EQ(lo[0], "cluster.network.host_wakeup_us=82.3");
-  EXPECT_EQ(lo[1], "cluster.network.host_handoff_us=15.1");
+  for (const auto& [keys, size] : {std::pair<const TestbedKeys*, size_t>{&k, 6}, {&only, 2}}) {
+    const std::vector<std::string> lat =
+        TestbedKeyOverrides(*keys, Links(size == 6 ? 0.1 : 10, 115, 66.8), "keys.yaml");
+    ASSERT_EQ(lat.size(), size);
+    EXPECT_EQ(lat[size - 2], "cluster.network.host_wakeup_us=82.3");
+    EXPECT_EQ(lat[size - 1], "cluster.network.host_handoff_us=15.1");
+  }
+  EXPECT_EQ(TestbedKeyOverrides(k, Links(0.1, 115), "keys.yaml").size(), 5u);  // no hand-off
+  EXPECT_EQ(TestbedKeyOverrides(k, Links(0.1), "keys.yaml").size(), 3u);
   try {
     TestbedKeyOverrides(k, Links(10), "keys.yaml");
     FAIL() << "a rate the file does not have";
@@ -281,10 +283,16 @@ TEST(TestbedKeys, TheShippedFilesSayWhereTheirKeysWereMeasured) {
   EXPECT_NE(TestbedKeysJson({e}, other).find("\"same_kind_as_this_host\":false"), std::string::npos);
 
   TestbedKeys k = ParseTestbedKeys(kKeys, "keys.yaml");
-  const config::ScenarioSpec m = config::LoadScenarioFile(
-      std::string(POSEIDON_SOURCE_DIR) + "/scenarios/validation/mlp_1g.yaml",
-      TestbedKeyOverrides(k, s.network, "keys.yaml"));
-  ASSERT_TRUE(KeysUsed(m, "keys.yaml", &k, &u));
+  // The 1 Gbit/s scenario charged `keys` (from `file`): what KeysUsed says of it.
+  auto used_with = [&](const TestbedKeys& keys, const std::string& file) {
+    const config::ScenarioSpec m = config::LoadScenarioFile(
+        std::string(POSEIDON_SOURCE_DIR) + "/scenarios/validation/mlp_1g.yaml",
+        TestbedKeyOverrides(keys, s.network, file));
+    TestbedKeysUsed out;
+    EXPECT_TRUE(KeysUsed(m, file, &keys, &out));
+    return out;
+  };
+  u = used_with(k, "keys.yaml");
   EXPECT_DOUBLE_EQ(u.message_us, 4.18);
   EXPECT_DOUBLE_EQ(u.kernel_ns_per_byte, 0.54);
   EXPECT_DOUBLE_EQ(u.wakeup_cpu_us, 13.1);  // not in the keys file: the network file's
@@ -292,19 +300,13 @@ TEST(TestbedKeys, TheShippedFilesSayWhereTheirKeysWereMeasured) {
   EXPECT_NE(u.source.find("keys.yaml (message and kernel CPU; wake-up, its CPU"), std::string::npos)
       << u.source;
   k.host_wakeup_cpu_us = 9.5;
-  const config::ScenarioSpec mw = config::LoadScenarioFile(
-      std::string(POSEIDON_SOURCE_DIR) + "/scenarios/validation/mlp_1g.yaml",
-      TestbedKeyOverrides(k, s.network, "keys.yaml"));
-  ASSERT_TRUE(KeysUsed(mw, "keys.yaml", &k, &u));
+  u = used_with(k, "keys.yaml");
   EXPECT_DOUBLE_EQ(u.wakeup_cpu_us, 9.5);
   EXPECT_NE(u.source.find("keys.yaml (message, kernel and wake-up CPU;"), std::string::npos)
       << u.source;
   k.host_wakeup_us = 82.3;
   k.host_handoff_us = 15.1;
-  const config::ScenarioSpec ml = config::LoadScenarioFile(
-      std::string(POSEIDON_SOURCE_DIR) + "/scenarios/validation/mlp_1g.yaml",
-      TestbedKeyOverrides(k, s.network, "keys.yaml"));
-  ASSERT_TRUE(KeysUsed(ml, "keys.yaml", &k, &u));
+  u = used_with(k, "keys.yaml");
   EXPECT_DOUBLE_EQ(u.wakeup_us, 82.3);
   EXPECT_DOUBLE_EQ(u.handoff_us, 15.1);
   EXPECT_NE(u.source.find("keys.yaml (message, kernel and wake-up CPU, wake-up and hand-off "
@@ -314,12 +316,10 @@ TEST(TestbedKeys, TheShippedFilesSayWhereTheirKeysWereMeasured) {
   TestbedKeys only;
   only.host_wakeup_us = 82.3;
   only.host_handoff_us = 15.1;
-  const config::ScenarioSpec mo = config::LoadScenarioFile(
-      std::string(POSEIDON_SOURCE_DIR) + "/scenarios/validation/mlp_1g.yaml",
-      TestbedKeyOverrides(only, s.network, "l.yaml"));
-  ASSERT_TRUE(KeysUsed(mo, "l.yaml", &only, &u));
+  u = used_with(only, "l.yaml");
   EXPECT_DOUBLE_EQ(u.handoff_us, 15.1);
   EXPECT_DOUBLE_EQ(u.message_us, s.network.host_message_ns / 1e3);  // the network file's
+  EXPECT_EQ(u.measured_on.cpu, "AMD EPYC");  // where the file's CPU keys were measured
   EXPECT_NE(u.source.find("l.yaml (wake-up and hand-off latency; message, kernel and wake-up CPU "
                           "from "),
             std::string::npos)
