@@ -22,6 +22,7 @@
 
 #include <sys/resource.h>
 
+#include "calibration/stats.h"
 #include "real_runtime/frame.h"
 #include "real_runtime/frame_mac.h"
 #include "real_runtime/handshake.h"
@@ -159,10 +160,12 @@ BENCHMARK(BM_WakeupCpu)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisec
 void BM_HostLatency(benchmark::State& state) {
   rt::HostLatency last;
   for (auto _ : state) last = rt::MeasureHostLatency(4000);
-  state.counters["wakeup_mean_us"] = last.wakeup_mean_us;
-  state.counters["wakeup_median_us"] = last.wakeup_median_us;
-  state.counters["handoff_mean_us"] = last.handoff_mean_us;
-  state.counters["handoff_median_us"] = last.handoff_median_us;
+  const calibration::Summary wake = calibration::Summarize(last.wakeup_us);
+  const calibration::Summary handoff = calibration::Summarize(last.handoff_us);
+  state.counters["wakeup_mean_us"] = wake.mean;
+  state.counters["wakeup_median_us"] = wake.median;
+  state.counters["handoff_mean_us"] = handoff.mean;
+  state.counters["handoff_median_us"] = handoff.median;
 }
 BENCHMARK(BM_HostLatency)->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
 

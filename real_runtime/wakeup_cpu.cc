@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <functional>
 #include <future>
-#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -44,17 +43,6 @@ WakeupCpu MeasureWakeupCpu(int64_t rounds, std::chrono::microseconds sleep) {
 
 namespace {
 
-double Mean(const std::vector<double>& v) {
-  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  return v[mid];
-}
-
 // `rounds` samples, each as HostLatency describes: with `sleep` > 0 a wake-up (S - E), else a
 // hand-off (S - A).
 std::vector<double> LatencySamples(int64_t rounds, std::chrono::microseconds sleep) {
@@ -89,17 +77,13 @@ std::vector<double> LatencySamples(int64_t rounds, std::chrono::microseconds sle
 }  // namespace
 
 HostLatency MeasureHostLatency(int64_t rounds, std::chrono::microseconds sleep) {
+  rounds = std::max<int64_t>(1, rounds);
+  const int64_t warm = std::max<int64_t>(1, rounds / 10);
   HostLatency out;
-  out.rounds = std::max<int64_t>(1, rounds);
-  const int64_t warm = std::max<int64_t>(1, out.rounds / 10);
   LatencySamples(warm, sleep);
-  const std::vector<double> wake = LatencySamples(out.rounds, sleep);
+  out.wakeup_us = LatencySamples(rounds, sleep);
   LatencySamples(warm, std::chrono::microseconds(0));
-  const std::vector<double> handoff = LatencySamples(out.rounds, std::chrono::microseconds(0));
-  out.wakeup_mean_us = Mean(wake);
-  out.wakeup_median_us = Median(wake);
-  out.handoff_mean_us = Mean(handoff);
-  out.handoff_median_us = Median(handoff);
+  out.handoff_us = LatencySamples(rounds, std::chrono::microseconds(0));
   return out;
 }
 

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 namespace poseidon::rt {
 
@@ -38,11 +39,10 @@ WakeupCpu MeasureWakeupCpu(int64_t rounds,
 //   hand-off  the protocol thread hands over at A a task whose end has passed; the stream posts
 //             its end back at once; the protocol thread takes it at S: S - A, two wake-ups of
 //             threads that were awake a moment before.
-// `rounds` of each (wake-up rounds first), after `rounds` / 10 of each to warm up.
+// `rounds` of each (wake-up rounds first), after `rounds` / 10 of each to warm up; every sample,
+// in microseconds, for the caller to summarise.
 struct HostLatency {
-  double wakeup_mean_us = 0, wakeup_median_us = 0;
-  double handoff_mean_us = 0, handoff_median_us = 0;
-  int64_t rounds = 0;
+  std::vector<double> wakeup_us, handoff_us;
 };
 HostLatency MeasureHostLatency(int64_t rounds,
                                std::chrono::microseconds sleep = std::chrono::microseconds(200));

@@ -349,12 +349,12 @@ std::pair<double, double> MeasureHostLatencyUs(int reps, int64_t rounds,
   std::vector<double> wake, handoff;
   for (int r = 0; r < std::max(1, reps); ++r) {
     const rt::HostLatency l = rt::MeasureHostLatency(rounds);
-    wake.push_back(l.wakeup_median_us);
-    handoff.push_back(l.handoff_median_us);
+    wake.push_back(Median(l.wakeup_us));
+    handoff.push_back(Median(l.handoff_us));
     evidence->push_back(fmt::format(
         "{} rounds each: wake-up median {:.1f} us (mean {:.1f}), hand-off median {:.1f} us "
         "(mean {:.1f})",
-        l.rounds, l.wakeup_median_us, l.wakeup_mean_us, l.handoff_median_us, l.handoff_mean_us));
+        l.wakeup_us.size(), wake.back(), Mean(l.wakeup_us), handoff.back(), Mean(l.handoff_us)));
   }
   return {Median(wake), Median(handoff)};
 }

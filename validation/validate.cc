@@ -175,6 +175,14 @@ struct TestbedKeysChoice {
   TestbedKeys keys;
 };
 
+// Writes keys measured here to WORK_DIR/testbed_keys.yaml, which k->file then names.
+void WriteMeasuredKeys(const ValidateOptions& o, TestbedKeysChoice* k) {
+  k->file = o.work_dir + "/testbed_keys.yaml";
+  std::ofstream out(k->file, std::ios::binary);
+  WriteTestbedKeys(k->keys, out);
+  if (!out) throw ConfigError(k->file + ": error: cannot write the measured testbed keys");
+}
+
 TestbedKeysChoice ChooseTestbedKeys(const ValidateOptions& o, std::vector<Config>* configs,
                                     const std::string& base_file) {
   TestbedKeysChoice k;
@@ -198,19 +206,13 @@ TestbedKeysChoice ChooseTestbedKeys(const ValidateOptions& o, std::vector<Config
     if (ec) throw ConfigError("/proc/self/exe: error: cannot find this program: " + ec.message());
     k.keys = MeasureTestbedKeys(rates, o.netns_script, exe.string(), o.command,
                                 [](const std::string& m) { fmt::print(stderr, "  {}\n", m); });
-    k.file = o.work_dir + "/testbed_keys.yaml";
-    std::ofstream out(k.file, std::ios::binary);
-    WriteTestbedKeys(k.keys, out);
-    if (!out) throw ConfigError(k.file + ": error: cannot write the measured testbed keys");
+    WriteMeasuredKeys(o, &k);
     fmt::print(stderr, "validate: testbed keys measured, written to {}\n", k.file);
   } else if (o.testbed_keys == "latencies") {
     fmt::print(stderr, "validate: measuring the host's wake-up and hand-off latencies\n");
     k.keys = MeasureTestbedLatencies(o.command,
                                      [](const std::string& m) { fmt::print(stderr, "  {}\n", m); });
-    k.file = o.work_dir + "/testbed_keys.yaml";
-    std::ofstream out(k.file, std::ios::binary);
-    WriteTestbedKeys(k.keys, out);
-    if (!out) throw ConfigError(k.file + ": error: cannot write the measured testbed keys");
+    WriteMeasuredKeys(o, &k);
     fmt::print(stderr, "validate: wake-up {:.1f} us, hand-off {:.1f} us, written to {}\n",
                k.keys.host_wakeup_us, k.keys.host_handoff_us, k.file);
   } else {
