@@ -35,6 +35,7 @@ Tally::Tally(std::vector<std::string> names, int repeat)
       errors_(names_.size()),
       net_errors_(names_.size()),
       measured_(names_.size()),
+      undisturbed_measured_(names_.size()),
       run_abs_(static_cast<size_t>(repeat)),
       faithful_errors_(names_.size()),
       not_faithful_(names_.size()),
@@ -59,9 +60,12 @@ void Tally::Add(size_t config, int run, double error_pct, double measured_ms, do
       break;
   }
   measured_[config].push_back(measured_ms);
+  if (host.state != RunHost::State::kNotFaithful)
+    undisturbed_measured_[config].push_back(measured_ms);
   if (std::isfinite(host.job_cpu_pct)) job_cpu_[config].push_back(host.job_cpu_pct);
   if (std::isfinite(host.handoff_us)) handoff_[config].push_back(host.handoff_us);
   if (std::isfinite(host.charged_handoff_us)) charged_handoff_[config] = host.charged_handoff_us;
+  if (static_cast<size_t>(run) > run_abs_.size()) run_abs_.resize(static_cast<size_t>(run));
   run_abs_[static_cast<size_t>(run - 1)].push_back(std::fabs(error_pct));
   if (std::isfinite(net_error_pct)) net_errors_[config].push_back(net_error_pct);
 }
@@ -80,6 +84,15 @@ std::vector<double> Tally::AbsMedianFaithfulErrors() const {
     if (!e.empty()) abs_errors.push_back(std::fabs(Median(e)));
   }
   return abs_errors;
+}
+
+std::vector<size_t> Tally::SpreadBeyondGoal() const {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < undisturbed_measured_.size(); ++i) {
+    const double s = LiveSpreadPct(undisturbed_measured_[i]);
+    if (std::isfinite(s) && s > kErrorGoalPct) out.push_back(i);
+  }
+  return out;
 }
 
 std::string Tally::JsonTail(int failures) const {
@@ -119,11 +132,23 @@ std::string Tally::Text(int failures) const {
                              ErrorSummary(run_abs_[r]));
     }
   }
-  summary += fmt::format("validate: {} configurations{}, {}{}\n", names_.size(),
-                         runs ? fmt::format(" x {} runs, per configuration the median of its runs", repeat_)
-                              : std::string(),
-                         ErrorSummary(AbsMedianErrors()),
-                         failures ? fmt::format(", {} failed", failures) : std::string());
+  // Configurations run more than `repeat` times (validate --repeat-spread), and their most runs.
+  size_t extended = 0, most = 0;
+  for (const std::vector<double>& m : measured_) {
+    if (m.size() > static_cast<size_t>(repeat_)) ++extended;
+    most = std::max(most, m.size());
+  }
+  const std::string added =
+      extended == 0
+          ? std::string()
+          : fmt::format(" ({} of them up to {} runs: their live runs spread by more than 8%)",
+                        extended, most);
+  summary += fmt::format(
+      "validate: {} configurations{}, {}{}\n", names_.size(),
+      runs ? fmt::format(" x {} runs{}, per configuration the median of its runs", repeat_, added)
+           : std::string(),
+      ErrorSummary(AbsMedianErrors()),
+      failures ? fmt::format(", {} failed", failures) : std::string());
   // The live system's own repeatability: configurations whose runs differ by more than the goal.
   if (runs) {
     std::vector<std::pair<double, size_t>> spread;

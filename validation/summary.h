@@ -65,10 +65,12 @@ std::string JobCpuBreakdown(const std::vector<double>& job_cpu_pct,
 
 class Tally {
  public:
-  // names[i]: configuration i's name in the summary; repeat: live runs per configuration.
+  // names[i]: configuration i's name in the summary; repeat: live runs per configuration (some
+  // may get more: validate --repeat-spread).
   Tally(std::vector<std::string> names, int repeat);
 
-  // A run (1-based) of configuration i that was measured and predicted.
+  // A run (1-based) of configuration i that was measured and predicted; run > repeat: one added
+  // by validate --repeat-spread.
   void Add(size_t config, int run, double error_pct, double measured_ms, double net_error_pct,
            const RunHost& host = {});
 
@@ -76,6 +78,11 @@ class Tally {
   std::vector<double> AbsMedianErrors() const;
   // The same over faithful runs only.
   std::vector<double> AbsMedianFaithfulErrors() const;
+  // The configurations whose live runs, those not judged disturbed (faithful, or not judged),
+  // differ among themselves by more than the error goal (LiveSpreadPct), in index order: the ones
+  // `validate --repeat-spread` runs again. The rule reads the live runs alone, never the
+  // prediction, so adding runs cannot favour the model.
+  std::vector<size_t> SpreadBeyondGoal() const;
   // The summary lines (each "validate: ...\n"); `failures`: runs that could not be compared.
   std::string Text(int failures) const;
   // The JSON document's last fields: "runs", the median and largest |error|, "failed".
@@ -89,6 +96,7 @@ class Tally {
   std::vector<std::vector<double>> errors_;      // per configuration, one per run
   std::vector<std::vector<double>> net_errors_;  // network model on the live traffic
   std::vector<std::vector<double>> measured_;    // live iteration times, per run
+  std::vector<std::vector<double>> undisturbed_measured_;  // the same, runs not judged disturbed
   std::vector<std::vector<double>> run_abs_;     // per run, |error| of every configuration
   std::vector<std::vector<double>> faithful_errors_;  // per configuration, its faithful runs
   std::vector<int> not_faithful_;                     // per configuration, runs not faithful

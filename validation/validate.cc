@@ -309,6 +309,12 @@ int RunValidate(const ValidateOptions& o) {
   if (o.rerun_disturbed < 0) {
     throw ConfigError(fmt::format("error: --rerun-disturbed must be >= 0, got {}", o.rerun_disturbed));
   }
+  if (o.repeat_spread != 0 && (o.repeat < 2 || o.repeat_spread <= o.repeat)) {
+    throw ConfigError(fmt::format(
+        "error: --repeat-spread {} needs --repeat 2 or more (a spread needs two runs) and a count "
+        "above it (--repeat is {})",
+        o.repeat_spread, o.repeat));
+  }
   if (!(o.wait_quiet_s >= 0)) {
     throw ConfigError(fmt::format("error: --wait-quiet must be >= 0 seconds, got {}", o.wait_quiet_s));
   }
@@ -333,13 +339,29 @@ int RunValidate(const ValidateOptions& o) {
   TestbedKeysTally testbed(configs, keys);
   int failures = 0;
   bool first_row = true;
-  for (int run = 1; run <= o.repeat; ++run) {
-    for (size_t i = 0; i < configs.size(); ++i) {
+  std::vector<size_t> round(configs.size());  // the configurations each round runs
+  std::iota(round.begin(), round.end(), size_t{0});
+  int last_run = o.repeat;
+  for (int run = 1; run <= last_run; ++run) {
+    if (run == o.repeat && o.repeat_spread > o.repeat) last_run = o.repeat_spread;
+    if (run == o.repeat + 1) {
+      // --repeat-spread: the configurations whose live runs still differ by more than the goal.
+      round = tally.SpreadBeyondGoal();
+      if (round.empty()) break;
+      std::string list;
+      for (size_t i : round) list += fmt::format("{}config-{}", list.empty() ? "" : ", ", i);
+      fmt::print(stderr,
+                 "validate: {} configurations whose live runs differ by more than 8% get runs {} "
+                 "to {} (--repeat-spread): {}\n",
+                 round.size(), run, last_run, list);
+    }
+    for (size_t i : round) {
       const Config& c = configs[i];
       const config::ScenarioSpec& s = c.scenario;
       const Pace& pred = predictions[i].pace;
       if (runs) {
-        fmt::print(stderr, "validate run {}/{}, {}/{}: {}\n", run, o.repeat, i + 1, configs.size(), c.name);
+        fmt::print(stderr, "validate run {}/{}, {}/{}: {}\n", run,
+                   run <= o.repeat ? o.repeat : last_run, i + 1, configs.size(), c.name);
       } else {
         fmt::print(stderr, "validate {}/{}: {}\n", i + 1, configs.size(), c.name);
       }

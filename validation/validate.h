@@ -68,6 +68,12 @@ struct ValidateOptions {
   double wait_quiet_s = 0;
   // A live run judged not faithful is run again, up to this many times; the last one counts.
   int rerun_disturbed = 0;
+  // After `repeat` runs, a configuration whose runs not judged disturbed differ among themselves
+  // by more than the 8% goal ((max - min) / median, Tally::SpreadBeyondGoal) is run again, in
+  // further rounds, up to this many runs in all; its median then stands on more runs. The rule
+  // reads the live runs alone, never the prediction. 0: off (needs repeat >= 2 and a count above
+  // it otherwise).
+  int repeat_spread = 0;
   // The emulated hosts' CPU keys on the simulator's side (validation/testbed_keys.h): "files"
   // (the network files' own), "measure" (measured on this host before predicting, written to
   // WORK_DIR/testbed_keys.yaml), "latencies" (the wake-up and hand-off latencies alone, measured

@@ -75,6 +75,12 @@ std::shared_ptr<ValidateCommand> AddValidateCommand(CLI::App& app, const std::st
   v->add_option("--rerun-disturbed", o.rerun_disturbed,
                 "run a live run that was not faithful again, up to N times (the last one counts)")
       ->check(AtLeast(0));
+  v->add_option(
+       "--repeat-spread", o.repeat_spread,
+       "after --repeat runs, run a configuration whose live runs (those not disturbed) "
+       "differ by more than 8% ((max - min) / median) again, up to N runs in all: its "
+       "median then stands on more runs (the rule reads the live runs, not the prediction)")
+      ->check(AtLeast(0));
   v->add_option("--testbed-keys", o.testbed_keys,
                 "the emulated hosts' keys the simulator charges: 'files' (the network files'), "
                 "'measure' (measure them on this host first: root, a minute or two per link rate), "

@@ -8,12 +8,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -683,6 +684,27 @@ TEST_F(LiveTest, MergedLiveTraceHasTheSimulatorsEventNames) {
   EXPECT_NE(bad.out.find("README.md: error: "), std::string::npos) << bad.out;
 }
 
+// A Chrome trace with every "ts" and "dur" multiplied by `factor` (a run made that much slower).
+std::string StretchTraceTimes(const std::string& text, double factor) {
+  std::string out;
+  size_t at = 0;
+  for (;;) {
+    const size_t ts = text.find("\"ts\":", at), dur = text.find("\"dur\":", at);
+    const size_t key = std::min(ts, dur);
+    if (key == std::string::npos) break;
+    const size_t num = key + (key == ts ? 5 : 6);
+    size_t end = num;
+    while (end < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) {
+      ++end;
+    }
+    out += text.substr(at, num - at);
+    out += fmt::format("{:.3f}", std::stod(text.substr(num, end - num)) * factor);
+    at = end;
+  }
+  return out + text.substr(at);
+}
+
 // validate --repeat: the simulation once, N live runs per configuration (over loopback here: no
 // root; the errors are then meaningless, only the bookkeeping is checked), a `run` column, the
 // run's own folder, and a summary per run and over the per-configuration medians.
@@ -819,6 +841,65 @@ TEST_F(LiveTest, ValidateRepeatsEveryConfigurationAndSummarisesTheMedians) {
   EXPECT_EQ(loopback_measure.rc, 2) << loopback_measure.out;
   EXPECT_NE(loopback_measure.out.find("--testbed-keys measure needs the emulated cluster"),
             std::string::npos) << loopback_measure.out;
+  // --repeat-spread: after the --repeat runs, a configuration whose runs differ by more than 8%
+  // gets more, up to the count. The two runs above agree within a few percent over loopback; in a
+  // copy of them the second run's worker traces are stretched 1.5 times and both host records
+  // made quiet, so that the rule must add run 3 (run live: --run-missing) and nothing else.
+  // Without the stretch no run is added.
+  const std::string s_dir = dir + "/s";
+  fs::copy(dir + "/v", s_dir, fs::copy_options::recursive);
+  for (int run = 1; run <= 2; ++run) {
+    const std::string run_dir = s_dir + "/config-0/run-" + std::to_string(run);
+    WriteFile(run_dir + "/host.txt",
+              "samples=5 wall_s=0.5 cores=2 job_pct=50 others_pct=0 steal_pct=0 irq_pct=0 "
+              "run_queue_mean=1 run_queue_max=2 job_processes_max=6\n");
+    if (run == 2) {
+      for (int rank = 1; rank <= 2; ++rank) {
+        const std::string trace = run_dir + "/trace/rank-" + std::to_string(rank) + ".json";
+        WriteFile(trace, StretchTraceTimes(ReadFile(trace), 1.5));
+      }
+    }
+  }
+  const std::string spread_cmd = base + "--reuse-live --run-missing --repeat-spread 3 --work-dir " +
+                                 s_dir + " -o " + dir + "/s.csv";
+  Result spread = Shell(spread_cmd);
+  ASSERT_EQ(spread.rc, 0) << spread.out;
+  EXPECT_NE(spread.out.find("validate: 1 configurations whose live runs differ by more than 8% get "
+                            "runs 3 to 3 (--repeat-spread): config-0"),
+            std::string::npos)
+      << spread.out;
+  EXPECT_NE(spread.out.find("validate run 3/3, 1/1"), std::string::npos) << spread.out;
+  EXPECT_NE(spread.out.find("x 2 runs (1 of them up to 3 runs: their live runs spread by more than "
+                            "8%)"),
+            std::string::npos)
+      << spread.out;
+  EXPECT_TRUE(fs::exists(s_dir + "/config-0/run-3/live.json"));
+  std::istringstream csv4(ReadFile(dir + "/s.csv"));
+  std::string row1s, row2s, row3s;
+  std::getline(csv4, header);
+  std::getline(csv4, row1s);
+  std::getline(csv4, row2s);
+  std::getline(csv4, row3s);
+  EXPECT_EQ(row3s.rfind("3,0,", 0), 0u) << row3s;
+  EXPECT_NEAR(std::stod(field(row2s, 4)) / std::stod(field(row1s, 4)),
+              1.5 * std::stod(field(row2, 4)) / std::stod(field(row1, 4)), 0.01)
+      << row1s << "\n"
+      << row2s;
+  Result agree = Shell(base + "--reuse-live --repeat-spread 3 --work-dir " + dir + "/v");
+  ASSERT_EQ(agree.rc, 0) << agree.out;
+  EXPECT_EQ(agree.out.find("(--repeat-spread)"), std::string::npos) << agree.out;
+  for (const std::string& args :
+       {std::string("--repeat-spread 2"), std::string("--repeat 1 --repeat-spread 3")}) {
+    Result refused =
+        Shell(kBin + " validate " + kRoot + "/scenarios/validation/mlp_1g.yaml --loopback " +
+              (args.find("--repeat 1") == std::string::npos ? "--repeat 2 " : "") + args +
+              " --work-dir " + dir + "/r");
+    EXPECT_EQ(refused.rc, 2) << refused.out;
+    EXPECT_NE(
+        refused.out.find("needs --repeat 2 or more (a spread needs two runs) and a count above it"),
+        std::string::npos)
+        << refused.out;
+  }
   Result bad = Shell(kBin + " validate x.yaml --repeat 0");
   EXPECT_EQ(bad.rc, 105) << bad.out;
   EXPECT_NE(bad.out.find("--repeat: must be a whole number >= 1, got '0'"), std::string::npos)

@@ -152,5 +152,44 @@ TEST(ValidateSummary, ErrorsByTheJobsOwnCpu) {
   EXPECT_EQ(old.Text(0).find("job's own CPU"), std::string::npos);
 }
 
+// validate --repeat-spread runs again the configurations whose runs not judged disturbed differ
+// by more than the goal: d07 of held-out set 21 (live 9.106, 6.876 and 7.072 ms), not one whose
+// runs agree, nor one whose only outlier was a disturbed run, nor one with a single run. The
+// rule reads the measured times alone: the errors below would pick other configurations.
+TEST(ValidateSpread, TheConfigurationsWhoseUndisturbedRunsDifferBeyondTheGoal) {
+  RunHost faithful, disturbed, unjudged;
+  faithful.state = RunHost::State::kFaithful;
+  disturbed.state = RunHost::State::kNotFaithful;
+  disturbed.why = "the hypervisor stole 15% of the 2 cores";
+  Tally t({"agree", "d07", "outlier disturbed", "one run", "unjudged"}, 3);
+  const double agree[] = {10.0, 10.5, 10.2}, d07[] = {9.106, 6.876, 7.072},
+               d07_error[] = {-2.75, 28.78, 25.22}, outlier[] = {20.0, 20.4, 26.0},
+               unjudged_ms[] = {50.0, 55.0, 50.5};
+  for (int run = 1; run <= 3; ++run) {
+    const size_t r = static_cast<size_t>(run - 1);
+    t.Add(0, run, 30.0, agree[r], NAN, faithful);
+    t.Add(1, run, d07_error[r], d07[r], NAN, faithful);
+    t.Add(2, run, 1.0, outlier[r], NAN, run == 3 ? disturbed : faithful);
+    t.Add(4, run, 1.0, unjudged_ms[r], NAN, unjudged);
+  }
+  t.Add(3, 1, 1.0, 5.0, NAN, faithful);
+  EXPECT_EQ(t.SpreadBeyondGoal(), (std::vector<size_t>{1, 4}));
+  // Two more runs of d07: the summary says which configurations got more runs, and a run beyond
+  // --repeat has its own line.
+  EXPECT_EQ(t.AbsMedianErrors()[1], 25.22);  // the median of three runs
+  t.Add(1, 4, -1.7, 8.8, NAN, faithful);
+  t.Add(1, 5, 3.0, 8.5, NAN, faithful);
+  const std::string text = t.Text(0);
+  EXPECT_NE(text.find("validate: run 5: 1 configurations, median |error| 3.00%, max |error| 3.00%"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("validate: 5 configurations x 3 runs (1 of them up to 5 runs: their live runs "
+                "spread by more than 8%), per configuration the median of its runs"),
+      std::string::npos)
+      << text;
+  EXPECT_EQ(t.AbsMedianErrors()[1], 3.0);  // the median of its five
+}
+
 }  // namespace
 }  // namespace poseidon::validation
