@@ -76,6 +76,7 @@
 // concurrent const use is safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -86,15 +87,19 @@
 
 namespace poseidon::cost {
 
-// A live run that replays modelled compute (real_runtime ReplayedCompute) starts a task that
-// reaches its stream within this long of the previous task's modelled end at that end, so the
-// hand-off latency of the process's threads does not add up along a pass. The simulator does the
-// same where it models that latency (config::NetworkSpec::host_wakeup_ns).
+// A live run that replays modelled compute (real_runtime ReplayedCompute) credits a task with up
+// to this much of the time its stream waited since the previous task's modelled end: a task that
+// reaches its stream within this long of that end starts at it, one handed over later starts this
+// long before it was handed over. So the hand-off latency of the process's threads does not add
+// up along a pass, and a wait costs the same whether it is a little shorter or a little longer
+// than this (until 2026-12-06 a wait beyond it cost all of itself, so a lag near 1 ms decided
+// between two paces; docs/validation.md, "A wait of 1 ms"). The simulator does the same where it
+// models that latency (config::NetworkSpec::host_wakeup_ns).
 inline constexpr int64_t kReplayAbsorbNs = 1'000'000;
 // When a replayed task handed over at `handed_over` starts, its stream's previous task having
-// ended (as modelled) at `previous_end`.
+// ended (as modelled) at `previous_end`: continuous in both.
 inline int64_t ReplayedTaskStart(int64_t handed_over, int64_t previous_end) {
-  return handed_over - previous_end <= kReplayAbsorbNs ? previous_end : handed_over;
+  return std::max(previous_end, handed_over - kReplayAbsorbNs);
 }
 
 class ComputeModel {
