@@ -341,9 +341,8 @@ int RunValidate(const ValidateOptions& o) {
   bool first_row = true;
   std::vector<size_t> round(configs.size());  // the configurations each round runs
   std::iota(round.begin(), round.end(), size_t{0});
-  int last_run = o.repeat;
+  const int last_run = std::max(o.repeat, o.repeat_spread);
   for (int run = 1; run <= last_run; ++run) {
-    if (run == o.repeat && o.repeat_spread > o.repeat) last_run = o.repeat_spread;
     if (run == o.repeat + 1) {
       // --repeat-spread: the configurations whose live runs still differ by more than the goal.
       round = tally.SpreadBeyondGoal();
