@@ -80,10 +80,12 @@ struct NetworkSpec {
   // Real NICs have none (0); tc tbf has its `burst`.
   int64_t burst_bytes = 0;
   // Bytes each sending connection keeps queued below TCP at its machine's NIC (YAML:
-  // sender_queue_bytes, q): a message that starts an idle connection while k messages of >= q
-  // bytes of its machine are in flight or waiting waits k x q / rate before it gets its share
-  // (Linux TCP small queues keep about two packets per socket, ahead of any new message in the
-  // machine's qdisc); only messages of >= q bytes count in k, as a smaller one queues less. A
+  // sender_queue_bytes, q): a message that starts an idle connection while messages of >= q
+  // bytes of its machine are in flight or waiting waits until q of each has left at the link's
+  // rate before it gets its share (Linux TCP small queues keep about two packets per socket,
+  // ahead of any new message in the machine's qdisc); only messages of >= q bytes count, as a
+  // smaller one queues less. One that opened onto a NIC with none of them sent its first bytes
+  // straight out and has queued only what the link drained since it started, up to q. A
   // message written while its connection is still sending continues that stream and does not
   // wait again. 0 = none.
   int64_t sender_queue_bytes = 0;

@@ -87,7 +87,7 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
     nic_rx_.assign(static_cast<size_t>(layout.num_machines), 0);
   }
   nic_active_.assign(layout.num_machines, 0);
-  sending_.assign(layout.num_machines, 0);
+  sending_.assign(static_cast<size_t>(layout.num_machines), {});
   nic_since_.assign(layout.num_machines, 0);
   nic_busy_total_.assign(layout.num_machines, 0);
   nic_busy_at_iter_begin_.assign(layout.num_workers, 0);
@@ -196,15 +196,26 @@ void SimJob::StartFlowAfterQueue(int src, int dst, uint32_t slot, bool continues
     return;
   }
   // Messages of at least q bytes keep q queued from their start (or their turn in the queue) to
-  // their end; smaller ones are not counted.
-  const int others = sending_[static_cast<size_t>(src)];
-  if (slots_[slot].msg.wire_bytes() >= q) ++sending_[static_cast<size_t>(src)];
+  // their end; smaller ones are not counted. One that opened onto a NIC with none of them sent
+  // its first bytes straight out (an idle link's burst) and its queue fills behind them as the
+  // link drains: live, a second connection opened 50 us after the first waits one GSO packet
+  // behind it, not two (docs/validation.md, "A queue that has not filled yet").
+  const double rate = config_.network.host_bandwidth_Bps;
+  std::vector<AtNic>& at_nic = sending_[static_cast<size_t>(src)];
+  double ahead = 0;  // bytes
+  for (const AtNic& m : at_nic) {
+    ahead += m.opened_idle ? std::min(static_cast<double>(q),
+                                      rate * static_cast<double>(now_ - m.since) * 1e-9)
+                           : static_cast<double>(q);
+  }
+  const bool others = !at_nic.empty();
+  if (slots_[slot].msg.wire_bytes() >= q) {
+    at_nic.push_back({slot, now_, /*opened_idle=*/!others && !continues_stream});
+  }
   // A message written while its connection was still sending continues that stream, which
   // already has its turn at the NIC: it does not queue behind the others again.
-  if (others > 0 && !continues_stream) {
-    const double wait_s = static_cast<double>(others) * static_cast<double>(q) /
-                          config_.network.host_bandwidth_Bps;
-    queue_.Push(now_ + static_cast<TimeNs>(std::ceil(wait_s * 1e9)), kStartFlow,
+  if (others && !continues_stream && ahead > 0) {
+    queue_.Push(now_ + static_cast<TimeNs>(std::ceil(ahead / rate * 1e9)), kStartFlow,
                 static_cast<uint32_t>(src), (static_cast<uint64_t>(dst) << 32) | slot);
     return;
   }
@@ -381,7 +392,9 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
     }
     if (config_.network.sender_queue_bytes > 0 &&
         s.msg.wire_bytes() >= config_.network.sender_queue_bytes) {
-      --sending_[static_cast<size_t>(src)];
+      std::vector<AtNic>& at_nic = sending_[static_cast<size_t>(src)];
+      at_nic.erase(std::find_if(at_nic.begin(), at_nic.end(),
+                                [&](const AtNic& m) { return m.slot == d.tag; }));
     }
     Arrive(d.delivered_at, d.tag);
     const ActorId from = s.msg.from;

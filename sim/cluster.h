@@ -219,9 +219,9 @@ class SimJob {
   void ScheduleNetworkNow();
   void OnNetworkEvent(uint64_t generation);
   void NicChange(int machine, int delta);
-  // Starts the flow of `slot` now, or, with NetworkSpec::sender_queue_bytes q, once the q bytes
-  // that each of the machine's other messages of >= q bytes keeps queued ahead of it have left
-  // at the NIC's rate (kStartFlow).
+  // Starts the flow of `slot` now, or, with NetworkSpec::sender_queue_bytes q, once what the
+  // machine's other messages of >= q bytes keep queued ahead of it (q each; less for one that
+  // opened onto an idle NIC less than q / rate ago) has left at the NIC's rate (kStartFlow).
   void StartFlowAfterQueue(int src, int dst, uint32_t slot, bool continues_stream);
   void StartFlow(int src, int dst, uint32_t slot);
   // A kStartFlow event's flow (target: source machine; arg: destination << 32 | slot).
@@ -296,8 +296,16 @@ class SimJob {
   uint64_t done_sequence_ = 0;
   // NIC activity per machine: flows in flight touching it, and busy-time accounting.
   std::vector<int> nic_active_;
-  // Per machine: messages of >= sender_queue_bytes it is sending or has queued to send.
-  std::vector<int> sending_;
+  // Per machine: its messages of >= sender_queue_bytes that are sending or queued to send, each
+  // with what it keeps queued at the NIC ahead of a new connection's first message: q from the
+  // start, or, for one that opened onto a NIC with none of them (its first bytes went straight
+  // out), what the link has drained since it started, up to q (StartFlowAfterQueue).
+  struct AtNic {
+    uint32_t slot = 0;
+    TimeNs since = 0;
+    bool opened_idle = false;
+  };
+  std::vector<std::vector<AtNic>> sending_;
   std::vector<TimeNs> nic_since_;
   std::vector<TimeNs> nic_busy_total_;
   std::vector<TimeNs> nic_busy_at_iter_begin_;

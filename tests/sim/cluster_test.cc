@@ -130,27 +130,28 @@ TEST(SimJob, ConnectionsPerMachinePairSerialiseAndPerProcessPairShare) {
   ASSERT_EQ(shared.size(), 2u);
   EXPECT_NEAR(shared[0], two, 64.0);
   EXPECT_EQ(shared[0], shared[1]);
-  // sender_queue_bytes Q: the second push waits Q/B behind the first's queued bytes, then they
-  // share: the first is delivered after (2S - Q)/B, the second still after 2S/B.
+  // sender_queue_bytes Q: the first push opened onto an idle NIC, and its first bytes went
+  // straight out; at the same instant it has queued nothing ahead of the second, so they share
+  // from the start (ReplayedMessages* below: what one opened earlier keeps queued).
   const int64_t q = 100'000;
   const std::vector<double> queued = push_deliveries(config::ConnectionKind::kProcessPair, q);
   ASSERT_EQ(queued.size(), 2u);
-  EXPECT_NEAR(queued[0], static_cast<double>(2 * s - q) / bytes_per_ns + latency, 64.0);
-  EXPECT_NEAR(queued[1], two, 64.0);
+  EXPECT_EQ(queued, shared);
   // One connection per machine pair: the second push starts when the first has left, with no
   // other connection sending, so it does not wait.
   const std::vector<double> fifo_q = push_deliveries(config::ConnectionKind::kMachinePair, q);
   EXPECT_EQ(fifo_q, fifo);
-  // Two chunks per push: each connection has two messages of h bytes to send. A connection's
-  // second message continues its stream and does not wait behind the other connection again:
-  // A1 alone for q/B, then A1 and B1 share; when A1 ends, A2 shares with B1 at once. Deliveries
-  // (x B): A1 2h - q, B1 2h + q, A2 4h - q, B2 4h. (Had A2 waited q/B, B1 would end at 2h.)
+  // Two chunks per push: each connection has two messages of h bytes to send. A1 and B1 share
+  // from the start (above); B1, opened while A1 was sending, keeps q queued. A connection's second
+  // message continues its stream and does not wait behind the other connection again: A2 and B2
+  // start as A1 and B1 end. Deliveries (x B): 2h, 2h, 4h, 4h. (Had A2 waited behind B's q, it
+  // would end at 4h + q.)
   const int64_t h = 2 * m * n + core::Message::kHeaderBytes;
   const std::vector<double> chunked =
       push_deliveries(config::ConnectionKind::kProcessPair, q, 2 * m * n);
   ASSERT_EQ(chunked.size(), 4u);
-  const double expected[4] = {static_cast<double>(2 * h - q), static_cast<double>(2 * h + q),
-                              static_cast<double>(4 * h - q), static_cast<double>(4 * h)};
+  const double expected[4] = {static_cast<double>(2 * h), static_cast<double>(2 * h),
+                              static_cast<double>(4 * h), static_cast<double>(4 * h)};
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(chunked[i], expected[i] / bytes_per_ns + latency, 128.0) << i;
   }
@@ -238,6 +239,55 @@ TEST(SimJob, ReplayedMessagesShareConnectionsAndLinks) {
               start + (static_cast<double>(h) - start * bytes_per_ns) / (bytes_per_ns / 2) + 5000,
               2.0);
   EXPECT_NEAR(static_cast<double>(d[3]), 2 * one + 5000, 2.0);
+}
+
+// sender_queue_bytes q: a connection that opens onto a NIC with no other message of >= q bytes
+// sends its first bytes straight out, and its queue fills behind them as the link drains; a
+// second connection opened t later waits min(q, t x B) behind it, not q (live, two parameter
+// messages written 50 us apart on an idle tbf link: the second one GSO packet behind, not two;
+// docs/validation.md, "A queue that has not filled yet"). A third, opened while the second is
+// queued, waits behind the second's whole q as well.
+TEST(SimJob, AConnectionOpenedOntoAnIdleNicHasQueuedOnlyWhatTheLinkDrainedSince) {
+  core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
+  SimJobConfig cfg;
+  cfg.model = &model;
+  cfg.layout = core::JobLayout::Dedicated(3, 1);  // workers on machines 0, 1, 2; shard on 3
+  cfg.protocol.iterations = 1;
+  cfg.network = Star(10, 5000);
+  cfg.network.connections = config::ConnectionKind::kProcessPair;
+  const int64_t q = 100'000;
+  cfg.network.sender_queue_bytes = q;
+  cfg.worker_compute.assign(3, ZeroCompute(model));
+  const core::ActorId s0 = cfg.layout.server(0);
+  const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1),
+                      w2 = cfg.layout.worker(2);
+  const double bytes_per_ns = 10.0 / 8;
+  const int64_t p = 1'000'000, h = p + core::Message::kHeaderBytes;
+  SimJob job(std::move(cfg));
+  // s0 -> w0 at 0 on an idle NIC; s0 -> w1 at 40 us: s0 -> w0 has queued 40 us x B = 50 000
+  // bytes (< q), so s0 -> w1 starts at 80 us; s0 -> w2 at 60 us: 75 000 of s0 -> w0's and all
+  // q of s0 -> w1's (opened onto a busy NIC), so it starts at 60 + (75 000 + q) / B = 200 us.
+  const std::vector<TimeNs> d =
+      job.ReplayMessages({{0, s0, w0, p}, {40'000, s0, w1, p}, {60'000, s0, w2, p}});
+  ASSERT_EQ(d.size(), 3u);
+  const double b = bytes_per_ns;
+  const double start1 = 40'000 + 50'000 / b, start2 = 60'000 + (75'000 + q) / b;
+  // Fluid: s0 -> w0 alone until start1, then shared by two until start2, then by three.
+  const double sent0 = start1 * b + (start2 - start1) * b / 2;  // s0 -> w0's bytes by start2
+  const double sent1 = (start2 - start1) * b / 2;
+  ASSERT_LT(sent0, static_cast<double>(h));
+  // All three at a third of the link: s0 -> w0 ends first, then the other two at a half.
+  const double end0 = start2 + (static_cast<double>(h) - sent0) / (b / 3);
+  const double sent1_at_end0 = sent1 + (end0 - start2) * b / 3;
+  const double sent2_at_end0 = (end0 - start2) * b / 3;
+  const double end1 = end0 + (static_cast<double>(h) - sent1_at_end0) / (b / 2);
+  const double sent2_at_end1 = sent2_at_end0 + (end1 - end0) * b / 2;
+  const double end2 = end1 + (static_cast<double>(h) - sent2_at_end1) / b;
+  EXPECT_NEAR(static_cast<double>(d[0]), end0 + 5000, 4.0);
+  EXPECT_NEAR(static_cast<double>(d[1]), end1 + 5000, 4.0);
+  EXPECT_NEAR(static_cast<double>(d[2]), end2 + 5000, 4.0);
+  // The link was busy throughout: the last delivery is all three messages at its rate.
+  EXPECT_NEAR(static_cast<double>(d[2]), 3 * static_cast<double>(h) / b + 5000, 4.0);
 }
 
 // The host CPU (NetworkSpec::host_cores): every message, local ones too, is processed on its
