@@ -393,8 +393,9 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
     if (config_.network.sender_queue_bytes > 0 &&
         s.msg.wire_bytes() >= config_.network.sender_queue_bytes) {
       std::vector<AtNic>& at_nic = sending_[static_cast<size_t>(src)];
-      at_nic.erase(std::find_if(at_nic.begin(), at_nic.end(),
-                                [&](const AtNic& m) { return m.slot == d.tag; }));
+      const auto it = std::find_if(at_nic.begin(), at_nic.end(),
+                                   [&](const AtNic& m) { return m.slot == d.tag; });
+      if (it != at_nic.end()) at_nic.erase(it);
     }
     Arrive(d.delivered_at, d.tag);
     const ActorId from = s.msg.from;
