@@ -200,21 +200,22 @@ void SimJob::StartFlowAfterQueue(int src, int dst, uint32_t slot, bool continues
   // its first bytes straight out (an idle link's burst) and its queue fills behind them as the
   // link drains: live, a second connection opened 50 us after the first waits one GSO packet
   // behind it, not two (docs/validation.md, "A queue that has not filled yet").
+  // A message written while its connection was still sending continues that stream, which
+  // already has its turn at the NIC: it does not queue behind the others again.
   const double rate = config_.network.host_bandwidth_Bps;
   std::vector<AtNic>& at_nic = sending_[static_cast<size_t>(src)];
   double ahead = 0;  // bytes
-  for (const AtNic& m : at_nic) {
-    ahead += m.opened_idle ? std::min(static_cast<double>(q),
-                                      rate * static_cast<double>(now_ - m.since) * 1e-9)
-                           : static_cast<double>(q);
+  if (!continues_stream) {
+    for (const AtNic& m : at_nic) {
+      ahead += m.opened_idle ? std::min(static_cast<double>(q),
+                                        rate * static_cast<double>(now_ - m.since) * 1e-9)
+                             : static_cast<double>(q);
+    }
   }
-  const bool others = !at_nic.empty();
   if (slots_[slot].msg.wire_bytes() >= q) {
-    at_nic.push_back({slot, now_, /*opened_idle=*/!others && !continues_stream});
+    at_nic.push_back({slot, now_, /*opened_idle=*/at_nic.empty() && !continues_stream});
   }
-  // A message written while its connection was still sending continues that stream, which
-  // already has its turn at the NIC: it does not queue behind the others again.
-  if (others && !continues_stream && ahead > 0) {
+  if (ahead > 0) {
     queue_.Push(now_ + static_cast<TimeNs>(std::ceil(ahead / rate * 1e9)), kStartFlow,
                 static_cast<uint32_t>(src), (static_cast<uint64_t>(dst) << 32) | slot);
     return;
