@@ -666,6 +666,54 @@ class TcpWindowsTest(TempDirTest):
                             "no `ss -tin` sample with a congestion window")
 
 
+class TcpTraceTest(TempDirTest):
+    PROBE = ("  p-1 [000] ..s2. {t}: tcp_probe: family=AF_INET src=10.77.0.1:41043 "
+             "dest=10.77.0.3:33282 mark=0x0 data_len=0 snd_nxt=0x10 snd_una={una:#x} "
+             "snd_cwnd={cwnd} ssthresh={ss} snd_wnd=65536 srtt={srtt} rcv_wnd=65160 "
+             "sock_cookie=1 skbaddr=0 skaddr=0\n")
+    STATE = ("  p-1 [000] ..s2. {t}: tcp_cong_state_set: family=AF_INET sport=41043 dport=33282 "
+             "saddr=10.77.0.1 daddr=10.77.0.3 saddrv6=::ffff:10.77.0.1 "
+             "daddrv6=::ffff:10.77.0.3 cong_state={state}\n")
+    RETRANS = ("  p-1 [000] ..s1. {t}: tcp_retransmit_skb: skbaddr=0 skaddr=0 family=AF_INET "
+               "sport=41043 dport=33282 saddr=10.77.0.1 daddr=10.77.0.3 saddrv6=::1 daddrv6=::1 "
+               "state=TCP_ESTABLISHED err=0\n")
+
+    def trace(self):
+        no = 2147483647
+        lines = ["# tracer: nop\n",
+                 self.STATE.format(t="100.000000", state=0),
+                 self.PROBE.format(t="100.100000", una=0xfffff000, cwnd=10, ss=no, srtt=30),
+                 self.PROBE.format(t="100.200000", una=0x1000, cwnd=800, ss=no, srtt=90000),
+                 self.STATE.format(t="100.300000", state=3),
+                 self.RETRANS.format(t="100.300100"),
+                 self.PROBE.format(t="100.310000", una=0x2000, cwnd=52, ss=400, srtt=95000),
+                 self.RETRANS.format(t="100.320000"),
+                 self.STATE.format(t="100.800000", state=0),
+                 self.PROBE.format(t="101.000000", una=0x2000 + 2000000, cwnd=400, ss=400,
+                                   srtt=12000)]
+        return self.write("trace.txt", "".join(lines))
+
+    def test_an_episode_with_its_window_threshold_and_retransmissions(self):
+        r = run_script("tcp_trace.py", "episodes", self.trace(), "--at", "0.25")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = r.stdout.splitlines()
+        # Acknowledged across the sequence numbers' wrap: 0x2000 + 2,000,000 + 0x1000 bytes.
+        self.assertEqual(rows[0], "10.77.0.1:41043 -> 10.77.0.3:33282: 2.01 MB acknowledged, "
+                         "2 segments retransmitted")
+        self.assertRegex(rows[1], r"^ +0\.300 s recovery window 800 -> threshold 400, "
+                         r"2 retransmitted, window down to 52, open at 0\.800 s$")
+        self.assertEqual(rows[2], "  at the end: window 400, threshold 400")
+        self.assertEqual(rows[3], "  at 0.250 s: window 800, threshold -, round trip 90.0 ms")
+
+    def test_a_connection_below_min_bytes_and_a_trace_without_probes_are_refused(self):
+        self.assert_refused("tcp_trace.py", ["episodes", self.trace(), "--min-bytes", "3000000"],
+                            "no connection acknowledged 3000000 bytes or more")
+        empty = self.write("empty.txt", "# tracer: nop\n")
+        self.assert_refused("tcp_trace.py", ["episodes", empty], "no tcp_probe event")
+        bad = self.write("bad.txt", "  p-1 [000] ..s2. 1.000000: tcp_probe: family=AF_INET\n")
+        self.assert_refused("tcp_trace.py", ["episodes", bad], "bad.txt:1: a tcp_probe event")
+
+
 class NetReplayTest(TempDirTest):
     def replay_csv(self, rows):
         path = self.path("net-replay.csv")

@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+"""TCP's loss episodes on the emulated cluster, from the kernel's own tracepoints: every ACK's window.
+
+    sudo /usr/bin/python3 analysis/tcp_trace.py record -o trace.txt -- \\
+        build/apps/poseidon/poseidon validate FILE --repeat 1 --work-dir out/w
+    /usr/bin/python3 analysis/tcp_trace.py episodes trace.txt --logs out/w/config-0
+
+`record` runs the command with the kernel's TCP tracepoints on (tcp:tcp_probe at every ACK a
+sender takes in: its congestion window, slow-start threshold, smoothed round trip and what is
+acknowledged; tcp:tcp_cong_state_set at every change of congestion state; tcp:tcp_retransmit_skb
+at every retransmission), in all network namespaces, and copies the trace buffer to -o when the
+command exits. It needs root and tracefs; the kernel writes the events into a ring buffer, so the
+run costs little CPU (unlike `tcp_windows.py record`, which runs ss), but it says so and fails
+when the buffer overran and events were lost.
+
+`episodes` prints, per connection that carried at least --min-bytes (sender first, named by the
+processes it joins with --logs, a live run's folder with its rank-*.log), each loss episode: when
+the sender entered recovery or loss (seconds from the first traced event), its window then
+(segments), the threshold it set, how many segments it retransmitted, how low the window fell and
+when it was open again; then the window and threshold at the end. With --at it also prints each
+connection's window at the given times. This is what `docs/validation.md` ("The first overshoot,
+ACK by ACK") reads: which connection a drop-tail queue's losses hit, and when each halved.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tcp_windows import names  # noqa: E402  (the same rank-*.log reader)
+
+TRACEFS = "/sys/kernel/tracing"
+EVENTS = ("tcp_probe", "tcp_cong_state_set", "tcp_retransmit_skb")
+STAMP = re.compile(r"\s(\d+\.\d+): (tcp_\w+): (.*)$")
+PROBE = re.compile(r"src=(\S+) dest=(\S+) .*snd_una=(0x[0-9a-f]+) snd_cwnd=(\d+) "
+                   r"ssthresh=(\d+) .*srtt=(\d+)")
+STATE = re.compile(r"sport=(\d+) dport=(\d+) saddr=(\S+) daddr=(\S+) .*cong_state=(\d+)")
+RETRANS = re.compile(r"sport=(\d+) dport=(\d+) saddr=(\S+) daddr=(\S+) ")
+STATES = {0: "open", 1: "disorder", 2: "cwr", 3: "recovery", 4: "loss"}
+NO_THRESHOLD = 0x7FFFFFFF  # TCP_INFINITE_SSTHRESH: no loss yet
+
+
+def write(path, value):
+    with open(os.path.join(TRACEFS, path), "w") as f:
+        f.write(value)
+
+
+def record(out, buffer_kib, command):
+    if not os.path.isdir(os.path.join(TRACEFS, "events", "tcp")):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=False)
+    if not os.path.isdir(os.path.join(TRACEFS, "events", "tcp")):
+        raise OSError(f"{TRACEFS}/events/tcp: no TCP tracepoints (run as root on a kernel with "
+                      "tracefs; `mount -t tracefs nodev /sys/kernel/tracing`)")
+    with open(os.path.join(TRACEFS, "buffer_size_kb")) as f:
+        old_buffer = f.read().split()[0]
+    write("tracing_on", "0")
+    write("trace", "")
+    write("buffer_size_kb", str(buffer_kib))
+    write("trace_clock", "global")
+    for e in EVENTS:
+        write(f"events/tcp/{e}/enable", "1")
+    write("tracing_on", "1")
+    try:
+        rc = subprocess.run(command).returncode
+    finally:
+        write("tracing_on", "0")
+        for e in EVENTS:
+            write(f"events/tcp/{e}/enable", "0")
+    with open(os.path.join(TRACEFS, "trace")) as src, open(out, "w") as dst:
+        for line in src:
+            dst.write(line)
+    lost = 0
+    cpus = os.path.join(TRACEFS, "per_cpu")
+    for cpu in sorted(os.listdir(cpus)):
+        with open(os.path.join(cpus, cpu, "stats")) as f:
+            for line in f:
+                if line.startswith("overrun:"):
+                    lost += int(line.split()[1])
+    write("trace", "")
+    write("buffer_size_kb", old_buffer)
+    if lost:
+        raise OSError(f"{out}: the trace buffer overran, {lost} events lost: record again with "
+                      f"a larger --buffer-kib (now {buffer_kib} per CPU)")
+    return rc
+
+
+def parse(path):
+    """{(sender, receiver): [(t, kind, ...)]} from a `record` file, in time order."""
+    conns = {}
+    with open(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if line.startswith("#"):
+                continue
+            m = STAMP.search(line)
+            if not m:
+                continue
+            t, event, rest = float(m.group(1)), m.group(2), m.group(3)
+            if event == "tcp_probe":
+                p = PROBE.search(rest)
+                if not p:
+                    raise ValueError(f"{path}:{lineno}: a tcp_probe event without the fields "
+                                     "src, dest, snd_una, snd_cwnd, ssthresh, srtt")
+                conns.setdefault((p.group(1), p.group(2)), []).append(
+                    (t, "probe", int(p.group(4)), int(p.group(5)), int(p.group(6)),
+                     int(p.group(3), 16)))
+            elif event in ("tcp_cong_state_set", "tcp_retransmit_skb"):
+                p = (STATE if event == "tcp_cong_state_set" else RETRANS).search(rest)
+                if not p:
+                    raise ValueError(f"{path}:{lineno}: a {event} event without its addresses")
+                key = (f"{p.group(3)}:{p.group(1)}", f"{p.group(4)}:{p.group(2)}")
+                if event == "tcp_cong_state_set":
+                    conns.setdefault(key, []).append((t, "state", int(p.group(5))))
+                else:
+                    conns.setdefault(key, []).append((t, "retrans"))
+    if not any(e[1] == "probe" for events in conns.values() for e in events):
+        raise ValueError(f"{path}: no tcp_probe event (was it written by `tcp_trace.py record`?)")
+    for events in conns.values():
+        events.sort(key=lambda e: e[0])
+    return conns
+
+
+def acked_bytes(events):
+    unas = [e[5] for e in events if e[1] == "probe"]
+    return sum((b - a) % 2**32 for a, b in zip(unas, unas[1:]))
+
+
+def threshold(value):
+    return "-" if value >= NO_THRESHOLD else str(value)
+
+
+def episodes(conns, named, min_bytes, at):
+    t0 = min(e[0] for events in conns.values() for e in events)
+    rows = [(acked_bytes(ev), key, ev) for key, ev in conns.items()]
+    rows = sorted((r for r in rows if r[0] >= min_bytes), key=lambda r: -r[0])
+    if not rows:
+        raise ValueError(f"no connection acknowledged {min_bytes} bytes or more (--min-bytes)")
+    lines = []
+    for acked, (src, dst), events in rows:
+        name = named.get((src, dst), f"{src} -> {dst}")
+        retrans = sum(1 for e in events if e[1] == "retrans")
+        lines.append(f"{name}: {acked / 1e6:.2f} MB acknowledged, {retrans} segments "
+                     "retransmitted")
+        cwnd, ssthresh, episode = None, NO_THRESHOLD, None
+        for e in events:
+            if e[1] == "probe":
+                cwnd, ssthresh = e[2], e[3]
+                if episode is not None:
+                    episode["low"] = min(episode["low"], cwnd)
+                    if episode["threshold"] is None and ssthresh != episode["before_ss"]:
+                        episode["threshold"] = ssthresh
+            elif e[1] == "retrans" and episode is not None:
+                episode["retrans"] += 1
+            elif e[1] == "state" and e[2] in (3, 4) and (episode is None or
+                                                        e[2] != episode["state"]):
+                if episode is not None:
+                    lines.append(episode_line(episode, e[0] - t0, "then"))
+                episode = {"t": e[0] - t0, "state": e[2], "cwnd": cwnd, "before_ss": ssthresh,
+                           "threshold": None, "retrans": 0, "low": cwnd or 0}
+            elif e[1] == "state" and e[2] == 0 and episode is not None:
+                lines.append(episode_line(episode, e[0] - t0, "open at"))
+                episode = None
+        if episode is not None:
+            lines.append(episode_line(episode, None, "open at"))
+        lines.append(f"  at the end: window {cwnd}, threshold {threshold(ssthresh)}")
+        for t in at:
+            probes = [e for e in events if e[1] == "probe" and e[0] - t0 <= t]
+            if probes:
+                lines.append(f"  at {t:.3f} s: window {probes[-1][2]}, threshold "
+                             f"{threshold(probes[-1][3])}, round trip {probes[-1][4] / 1000:.1f} "
+                             "ms")
+    return "\n".join(lines)
+
+
+def episode_line(ep, end, how):
+    ss = ep["threshold"] if ep["threshold"] is not None else ep["before_ss"]
+    ended = "not before the trace ended" if end is None else f"{how} {end:.3f} s"
+    return (f"  {ep['t']:8.3f} s {STATES[ep['state']]:<8} window {ep['cwnd']} -> threshold "
+            f"{threshold(ss)}, {ep['retrans']} retransmitted, window down to {ep['low']}, "
+            f"{ended}")
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="what", required=True)
+    r = sub.add_parser("record", help="run COMMAND with TCP's tracepoints on (root)")
+    r.add_argument("-o", "--output", required=True)
+    r.add_argument("--buffer-kib", type=int, default=131072,
+                   help="trace buffer per CPU, KiB (131072)")
+    r.add_argument("command", nargs=argparse.REMAINDER)
+    s = sub.add_parser("episodes", help="per connection: its loss episodes and windows")
+    s.add_argument("trace")
+    s.add_argument("--logs", help="a live run's folder (rank-*.log) to name the connections")
+    s.add_argument("--min-bytes", type=int, default=1000000,
+                   help="leave out connections that had less acknowledged (1000000)")
+    s.add_argument("--at", type=float, action="append", default=[],
+                   help="also print each window at this many seconds (repeatable)")
+    a = p.parse_args(argv)
+    try:
+        if a.what == "record":
+            command = a.command[1:] if a.command[:1] == ["--"] else a.command
+            if not command:
+                p.error("record: give the command after --")
+            return record(a.output, a.buffer_kib, command)
+        print(episodes(parse(a.trace), names(a.logs) if a.logs else {}, a.min_bytes, a.at))
+    except (OSError, ValueError) as err:
+        print(f"tcp_trace.py: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
