@@ -118,8 +118,11 @@ struct NetworkSpec {
   // Queue and auto models, with initial_window_bytes (YAML: segment_bytes): TCP Reno's losses. A
   // receiving queue that is full while its senders' windows would bring more than its rate drops
   // packets, and every connection sending into it (or those loss_packet_bytes draws) halves its
-  // window (multiplicative decrease: the slow-start threshold becomes half the window, at least
-  // two segments), at most once per round trip (one loss episode, as fast recovery takes it). A
+  // window (multiplicative decrease: the slow-start threshold becomes half the window its sender
+  // has when it hears of the loss a round trip later, grown meanwhile by what it had acknowledged
+  // in slow start or by a segment past its threshold, as RFC 5681 and Linux's tcp_reno_ssthresh
+  // take it, at least two segments; docs/validation.md, "The first overshoot, ACK by ACK"), at
+  // most once per round trip (one loss episode, as fast recovery takes it). A
   // window at or above its threshold grows by one segment of this many payload bytes per round trip
   // (congestion avoidance; Linux: the MSS, 1448 bytes on the emulated hosts' links). What this
   // shows: when a parameter server's pushes overflow tbf's queue, the windows, not the senders'

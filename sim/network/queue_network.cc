@@ -211,10 +211,19 @@ void QueueNetwork::EndRound(Window* w) {
   w->round_bytes = 0;
 }
 
-void QueueNetwork::Halve(Flow* f, double lost_bytes) {
+double QueueNetwork::WindowWhenHeard(const Flow& f, size_t d) const {
+  const Window& w = *f.window;
+  if (send_buffer_ > 0 && w.cwnd >= send_buffer_) return w.cwnd;  // held back: does not grow
+  if (w.cwnd >= w.ssthresh) return w.cwnd + segment_;              // congestion avoidance
+  const double acked = hosts_[d].down_Bps * RoundTripS(f) * f.rate / loss_in_[d];
+  const double grown = w.cwnd + acked;
+  return send_buffer_ > 0 ? std::min(grown, std::max(w.cwnd, send_buffer_)) : grown;
+}
+
+void QueueNetwork::Halve(Flow* f, double lost_bytes, double heard_window) {
   Window* w = f->window;
   const double rtt = RoundTripS(*f);
-  w->ssthresh = std::max(w->cwnd / 2, 2 * segment_);
+  w->ssthresh = std::max(heard_window / 2, 2 * segment_);
   w->cwnd = std::min(w->cwnd, w->ssthresh);
   w->recovering_until = now_ + std::max<TimeNs>(1, RoundUpNs(rtt * 1e9));
   w->round_end = kNever;  // the round under way is over; the next starts from the new window
@@ -255,7 +264,7 @@ void QueueNetwork::Losses() {
     for (Flow& f : flows_) {
       if (!Overloaded(static_cast<size_t>(f.dst))) continue;
       if (now_ < f.window->recovering_until) continue;  // one halving per loss episode
-      Halve(&f, segment_);
+      Halve(&f, segment_, WindowWhenHeard(f, static_cast<size_t>(f.dst)));
     }
     return;
   }
@@ -265,7 +274,8 @@ void QueueNetwork::Losses() {
   // nothing while the send buffer holds one back), and that excess, but no more than the senders
   // bring over the queue's rate in the round trip, is what is dropped: that many packets (at
   // least one), each from a connection drawn in proportion to what it brings. A connection hit
-  // halves unless it is already recovering, and waits for what it lost (Halve).
+  // halves unless it is already recovering: the window it has by the time it hears of the loss,
+  // slow start's round of growth included (WindowWhenHeard), and waits for what it lost (Halve).
   for (size_t d = 0; d < hosts_.size(); ++d) {
     if (!Overloaded(d)) continue;
     loss_pick_.clear();
@@ -290,7 +300,7 @@ void QueueNetwork::Losses() {
     for (size_t j = 0; j < loss_pick_.size(); ++j) {
       Flow& f = flows_[loss_pick_[j]];
       if (loss_count_[j] > 0 && now_ >= f.window->recovering_until) {
-        Halve(&f, loss_count_[j] * loss_packet_);
+        Halve(&f, loss_count_[j] * loss_packet_, WindowWhenHeard(f, d));
       }
     }
   }

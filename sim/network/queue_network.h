@@ -204,12 +204,18 @@ class QueueNetwork final : public NetworkModel {
   bool Overloaded(size_t d) const {
     return hosts_[d].full && loss_in_[d] > hosts_[d].down_Bps * (1 + 1e-9);
   }
-  // Flow f's connection loses: its window halves (its threshold becomes half the window, at least
-  // two segments), one loss episode lasts a round trip, and its cap follows. The hole is filled
-  // when the retransmission, sent as the sender hears of the loss a round trip later, has waited
-  // through the receiving queue in its turn: until then the connection delivers nothing.
-  // `lost_bytes`: what it lost (wire bytes).
-  void Halve(Flow* f, double lost_bytes);
+  // The window flow f's sender has when it hears of a loss at receiving host d's full queue, a
+  // round trip from now: grown meanwhile as EndRound grows it, by what it has acknowledged in that
+  // round trip in slow start (its share, by what it brings (loss_in_), of d's link over it), by a
+  // segment at or above its threshold, by nothing while its send buffer holds it back.
+  double WindowWhenHeard(const Flow& f, size_t d) const;
+  // Flow f's connection loses: its threshold becomes half `heard_window`, the window its sender has
+  // when it hears of the loss (RFC 5681's FlightSize then; Linux's tcp_reno_ssthresh), at least two
+  // segments, and its window drops to it; one loss episode lasts a round trip, and its cap
+  // follows. The hole is filled when the retransmission, sent as the sender hears of the loss a
+  // round trip later, has waited through the receiving queue in its turn: until then the
+  // connection delivers nothing. `lost_bytes`: what it lost (wire bytes).
+  void Halve(Flow* f, double lost_bytes, double heard_window);
   // loss_packet_bytes > 0: which of the flows in loss_pick_ a dropped packet belongs to, each in
   // proportion to its rate (an index into loss_pick_).
   size_t DrawVictim();

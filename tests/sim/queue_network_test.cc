@@ -272,16 +272,21 @@ TEST(QueueNetworkTest, RejectsANegativeInitialWindow) {
 }
 
 // segment_bytes: TCP Reno's losses at a full queue. Hosts 1 and 2 send into host 0 at their links'
-// rate B, on windows w each whose sum exceeds what host 0's queue and links hold (Q + 2LB), so the
-// queue fills; then both windows halve (once: a loss episode lasts a round trip), to w / 2,
-// whose sum is below Q + 2LB: the queue drains, and from then on each window grows by about a
-// segment per round trip (congestion avoidance), not by what it sent (slow start). Without
-// segment_bytes the windows keep growing and the queue stays full.
+// rate B, on windows w each (slow start) whose sum exceeds what host 0's queue and links hold,
+// C = Q + 2LB, so the queue fills. Each sender hears of the loss a round trip (2L + Q / B) later,
+// its window grown meanwhile by what it had acknowledged in it, half of the C bytes the round trip
+// carries, and halves that: thresholds (w + C / 2) / 2 = 5C / 8, the windows dropping to them.
+// Their sum, 5C / 4, still overfills the queue: a round trip later both halve again, from 5C / 8
+// and the segment congestion avoidance added, to (5C / 8 + seg) / 2 each, whose sum is below C:
+// the queue drains, and from then on each window grows by about a segment per round trip
+// (congestion avoidance), not by what it sent (slow start). Without segment_bytes the windows keep
+// growing and the queue stays full.
 TEST(QueueNetworkTest, AFullQueueHalvesItsSendersWindows) {
   const int64_t L = 1000, Q = 100'000, seg = 1000;
-  const int64_t w = 3 * (Q + 2 * L) / 4;  // 2w > Q + 2LB > w (B = 1 byte per ns)
-  auto run = [&](int64_t segment, double* w1, double* thresh, double* backlog_after,
-                 double* growth_per_round) {
+  const int64_t C = Q + 2 * L;
+  const int64_t w = 3 * C / 4;  // 2w > C > w (B = 1 byte per ns)
+  auto run = [&](int64_t segment, std::vector<double>* thresholds, double* w1,
+                 double* backlog_after, double* growth_per_round) {
     config::NetworkSpec spec = WindowedSpec(L, w, Q, segment);
     QueueNetwork net(Topology::Star(3, kB, L), spec);
     const uint64_t c1 = 11, c2 = 12;
@@ -295,11 +300,17 @@ TEST(QueueNetworkTest, AFullQueueHalvesItsSendersWindows) {
       if (net.backlog_bytes(0) >= static_cast<double>(Q) - 1) full_at = t;
     }
     EXPECT_NE(full_at, kNever);
+    thresholds->push_back(net.threshold_bytes(c1));
     *w1 = net.window_bytes(c1);
-    *thresh = net.threshold_bytes(c1);
+    // A round trip of the full queue later: the second episode.
+    const TimeNs second = full_at + C + 1;
+    for (TimeNs t = net.NextEventTime(); t <= second; t = net.NextEventTime())
+      net.AdvanceTo(t, &done);
+    net.AdvanceTo(second, &done);
+    thresholds->push_back(net.threshold_bytes(c1));
     EXPECT_DOUBLE_EQ(net.window_bytes(c1), net.window_bytes(c2));  // symmetric
     // Ten round trips of a full queue later (2L + Q / B each, at most).
-    const TimeNs later = full_at + 10 * (2 * L + Q);
+    const TimeNs later = second + 10 * C;
     const double before = net.window_bytes(c1);
     *backlog_after = net.backlog_bytes(0);  // its least, over the events until then
     for (TimeNs t = net.NextEventTime(); t <= later; t = net.NextEventTime()) {
@@ -308,32 +319,38 @@ TEST(QueueNetworkTest, AFullQueueHalvesItsSendersWindows) {
     }
     net.AdvanceTo(later, &done);
     *growth_per_round = (net.window_bytes(c1) - before) / 10;
-    return full_at;
   };
-  double w1 = 0, thresh = 0, after = 0, growth = 0;
-  run(seg, &w1, &thresh, &after, &growth);
-  EXPECT_DOUBLE_EQ(w1, w / 2.0);
-  EXPECT_DOUBLE_EQ(thresh, w / 2.0);
-  // Drained to where the halved windows fill the links: w - 2LB (0.76 Q) in the fluid.
-  EXPECT_LT(after, Q * 0.85);
+  std::vector<double> thresholds;
+  double w1 = 0, after = 0, growth = 0;
+  run(seg, &thresholds, &w1, &after, &growth);
+  ASSERT_EQ(thresholds.size(), 2u);
+  EXPECT_DOUBLE_EQ(thresholds[0], 5.0 * C / 8);
+  EXPECT_DOUBLE_EQ(w1, 5.0 * C / 8);
+  EXPECT_DOUBLE_EQ(thresholds[1], (5.0 * C / 8 + seg) / 2);
+  // Drained to where the halved windows fill the links: 2 (5C / 8 + seg) / 2 - 2LB (0.63 Q) in the
+  // fluid.
+  EXPECT_LT(after, Q * 0.7);
   // Round trips there are 2L + backlog / B < 2L + Q: more than ten of them, each adding about a
   // segment (slow start would add a window per round trip).
   EXPECT_GT(growth, 0.8 * seg);
   EXPECT_LT(growth, 3.0 * seg);
-  run(0, &w1, &thresh, &after, &growth);
+  thresholds.clear();
+  run(0, &thresholds, &w1, &after, &growth);
   EXPECT_GE(w1, static_cast<double>(w));  // no losses: the window never shrinks
-  EXPECT_TRUE(std::isinf(thresh));
+  EXPECT_TRUE(std::isinf(thresholds[0]));
+  EXPECT_TRUE(std::isinf(thresholds[1]));
   EXPECT_GE(after, Q - 1.0);  // full it stays at every event
 }
 
 // loss_packet_bytes: the connections a loss hits are drawn as drop-tail drops packets. Hosts 1, 2
 // and 3 send into host 0 on windows of C / 2 each, C = Q + 2LB being what host 0's queue and links
 // hold. Slow start's overshoot (the windows' growth in a round trip, 1.5 C, is some forty packets
-// of P) costs every connection its window: all three halve, to C / 4. The queue then drains and
-// the windows grow a segment per round trip until it overflows again; that growth, three segments,
-// is under one packet, so one packet is dropped and one connection halves, drawn by the seed. With
-// every sender halving (P = 0) the second episode halves all three. Returns the connections
-// halved in the second episode (-1: there was none).
+// of P) costs every connection its window: all three halve what they have when they hear of it,
+// C / 2 and the third of C each acknowledged in the round trip, to 5C / 12. Their sum still
+// overfills the queue, and once that episode is over (a round trip) the windows have grown a
+// segment each; that growth, three segments, is under one packet, so one packet is dropped and one
+// connection halves, drawn by the seed. With every sender halving (P = 0) the second episode
+// halves all three. Returns the connections halved in the second episode.
 std::vector<int> SecondEpisodeVictims(int64_t loss_packet, uint64_t seed,
                                       std::vector<double>* windows = nullptr) {
   const int64_t L = 1000, Q = 100'000, seg = 1000;
@@ -357,7 +374,9 @@ std::vector<int> SecondEpisodeVictims(int64_t loss_packet, uint64_t seed,
     if (now == seen) continue;
     ++episode;
     if (episode == 1) {
-      for (int h = 0; h < 3; ++h) EXPECT_DOUBLE_EQ(now[h], C / 4.0) << "connection " << h + 1;
+      for (int h = 0; h < 3; ++h) {
+        EXPECT_DOUBLE_EQ(now[h], 5.0 * C / 12) << "connection " << h + 1;
+      }
     } else {
       for (int h = 0; h < 3; ++h)
         if (now[h] != seen[h]) victims.push_back(h + 1);
@@ -449,10 +468,12 @@ TEST(QueueNetworkTest, ASlowStartOvershootLosesWhatItsSendersBringOverTheQueuesR
 }
 
 // Losses do not idle the receiving link while the halved windows still exceed what its links
-// hold (w / 2 each, summing above 2LB): both flows' bytes pass host 0's link at its rate, with or
-// without losses, so the later delivery is the same (2S / B + L, to within rounding).
+// hold (about C / 3 each after two episodes, as above, summing above 2LB): both flows' bytes pass
+// host 0's link at its rate, with or without losses, so the later delivery is the same (2S / B + L,
+// to within rounding). (The windows grow back and fill the queue again at about 1.84 ms, and that
+// episode's holes end before 2S / B; at 2S = 4 MB a third episode's would end after it.)
 TEST(QueueNetworkTest, LossesKeepAReceiverBusyWhileTheWindowsExceedItsLinks) {
-  const int64_t L = 1000, Q = 100'000, S = 2'000'000;
+  const int64_t L = 1000, Q = 100'000, S = 1'500'000;
   const int64_t w = 3 * (Q + 2 * L) / 4;
   auto last = [&](int64_t segment) {
     config::NetworkSpec spec = WindowedSpec(L, w, Q, segment);
