@@ -214,7 +214,7 @@ void QueueNetwork::EndRound(Window* w) {
 double QueueNetwork::WindowWhenHeard(const Flow& f, size_t d) const {
   const Window& w = *f.window;
   if (send_buffer_ > 0 && w.cwnd >= send_buffer_) return w.cwnd;  // held back: does not grow
-  if (w.cwnd >= w.ssthresh) return w.cwnd + segment_;              // congestion avoidance
+  if (w.cwnd >= w.ssthresh) return w.cwnd + segment_;             // congestion avoidance
   const double acked = hosts_[d].down_Bps * RoundTripS(f) * f.rate / loss_in_[d];
   const double grown = w.cwnd + acked;
   return send_buffer_ > 0 ? std::min(grown, std::max(w.cwnd, send_buffer_)) : grown;
