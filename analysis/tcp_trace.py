@@ -28,7 +28,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tcp_windows import names  # noqa: E402  (the same rank-*.log reader)
+from tcp_windows import command_of, names  # noqa: E402  (the same rank-*.log reader)
 
 TRACEFS = "/sys/kernel/tracing"
 EVENTS = ("tcp_probe", "tcp_cong_state_set", "tcp_retransmit_skb")
@@ -198,10 +198,7 @@ def main(argv):
     a = p.parse_args(argv)
     try:
         if a.what == "record":
-            command = a.command[1:] if a.command[:1] == ["--"] else a.command
-            if not command:
-                p.error("record: give the command after --")
-            return record(a.output, a.buffer_kib, command)
+            return record(a.output, a.buffer_kib, command_of(p, a.command))
         print(episodes(parse(a.trace), names(a.logs) if a.logs else {}, a.min_bytes, a.at))
     except (OSError, ValueError) as err:
         print(f"tcp_trace.py: error: {err}", file=sys.stderr)

@@ -118,6 +118,14 @@ def summary(sockets, named, min_bytes):
     return "\n".join(lines)
 
 
+def command_of(parser, words):
+    """The command `record` runs: the words after `--` (tcp_trace.py's record takes it too)."""
+    command = words[1:] if words[:1] == ["--"] else words
+    if not command:
+        parser.error("record: give the command after --")
+    return command
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="what", required=True)
@@ -132,10 +140,7 @@ def main(argv):
                    help="leave out sockets that sent less (default 100000)")
     a = p.parse_args(argv)
     if a.what == "record":
-        command = a.command[1:] if a.command[:1] == ["--"] else a.command
-        if not command:
-            p.error("record: give the command after --")
-        return record(a.output, a.every, command)
+        return record(a.output, a.every, command_of(p, a.command))
     try:
         print(summary(parse(a.samples), names(a.logs) if a.logs else {}, a.min_bytes))
     except (OSError, ValueError) as err:
