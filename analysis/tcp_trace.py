@@ -18,7 +18,8 @@ processes it joins with --logs, a live run's folder with its rank-*.log), each l
 the sender entered recovery or loss (seconds from the first traced event), its window then
 (segments), the threshold it set, how many segments it retransmitted, how low the window fell and
 when it was open again; then the window and threshold at the end. With --at it also prints each
-connection's window at the given times. This is what `docs/validation.md` ("The first overshoot,
+connection's window at the given times, and with --group-after how many connections each
+receiver's loss episodes hit together. This is what `docs/validation.md` ("The first overshoot,
 ACK by ACK") reads: which connection a drop-tail queue's losses hit, and when each halved.
 """
 import argparse
@@ -129,8 +130,9 @@ def threshold(value):
     return "-" if value >= NO_THRESHOLD else str(value)
 
 
-def episodes(conns, named, min_bytes, at):
+def episodes(conns, named, min_bytes, at, group_after=None, group_within=0.1):
     t0 = min(e[0] for events in conns.values() for e in events)
+    starts = []  # (when, receiver, connection) of every episode
     rows = [(acked_bytes(ev), key, ev) for key, ev in conns.items()]
     rows = sorted((r for r in rows if r[0] >= min_bytes), key=lambda r: -r[0])
     if not rows:
@@ -138,6 +140,7 @@ def episodes(conns, named, min_bytes, at):
     lines = []
     for acked, (src, dst), events in rows:
         name = named.get((src, dst), f"{src} -> {dst}")
+        receiver = name.split(" -> ")[-1]
         retrans = sum(1 for e in events if e[1] == "retrans")
         lines.append(f"{name}: {acked / 1e6:.2f} MB acknowledged, {retrans} segments "
                      "retransmitted")
@@ -157,6 +160,7 @@ def episodes(conns, named, min_bytes, at):
                     lines.append(episode_line(episode, e[0] - t0, "then"))
                 episode = {"t": e[0] - t0, "state": e[2], "cwnd": cwnd, "before_ss": ssthresh,
                            "threshold": None, "retrans": 0, "low": cwnd or 0}
+                starts.append((e[0] - t0, receiver, name))
             elif e[1] == "state" and e[2] == 0 and episode is not None:
                 lines.append(episode_line(episode, e[0] - t0, "open at"))
                 episode = None
@@ -169,7 +173,28 @@ def episodes(conns, named, min_bytes, at):
                 lines.append(f"  at {t:.3f} s: window {probes[-1][2]}, threshold "
                              f"{threshold(probes[-1][3])}, round trip {probes[-1][4] / 1000:.1f} "
                              "ms")
+    if group_after is not None:
+        lines += grouped(starts, group_after, group_within)
     return "\n".join(lines)
+
+
+def grouped(starts, after, within):
+    """Per receiver, its senders' loss episodes from `after` s on, grouped while each starts
+    within `within` s of its group's first: how many groups hit one connection, two, ..."""
+    lines = [f"loss episodes from {after:g} s on, grouped within {within:g} s, per receiver "
+             "(connections hit: groups)"]
+    for receiver in sorted({r for _, r, _ in starts}):
+        times = sorted((t, c) for t, r, c in starts if r == receiver and t >= after)
+        sizes, first, hit = {}, None, set()
+        for t, c in times + [(None, None)]:
+            if t is None or first is None or t - first > within:
+                if hit:
+                    sizes[len(hit)] = sizes.get(len(hit), 0) + 1
+                first, hit = t, set()
+            hit.add(c)
+        counts = ", ".join(f"{n}: {sizes[n]}" for n in sorted(sizes)) or "none"
+        lines.append(f"  {receiver}: {counts}")
+    return lines
 
 
 def episode_line(ep, end, how):
@@ -195,11 +220,18 @@ def main(argv):
                    help="leave out connections that had less acknowledged (1000000)")
     s.add_argument("--at", type=float, action="append", default=[],
                    help="also print each window at this many seconds (repeatable)")
+    s.add_argument("--group-after", type=float,
+                   help="also count, per receiver, its senders' loss episodes from this many "
+                        "seconds on, grouped in time: how many connections each group hit")
+    s.add_argument("--group-within", type=float, default=0.1,
+                   help="with --group-after: episodes starting within this many seconds of a "
+                        "group's first are one group (0.1)")
     a = p.parse_args(argv)
     try:
         if a.what == "record":
             return record(a.output, a.buffer_kib, command_of(p, a.command))
-        print(episodes(parse(a.trace), names(a.logs) if a.logs else {}, a.min_bytes, a.at))
+        print(episodes(parse(a.trace), names(a.logs) if a.logs else {}, a.min_bytes, a.at,
+                       a.group_after, a.group_within))
     except (OSError, ValueError) as err:
         print(f"tcp_trace.py: error: {err}", file=sys.stderr)
         return 2

@@ -705,6 +705,26 @@ class TcpTraceTest(TempDirTest):
         self.assertEqual(rows[2], "  at the end: window 400, threshold 400")
         self.assertEqual(rows[3], "  at 0.250 s: window 800, threshold -, round trip 90.0 ms")
 
+    def test_episodes_of_a_receivers_senders_are_grouped_in_time(self):
+        other = self.STATE.replace("sport=41043", "sport=50000").replace("10.77.0.1", "10.77.0.2")
+        probe2 = self.PROBE.replace("10.77.0.1:41043", "10.77.0.2:50000")
+        no = 2147483647
+        lines = [probe2.format(t="100.050000", una=0, cwnd=10, ss=no, srtt=30),
+                 probe2.format(t="101.000000", una=3000000, cwnd=400, ss=no, srtt=30),
+                 other.format(t="100.330000", state=3),   # with the first's 100.300: one group
+                 other.format(t="100.400000", state=0),
+                 other.format(t="101.000000", state=3),   # alone
+                 other.format(t="101.050000", state=0)]
+        path = self.trace()
+        with open(path, "a") as f:
+            f.write("".join(lines))
+        r = run_script("tcp_trace.py", "episodes", path, "--group-after", "0.1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("\n  10.77.0.3:33282: 1: 1, 2: 1\n", r.stdout + "\n")
+        # From 0.5 s on only the lone episode is left.
+        r = run_script("tcp_trace.py", "episodes", path, "--group-after", "0.5")
+        self.assertIn("\n  10.77.0.3:33282: 1: 1\n", r.stdout + "\n")
+
     def test_a_connection_below_min_bytes_and_a_trace_without_probes_are_refused(self):
         self.assert_refused("tcp_trace.py", ["episodes", self.trace(), "--min-bytes", "3000000"],
                             "no connection acknowledged 3000000 bytes or more")
