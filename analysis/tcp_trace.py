@@ -49,37 +49,42 @@ def write(path, value):
 
 def record(out, buffer_kib, command):
     if not os.path.isdir(os.path.join(TRACEFS, "events", "tcp")):
-        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=False)
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=False,
+                       stderr=subprocess.DEVNULL)
     if not os.path.isdir(os.path.join(TRACEFS, "events", "tcp")):
         raise OSError(f"{TRACEFS}/events/tcp: no TCP tracepoints (run as root on a kernel with "
                       "tracefs; `mount -t tracefs nodev /sys/kernel/tracing`)")
+    if not os.access(os.path.join(TRACEFS, "tracing_on"), os.W_OK):
+        raise OSError(f"{TRACEFS}/tracing_on: not writable: run `record` as root (sudo)")
     with open(os.path.join(TRACEFS, "buffer_size_kb")) as f:
         old_buffer = f.read().split()[0]
     write("tracing_on", "0")
     write("trace", "")
-    write("buffer_size_kb", str(buffer_kib))
-    write("trace_clock", "global")
-    for e in EVENTS:
-        write(f"events/tcp/{e}/enable", "1")
-    write("tracing_on", "1")
     try:
-        rc = subprocess.run(command).returncode
-    finally:
-        write("tracing_on", "0")
+        write("buffer_size_kb", str(buffer_kib))
+        write("trace_clock", "global")
         for e in EVENTS:
-            write(f"events/tcp/{e}/enable", "0")
-    with open(os.path.join(TRACEFS, "trace")) as src, open(out, "w") as dst:
-        for line in src:
-            dst.write(line)
-    lost = 0
-    cpus = os.path.join(TRACEFS, "per_cpu")
-    for cpu in sorted(os.listdir(cpus)):
-        with open(os.path.join(cpus, cpu, "stats")) as f:
-            for line in f:
-                if line.startswith("overrun:"):
-                    lost += int(line.split()[1])
-    write("trace", "")
-    write("buffer_size_kb", old_buffer)
+            write(f"events/tcp/{e}/enable", "1")
+        write("tracing_on", "1")
+        try:
+            rc = subprocess.run(command).returncode
+        finally:
+            write("tracing_on", "0")
+            for e in EVENTS:
+                write(f"events/tcp/{e}/enable", "0")
+        with open(os.path.join(TRACEFS, "trace")) as src, open(out, "w") as dst:
+            for line in src:
+                dst.write(line)
+        lost = 0
+        cpus = os.path.join(TRACEFS, "per_cpu")
+        for cpu in sorted(os.listdir(cpus)):
+            with open(os.path.join(cpus, cpu, "stats")) as f:
+                for line in f:
+                    if line.startswith("overrun:"):
+                        lost += int(line.split()[1])
+    finally:  # the kernel's buffer as it was, whatever happened
+        write("trace", "")
+        write("buffer_size_kb", old_buffer)
     if lost:
         raise OSError(f"{out}: the trace buffer overran, {lost} events lost: record again with "
                       f"a larger --buffer-kib (now {buffer_kib} per CPU)")
