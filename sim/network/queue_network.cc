@@ -198,7 +198,7 @@ double QueueNetwork::RoundTripS(const Flow& f) const {
 }
 
 void QueueNetwork::EndRound(Window* w) {
-  if (send_buffer_ > 0 && w->cwnd >= send_buffer_) {
+  if (HeldBack(*w)) {
     // Held by its send buffer, not its window: Linux grows only a window that limits.
   } else if (segment_ > 0 && w->cwnd >= w->ssthresh) {
     w->cwnd += segment_ * w->round_bytes / w->cwnd;  // congestion avoidance: a segment per window
@@ -213,7 +213,7 @@ void QueueNetwork::EndRound(Window* w) {
 
 double QueueNetwork::WindowWhenHeard(const Flow& f, size_t d) const {
   const Window& w = *f.window;
-  if (send_buffer_ > 0 && w.cwnd >= send_buffer_) return w.cwnd;  // held back: does not grow
+  if (HeldBack(w)) return w.cwnd;
   if (w.cwnd >= w.ssthresh) return w.cwnd + segment_;             // congestion avoidance
   const double acked = hosts_[d].down_Bps * RoundTripS(f) * f.rate / loss_in_[d];
   const double grown = w.cwnd + acked;
@@ -285,7 +285,7 @@ void QueueNetwork::Losses() {
       if (static_cast<size_t>(f.dst) != d || !(f.rate > 0)) continue;
       loss_pick_.push_back(i);
       const Window& w = *f.window;
-      if (send_buffer_ > 0 && w.cwnd >= send_buffer_) continue;  // held back: does not grow
+      if (HeldBack(w)) continue;
       growth += w.cwnd >= w.ssthresh ? segment_ : w.cwnd;
     }
     if (loss_pick_.empty()) continue;

@@ -192,6 +192,9 @@ class QueueNetwork final : public NetworkModel {
   }
   // Flow f's round trip now, seconds (initial_window_bytes: the class comment).
   double RoundTripS(const Flow& f) const;
+  // send_buffer_bytes > 0: window w is held back by its send buffer, not by itself, and does not
+  // grow (Linux grows only a window that limits).
+  bool HeldBack(const Window& w) const { return send_buffer_ > 0 && w.cwnd >= send_buffer_; }
   // A round trip of window w ended: it grows by what its connection sent in it (slow start), or,
   // at or above its threshold (segment_bytes), by a segment per window sent.
   void EndRound(Window* w);
