@@ -6,10 +6,11 @@
 
 Both files are Chrome traces of the same scenario (`poseidon validate` writes them as sim.json
 and live.json per configuration, live.json under run-N/ with --repeat; or `simulate --trace` and
-`trace merge`). Each is read once. Per worker and
-iteration after the warm-up, averaged:
+`trace merge`). Each is read once, by analysis/poseidon_trace.py. Per worker and iteration after
+the warm-up, averaged:
   iteration  from one iteration's begin to the next's
-  compute    forward and backward tasks (the worker's compute lane)
+  compute    forward and backward tasks (the worker's compute lane; on a machine of several
+             devices, device 0's)
   wait       iteration - compute: the worker idled for parameters (exposed communication)
   push       time with at least one of the worker's gradient pushes or factors in flight
   pull       time with at least one parameter message to the worker in flight
@@ -22,28 +23,20 @@ than simulated run another schedule (one waits for another's parameters), even w
 close on average.
 """
 import argparse
-import json
-import re
 import sys
 from collections import defaultdict
 
-
-# The trace names a message's kind and receiver only in its event name (core/trace.cc writes
-# args clock and bytes), so these patterns read them there.
-ITERATION = re.compile(r"^iteration (\d+)$")
-PUSH = re.compile(r"^(push|factors) ")
-TO_WORKER = re.compile(r"^params .* -> worker (\d+)$")
+import poseidon_trace
 
 
 def load(path):
-    """A trace's events and each worker actor's iteration begins ({actor: {clock: ts}})."""
-    with open(path) as f:
-        events = json.load(f)["traceEvents"]
+    """A trace's events (poseidon_trace.read) and each worker's iteration begins
+    ({worker index: {clock: ts}})."""
+    events = poseidon_trace.read(path)
     begins = defaultdict(dict)
     for e in events:
-        m = ITERATION.match(e.get("name", "")) if e.get("ph") == "i" else None
-        if m:
-            begins[e.get("tid", 0) // 8].setdefault(int(m.group(1)), e["ts"])
+        if e.kind == "iteration" and e.thread.role == "worker":
+            begins[e.thread.index].setdefault(e.iteration, e.ts)
     return events, begins
 
 
@@ -55,20 +48,18 @@ def phases(trace, warmup, path="trace"):
     push = defaultdict(list)
     pull = defaultdict(list)
     for e in events:
-        actor = e.get("tid", 0) // 8
-        clock = e.get("args", {}).get("clock", 0)
-        name = e.get("name", "")
-        if e.get("ph") != "X" or clock < warmup:
+        if e.phase != "X" or e.clock < warmup:
             continue
-        if e["cat"] == "compute" and (name.startswith("forward ") or name.startswith("backward ")):
-            compute[(actor, clock)] += e["dur"]
-        elif e["cat"] == "compute" and name.startswith("server_update "):
-            update[(actor, clock)] += e["dur"]
-        elif e["cat"] == "network" and PUSH.match(name):
-            push[(actor, clock)].append((e["ts"], e["ts"] + e["dur"]))
-        elif e["cat"] == "network" and (m := TO_WORKER.match(name)):
-            # "worker K" is the K-th worker, actor K + 1.
-            pull[(int(m.group(1)) + 1, clock)].append((e["ts"], e["ts"] + e["dur"]))
+        who = e.thread
+        if e.kind == "task" and e.what in ("forward", "backward") and who.role == "worker" \
+                and who.device == 0:
+            compute[(who.index, e.clock)] += e.dur
+        elif e.kind == "task" and e.what == "server_update":
+            update[(who.actor, e.clock)] += e.dur
+        elif e.kind == "message" and e.what in ("push", "factors") and who.role == "worker":
+            push[(who.index, e.clock)].append((e.ts, e.ts + e.dur))
+        elif e.kind == "message" and e.what == "params" and e.peer[0] == "worker":
+            pull[(e.peer[1], e.clock)].append((e.ts, e.ts + e.dur))
     iters, comp = [], []
     for w, b in begins.items():
         for c in sorted(b):
@@ -86,7 +77,7 @@ def phases(trace, warmup, path="trace"):
 
 
 def stagger(trace, warmup):
-    """Per worker actor, the mean (ms) over clocks >= warmup of its iteration begin minus the
+    """Per worker (index), the mean (ms) over clocks >= warmup of its iteration begin minus the
     earliest begin of that clock among the workers. `trace`: what load() returns, or a path."""
     _, begins = load(trace) if isinstance(trace, str) else trace
     by_clock = defaultdict(dict)  # clock -> worker -> ts
@@ -121,7 +112,7 @@ def main(argv):
     try:
         sim_trace, live_trace = load(a.simulated), load(a.live)
         sim, live = phases(sim_trace, a.warmup, a.simulated), phases(live_trace, a.warmup, a.live)
-    except (OSError, ValueError, KeyError) as err:
+    except ValueError as err:  # poseidon_trace.TraceError among them
         print(f"compare_phases.py: error: {err}", file=sys.stderr)
         return 2
     print(f"{'phase':<8} {'simulated ms':>13} {'live ms':>10} {'difference':>11}")
@@ -135,8 +126,7 @@ def main(argv):
     s_st, l_st = stagger(sim_trace, a.warmup), stagger(live_trace, a.warmup)
     print("stagger (ms after the first worker's iteration begin, mean):")
     for w in sorted(set(s_st) | set(l_st)):
-        # Actor k + 1 is worker k (core/trace.h).
-        print(f"  worker {w - 1}: simulated {s_st.get(w, float('nan')):+.1f}, "
+        print(f"  worker {w}: simulated {s_st.get(w, float('nan')):+.1f}, "
               f"live {l_st.get(w, float('nan')):+.1f}")
     return 0
 

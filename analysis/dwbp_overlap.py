@@ -10,12 +10,10 @@ out. Overlap is the time during the backward pass in which at least one of them 
     /usr/bin/python3 analysis/dwbp_overlap.py out/trace/rank-*.json
 """
 import argparse
-import json
-import re
 import sys
 from collections import defaultdict
 
-SEND = re.compile(r"^(push|factors) ")
+import poseidon_trace
 
 
 def union_length(spans, lo, hi):
@@ -30,20 +28,19 @@ def union_length(spans, lo, hi):
 
 
 def overlap(events):
-    """[(worker lane, clock, backward_us, send_us, overlapped_us)] from trace events."""
-    lanes = {}  # thread id -> actor: compute lane tid = actor*8, send lane tid = actor*8+3
+    """[(worker, clock, backward_us, send_us, overlapped_us)] from poseidon_trace events; the
+    backward pass on the worker's own compute lane (device 0's on a machine of several)."""
     bwd = defaultdict(list)
     sends = defaultdict(list)
     for e in events:
-        if e.get("ph") != "X":
+        if e.phase != "X" or e.thread.role != "worker":
             continue
-        actor = e["tid"] // 8
-        clock = e.get("args", {}).get("clock")
-        span = (e["ts"], e["ts"] + e["dur"])
-        if e.get("cat") == "compute" and e["name"].startswith("backward "):
-            bwd[(actor, clock)].append(span)
-        elif e.get("cat") == "network" and SEND.match(e["name"]):
-            sends[(actor, clock)].append(span)
+        key = (e.thread.index, e.clock)
+        span = (e.ts, e.ts + e.dur)
+        if e.kind == "task" and e.what == "backward" and e.thread.device == 0:
+            bwd[key].append(span)
+        elif e.kind == "message" and e.what in ("push", "factors"):
+            sends[key].append(span)
     rows = []
     for key in sorted(bwd):
         spans = bwd[key]
@@ -61,13 +58,10 @@ def main(argv):
     p.add_argument("traces", nargs="+", help="Chrome-trace JSON files")
     p.add_argument("--warmup", type=int, default=1, help="iterations left out (default 1)")
     a = p.parse_args(argv)
-    events = []
-    for path in a.traces:
-        try:
-            with open(path) as f:
-                events += json.load(f)["traceEvents"]
-        except (OSError, ValueError, KeyError) as err:
-            sys.exit(f"dwbp_overlap: error: {path}: {err}")
+    try:
+        events = poseidon_trace.read_all(a.traces)
+    except poseidon_trace.TraceError as err:
+        sys.exit(f"dwbp_overlap: error: {err}")
     # Live, a message is recorded by its receiver (on the sender's lane): read every process.
     rows = overlap(events)
     rows = [r for r in rows if r[1] >= a.warmup]

@@ -22,35 +22,28 @@ Prints the median, p10 and p90 of both, and of their quiet samples, per trace fo
 import bisect
 import argparse
 import glob
-import json
 import os
 import statistics
 
+import poseidon_trace
+
 
 def worker_tasks(path):
-    """Each compute lane's tasks by start, with the times messages reached the lane's worker."""
-    with open(path) as f:
-        events = json.load(f)["traceEvents"]
-    names = {e["tid"]: e["args"]["name"] for e in events
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    """Each compute lane's tasks (poseidon_trace events) by start, with the times messages
+    reached the lane's process."""
+    events = poseidon_trace.read(path)
     arrivals = {}
     for e in events:
-        if e.get("ph") == "X" and e.get("cat") == "network" and " -> " in e["name"]:
-            arrivals.setdefault(e["name"].rsplit(" -> ", 1)[1], []).append(e["ts"] + e["dur"])
+        if e.kind == "message":
+            arrivals.setdefault(e.peer, []).append(e.ts + e.dur)
     for times in arrivals.values():
         times.sort()
     out = {}
     for e in events:
-        if e.get("ph") != "X" or e.get("cat") != "compute":
-            continue
-        if not names.get(e["tid"], "").endswith(" compute"):
-            continue
-        out.setdefault(e["tid"], []).append(e)
-    lanes = []
-    for tid, tasks in out.items():
-        process = " ".join(names[tid].split()[:2])  # "worker 0"
-        lanes.append((sorted(tasks, key=lambda e: e["ts"]), arrivals.get(process, [])))
-    return lanes
+        if e.kind == "task" and e.thread.lane == "compute":
+            out.setdefault(e.thread, []).append(e)
+    return [(sorted(tasks, key=lambda e: e.ts), arrivals.get(thread.actor, []))
+            for thread, tasks in out.items()]
 
 
 def quiet(delivered, start, end):
@@ -63,13 +56,13 @@ def samples(folder, warmup):
     wake, handoff, wake_quiet, handoff_quiet = [], [], [], []
     for path in sorted(glob.glob(os.path.join(folder, "rank-*.json"))):
         for tasks, delivered in worker_tasks(path):
-            tasks = [t for t in tasks if t.get("args", {}).get("clock", 0) >= warmup]
+            tasks = [t for t in tasks if t.clock >= warmup]
             for a, b, c in zip(tasks, tasks[1:], tasks[2:]):
-                seen_a = a["ts"] + a["dur"]
-                seen_b = b["ts"] + b["dur"]
-                if not (b["ts"] < seen_a and c["ts"] < seen_b):
+                seen_a = a.ts + a.dur
+                seen_b = b.ts + b.dur
+                if not (b.ts < seen_a and c.ts < seen_b):
                     continue  # b or c started when handed over, not absorbed: no modelled end
-                end_b = c["ts"]
+                end_b = c.ts
                 if end_b > seen_a:
                     wake.append(seen_b - end_b)
                     if quiet(delivered, end_b, seen_b):
@@ -99,7 +92,10 @@ def main():
         if not glob.glob(os.path.join(folder, "rank-*.json")):
             raise SystemExit(f"host_latency: {folder}: no rank-*.json traces there; give "
                              "WORK_DIR/config-N/run-R/trace of a validate run")
-        got = samples(folder, args.warmup)
+        try:
+            got = samples(folder, args.warmup)
+        except poseidon_trace.TraceError as err:
+            raise SystemExit(f"host_latency: {err}") from None
         for t, g in zip(total, got):
             t += g
         report(folder, got)

@@ -8,8 +8,6 @@ Reads two Chrome traces of the same scenario (`poseidon validate` leaves sim.jso
 per configuration). Each panel starts at the worker's begin of the first iteration shown.
 """
 import argparse
-import json
-import re
 import sys
 
 import matplotlib
@@ -18,8 +16,8 @@ matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402
 
 import poseidon_plot  # noqa: E402
+import poseidon_trace  # noqa: E402
 
-ITERATION = re.compile(r"^iteration (\d+)$")
 LANES = (("forward", "compute"), ("backward", "compute"), ("push", "push / factors"),
          ("params", "pull"))
 COLORS = {"forward": "tab:blue", "backward": "tab:orange", "push": "tab:green",
@@ -27,33 +25,31 @@ COLORS = {"forward": "tab:blue", "backward": "tab:orange", "push": "tab:green",
 
 
 def spans(path, worker, first, last):
-    """[(lane, kind, start_ms, dur_ms)] of `worker` (index) for iterations first..last."""
-    with open(path) as f:
-        events = json.load(f)["traceEvents"]
-    actor = worker + 1
+    """[(lane, kind, start_ms, dur_ms)] of `worker` (index) for iterations first..last; its
+    compute on its own lane (device 0's on a machine of several devices)."""
+    events = poseidon_trace.read(path)
+    me = ("worker", worker)
     begin = None
     for e in events:
-        m = ITERATION.match(e.get("name", ""))
-        if e.get("ph") == "i" and m and int(m.group(1)) == first and e["tid"] // 8 == actor:
-            begin = e["ts"]
+        if e.kind == "iteration" and e.iteration == first and e.thread.actor == me:
+            begin = e.ts
     if begin is None:
         raise ValueError(f"{path}: worker {worker} has no iteration {first}")
     out = []
-    to_me = f"-> worker {worker}"
     for e in events:
-        if e.get("ph") != "X" or not first <= e.get("args", {}).get("clock", -1) <= last:
+        if e.phase != "X" or not first <= e.clock <= last:
             continue
-        kind = e["name"].split(" ")[0]
-        mine = e["tid"] // 8 == actor
-        if kind in ("forward", "backward") and mine:
+        mine = e.thread.actor == me
+        if e.kind == "task" and e.what in ("forward", "backward") and mine \
+                and e.thread.device == 0:
             lane = "compute"
-        elif kind in ("push", "factors") and mine:
+        elif e.kind == "message" and e.what in ("push", "factors") and mine:
             lane = "push / factors"
-        elif kind == "params" and e["name"].endswith(to_me):
+        elif e.kind == "message" and e.what == "params" and e.peer == me:
             lane = "pull"
         else:
             continue
-        out.append((lane, kind, (e["ts"] - begin) / 1e3, e["dur"] / 1e3))
+        out.append((lane, e.what, (e.ts - begin) / 1e3, e.dur / 1e3))
     return out
 
 
@@ -68,7 +64,7 @@ def main(argv):
     try:
         panels = [(title, spans(path, a.worker, *a.iterations))
                   for title, path in (("simulated", a.simulated), ("live", a.live))]
-    except (OSError, ValueError, KeyError) as err:
+    except ValueError as err:  # poseidon_trace.TraceError among them
         print(f"plot_timeline.py: error: {err}", file=sys.stderr)
         return 2
     poseidon_plot.setup()

@@ -7,11 +7,9 @@ built `poseidon` CLI (POSEIDON_CLI, set by the python_module ctest) and Debian's
 """
 
 import glob
-import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -20,6 +18,8 @@ torch = pytest.importorskip("torch", reason="python3-torch is not installed")
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "torch_job.py")
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "analysis"))
+import poseidon_trace  # noqa: E402  (the analysis scripts' trace reader)
 CLI = os.environ.get("POSEIDON_CLI", os.path.join(ROOT, "build", "apps", "poseidon", "poseidon"))
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
@@ -159,12 +159,9 @@ def test_ssp_keeps_its_bound_and_converges(tmp_path):
     runs = run_poseidon(tmp, workers=3, servers=2, model="mlp", steps=30, lr=0.1,
                         consistency="ssp:1", scheme="ps", extra_launch=("--trace-dir", trace))
     for rank in (1, 2, 3):
-        with open(os.path.join(trace, f"rank-{rank}.json")) as f:
-            events = json.load(f)["traceEvents"]
-        begins = {e["args"]["clock"]: e["ts"] for e in events
-                  if e.get("ph") == "i" and e["name"].startswith("iteration ")}
-        synced = [(e["ts"], e["name"][len("synced "):], e["args"]["clock"]) for e in events
-                  if e.get("ph") == "i" and e["name"].startswith("synced ")]
+        events = poseidon_trace.read(os.path.join(trace, f"rank-{rank}.json"))
+        begins = {e.iteration: e.ts for e in events if e.kind == "iteration"}
+        synced = [(e.ts, e.name[len("synced "):], e.clock) for e in events if e.kind == "synced"]
         layers = {name for _, name, _ in synced}
         # (A 31st may have begun: the core asks for the next clock before the loop ends.)
         assert set(range(30)) <= set(begins) and layers

@@ -421,8 +421,13 @@ if __name__ == "__main__":
 class DwbpOverlapTest(unittest.TestCase):
     def test_overlap_counts_sends_in_flight_during_the_backward_pass_once(self):
         import dwbp_overlap  # noqa: E402
+        import poseidon_trace  # noqa: E402
         ev = [
-            # worker actor 1 (compute tid 8, send tid 11), clock 1: backward 0..100 us
+            {"ph": "M", "name": "thread_name", "pid": 0, "tid": 8,
+             "args": {"name": "worker 0 compute"}},
+            {"ph": "M", "name": "thread_name", "pid": 0, "tid": 11,
+             "args": {"name": "worker 0 send"}},
+            # worker 0 (compute tid 8, send tid 11), clock 1: backward 0..100 us
             {"ph": "X", "name": "backward fc2", "cat": "compute", "tid": 8, "ts": 0, "dur": 40,
              "args": {"clock": 1}},
             {"ph": "X", "name": "backward fc1", "cat": "compute", "tid": 8, "ts": 40, "dur": 60,
@@ -438,7 +443,8 @@ class DwbpOverlapTest(unittest.TestCase):
             {"ph": "X", "name": "register -> coordinator", "cat": "network", "tid": 11, "ts": 0,
              "dur": 10, "args": {"clock": 1}},
         ]
-        self.assertEqual(dwbp_overlap.overlap(ev), [(1, 1, 100, 80, 50)])
+        events = poseidon_trace.events_of({"traceEvents": ev}, "t.json")
+        self.assertEqual(dwbp_overlap.overlap(events), [(0, 1, 100, 80, 50)])
 
 
 VALIDATE_COLUMNS = ("index,name,variant,workers,measured_ms,measured_std_ms,predicted_ms,"
@@ -527,7 +533,9 @@ class HostLatencyTest(TempDirTest):
         events = [{"ph": "X", "cat": "network", "name": f"params l0 c2 -> {to}", "pid": 0,
                    "tid": 27, "ts": at - 5, "dur": 5, "args": {"clock": 2, "bytes": 256}}
                   for at, to in arrivals]
-        events += [{"ph": "M", "name": "thread_name", "pid": 0, "tid": 8,
+        events += [{"ph": "M", "name": "thread_name", "pid": 0, "tid": 27,
+                   "args": {"name": "shard 0 send"}},
+                  {"ph": "M", "name": "thread_name", "pid": 0, "tid": 8,
                    "args": {"name": "worker 0 compute"}},
                   {"ph": "M", "name": "thread_name", "pid": 0, "tid": 9,
                    "args": {"name": "worker 0 protocol"}},
@@ -607,20 +615,21 @@ class PaperBaselinesTest(TempDirTest):
 
 class StaggerTest(TempDirTest):
     def test_mean_offset_from_the_first_worker_per_clock(self):
-        ev = []
+        ev = [{"ph": "M", "name": "thread_name", "pid": 0, "tid": 8 * w + 4,
+               "args": {"name": f"worker {w} protocol"}} for w in range(3)]
         for c in range(4):
-            for tid, late in ((8, 0), (16, 3000 if c % 2 else 1000), (24, 500)):
+            for tid, late in ((4, 0), (12, 3000 if c % 2 else 1000), (20, 500)):
                 ev.append({"ph": "i", "s": "t", "name": f"iteration {c}", "cat": "protocol",
                            "tid": tid, "ts": c * 100000 + late, "args": {"clock": c}})
         path = self.path("t.json")
         with open(path, "w") as f:
             json.dump({"traceEvents": ev}, f)
         import compare_phases  # noqa: E402
-        # Clocks 1..3: worker 1 (actor 2) at +3, +1, +3 ms; worker 2 (actor 3) at +0.5 ms.
+        # Clocks 1..3: worker 1 at +3, +1, +3 ms; worker 2 at +0.5 ms.
         st = compare_phases.stagger(path, 1)
-        self.assertEqual(st[1], 0.0)
-        self.assertAlmostEqual(st[2], 7.0 / 3)
-        self.assertAlmostEqual(st[3], 0.5)
+        self.assertEqual(st[0], 0.0)
+        self.assertAlmostEqual(st[1], 7.0 / 3)
+        self.assertAlmostEqual(st[2], 0.5)
 
 
 class TcpWindowsTest(TempDirTest):
@@ -796,9 +805,122 @@ class NetReplayTest(TempDirTest):
         self.assertIn("no message of clock >= 5", r.stderr)
 
 
+class PoseidonTraceTest(TempDirTest):
+    """analysis/poseidon_trace.py: the one reader the analysis scripts share."""
+
+    def write(self, name, events):
+        path = self.path(name)
+        with open(path, "w") as f:
+            json.dump({"traceEvents": events}, f)
+        return path
+
+    def test_the_golden_trace_reads_as_its_scenario_ran(self):
+        import poseidon_trace  # noqa: E402
+        # What core/trace.cc wrote for tests/golden/small.yaml (2 workers with co-located
+        # shards, 2 iterations), kept byte-identical by SimJob.GoldenTrace; the simulator's
+        # result JSON follows the trace in that file.
+        with open(os.path.join(ROOT, "tests", "golden", "small_trace.json")) as f:
+            text = f.read()
+        trace = json.loads(text[:text.index("\n]}\n") + 4])
+        events = poseidon_trace.events_of(trace, "small_trace.json")
+        begins = sorted((e.thread.actor, e.iteration) for e in events if e.kind == "iteration")
+        self.assertEqual(begins, [(("worker", w), c) for w in (0, 1) for c in (0, 1)])
+        pushes = [e for e in events if e.kind == "message" and e.what == "push"]
+        params = [e for e in events if e.kind == "message" and e.what == "params"]
+        self.assertEqual(len(pushes), len(params))
+        self.assertGreater(len(pushes), 0)
+        self.assertTrue(all(e.thread.role == "worker" and e.thread.lane == "send"
+                            and e.peer[0] == "shard" for e in pushes))
+        self.assertTrue(all(e.thread.role == "shard" and e.peer[0] == "worker" for e in params))
+        updates = {e.thread.lane for e in events if e.what == "server_update"}
+        self.assertEqual(updates, {"update"})
+
+    def test_a_machines_other_devices_belong_to_their_worker(self):
+        import compare_phases  # noqa: E402
+        import poseidon_trace  # noqa: E402
+        device1 = 1_000_000_000 + (1 * 1024 + 1) * 8  # worker 0 (actor 1), device 1, compute
+        ev = [{"ph": "M", "name": "thread_name", "pid": 0, "tid": tid, "args": {"name": label}}
+              for tid, label in ((8, "worker 0 compute"), (12, "worker 0 protocol"),
+                                 (device1, "worker 0 device 1 compute"))]
+        for c in range(3):
+            ev.append({"ph": "i", "s": "t", "name": f"iteration {c}", "cat": "protocol",
+                       "tid": 12, "ts": c * 1000, "args": {"clock": c}})
+            for tid in (8, device1):  # both devices compute 400 us at once
+                ev.append({"ph": "X", "name": "forward fc1", "cat": "compute", "tid": tid,
+                           "ts": c * 1000, "dur": 400, "args": {"clock": c}})
+        path = self.write("t.json", ev)
+        threads = {e.thread for e in poseidon_trace.read(path)}
+        self.assertIn(poseidon_trace.Thread("worker", 0, 1, "compute"), threads)
+        self.assertEqual({t.actor for t in threads}, {("worker", 0)})
+        # The worker's compute phase is its own lane's (device 0), not the sum over devices.
+        phases = compare_phases.phases(compare_phases.load(path), 1)
+        self.assertAlmostEqual(phases["compute"], 0.4)
+        self.assertAlmostEqual(phases["iteration"], 1.0)
+
+    def test_a_trace_it_cannot_read_is_one_line_naming_file_and_event(self):
+        import poseidon_trace  # noqa: E402
+        meta = {"ph": "M", "name": "thread_name", "pid": 0, "tid": 8,
+                "args": {"name": "worker 0 compute"}}
+        span = {"ph": "X", "name": "forward fc1", "cat": "compute", "tid": 8, "ts": 0,
+                "dur": 1, "args": {"clock": 0}}
+        cases = {
+            "nojson.json": (None, "not JSON"),
+            "noevents.json": ({"events": []}, "no 'traceEvents' array"),
+            "nometa.json": ({"traceEvents": [dict(span, tid=16)]},
+                            "event 0 (forward fc1): thread id 16 has no thread_name"),
+            "lane.json": ({"traceEvents": [dict(meta, args={"name": "worker 0 gpu"})]},
+                          "thread name 'worker 0 gpu' does not end with a lane"),
+            "peer.json": ({"traceEvents": [meta, dict(span, cat="network", name="push fc1")]},
+                          "event 1 (push fc1): a message's name 'push fc1' has no ' -> "),
+            "ts.json": ({"traceEvents": [meta, {k: v for k, v in span.items() if k != "ts"}]},
+                        "event 1 (forward fc1): needs 'tid', 'ts'"),
+        }
+        for name, (doc, why) in cases.items():
+            path = self.path(name)
+            with open(path, "w") as f:
+                f.write("{" if doc is None else json.dumps(doc))
+            with self.assertRaises(poseidon_trace.TraceError) as cm:
+                poseidon_trace.read(path)
+            self.assertIn(path, str(cm.exception))
+            self.assertIn(why, str(cm.exception))
+            self.assertNotIn("\n", str(cm.exception))
+        with self.assertRaises(poseidon_trace.TraceError) as cm:
+            poseidon_trace.read(self.path("missing.json"))
+        self.assertIn("missing.json: cannot read", str(cm.exception))
+        # The scripts print it and exit 2.
+        r = run_script("compare_phases.py", self.path("nometa.json"), self.path("nometa.json"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("thread id 16 has no thread_name", r.stderr)
+
+
+@unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is in Debian's /usr/bin/python3")
+class PlotTimelineTest(TempDirTest):
+    def test_one_workers_lanes_from_the_golden_trace(self):
+        import plot_timeline  # noqa: E402
+        with open(os.path.join(ROOT, "tests", "golden", "small_trace.json")) as f:
+            text = f.read()
+        path = self.path("golden.json")
+        with open(path, "w") as f:
+            f.write(text[:text.index("\n]}\n") + 4])
+        rows = plot_timeline.spans(path, 1, 0, 1)
+        count = lambda lane, kind: sum(1 for r in rows if r[:2] == (lane, kind))  # noqa: E731
+        # CIFAR-10 quick: 12 forward and 12 backward tasks an iteration, 2 iterations; worker 1
+        # pushes 10 chunks an iteration to the two shards and gets as many back, its own
+        # shard's among them.
+        self.assertEqual(count("compute", "forward"), 24)
+        self.assertEqual(count("compute", "backward"), 24)
+        self.assertEqual(count("push / factors", "push"), 20)
+        self.assertEqual(count("pull", "params"), 20)
+        self.assertEqual(min(r[2] for r in rows), 0.0)  # from worker 1's begin of iteration 0
+        with self.assertRaises(ValueError) as cm:
+            plot_timeline.spans(path, 2, 0, 1)
+        self.assertIn("worker 2 has no iteration 0", str(cm.exception))
+
+
 class ComparePhasesTest(TempDirTest):
     def trace(self, name, iteration_us, compute_us):
-        ev = []
+        ev = [{"ph": "M", "name": "thread_name", "pid": 0, "tid": 8,
+               "args": {"name": "worker 0 compute"}}]
         for c in range(4):
             ev.append({"ph": "i", "s": "t", "name": f"iteration {c}", "cat": "protocol",
                        "tid": 8, "ts": c * iteration_us, "args": {"clock": c}})
