@@ -106,14 +106,16 @@ struct NetworkSpec {
   // with a congestion window of this many payload bytes (Linux: 10 segments of 1448 bytes, 14480)
   // and a flow may have no more than its window in flight: its rate is at most window / round
   // trip, the round trip being twice the route's latency and overhead plus the queues its bytes
-  // wait in (its receiver's link) and its acknowledgements wait in (its sender's own receiving
-  // link). While a flow is held to its window, the window grows by what it sent in each round trip
-  // (slow start doubles it), and it is kept between messages (no slow start after idle, as
-  // scripts/netns-run sets the emulated hosts). What this shows: a connection whose round trip a
-  // standing queue lengthens (a parameter server's pulls while its workers' pushes fill its
-  // link) sends slowly until its window has grown (docs/validation.md, "Slow start behind a
-  // standing queue"). Losses are not modelled unless segment_bytes is set (at a full queue, auto
-  // takes the flow model). 0 = no windows (the queue model as before).
+  // wait in (its receiver's link, as it stands) and its acknowledgements wait in (its sender's own
+  // receiving link, as it stands when they join it a forward trip later: grown or drained at the
+  // present rates, within its limit; docs/validation.md, "An acknowledgement's queue, as it
+  // stands when the acknowledgement arrives"). While a flow is held to its window, the window grows
+  // by what it sent in each round trip (slow start doubles it), and it is kept between messages (no
+  // slow start after idle, as scripts/netns-run sets the emulated hosts). What this shows: a
+  // connection whose round trip a standing queue lengthens (a parameter server's pulls while its
+  // workers' pushes fill its link) sends slowly until its window has grown (docs/validation.md,
+  // "Slow start behind a standing queue"). Losses are not modelled unless segment_bytes is set (at
+  // a full queue, auto takes the flow model). 0 = no windows (the queue model as before).
   int64_t initial_window_bytes = 0;
   // Queue and auto models, with initial_window_bytes (YAML: segment_bytes): TCP Reno's losses. A
   // receiving queue that is full while its senders' windows would bring more than its rate drops

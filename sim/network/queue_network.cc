@@ -138,9 +138,11 @@ TimeNs QueueNetwork::NextRound(uint64_t* connection) const {
 
 TimeNs QueueNetwork::NextWindowCheck() const {
   // A flow below its window's cap reaches it when the queues on its round trip have grown by
-  // enough: RTT(t) = RTT(now) + k t with k the sum of the queues' growth over their rates, and
-  // the cap window / RTT(t) falls to the flow's rate at RTT = window / rate. A queue that drains
-  // bends k upwards when it empties, so that moment is a check too.
+  // enough: RTT(t) = RTT(now) + k t with k = gs + gd + gs gd, gs and gd the sender's and the
+  // receiver's queues' growth over their rates (the acknowledgement's queue grows for as long as
+  // the receiver's queue delays it: RoundTripS), and the cap window / RTT(t) falls to the flow's
+  // rate at RTT = window / rate. A queue that drains bends k upwards when it empties, so that
+  // moment is a check too.
   TimeNs best = kNever;
   if (!(window0_ > 0)) return best;
   auto growth = [](const Host& h) {
@@ -151,7 +153,7 @@ TimeNs QueueNetwork::NextWindowCheck() const {
     const Host& src = hosts_[static_cast<size_t>(f.src)];
     const Host& dst = hosts_[static_cast<size_t>(f.dst)];
     double t = kNeverS;
-    const double k = growth(src) + growth(dst);
+    const double k = growth(src) + growth(dst) + growth(src) * growth(dst);
     if (k > 0) t = (InFlight(*f.window) / f.rate - RoundTripS(f)) / k;
     for (const Host* h : {&src, &dst}) {
       if (h->backlog > 0 && h->in_Bps < h->down_Bps) {
@@ -190,11 +192,23 @@ TimeNs QueueNetwork::hole_until(uint64_t connection) const {
   return it == windows_.end() || it->second.hole_until == kLongAgo ? 0 : it->second.hole_until;
 }
 
-double QueueNetwork::RoundTripS(const Flow& f) const {
-  const Host& src = hosts_[static_cast<size_t>(f.src)];
-  const Host& dst = hosts_[static_cast<size_t>(f.dst)];
-  return 2e-9 * static_cast<double>(f.extra) + dst.backlog / dst.down_Bps +
-         src.backlog / src.down_Bps;
+double QueueNetwork::RoundTripS(const Flow& f) const { return RoundTripS(f.src, f.dst, f.extra); }
+
+double QueueNetwork::RoundTripS(int src_host, int dst_host, TimeNs extra) const {
+  const Host& src = hosts_[static_cast<size_t>(src_host)];
+  const Host& dst = hosts_[static_cast<size_t>(dst_host)];
+  // A byte sent now waits behind its receiver's queue as it stands (FIFO) and crosses the route;
+  // its acknowledgement then joins the sender's own receiving queue, which has grown or drained
+  // meanwhile at the present rates, and waits behind what that queue holds then.
+  const double forward_s = 1e-9 * static_cast<double>(extra) + dst.backlog / dst.down_Bps;
+  double ack_queue = std::max(0.0, src.backlog + (src.in_Bps - src.down_Bps) * forward_s);
+  if (limit_ > 0) ack_queue = std::min(ack_queue, limit_);
+  return forward_s + 1e-9 * static_cast<double>(extra) + ack_queue / src.down_Bps;
+}
+
+double QueueNetwork::round_trip_s(int src, int dst) const {
+  const Route route = topo_.RouteBetween(src, dst);  // validates src, dst
+  return RoundTripS(src, dst, topo_.RouteLatency(route) + overhead_ns_);
 }
 
 void QueueNetwork::EndRound(Window* w) {
@@ -402,16 +416,6 @@ void QueueNetwork::Rebalance() {
     }
     if (any) FillRates();
   }
-  if (window0_ > 0) {
-    // A flow held to its window starts a round trip, at whose end the window grows by what the
-    // connection sent in it.
-    for (const Flow& f : flows_) {
-      if (f.cap > 0 && HeldByWindow(f) && f.window->round_end == kNever) {
-        f.window->round_end = now_ + std::max<TimeNs>(1, RoundUpNs(RoundTripS(f) * 1e9));
-        f.window->round_bytes = 0;
-      }
-    }
-  }
   for (Host& h : hosts_) {
     // A receiving link whose last sender just stopped, with nothing queued, is idle from now.
     if (h.in_Bps > 0 && h.backlog <= 0) h.down_idle_since = now_;
@@ -420,6 +424,16 @@ void QueueNetwork::Rebalance() {
   for (const Flow& f : flows_) {
     hosts_[static_cast<size_t>(f.dst)].in_Bps += f.rate;
     hosts_[static_cast<size_t>(f.src)].out_Bps += f.rate;
+  }
+  if (window0_ > 0) {
+    // A flow held to its window starts a round trip (at the rates just solved), at whose end the
+    // window grows by what the connection sent in it.
+    for (const Flow& f : flows_) {
+      if (f.cap > 0 && HeldByWindow(f) && f.window->round_end == kNever) {
+        f.window->round_end = now_ + std::max<TimeNs>(1, RoundUpNs(RoundTripS(f) * 1e9));
+        f.window->round_bytes = 0;
+      }
+    }
   }
 }
 

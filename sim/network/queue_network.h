@@ -32,7 +32,8 @@
 // With initial_window_bytes > 0 a connection also has TCP's congestion window: a flow may have
 // at most its window in flight, so its rate is at most window / round trip, where the round trip
 // is twice its route latency and overhead plus the backlogs its bytes wait behind (its
-// receiver's queue) and its acknowledgements wait behind (its sender's own receiving queue);
+// receiver's queue) and its acknowledgements wait behind (its sender's own receiving queue, as
+// it stands when they reach it: a forward trip later, grown or drained at the present rates);
 // rates are re-solved when growing queues bring a flow's round trip to window / rate (and when
 // such a queue empties), so a window holds its flow back as the queues grow, not only at the next
 // event; a flow held to its window grows it by what it sent in each round trip (slow start), and
@@ -104,6 +105,12 @@ class QueueNetwork final : public NetworkModel {
   // Wire bytes waiting in host `h`'s receiving link queue at the model's current time.
   double backlog_bytes(int h) const { return hosts_[static_cast<size_t>(h)].backlog; }
   bool queue_overflowed() const override { return overflowed_; }
+  // The round trip, seconds, of a byte host `src` sends to host `dst` now: the route both ways,
+  // the wait behind `dst`'s receiving queue as it stands, and its acknowledgement's wait behind
+  // `src`'s own receiving queue as it will stand when the acknowledgement joins it (grown or
+  // drained meanwhile at the present rates, within the queue's limit). What a window is divided
+  // by (initial_window_bytes > 0).
+  double round_trip_s(int src, int dst) const;
   // initial_window_bytes > 0: connection `connection`'s congestion window and slow-start threshold
   // (wire bytes; the threshold is infinite before its first loss); 0 for a connection not seen.
   double window_bytes(uint64_t connection) const;
@@ -190,8 +197,10 @@ class QueueNetwork final : public NetworkModel {
   double InFlight(const Window& w) const {
     return send_buffer_ > 0 ? std::min(w.cwnd, send_buffer_) : w.cwnd;
   }
-  // Flow f's round trip now, seconds (initial_window_bytes: the class comment).
+  // Flow f's round trip now, seconds (round_trip_s; the class comment).
   double RoundTripS(const Flow& f) const;
+  // The same for a route whose latency and overhead, one way, is `extra` ns.
+  double RoundTripS(int src, int dst, TimeNs extra) const;
   // send_buffer_bytes > 0: window w is held back by its send buffer, not by itself, and does not
   // grow (Linux grows only a window that limits).
   bool HeldBack(const Window& w) const { return send_buffer_ > 0 && w.cwnd >= send_buffer_; }

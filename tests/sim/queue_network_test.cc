@@ -246,6 +246,34 @@ TEST(QueueNetworkTest, AQueueOnTheSendersOwnLinkLengthensItsRoundTrip) {
   EXPECT_GT(behind, 3 * alone) << alone << " " << behind;
 }
 
+// An acknowledgement waits behind its sender's receiving queue as that queue stands when the
+// acknowledgement joins it, a forward trip after the send. Hosts 2 and 3 push into host 0 and
+// hosts 4 and 5 into host 1, each at its link's rate B (windows of 10 MB never hold them back), so
+// both queues grow at B and hold 1 MB (1 ms) at 1 ms. A byte host 0 sends to host 1 then waits 1
+// ms behind host 1's queue and crosses the route (L); its acknowledgement joins host 0's queue,
+// grown by B (1 ms + L) meanwhile to 2 MB + LB: a round trip of 2L + 1 ms + (2 ms + L), where the
+// queue as it stood at the send would give 2L + 2 ms. Within tbf's limit (1.5 MB): at most that.
+// From host 2, whose own queue is empty and stays so: 2L + host 0's 1 ms.
+TEST(QueueNetworkTest, AnAcknowledgementWaitsBehindTheQueueItsSenderHasWhenItArrives) {
+  const int64_t L = 1000, S = 1'000'000;
+  for (const int64_t limit : {int64_t{0}, 3 * S / 2}) {
+    config::NetworkSpec spec = WindowedSpec(L, 10 * S, limit, /*segment=*/0);
+    QueueNetwork net(Topology::Star(6, kB, L), spec);
+    net.StartFlow(0, 2, 0, 100 * S, 2);
+    net.StartFlow(0, 3, 0, 100 * S, 3);
+    net.StartFlow(0, 4, 1, 100 * S, 4);
+    net.StartFlow(0, 5, 1, 100 * S, 5);
+    std::vector<FlowDone> done;
+    net.AdvanceTo(S, &done);
+    ASSERT_NEAR(net.backlog_bytes(0), static_cast<double>(S), 1e-3);
+    ASSERT_NEAR(net.backlog_bytes(1), static_cast<double>(S), 1e-3);
+    const double ack_queue = limit > 0 ? 1.5 * S : 2.0 * S + L;
+    EXPECT_NEAR(net.round_trip_s(0, 1) * 1e9, 2.0 * L + S + ack_queue, 1e-3) << limit;
+    EXPECT_NEAR(net.round_trip_s(2, 0) * 1e9, 2.0 * L + S, 1e-3) << limit;
+    EXPECT_TRUE(done.empty());
+  }
+}
+
 // A window holds a flow back as soon as the queues on its round trip have grown enough, not only
 // at the next event: hosts 1 and 2 send into host 0 at their links' rate B, so host 0's queue,
 // and with it their round trip 2L + t, grows at B; a window of w carries B until the round trip
