@@ -153,7 +153,8 @@ TimeNs QueueNetwork::NextWindowCheck() const {
     const Host& src = hosts_[static_cast<size_t>(f.src)];
     const Host& dst = hosts_[static_cast<size_t>(f.dst)];
     double t = kNeverS;
-    const double k = growth(src) + growth(dst) + growth(src) * growth(dst);
+    const double gs = growth(src), gd = growth(dst);
+    const double k = gs + gd + gs * gd;
     if (k > 0) t = (InFlight(*f.window) / f.rate - RoundTripS(f)) / k;
     for (const Host* h : {&src, &dst}) {
       if (h->backlog > 0 && h->in_Bps < h->down_Bps) {

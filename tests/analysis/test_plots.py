@@ -805,6 +805,15 @@ class NetReplayTest(TempDirTest):
         self.assertIn("no message of clock >= 5", r.stderr)
 
 
+def golden_trace_text():
+    """The Chrome trace core/trace.cc wrote for tests/golden/small.yaml (2 workers with co-located
+    shards, 2 iterations), kept byte-identical by SimJob.GoldenTrace; the simulator's result JSON
+    follows it in that file and is left out."""
+    with open(os.path.join(ROOT, "tests", "golden", "small_trace.json")) as f:
+        text = f.read()
+    return text[:text.index("\n]}\n") + 4]
+
+
 class PoseidonTraceTest(TempDirTest):
     """analysis/poseidon_trace.py: the one reader the analysis scripts share."""
 
@@ -816,12 +825,7 @@ class PoseidonTraceTest(TempDirTest):
 
     def test_the_golden_trace_reads_as_its_scenario_ran(self):
         import poseidon_trace  # noqa: E402
-        # What core/trace.cc wrote for tests/golden/small.yaml (2 workers with co-located
-        # shards, 2 iterations), kept byte-identical by SimJob.GoldenTrace; the simulator's
-        # result JSON follows the trace in that file.
-        with open(os.path.join(ROOT, "tests", "golden", "small_trace.json")) as f:
-            text = f.read()
-        trace = json.loads(text[:text.index("\n]}\n") + 4])
+        trace = json.loads(golden_trace_text())
         events = poseidon_trace.events_of(trace, "small_trace.json")
         begins = sorted((e.thread.actor, e.iteration) for e in events if e.kind == "iteration")
         self.assertEqual(begins, [(("worker", w), c) for w in (0, 1) for c in (0, 1)])
@@ -897,11 +901,9 @@ class PoseidonTraceTest(TempDirTest):
 class PlotTimelineTest(TempDirTest):
     def test_one_workers_lanes_from_the_golden_trace(self):
         import plot_timeline  # noqa: E402
-        with open(os.path.join(ROOT, "tests", "golden", "small_trace.json")) as f:
-            text = f.read()
         path = self.path("golden.json")
         with open(path, "w") as f:
-            f.write(text[:text.index("\n]}\n") + 4])
+            f.write(golden_trace_text())
         rows = plot_timeline.spans(path, 1, 0, 1)
         count = lambda lane, kind: sum(1 for r in rows if r[:2] == (lane, kind))  # noqa: E731
         # CIFAR-10 quick: 12 forward and 12 backward tasks an iteration, 2 iterations; worker 1
