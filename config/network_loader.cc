@@ -107,13 +107,22 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
       r.NonNegativeNumber("host_wakeup_cpu_us", n->host_wakeup_cpu_ns / 1e3) * 1e3;
   n->host_kernel_ns_per_byte =
       r.NonNegativeNumber("host_kernel_ns_per_byte", n->host_kernel_ns_per_byte);
+  const bool streamed = n->host_byte_cpu == HostByteCpu::kStreamed;
+  n->host_byte_cpu = r.Choice("host_byte_cpu", {"after_arrival", "streamed"},
+                              streamed ? "streamed" : "after_arrival") == "streamed"
+                         ? HostByteCpu::kStreamed
+                         : HostByteCpu::kAfterArrival;
+  n->host_tag_ns_per_byte = r.NonNegativeNumber("host_tag_ns_per_byte", n->host_tag_ns_per_byte);
   if (n->host_cores == 0 &&
       (n->host_message_ns > 0 || n->host_ns_per_byte > 0 || n->host_wakeup_ns > 0 ||
-       n->host_kernel_ns_per_byte > 0)) {
-    r.FailKey(r.Has("host_message_us")    ? "host_message_us"
-              : r.Has("host_ns_per_byte") ? "host_ns_per_byte"
-              : r.Has("host_wakeup_us")   ? "host_wakeup_us"
-                                          : "host_kernel_ns_per_byte",
+       n->host_kernel_ns_per_byte > 0 || n->host_tag_ns_per_byte > 0 ||
+       n->host_byte_cpu == HostByteCpu::kStreamed)) {
+    r.FailKey(r.Has("host_message_us")           ? "host_message_us"
+              : r.Has("host_ns_per_byte")        ? "host_ns_per_byte"
+              : r.Has("host_wakeup_us")          ? "host_wakeup_us"
+              : r.Has("host_kernel_ns_per_byte") ? "host_kernel_ns_per_byte"
+              : r.Has("host_tag_ns_per_byte")    ? "host_tag_ns_per_byte"
+                                                 : "host_byte_cpu",
               "a host CPU cost needs 'host_cores' (the cores every process shares); add it or "
               "remove the cost");
   }
@@ -225,6 +234,10 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
     }
     if (n.host_kernel_ns_per_byte > 0) {
       out << "host_kernel_ns_per_byte: " << YamlScalarNumber(n.host_kernel_ns_per_byte) << "\n";
+    }
+    if (n.host_byte_cpu == HostByteCpu::kStreamed) out << "host_byte_cpu: streamed\n";
+    if (n.host_tag_ns_per_byte > 0) {
+      out << "host_tag_ns_per_byte: " << YamlScalarNumber(n.host_tag_ns_per_byte) << "\n";
     }
   }
   if (n.process_ns_per_byte > 0) {

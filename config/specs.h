@@ -45,6 +45,13 @@ enum class TopologyKind { kStar, kLeafSpine };
 // (as the live runtime's TCP connections; concurrent ones share the links as fairness_alpha says).
 enum class ConnectionKind { kMachinePair, kProcessPair };
 
+// When a message between machines costs its per-byte host CPU (NetworkSpec::host_byte_cpu, YAML
+// host_byte_cpu): all of it after its last byte has arrived, on its receiving process (the model
+// before the key), or while its bytes stream in, as the live transport reads a socket: each
+// segment is copied out as it arrives, so only the tag's check (host_tag_ns_per_byte) and the
+// message's fixed cost follow the last byte.
+enum class HostByteCpu { kAfterArrival, kStreamed };
+
 inline constexpr double kMaxFairnessAlpha = 50;
 inline constexpr double kMaxAckPathWeight = 4;
 
@@ -215,6 +222,21 @@ struct NetworkSpec {
   // message between machines outside the processes (softirq work of the emulated path: veth,
   // bridge, tbf), on one of the shared cores but not on the receiving process. 0 = none.
   double host_kernel_ns_per_byte = 0;
+  // With host_cores (YAML: host_byte_cpu: after_arrival | streamed). after_arrival: a message's
+  // host_ns_per_byte x payload is spent on its receiving process after its last byte, as above.
+  // streamed: for a message between machines it is booked, with the kernel's share, on the
+  // earliest free shared cores when its first byte leaves, and the message is its receiving
+  // process's once both are done, so it delays the message only when the cores were busy; after
+  // that the process spends host_message_us and the tag's check (below). Messages between
+  // processes of one machine are copied at the CPU's pace, not a link's: they keep
+  // after_arrival's cost either way.
+  HostByteCpu host_byte_cpu = HostByteCpu::kAfterArrival;
+  // With host_cores (YAML: host_tag_ns_per_byte): the CPU per payload byte of checking a frame's
+  // authentication tag (real_runtime/frame_mac.h), which the receiving process does after the
+  // last byte is read, charged there after the last byte. The sender's computing the tag before
+  // the first byte is written is not charged (the same CPU per byte, on the sender's own thread).
+  // 0 = none (a plain TCP transport; every old scenario).
+  double host_tag_ns_per_byte = 0;
   // A framework's RPC runtime on a real cluster (YAML: process_ns_per_byte): the CPU a process
   // spends per payload byte of a message it receives before the message is its (deserialising and
   // copying it out of the transport's buffers: TensorFlow's gRPC RecvTensor path), one message at a

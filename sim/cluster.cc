@@ -271,9 +271,27 @@ bool SimJob::ProtocolThreadAsleep(ActorId actor) const {
   return process_free_[static_cast<size_t>(actor)] <= now_;
 }
 
-void SimJob::BookSharedCore(double cpu_ns) {
+TimeNs SimJob::BookSharedCore(double cpu_ns) {
   auto core = std::min_element(core_free_.begin(), core_free_.end());
   *core = std::max(now_, *core) + std::llround(cpu_ns);
+  return *core;
+}
+
+void SimJob::BookStreamedCpu(uint32_t slot) {
+  const config::NetworkSpec& n = config_.network;
+  if (n.host_cores <= 0 || n.host_byte_cpu != config::HostByteCpu::kStreamed) return;
+  EnsureHostCpuState();
+  // The receiver's kernel and process handle the bytes as they come in: their CPU is booked from
+  // the first byte, each on the earliest free core, and the message is the process's once both
+  // are done (ProcessArrival).
+  Slot& s = slots_[slot];
+  s.bytes_read = now_;
+  if (n.host_kernel_ns_per_byte > 0) {
+    s.bytes_read = std::max(s.bytes_read, BookSharedCore(n.host_kernel_ns_per_byte *
+                                                         static_cast<double>(s.msg.wire_bytes())));
+  }
+  s.bytes_read = std::max(
+      s.bytes_read, BookSharedCore(n.host_ns_per_byte * static_cast<double>(s.msg.payload_bytes)));
 }
 
 void SimJob::ProcessArrival(uint32_t slot) {
@@ -292,17 +310,26 @@ void SimJob::ProcessArrival(uint32_t slot) {
     queue_.Push(process, kDeliver, static_cast<uint32_t>(to), slot);
     return;
   }
-  if (n.host_kernel_ns_per_byte > 0 && !config_.layout.SameMachine(slots_[slot].msg.from, to)) {
+  const Slot& s = slots_[slot];
+  const bool between_machines = !config_.layout.SameMachine(s.msg.from, to);
+  // Streamed (NetworkSpec::host_byte_cpu): the per-byte work was booked when the first byte left
+  // (StartFlow), and the process has the bytes once it is done (busy cores can hold that past
+  // the last byte's arrival); otherwise it runs now.
+  const bool streamed = between_machines && n.host_byte_cpu == config::HostByteCpu::kStreamed;
+  if (!streamed && n.host_kernel_ns_per_byte > 0 && between_machines) {
     // The kernel's share, on the earliest free core, beside the receiving process.
-    BookSharedCore(n.host_kernel_ns_per_byte * static_cast<double>(slots_[slot].msg.wire_bytes()));
+    BookSharedCore(n.host_kernel_ns_per_byte * static_cast<double>(s.msg.wire_bytes()));
   }
+  const double payload = static_cast<double>(s.msg.payload_bytes);
   auto core = std::min_element(core_free_.begin(), core_free_.end());
   TimeNs& process = process_free_[static_cast<size_t>(to)];
   const bool asleep = ProtocolThreadAsleep(to);
-  const TimeNs start = std::max(ProtocolThreadStart(to), *core);
-  const TimeNs cost = static_cast<TimeNs>(std::llround(
-      n.host_message_ns + n.host_ns_per_byte * static_cast<double>(slots_[slot].msg.payload_bytes) +
-      (asleep && n.host_wakeup_ns > 0 ? n.host_wakeup_cpu_ns : 0)));
+  const TimeNs start = std::max({ProtocolThreadStart(to), *core, streamed ? s.bytes_read : now_});
+  const double after_last_byte_per_byte =
+      (streamed ? 0.0 : n.host_ns_per_byte) + n.host_tag_ns_per_byte;
+  const TimeNs cost = static_cast<TimeNs>(
+      std::llround(n.host_message_ns + after_last_byte_per_byte * payload +
+                   (asleep && n.host_wakeup_ns > 0 ? n.host_wakeup_cpu_ns : 0)));
   *core = process = start + cost;
   queue_.Push(start + cost, kDeliver, static_cast<uint32_t>(to), slot);
 }
@@ -320,6 +347,7 @@ void SimJob::StartQueuedFlow(const Event& ev) {
 
 void SimJob::StartFlow(int src, int dst, uint32_t slot) {
   largest_network_message_ = std::max(largest_network_message_, slots_[slot].msg.wire_bytes());
+  BookStreamedCpu(slot);
   const Message& m = slots_[slot].msg;
   network_->StartConnectionFlow(now_, src, dst, m.wire_bytes(), slot,
                                 ConnectionKey(src, dst, m.from, m.to));

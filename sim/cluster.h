@@ -156,6 +156,7 @@ class SimJob {
   struct Slot {
     core::Message msg;
     TimeNs sent = 0;
+    TimeNs bytes_read = 0;  // NetworkSpec::host_byte_cpu streamed: its receiver's reads done
     int32_t next = -1;  // next free slot, or next message queued on the same connection
     bool written = false;  // in its connection's send buffer, its sender told (SendBuffer)
   };
@@ -238,8 +239,12 @@ class SimJob {
   TimeNs ProtocolThreadStart(core::ActorId actor) const;
   // Whether `actor`'s protocol thread sleeps at now_ (has no event left to process).
   bool ProtocolThreadAsleep(core::ActorId actor) const;
-  // Books `cpu_ns` on the earliest free shared core from now_ (NetworkSpec::host_cores).
-  void BookSharedCore(double cpu_ns);
+  // Books `cpu_ns` on the earliest free shared core from now_ (NetworkSpec::host_cores) and
+  // returns when it is done.
+  TimeNs BookSharedCore(double cpu_ns);
+  // NetworkSpec::host_byte_cpu streamed: as message `slot`'s first byte leaves, books its
+  // receiver's per-byte CPU (the kernel's and the process's) and sets its Slot::bytes_read.
+  void BookStreamedCpu(uint32_t slot);
   void EnsureHostCpuState();
   // SimJobConfig::input_samples_per_s: when `actor`'s machine's input pipeline has a batch for a
   // forward pass asked for now (now_ or later), which it takes.

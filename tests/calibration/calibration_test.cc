@@ -197,6 +197,8 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   f.network.host_handoff_ns = 9500;
   f.network.host_wakeup_cpu_ns = 13100;
   f.network.host_kernel_ns_per_byte = 0.75;
+  f.network.host_byte_cpu = config::HostByteCpu::kStreamed;
+  f.network.host_tag_ns_per_byte = 0.0997;
   f.provenance = {{"date", "2026-11-29T10:00:00Z"}, {"command", "poseidon calibrate-net x"}};
   f.measurements = {{"rtt_us", "median 63"}};
   std::ostringstream text;
@@ -220,6 +222,8 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_DOUBLE_EQ(back.network.host_handoff_ns, 9500);
   EXPECT_DOUBLE_EQ(back.network.host_wakeup_cpu_ns, 13100);
   EXPECT_DOUBLE_EQ(back.network.host_kernel_ns_per_byte, 0.75);
+  EXPECT_EQ(back.network.host_byte_cpu, config::HostByteCpu::kStreamed);
+  EXPECT_DOUBLE_EQ(back.network.host_tag_ns_per_byte, 0.0997);
   EXPECT_EQ(back.provenance, f.provenance);
   EXPECT_EQ(back.measurements, f.measurements);
 
@@ -464,6 +468,14 @@ TEST(NetworkFile, BadInputIsLocated) {
        "kern.yaml:5:", "needs 'host_cores'"},
       {"efficiency: 1\nhost_cores: 2\nhost_wakeup_cpu_us: 13\nprovenance: {a: b}\n", "wcpu.yaml",
        "wcpu.yaml:6:", "add 'host_wakeup_us'"},
+      {"efficiency: 1\nhost_cores: 2\nhost_byte_cpu: sometimes\nprovenance: {a: b}\n", "bcpu.yaml",
+       "bcpu.yaml:6:", "streamed"},
+      {"efficiency: 1\nhost_byte_cpu: streamed\nprovenance: {a: b}\n", "bcore.yaml",
+       "bcore.yaml:5:", "needs 'host_cores'"},
+      {"efficiency: 1\nhost_tag_ns_per_byte: 0.1\nprovenance: {a: b}\n", "tag.yaml",
+       "tag.yaml:5:", "needs 'host_cores'"},
+      {"efficiency: 1\nhost_cores: 2\nhost_tag_ns_per_byte: -0.1\nprovenance: {a: b}\n",
+       "tagneg.yaml", "tagneg.yaml:6:", "host_tag_ns_per_byte"},
       {"model: auto\nefficiency: 1\nauto_flow_message_bytes: -1\nprovenance: {a: b}\n",
        "afneg.yaml", "afneg.yaml:6:", "auto_flow_message_bytes"},
       {"model: flow\nefficiency: 1\nauto_flow_message_bytes: 65536\nprovenance: {a: b}\n",
@@ -819,6 +831,8 @@ TEST(NetnsRun, CalibratedLinkPricesTransfersWithTheCalibratedFile) {
   EXPECT_DOUBLE_EQ(f.network.host_wakeup_ns, shipped.host_wakeup_ns);
   EXPECT_DOUBLE_EQ(f.network.host_wakeup_cpu_ns, shipped.host_wakeup_cpu_ns);
   EXPECT_DOUBLE_EQ(f.network.host_kernel_ns_per_byte, shipped.host_kernel_ns_per_byte);
+  EXPECT_EQ(f.network.host_byte_cpu, shipped.host_byte_cpu);
+  EXPECT_DOUBLE_EQ(f.network.host_tag_ns_per_byte, shipped.host_tag_ns_per_byte);
   EXPECT_GT(f.network.host_wakeup_ns, 0);
   ASSERT_TRUE(f.provenance.count("sharing"));
   EXPECT_NE(f.provenance.at("sharing").find("emulated_100mbit.yaml"), std::string::npos);

@@ -363,6 +363,76 @@ TEST(SimJob, KernelCpuTakesASharedCoreButNotTheProcess) {
   ExpectDeliveries(deliveries(1, 0), {0, 0});
 }
 
+// NetworkSpec::host_byte_cpu and host_tag_ns_per_byte. Two workers send a shard p bytes each at
+// once over 1 Gbit/s links; both last bytes arrive at A. after_arrival: the shard's process spends
+// each message's fixed and per-byte CPU (and the tag's check) after A, one message after the
+// other. streamed: the per-byte CPU ran while the bytes came in, so only the fixed cost and the
+// tag's check follow A, unless the cores were still busy with it then. A message between processes
+// of one machine costs after_arrival's CPU either way (its copy is the transfer).
+TEST(SimJob, StreamedByteCpuRunsWhileTheBytesArrive) {
+  core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
+  const int64_t p = 100'000;
+  const double m = 5000, tag = 0.1;
+  auto deliveries = [&](core::JobLayout layout, int cores, config::HostByteCpu when,
+                        double ns_per_byte, double kernel_ns_per_byte) {
+    SimJobConfig cfg = TwoWorkersAndAShard(model);
+    cfg.layout = std::move(layout);
+    cfg.network = Star(1, 0);
+    cfg.network.host_cores = cores;
+    if (ns_per_byte > 0) {
+      cfg.network.host_message_ns = m;
+      cfg.network.host_ns_per_byte = ns_per_byte;
+      cfg.network.host_tag_ns_per_byte = tag;
+    }
+    cfg.network.host_kernel_ns_per_byte = kernel_ns_per_byte;
+    cfg.network.host_byte_cpu = when;
+    const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1);
+    const core::ActorId s0 = cfg.layout.server(0);
+    SimJob job(std::move(cfg));
+    return job.ReplayMessages({{0, w0, s0, p}, {0, w1, s0, p}});
+  };
+  using config::HostByteCpu;
+  const core::JobLayout apart = core::JobLayout::Dedicated(2, 1);
+  const std::vector<TimeNs> free = deliveries(apart, 2, HostByteCpu::kAfterArrival, 0, 0);
+  ASSERT_EQ(free.size(), 2u);
+  const TimeNs a = free[0];
+  ASSERT_NEAR(free[1], a, 2);
+  ASSERT_GT(a, 1'000'000);  // 2 x 100 kB at 1 Gbit/s: 1.6 ms
+  const auto ns = [](double x) { return static_cast<TimeNs>(std::llround(x)); };
+  const TimeNs tags = ns(tag * p);
+  // after_arrival: 1 ns/B after the last byte, message after message.
+  const TimeNs after = ns(m + 1.0 * p) + tags;
+  ExpectDeliveries(deliveries(apart, 2, HostByteCpu::kAfterArrival, 1.0, 0),
+                   {a + after, a + 2 * after});
+  // streamed: the bytes' CPU (100 us each, on two cores, and the kernel's alike) was done
+  // before A.
+  const TimeNs fixed = ns(m) + tags;
+  ExpectDeliveries(deliveries(apart, 2, HostByteCpu::kStreamed, 1.0, 1.0),
+                   {a + fixed, a + 2 * fixed});
+  // streamed on one core at 12 ns/B: the core reads the two messages' bytes from their first
+  // byte, one after the other, until 2 x 1.2 ms, past A; then the process takes each in turn.
+  const TimeNs bytes = ns(12.0 * p);
+  ASSERT_LT(bytes, a);
+  ASSERT_GT(2 * bytes, a);
+  ExpectDeliveries(deliveries(apart, 1, HostByteCpu::kStreamed, 12.0, 0),
+                   {2 * bytes + fixed, 2 * bytes + 2 * fixed});
+  // On three cores, with the kernel's share as large (12 ns per wire byte): from the first bytes
+  // on, the first message's kernel work and reads take two cores and the second's kernel work the
+  // third; its reads follow the first's (1.2 ms later) and end at 2.4 ms, after A. The first
+  // message is the process's at A; the second only at 2.4 ms, though a core is free before.
+  ExpectDeliveries(deliveries(apart, 3, HostByteCpu::kStreamed, 12.0, 12.0),
+                   {a + fixed, 2 * bytes + fixed});
+  // Between processes of one machine (worker 0 and shard 0 share machine 0), streamed or not,
+  // the per-byte CPU follows the message's arrival. Worker 1's message, from machine 1, is
+  // streamed.
+  const core::JobLayout together = core::JobLayout::Colocated(2, 1);
+  const std::vector<TimeNs> local = deliveries(together, 2, HostByteCpu::kStreamed, 1.0, 0);
+  const std::vector<TimeNs> local_free = deliveries(together, 2, HostByteCpu::kAfterArrival, 0, 0);
+  ASSERT_EQ(local.size(), 2u);
+  EXPECT_NEAR(local[0], local_free[0] + after, 2);
+  EXPECT_NEAR(local[1], std::max(local_free[1], local[0]) + fixed, 2);
+}
+
 // NetworkSpec::host_wakeup_cpu_ns: a wake-up also costs CPU on a shared core. Two messages
 // reach two sleeping processes at once (the links take no time, messages no CPU of their own):
 // each is taken a wake-up later, and its wake-up's CPU holds a core before the message is read.
