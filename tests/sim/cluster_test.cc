@@ -340,6 +340,16 @@ void ExpectDeliveries(const std::vector<TimeNs>& got, const std::vector<TimeNs>&
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2) << i;
 }
 
+// Replays two messages of p payload bytes sent at 0 between shard 0 and workers 0 and 1 of
+// cfg's layout, to the shard or from it, and returns when each is delivered.
+std::vector<TimeNs> ReplayBetweenShardAndWorkers(SimJobConfig cfg, int64_t p, bool to_shard) {
+  const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1);
+  const core::ActorId s0 = cfg.layout.server(0);
+  SimJob job(std::move(cfg));
+  if (to_shard) return job.ReplayMessages({{0, w0, s0, p}, {0, w1, s0, p}});
+  return job.ReplayMessages({{0, s0, w0, p}, {0, s0, w1, p}});
+}
+
 // NetworkSpec::host_kernel_ns_per_byte: the kernel's CPU for a message between machines takes a
 // shared core, not the receiving process, so it delays only what waits for that core.
 TEST(SimJob, KernelCpuTakesASharedCoreButNotTheProcess) {
@@ -349,10 +359,7 @@ TEST(SimJob, KernelCpuTakesASharedCoreButNotTheProcess) {
     SimJobConfig cfg = TwoWorkersAndAShard(model);
     cfg.network.host_cores = cores;
     cfg.network.host_kernel_ns_per_byte = kernel_ns_per_byte;
-    const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1);
-    const core::ActorId s0 = cfg.layout.server(0);
-    SimJob job(std::move(cfg));
-    return job.ReplayMessages({{0, s0, w0, p}, {0, s0, w1, p}});
+    return ReplayBetweenShardAndWorkers(std::move(cfg), p, /*to_shard=*/false);
   };
   // One core: the first message's kernel work holds it, then the second's; each process reads
   // its message once the core is free.
@@ -386,10 +393,7 @@ TEST(SimJob, StreamedByteCpuRunsWhileTheBytesArrive) {
     }
     cfg.network.host_kernel_ns_per_byte = kernel_ns_per_byte;
     cfg.network.host_byte_cpu = when;
-    const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1);
-    const core::ActorId s0 = cfg.layout.server(0);
-    SimJob job(std::move(cfg));
-    return job.ReplayMessages({{0, w0, s0, p}, {0, w1, s0, p}});
+    return ReplayBetweenShardAndWorkers(std::move(cfg), p, /*to_shard=*/true);
   };
   using config::HostByteCpu;
   const core::JobLayout apart = core::JobLayout::Dedicated(2, 1);
@@ -445,10 +449,7 @@ TEST(SimJob, AWakeUpsCpuTakesASharedCore) {
     cfg.network.host_cores = cores;
     cfg.network.host_wakeup_ns = static_cast<double>(wake);
     cfg.network.host_wakeup_cpu_ns = static_cast<double>(wakeup_cpu_ns);
-    const core::ActorId w0 = cfg.layout.worker(0), w1 = cfg.layout.worker(1);
-    const core::ActorId s0 = cfg.layout.server(0);
-    SimJob job(std::move(cfg));
-    return job.ReplayMessages({{0, s0, w0, p}, {0, s0, w1, p}});
+    return ReplayBetweenShardAndWorkers(std::move(cfg), p, /*to_shard=*/false);
   };
   // One core: the first process's wake-up holds it, then the second's.
   ExpectDeliveries(deliveries(1, cpu), {wake + cpu, wake + 2 * cpu});
