@@ -285,13 +285,12 @@ void SimJob::BookStreamedCpu(uint32_t slot) {
   // the first byte, each on the earliest free core, and the message is the process's once both
   // are done (ProcessArrival).
   Slot& s = slots_[slot];
-  s.bytes_read = now_;
-  if (n.host_kernel_ns_per_byte > 0) {
-    s.bytes_read = std::max(s.bytes_read, BookSharedCore(n.host_kernel_ns_per_byte *
-                                                         static_cast<double>(s.msg.wire_bytes())));
-  }
+  const TimeNs kernel_done =
+      n.host_kernel_ns_per_byte > 0
+          ? BookSharedCore(n.host_kernel_ns_per_byte * static_cast<double>(s.msg.wire_bytes()))
+          : now_;
   s.bytes_read = std::max(
-      s.bytes_read, BookSharedCore(n.host_ns_per_byte * static_cast<double>(s.msg.payload_bytes)));
+      kernel_done, BookSharedCore(n.host_ns_per_byte * static_cast<double>(s.msg.payload_bytes)));
 }
 
 void SimJob::ProcessArrival(uint32_t slot) {
