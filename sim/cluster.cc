@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "core/coordinator.h"
@@ -54,6 +55,7 @@ SimJob::SimJob(SimJobConfig config) : config_(std::move(config)) {
                                       config_.protocol.scheme_of_layer,
                                       config_.protocol.placement_policy);
   network_ = MakeNetworkModel(config_.network, layout.num_machines, config_.seed);
+  if (config_.record_windows) network_->RecordWindowLosses(&window_log_);
   const int n = layout.num_actors();
   for (ActorId a = 0; a < n; ++a) hosts_.push_back(std::make_unique<ActorHost>(this, a));
   actors_.push_back(
@@ -229,6 +231,28 @@ uint64_t SimJob::ConnectionKey(int src, int dst, ActorId from, ActorId to) const
            static_cast<uint64_t>(to);
   }
   return MachinePairConnection(src, dst, config_.layout.num_machines);
+}
+
+std::string SimJob::ConnectionName(uint64_t key) const {
+  const core::JobLayout& layout = config_.layout;
+  if (config_.network.connections == config::ConnectionKind::kProcessPair) {
+    const auto n = static_cast<uint64_t>(layout.num_actors());
+    return layout.ActorName(static_cast<ActorId>(key / n)) + " -> " +
+           layout.ActorName(static_cast<ActorId>(key % n));
+  }
+  const auto m = static_cast<uint64_t>(layout.num_machines);
+  return "machine " + std::to_string(key / m) + " -> machine " + std::to_string(key % m);
+}
+
+void SimJob::CollectWindows() {
+  std::map<uint64_t, size_t> index;
+  for (const ConnectionWindow& w : network_->Windows()) {
+    index[w.connection] = run_.windows.size();
+    run_.windows.push_back({ConnectionName(w.connection), {}, w.window_bytes, w.threshold_bytes});
+  }
+  for (const WindowLoss& loss : window_log_) {
+    run_.windows[index.at(loss.connection)].losses.push_back(loss);
+  }
 }
 
 SimJob::Connection& SimJob::ConnectionOf(int src, int dst, ActorId from, ActorId to) {
@@ -805,6 +829,7 @@ SimRun SimJob::Run() {
     }
   }
   run_.links = network_->Links(now_);
+  if (config_.record_windows) CollectWindows();
   return std::move(run_);
 }
 

@@ -84,6 +84,9 @@ struct SimJobConfig {
   std::function<bool(const core::Message&)> drop_message;
   // Record every actor's protocol decisions (core/decision_log.h) into SimRun::decisions.
   bool record_decisions = false;
+  // Record the network model's congestion windows into SimRun::windows (a model with windows;
+  // only observes).
+  bool record_windows = false;
 };
 
 struct WorkerRun {
@@ -93,6 +96,16 @@ struct WorkerRun {
   std::vector<TimeNs> nic_busy;      // per iteration: time this worker's machine NIC was busy
   // synced[v-1]: when every layer of this worker first held every update of clocks 0..v-1.
   std::vector<TimeNs> synced;
+};
+
+// One connection's congestion window over a run (SimJobConfig::record_windows): its loss
+// episodes, and its window and threshold at the end. Wire bytes.
+struct ConnectionWindows {
+  std::string name;  // "worker 1 -> shard 0" (one connection per process pair), or
+                     // "machine 0 -> machine 2" (one per machine pair)
+  std::vector<WindowLoss> losses;
+  double window_bytes = 0;
+  double threshold_bytes = 0;  // infinite before its first loss
 };
 
 // Per layer, summed over workers and measured clocks by the caller.
@@ -115,6 +128,7 @@ struct SimRun {
   std::string deadlock_report;  // who waits for what, one actor a line
   std::vector<core::TraceEvent> trace;
   core::DecisionLog decisions;  // with SimJobConfig::record_decisions
+  std::vector<ConnectionWindows> windows;  // with SimJobConfig::record_windows, by key
 };
 
 class SimJob {
@@ -252,6 +266,10 @@ class SimJob {
   // The connection a message from actor `from` on machine src to `to` on dst travels on: one per
   // machine pair or per process pair (network.connections).
   uint64_t ConnectionKey(int src, int dst, core::ActorId from, core::ActorId to) const;
+  // What ConnectionKey named `key`: "worker 1 -> shard 0" or "machine 0 -> machine 2".
+  std::string ConnectionName(uint64_t key) const;
+  // record_windows: SimRun::windows from the network model's log and its windows now.
+  void CollectWindows();
   Connection& ConnectionOf(int src, int dst, core::ActorId from, core::ActorId to);
   // Writes the connection's next messages into its send buffer while they fit (SendBuffer),
   // telling each sender by a kWritten event now.
@@ -325,6 +343,7 @@ class SimJob {
   // Backward end of (worker, layer) for the clock being synced, for LayerRun::sync.
   std::vector<std::vector<TimeNs>> backward_end_;  // [worker * layers + layer][clock]
   SimRun run_;
+  std::vector<WindowLoss> window_log_;  // record_windows: the network model's loss episodes
   // For progress: workers x iterations x (2 x layers + parameter layers), and how many of those
   // forward/backward tasks and layer syncs are done.
   int64_t iterations_total_ = 0;

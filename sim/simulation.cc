@@ -1,4 +1,5 @@
 #include "sim/simulation.h"
+#include "sim/window_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -68,12 +69,14 @@ auto RunWithNetworkModel(SimJobConfig cfg, Run run) {
   return run(flow_job);
 }
 
-SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model, const cost::ComputeModel& compute,
-              bool record_trace, core::JobLayout* layout_out, core::ProtocolConfig* protocol_out,
-              std::function<void(double)> progress = {}, bool record_decisions = false) {
+SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model,
+              const cost::ComputeModel& compute, bool record_trace, core::JobLayout* layout_out,
+              core::ProtocolConfig* protocol_out, std::function<void(double)> progress = {},
+              bool record_decisions = false, bool record_windows = false) {
   SimJobConfig cfg = JobConfig(s, model, compute);
   cfg.record_trace = record_trace;
   cfg.record_decisions = record_decisions;
+  cfg.record_windows = record_windows;
   cfg.progress = std::move(progress);
   if (layout_out) *layout_out = cfg.layout;
   if (protocol_out) *protocol_out = cfg.protocol;
@@ -110,8 +113,13 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   core::JobLayout layout;
   core::ProtocolConfig proto;  // the plan the job ran (SACP's choices), for the per-layer rows
   SimRun run = RunJob(s, model, compute, options.record_trace, &layout, &proto, options.progress,
-                      options.record_decisions);
+                      options.record_decisions, options.record_windows);
   if (options.record_decisions) r.decisions = run.decisions.Text();
+  if (options.record_windows) {
+    const double segment =
+        s.network.segment_bytes > 0 ? static_cast<double>(s.network.segment_bytes) : 1448.0;
+    r.windows = WindowReport(run.windows, segment / s.network.efficiency);
+  }
   r.events = run.events;
   r.network_messages = run.network_messages;
   r.links = run.links;

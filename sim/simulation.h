@@ -35,6 +35,7 @@ namespace poseidon::sim {
 struct SimOptions {
   bool record_trace = false;
   bool record_decisions = false;  // ScenarioResult::decisions (core/decision_log.h)
+  bool record_windows = false;    // ScenarioResult::windows (sim/window_report.h)
   bool baseline = true;  // also report the speedup over one node
   // Called now and then during the main run (see SimJobConfig::progress); never changes results.
   std::function<void(double fraction)> progress;
@@ -80,6 +81,9 @@ struct ScenarioResult {
   std::string decisions;
   // Only with SimOptions::record_trace: Chrome-trace JSON of the run.
   std::string chrome_trace;
+  // Only with SimOptions::record_windows: the network model's congestion windows over the run
+  // (sim/window_report.h).
+  std::string windows;
 };
 
 // The model, protocol and layout come from config/job_config.h (shared with the live runtime).

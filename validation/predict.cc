@@ -31,9 +31,11 @@ Prediction Predict(const config::ScenarioSpec& sim, const config::ScenarioSpec& 
   sim::SimOptions so;
   so.baseline = false;
   so.record_trace = true;
+  so.record_windows = true;  // sim-windows.txt, beside analysis/tcp_trace.py's live windows
   struct Run {
     Pace pace;
     std::string trace;
+    std::string windows;
     std::vector<TraceRecord> events;
   };
   std::vector<Run> runs;
@@ -49,6 +51,7 @@ Prediction Predict(const config::ScenarioSpec& sim, const config::ScenarioSpec& 
           IterationPaceFromTraces({run.events}, measured_as.workers, measured_as.warmup_iterations,
                                   measured_as.iterations, measured_as.consistency == "bsp");
       run.trace = std::move(r.chrome_trace);
+      run.windows = std::move(r.windows);
       if (!run.pace.ok) {
         out.pace = run.pace;
         return out;
@@ -69,6 +72,7 @@ Prediction Predict(const config::ScenarioSpec& sim, const config::ScenarioSpec& 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::ofstream(dir + "/sim.json", std::ios::binary) << runs[taken].trace;
+  std::ofstream(dir + "/sim-windows.txt", std::ios::binary) << runs[taken].windows;
   return out;
 }
 

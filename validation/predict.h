@@ -10,7 +10,8 @@
 //
 //   Prediction p = Predict(c.sim_scenario, c.scenario, 5, "out/validate/config-3");
 //   // p.pace: the median run's; p.seed: its seed; p.seed_means_ms: every seed's, in seed order;
-//   // out/validate/config-3/sim.json: the median run's timeline
+//   // out/validate/config-3/sim.json: the median run's timeline; sim-windows.txt: its
+//   // congestion windows (sim/window_report.h), to read beside analysis/tcp_trace.py's
 #pragma once
 
 #include <cstdint>
@@ -38,8 +39,8 @@ struct Prediction {
 
 // `sim`: the scenario the simulator runs (with --sim-set); `measured_as`: the configuration as it
 // ran live, whose workers, warm-up, iterations and consistency the pace is measured with.
-// `seeds` >= 1. Writes the run taken to DIR/sim.json. A ConfigError from the simulator comes back
-// as a pace that is not ok.
+// `seeds` >= 1. Writes the run taken to DIR/sim.json and its windows to DIR/sim-windows.txt. A
+// ConfigError from the simulator comes back as a pace that is not ok.
 Prediction Predict(const config::ScenarioSpec& sim, const config::ScenarioSpec& measured_as,
                    int seeds, const std::string& dir);
 

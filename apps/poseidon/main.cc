@@ -95,11 +95,13 @@ class ProgressLine {
 
 int Simulate(const std::string& scenario, const std::vector<std::string>& overrides,
              const std::string& format, const std::string& trace, const std::string& output,
-             bool baseline, bool progress, const std::string& decisions) {
+             bool baseline, bool progress, const std::string& decisions,
+             const std::string& windows) {
   poseidon::config::ScenarioSpec s = poseidon::config::LoadScenarioFile(scenario, overrides);
   poseidon::sim::SimOptions opts;
   opts.record_trace = !trace.empty();
   opts.record_decisions = !decisions.empty();
+  opts.record_windows = !windows.empty();
   opts.baseline = baseline;
   std::optional<ProgressLine> line;
   line.emplace("simulate " + s.name, progress || isatty(fileno(stderr)) != 0);
@@ -126,6 +128,7 @@ int Simulate(const std::string& scenario, const std::vector<std::string>& overri
     std::cerr << "trace written to " << trace << " (open it in https://ui.perfetto.dev)\n";
   }
   if (!decisions.empty()) WriteFile(decisions, r.decisions);
+  if (!windows.empty()) WriteFile(windows, r.windows);
   return 0;
 }
 
@@ -207,6 +210,10 @@ int main(int argc, char** argv) {
   std::string sim_decisions;
   simulate->add_option("--decisions", sim_decisions,
                        "write every actor's protocol decisions here (to compare with a live run)");
+  std::string sim_windows;
+  simulate->add_option("--windows", sim_windows,
+                       "write the network model's congestion windows here: every connection's "
+                       "loss episodes (to compare with analysis/tcp_trace.py episodes)");
   simulate->add_option("-o,--output", output, "write the result here instead of stdout");
   simulate->add_option("--set", overrides, "override a scenario key: KEY=VALUE (dotted path)");
   simulate->add_flag("--no-baseline", no_baseline, "skip the one-node run used for the speedup");
@@ -342,7 +349,7 @@ int main(int argc, char** argv) {
     }
     if (simulate->parsed()) {
       return Simulate(scenario, overrides, format, trace, output, !no_baseline, sim_progress,
-                      sim_decisions);
+                      sim_decisions, sim_windows);
     }
     if (sweep->parsed()) {
       if (!merge_files.empty()) {

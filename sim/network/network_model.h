@@ -44,6 +44,28 @@ struct LinkStats {
   double utilisation = 0;      // bytes / (capacity * now)
 };
 
+// A connection's loss episode in a model with congestion windows (the queue model with
+// segment_bytes): what a host's trace of TCP shows as a recovery (analysis/tcp_trace.py
+// episodes), for comparing the model's windows with a live run's. Wire bytes.
+struct WindowLoss {
+  TimeNs at = 0;               // when the queue overflowed
+  uint64_t connection = 0;     // the caller's key (StartConnectionFlow)
+  int src = 0, dst = 0;        // hosts
+  double window_bytes = 0;     // the window before
+  double heard_bytes = 0;      // the window its sender has when it hears of the loss
+  double threshold_bytes = 0;  // the slow-start threshold after
+  double window_after_bytes = 0;
+  double lost_bytes = 0;
+};
+
+// A connection's congestion window and slow-start threshold (infinite before its first loss),
+// wire bytes, as the model holds them now.
+struct ConnectionWindow {
+  uint64_t connection = 0;
+  double window_bytes = 0;
+  double threshold_bytes = 0;
+};
+
 // The connection key of machine pair (src, dst) among `hosts` machines: what StartFlow uses, and
 // what a caller passing its own keys uses for a connection per machine pair (SimJob), so that the
 // two never name one pair twice or two pairs once. Dense: < hosts * hosts.
@@ -76,6 +98,11 @@ class NetworkModel {
   // Whether a receiving link's queue has reached its limit at some point so far (the queue
   // model with queue_limit_bytes; the others have no finite queues). `model: auto` asks it.
   virtual bool queue_overflowed() const { return false; }
+  // Models with congestion windows append every loss episode to `log` from now on (nullptr:
+  // stop). Only observes: results do not depend on it. The others record nothing.
+  virtual void RecordWindowLosses(std::vector<WindowLoss>* /*log*/) {}
+  // Every connection's window now, by key; empty for a model without windows.
+  virtual std::vector<ConnectionWindow> Windows() const { return {}; }
 };
 
 // Throws std::invalid_argument (naming spec.loc) unless 0 < efficiency <= 1 and the

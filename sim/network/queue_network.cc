@@ -70,6 +70,7 @@ void QueueNetwork::StartConnectionFlow(TimeNs now, int src, int dst, int64_t pay
     }
   }
   f.extra = topo_.RouteLatency(route) + overhead_ns_;
+  f.connection = connection;
   if (window0_ > 0) f.window = &windows_.try_emplace(connection, Window{window0_}).first->second;
   flows_.push_back(f);
   ++hosts_[static_cast<size_t>(src)].sending;
@@ -188,6 +189,13 @@ double QueueNetwork::threshold_bytes(uint64_t connection) const {
   return it == windows_.end() ? 0.0 : it->second.ssthresh;
 }
 
+std::vector<ConnectionWindow> QueueNetwork::Windows() const {
+  std::vector<ConnectionWindow> out;
+  out.reserve(windows_.size());
+  for (const auto& [key, w] : windows_) out.push_back({key, w.cwnd, w.ssthresh});
+  return out;
+}
+
 TimeNs QueueNetwork::hole_until(uint64_t connection) const {
   const auto it = windows_.find(connection);
   return it == windows_.end() || it->second.hole_until == kLongAgo ? 0 : it->second.hole_until;
@@ -238,8 +246,13 @@ double QueueNetwork::WindowWhenHeard(const Flow& f, size_t d) const {
 void QueueNetwork::Halve(Flow* f, double lost_bytes, double heard_window) {
   Window* w = f->window;
   const double rtt = RoundTripS(*f);
+  const double before = w->cwnd;
   w->ssthresh = std::max(heard_window / 2, 2 * segment_);
   w->cwnd = std::min(w->cwnd, w->ssthresh);
+  if (loss_log_ != nullptr) {
+    loss_log_->push_back(WindowLoss{now_, f->connection, f->src, f->dst, before, heard_window,
+                                    w->ssthresh, w->cwnd, lost_bytes});
+  }
   w->recovering_until = now_ + std::max<TimeNs>(1, RoundUpNs(rtt * 1e9));
   w->round_end = kNever;  // the round under way is over; the next starts from the new window
   w->round_bytes = 0;

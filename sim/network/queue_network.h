@@ -118,6 +118,8 @@ class QueueNetwork final : public NetworkModel {
   // segment_bytes > 0: until when connection `connection`'s receiver waits for the retransmission
   // of what it lost last (nothing it sent is delivered before); 0 if it never lost.
   TimeNs hole_until(uint64_t connection) const;
+  void RecordWindowLosses(std::vector<WindowLoss>* log) override { loss_log_ = log; }
+  std::vector<ConnectionWindow> Windows() const override;
 
  private:
   // initial_window_bytes > 0: a connection's congestion window (wire bytes) and, while one of
@@ -141,6 +143,7 @@ class QueueNetwork final : public NetworkModel {
     double rate = 0;       // bytes/s leaving the sender
     TimeNs extra = 0;      // route latency + per-message overhead
     Window* window = nullptr;  // its connection's (initial_window_bytes > 0), else none
+    uint64_t connection = 0;   // its connection's key
     double cap = 0;            // window / round trip at the last rebalance, bytes/s; 0: none
   };
   // A receiving queue of at least this many seconds of its link's rate stands: TCP's round trip
@@ -273,6 +276,7 @@ class QueueNetwork final : public NetworkModel {
   double loss_packet_ = 0;       // loss_packet_bytes (wire bytes); 0: every sender halves
   std::mt19937_64 rng_;          // loss_packet_bytes' draws
   std::map<uint64_t, Window> windows_;  // per connection key (node addresses are stable)
+  std::vector<WindowLoss>* loss_log_ = nullptr;  // RecordWindowLosses
   bool overflowed_ = false;  // a receiving queue has been full
   TimeNs now_ = 0;
   std::vector<Flow> flows_;  // in start order

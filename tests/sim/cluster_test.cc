@@ -755,6 +755,49 @@ TEST(SimJob, DrawnLossesSlowABspJobThatWaitsForItsSlowestPush) {
   }
 }
 
+// record_windows: the congestion windows of the MLP with PS on 3 workers and 2 co-located shards
+// at 100 Mbit/s (held-out set 29's d23), named by connection. Slow start overfills the shards'
+// queues, so the pushes between machines lose; a worker's push to the shard on its own machine
+// never crosses a link and keeps its first window. The windows only observe: the result is the
+// same bytes with them. With a connection per machine pair they are named by machine.
+TEST(SimJob, RecordedWindowsNameEachConnectionAndOnlyObserve) {
+  config::ScenarioSpec s =
+      config::LoadScenarioFile(kSrc + "/scenarios/validation/mlp_1g.yaml",
+                               {"cluster.network.file=emulated_100mbit", "cluster.workers=3",
+                                "cluster.servers=2", "cluster.placement=colocated",
+                                "protocol.dwbp=false", "iterations=4", "warmup_iterations=1"});
+  SimOptions opts;
+  opts.baseline = false;
+  const std::string plain = FormatResult(SimulateScenario(s, opts), OutputFormat::kJson);
+  opts.record_windows = true;
+  const ScenarioResult r = SimulateScenario(s, opts);
+  EXPECT_EQ(FormatResult(r, OutputFormat::kJson), plain);
+  const std::string& w = r.windows;
+  for (const char* pushed : {"worker 0 -> shard 1", "worker 1 -> shard 0", "worker 2 -> shard 0",
+                             "worker 2 -> shard 1"}) {
+    const size_t at = w.find(std::string(pushed) + ": ");
+    ASSERT_NE(at, std::string::npos) << pushed << " missing from:\n" << w;
+    EXPECT_NE(w.substr(at + std::string(pushed).size() + 2, 2), "0 ")
+        << pushed << " lost nothing:\n"
+        << w;
+  }
+  // Local traffic never crosses a link: no window was ever made for it.
+  EXPECT_EQ(w.find("worker 0 -> shard 0:"), std::string::npos) << w;
+  EXPECT_NE(w.find(" s loss: window "), std::string::npos) << w;
+  EXPECT_NE(w.find("  at the end: window "), std::string::npos) << w;
+
+  s.network.connections = config::ConnectionKind::kMachinePair;
+  const std::string machines = SimulateScenario(s, opts).windows;
+  EXPECT_NE(machines.find("machine 1 -> machine 0: "), std::string::npos) << machines;
+  EXPECT_EQ(machines.find("worker"), std::string::npos) << machines;
+
+  s.network.initial_window_bytes = 0;  // no windows, no segments
+  s.network.segment_bytes = 0;
+  s.network.send_buffer_bytes = 0;
+  s.network.loss_packet_bytes = 0;
+  EXPECT_EQ(SimulateScenario(s, opts).windows.rfind("no congestion windows", 0), 0u);
+}
+
 // model auto (the 100 Mbit/s file's model until 2026-12-05, with its flow-model keys then): a job
 // whose traffic fills a receiving queue is simulated by the flow model, one whose traffic never
 // does by the queue model, output for output.

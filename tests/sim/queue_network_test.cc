@@ -436,6 +436,58 @@ TEST(QueueNetworkTest, DrawnLossesHalveEveryWindowInSlowStartAndOneInCongestionA
   EXPECT_EQ(SecondEpisodeVictims(0, 1), (std::vector<int>{1, 2, 3}));
 }
 
+// RecordWindowLosses: the loss log reports each halving as it happened, and only observes. In
+// SecondEpisodeVictims' job, the first episode halves all three connections to 5C / 12 (their
+// heard windows 5C / 6), the second the one drawn; with the log on, the deliveries are the same to
+// the nanosecond, and Windows() holds what window_bytes says.
+TEST(QueueNetworkTest, TheLossLogReportsEveryHalvingAndOnlyObserves) {
+  const int64_t L = 1000, Q = 100'000, seg = 1000, P = 3500;
+  const int64_t C = Q + 2 * L;
+  config::NetworkSpec spec = WindowedSpec(L, C / 2, Q, seg);
+  spec.loss_packet_bytes = P;
+  auto run = [&](std::vector<WindowLoss>* log, std::vector<ConnectionWindow>* windows) {
+    QueueNetwork net(Topology::Star(4, kB, L), spec, /*seed=*/1);
+    net.RecordWindowLosses(log);
+    for (int h = 1; h <= 3; ++h) net.StartConnectionFlow(0, h, 0, 5'000'000, h, 10 + h);
+    std::vector<FlowDone> done = Drain(net);
+    if (windows != nullptr) {
+      *windows = net.Windows();
+      for (const ConnectionWindow& w : *windows) {
+        EXPECT_DOUBLE_EQ(w.window_bytes, net.window_bytes(w.connection));
+        EXPECT_DOUBLE_EQ(w.threshold_bytes, net.threshold_bytes(w.connection));
+      }
+    }
+    return done;
+  };
+  std::vector<WindowLoss> log;
+  std::vector<ConnectionWindow> windows;
+  const std::vector<FlowDone> logged = run(&log, &windows);
+  const std::vector<FlowDone> plain = run(nullptr, nullptr);
+  ASSERT_EQ(logged.size(), plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(logged[i].tag, plain[i].tag);
+    EXPECT_EQ(logged[i].delivered_at, plain[i].delivered_at);
+  }
+  ASSERT_GE(log.size(), 4u);
+  std::set<uint64_t> first;
+  for (size_t i = 0; i < 3; ++i) {
+    const WindowLoss& l = log[i];
+    first.insert(l.connection);
+    EXPECT_EQ(l.at, log[0].at);  // one episode
+    EXPECT_EQ(l.dst, 0);
+    EXPECT_EQ(l.src, static_cast<int>(l.connection) - 10);
+    EXPECT_DOUBLE_EQ(l.threshold_bytes, 5.0 * C / 12) << "connection " << l.connection;
+    EXPECT_DOUBLE_EQ(l.heard_bytes, 2 * l.threshold_bytes);
+    EXPECT_DOUBLE_EQ(l.window_after_bytes, std::min(l.window_bytes, l.threshold_bytes));
+    EXPECT_GT(l.lost_bytes, 0);
+    EXPECT_DOUBLE_EQ(std::fmod(l.lost_bytes, static_cast<double>(P)), 0.0);  // whole packets
+  }
+  EXPECT_EQ(first, (std::set<uint64_t>{11, 12, 13}));
+  EXPECT_GT(log[3].at, log[0].at);
+  EXPECT_EQ(log[3].connection, 10 + static_cast<uint64_t>(SecondEpisodeVictims(P, 1).at(0)));
+  EXPECT_EQ(windows.size(), 3u);
+}
+
 // TCP delivers in order: what a connection sends after a loss reaches its receiver only once the
 // lost packet's retransmission has. Hosts 1, 2 and 3 send into host 0 at B each, their windows
 // too large to bind, so host 0's queue grows at 2B and is full (Q) at t = Q / 2B; every sender
