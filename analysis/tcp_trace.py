@@ -21,8 +21,17 @@ when it was open again; then the window and threshold at the end. With --at it a
 connection's window at the given times, and with --group-after how many connections each
 receiver's loss episodes hit together. This is what `docs/validation.md` ("The first overshoot,
 ACK by ACK") reads: which connection a drop-tail queue's losses hit, and when each halved.
+
+`first-losses` reads one trace of several runs of one configuration (`validate --repeat N` under
+`record`): for every run-N folder of --runs (a validate work dir's config-N), the connections its
+logs name, each with its first loss episode within --within seconds of that run's first traced
+event (when, and its window then) or "no loss"; with --csv (validate's -o) each run's measured
+pace too. Which connections slow start's overshoot hits is what sets some jobs' pace
+(`docs/validation.md`, "Which parameters connection loses at start-up").
 """
 import argparse
+import csv
+import glob
 import os
 import re
 import subprocess
@@ -210,6 +219,53 @@ def episode_line(ep, end, how):
             f"{ended}")
 
 
+def first_losses(conns, runs_dir, within, min_bytes, paces):
+    runs = sorted(glob.glob(os.path.join(runs_dir, "run-*")),
+                  key=lambda p: int(p.rsplit("-", 1)[1]) if p.rsplit("-", 1)[1].isdigit() else -1)
+    runs = [r for r in runs if r.rsplit("-", 1)[1].isdigit()]
+    if not runs:
+        raise ValueError(f"{runs_dir}: no run-N folder (--runs takes a validate work dir's "
+                         "config-N)")
+    lines = []
+    for run in runs:
+        n = int(run.rsplit("-", 1)[1])
+        named = names(run)
+        ours = {k: ev for k, ev in conns.items() if k in named}
+        mine = {k: ev for k, ev in ours.items() if acked_bytes(ev) >= min_bytes}
+        pace = f": {paces[n]:.1f} ms" if n in paces else ""
+        if not mine:
+            lines.append(f"run {n}{pace}: no traced connection of its logs carried {min_bytes} "
+                         "bytes")
+            continue
+        t0 = min(e[0] for ev in ours.values() for e in ev)
+        lines.append(f"run {n}{pace}")
+        for key in sorted(mine, key=lambda k: named[k]):
+            cwnd, hit = None, None
+            for e in mine[key]:
+                if e[0] - t0 > within:
+                    break
+                if e[1] == "probe":
+                    cwnd = e[2]
+                elif e[1] == "state" and e[2] in (3, 4):
+                    hit = (e[0] - t0, cwnd)
+                    break
+            lines.append(f"  {named[key]}: " + (f"lost at {hit[0]:.3f} s, window {hit[1]}"
+                                                 if hit else "no loss"))
+    return "\n".join(lines)
+
+
+def run_paces(path):
+    paces = {}
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or not {"run", "measured_ms"} <= set(reader.fieldnames):
+            raise ValueError(f"{path}: not a CSV `poseidon validate -o` wrote (no run and "
+                             "measured_ms columns)")
+        for row in reader:
+            paces[int(row["run"])] = float(row["measured_ms"])
+    return paces
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="what", required=True)
@@ -231,10 +287,24 @@ def main(argv):
     s.add_argument("--group-within", type=float, default=0.1,
                    help="with --group-after: episodes starting within this many seconds of a "
                         "group's first are one group (0.1)")
+    f = sub.add_parser("first-losses", help="per run of a repeated validate: each connection's "
+                       "first loss")
+    f.add_argument("trace")
+    f.add_argument("--runs", required=True, help="a validate work dir's config-N (its run-N "
+                   "folders name the connections)")
+    f.add_argument("--within", type=float, default=1.5,
+                   help="seconds from each run's first traced event (1.5)")
+    f.add_argument("--min-bytes", type=int, default=1000000,
+                   help="leave out connections that had less acknowledged (1000000)")
+    f.add_argument("--csv", help="validate's -o CSV: each run's measured pace")
     a = p.parse_args(argv)
     try:
         if a.what == "record":
             return record(a.output, a.buffer_kib, command_of(p, a.command))
+        if a.what == "first-losses":
+            print(first_losses(parse(a.trace), a.runs, a.within, a.min_bytes,
+                               run_paces(a.csv) if a.csv else {}))
+            return 0
         print(episodes(parse(a.trace), names(a.logs) if a.logs else {}, a.min_bytes, a.at,
                        a.group_after, a.group_within))
     except (OSError, ValueError) as err:

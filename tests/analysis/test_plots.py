@@ -743,6 +743,46 @@ class TcpTraceTest(TempDirTest):
         self.assert_refused("tcp_trace.py", ["episodes", bad], "bad.txt:1: a tcp_probe event")
 
 
+    def test_first_losses_per_run_named_by_each_runs_logs(self):
+        # Two runs of one configuration in one trace: run 1's connection (port 41043) lost at
+        # 0.3 s with a window of 800; run 2's (port 50000) never did. Each run's logs name its own.
+        no = 2147483647
+        other = self.PROBE.replace("10.77.0.1:41043", "10.77.0.1:50000")
+        lines = [other.format(t="200.000000", una=0, cwnd=10, ss=no, srtt=30),
+                 other.format(t="201.000000", una=3000000, cwnd=900, ss=no, srtt=30)]
+        path = self.trace()
+        with open(path, "a") as f:
+            f.write("".join(lines))
+        work = os.path.join(self.dir, "config-0")
+        for n, port in ((1, 41043), (2, 50000)):
+            run = os.path.join(work, f"run-{n}")
+            os.makedirs(run)
+            with open(os.path.join(run, "rank-3-worker.log"), "w") as f:
+                f.write("[t] [rank-3] [info] rank 3: listening on 10.77.0.3:33282\n"
+                        "[t] [rank-3] [info] worker 2: clock offset to the coordinator 1 us\n")
+            with open(os.path.join(run, "rank-4-shard.log"), "w") as f:
+                f.write("[t] [rank-4] [info] shard 0: clock offset to the coordinator 1 us\n"
+                        f"[t] [rank-4] [info] rank 4: connection with rank 3 at 10.77.0.1:{port}"
+                        " is up (dialed)\n")
+            with open(os.path.join(run, "rank-3-worker.log"), "a") as f:
+                f.write(f"[t] [rank-3] [info] rank 3: connection with rank 4 at 10.77.0.1:{port}"
+                        " is up (accepted)\n")
+        paces = self.write("v.csv", "run,index,measured_ms\n1,0,1375.7\n2,0,1057.0\n")
+        r = run_script("tcp_trace.py", "first-losses", path, "--runs", work, "--csv", paces)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(), [
+            "run 1: 1375.7 ms", "  shard 0 -> worker 2: lost at 0.300 s, window 800",
+            "run 2: 1057.0 ms", "  shard 0 -> worker 2: no loss"])
+        # A loss after --within is not a first loss.
+        r = run_script("tcp_trace.py", "first-losses", path, "--runs", work, "--within", "0.2")
+        self.assertIn("run 1\n  shard 0 -> worker 2: no loss", r.stdout)
+        self.assert_refused("tcp_trace.py", ["first-losses", path, "--runs", self.dir],
+                            "no run-N folder")
+        self.assert_refused("tcp_trace.py", ["first-losses", path, "--runs", work, "--csv",
+                                             self.write("x.csv", "a,b\n1,2\n")],
+                            "not a CSV `poseidon validate -o` wrote")
+
+
 class NetReplayTest(TempDirTest):
     def replay_csv(self, rows):
         path = self.path("net-replay.csv")
