@@ -632,6 +632,22 @@ class StaggerTest(TempDirTest):
         self.assertAlmostEqual(st[2], 0.5)
 
 
+def write_run_logs(folder, worker_listen, shard_addr):
+    """A live run's rank logs as far as tcp_windows.names reads them: worker 2 (rank 3) listens on
+    `worker_listen` and accepts shard 0 (rank 4), which dialed from `shard_addr`."""
+    os.makedirs(folder)
+    with open(os.path.join(folder, "rank-3-worker.log"), "w") as f:
+        f.write(f"[t] [rank-3] [info] rank 3: listening on {worker_listen}\n"
+                "[t] [rank-3] [info] worker 2: clock offset to the coordinator 1 us\n"
+                f"[t] [rank-3] [info] rank 3: connection with rank 4 at {shard_addr} is up"
+                " (accepted)\n")
+    with open(os.path.join(folder, "rank-4-shard.log"), "w") as f:
+        f.write("[t] [rank-4] [info] rank 4: listening on 10.77.0.1:43597\n"
+                "[t] [rank-4] [info] shard 0: clock offset to the coordinator 1 us\n"
+                f"[t] [rank-4] [info] rank 4: connection with rank 3 at {worker_listen} is up"
+                " (dialed)\n")
+
+
 class TcpWindowsTest(TempDirTest):
     SAMPLE = ("{t} pn0a1b2c-2 0      0          10.77.0.3:{lport}    10.77.0.1:{pport}\n"
               "{t} pn0a1b2c-2 \t reno wscale:10,10 rto:204 rtt:{rtt}/1.0 mss:1448 cwnd:{cwnd} "
@@ -648,18 +664,7 @@ class TcpWindowsTest(TempDirTest):
             f.write(self.SAMPLE.format(t=1.1, lport=39185, pport=9, rtt=1.0, cwnd=10,
                                        ssthresh="", sent=683, retrans=0))  # below --min-bytes
         logs = os.path.join(self.dir, "run")
-        os.makedirs(logs)
-        with open(os.path.join(logs, "rank-3-worker.log"), "w") as f:
-            f.write("[t] [rank-3] [info] rank 3: listening on 10.77.0.3:39185\n"
-                    "[t] [rank-3] [info] worker 2: clock offset to the coordinator 1 us\n")
-        with open(os.path.join(logs, "rank-4-shard.log"), "w") as f:
-            f.write("[t] [rank-4] [info] rank 4: listening on 10.77.0.1:43597\n"
-                    "[t] [rank-4] [info] shard 0: clock offset to the coordinator 1 us\n"
-                    "[t] [rank-4] [info] rank 4: connection with rank 3 at 10.77.0.3:39185 is up"
-                    " (dialed)\n")
-        with open(os.path.join(logs, "rank-3-worker.log"), "a") as f:
-            f.write("[t] [rank-3] [info] rank 3: connection with rank 4 at 10.77.0.1:45686 is up"
-                    " (accepted)\n")
+        write_run_logs(logs, "10.77.0.3:39185", "10.77.0.1:45686")
         r = run_script("tcp_windows.py", "summary", samples, "--logs", logs)
         self.assertEqual(r.returncode, 0, r.stderr)
         rows = r.stdout.splitlines()
@@ -755,18 +760,7 @@ class TcpTraceTest(TempDirTest):
             f.write("".join(lines))
         work = os.path.join(self.dir, "config-0")
         for n, port in ((1, 41043), (2, 50000)):
-            run = os.path.join(work, f"run-{n}")
-            os.makedirs(run)
-            with open(os.path.join(run, "rank-3-worker.log"), "w") as f:
-                f.write("[t] [rank-3] [info] rank 3: listening on 10.77.0.3:33282\n"
-                        "[t] [rank-3] [info] worker 2: clock offset to the coordinator 1 us\n")
-            with open(os.path.join(run, "rank-4-shard.log"), "w") as f:
-                f.write("[t] [rank-4] [info] shard 0: clock offset to the coordinator 1 us\n"
-                        f"[t] [rank-4] [info] rank 4: connection with rank 3 at 10.77.0.1:{port}"
-                        " is up (dialed)\n")
-            with open(os.path.join(run, "rank-3-worker.log"), "a") as f:
-                f.write(f"[t] [rank-3] [info] rank 3: connection with rank 4 at 10.77.0.1:{port}"
-                        " is up (accepted)\n")
+            write_run_logs(os.path.join(work, f"run-{n}"), "10.77.0.3:33282", f"10.77.0.1:{port}")
         paces = self.write("v.csv", "run,index,measured_ms\n1,0,1375.7\n2,0,1057.0\n")
         r = run_script("tcp_trace.py", "first-losses", path, "--runs", work, "--csv", paces)
         self.assertEqual(r.returncode, 0, r.stderr)
