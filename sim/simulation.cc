@@ -1,5 +1,4 @@
 #include "sim/simulation.h"
-#include "sim/window_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include "core/trace.h"
 #include "cost/sacp_timing.h"
 #include "sim/text_escape.h"
+#include "sim/window_report.h"
 
 namespace poseidon::sim {
 
@@ -115,11 +115,7 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   SimRun run = RunJob(s, model, compute, options.record_trace, &layout, &proto, options.progress,
                       options.record_decisions, options.record_windows);
   if (options.record_decisions) r.decisions = run.decisions.Text();
-  if (options.record_windows) {
-    const double segment =
-        s.network.segment_bytes > 0 ? static_cast<double>(s.network.segment_bytes) : 1448.0;
-    r.windows = WindowReport(run.windows, segment / s.network.efficiency);
-  }
+  if (options.record_windows) r.windows = WindowReport(run.windows, s.network);
   r.events = run.events;
   r.network_messages = run.network_messages;
   r.links = run.links;

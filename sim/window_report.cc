@@ -6,11 +6,19 @@
 
 namespace poseidon::sim {
 
-std::string WindowReport(const std::vector<ConnectionWindows>& windows, double segment_wire_bytes) {
+namespace {
+constexpr double kLinuxMssBytes = 1448;
+}  // namespace
+
+std::string WindowReport(const std::vector<ConnectionWindows>& windows,
+                         const config::NetworkSpec& spec) {
   if (windows.empty()) {
     return "no congestion windows: the network model keeps them only as `model: queue` with "
            "initial_window_bytes > 0\n";
   }
+  const double segment_wire_bytes =
+      (spec.segment_bytes > 0 ? static_cast<double>(spec.segment_bytes) : kLinuxMssBytes) /
+      spec.efficiency;
   const auto segments = [&](double bytes) {
     return std::isfinite(bytes) ? fmt::format("{:.0f}", bytes / segment_wire_bytes)
                                 : std::string("-");

@@ -15,12 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "config/specs.h"
 #include "sim/cluster.h"
 
 namespace poseidon::sim {
 
-// `segment_wire_bytes`: the network's segment in wire bytes (segment_bytes / efficiency), the
-// unit of the windows printed; > 0.
-std::string WindowReport(const std::vector<ConnectionWindows>& windows, double segment_wire_bytes);
+// Windows in segments of the network's own (spec.segment_bytes, or Linux's MSS of 1448 bytes for
+// a network without losses), counted in wire bytes as the queue model counts them.
+std::string WindowReport(const std::vector<ConnectionWindows>& windows,
+                         const config::NetworkSpec& spec);
 
 }  // namespace poseidon::sim
