@@ -28,6 +28,19 @@ logs name, each with its first loss episode within --within seconds of that run'
 event (when, and its window then) or "no loss"; with --csv (validate's -o) each run's measured
 pace too. Which connections slow start's overshoot hits is what sets some jobs' pace
 (`docs/validation.md`, "Which parameters connection loses at start-up").
+
+`silences` prints every loss episode of the connections that carried at least --min-bytes, in
+time order, with how long the sender had heard no acknowledgement when it began: a loss with
+packets after it delivered is reported by the duplicate acknowledgements they cause, within a
+round trip; one with nothing after it delivered (a connection's last packets, or a burst dropped
+whole) only by a timer, about two smoothed round trips or more later. An episode that began after
+a silence of more than --timer-factor (1.5) smoothed round trips, and of 10 ms at least, is
+counted as a timer's
+(`docs/validation.md`, "d35, connection by connection").
+
+`rates` prints, per connection its logs name (--logs), the bytes acknowledged per --bin seconds
+(MB/s), from the first traced event of those connections, and per receiver their sum: which
+sender stalled while the others took its share.
 """
 import argparse
 import csv
@@ -49,6 +62,7 @@ STATE = re.compile(r"sport=(\d+) dport=(\d+) saddr=(\S+) daddr=(\S+) .*cong_stat
 RETRANS = re.compile(r"sport=(\d+) dport=(\d+) saddr=(\S+) daddr=(\S+) ")
 STATES = {0: "open", 1: "disorder", 2: "cwr", 3: "recovery", 4: "loss"}
 NO_THRESHOLD = 0x7FFFFFFF  # TCP_INFINITE_SSTHRESH: no loss yet
+TIMER_FLOOR_S = 0.010  # silences: a shorter one is never a timer's (a loopback's round trip)
 
 
 def write(path, value):
@@ -254,6 +268,102 @@ def first_losses(conns, runs_dir, within, min_bytes, paces):
     return "\n".join(lines)
 
 
+def silence_before(probes, t):
+    """Seconds without an acknowledgement when a state change at `t` happened: from the probe
+    before the one that brought it (an ACK at `t`), or from the last probe before `t` (a timer)."""
+    before = [p for p in probes if p[0] <= t + 1e-6]
+    if not before:
+        return None, None
+    last = before[-1]
+    if last[0] >= t - 1e-4:  # the acknowledgement that started the episode
+        if len(before) < 2:
+            return None, last
+        return last[0] - before[-2][0], before[-2]
+    return t - last[0], last
+
+
+def silences(conns, named, min_bytes, factor):
+    t0 = min(e[0] for events in conns.values() for e in events)
+    rows = []
+    for key, events in conns.items():
+        if acked_bytes(events) < min_bytes:
+            continue
+        probes = [e for e in events if e[1] == "probe"]
+        previous = None  # the last congestion state: recovery turning into loss is one episode
+        for i, e in enumerate(events):
+            if e[1] != "state":
+                continue
+            starts = e[2] in (3, 4) and previous not in (3, 4)
+            previous = e[2]
+            if not starts:
+                continue
+            silence, before = silence_before(probes, e[0])
+            end = next((x[0] for x in events[i + 1:] if x[1] == "state" and x[2] == 0), None)
+            retrans = sum(1 for x in events[i:] if x[1] == "retrans" and
+                          (end is None or x[0] <= end))
+            rows.append((e[0] - t0, named.get(key, f"{key[0]} -> {key[1]}"), e[2], silence,
+                         before, retrans, None if end is None else end - e[0]))
+    if not rows:
+        raise ValueError(f"no loss episode on a connection that acknowledged {min_bytes} bytes or "
+                         "more (--min-bytes)")
+    rows.sort(key=lambda r: r[0])
+    lines, timers = [], 0
+    for t, name, state, silence, before, retrans, lasted in rows:
+        if silence is None:
+            heard = "with no acknowledgement before it"
+            how = "?"
+        else:
+            srtt_s = before[4] / 1e6
+            timer = silence > factor * srtt_s and silence >= TIMER_FLOOR_S
+            timers += timer
+            heard = (f"after {silence * 1000:.1f} ms without an acknowledgement (smoothed round "
+                     f"trip {srtt_s * 1000:.1f} ms, window {before[2]})")
+            how = "a timer" if timer else "acknowledgements"
+        ended = "not open before the trace ended" if lasted is None else \
+            f"open after {lasted * 1000:.0f} ms"
+        lines.append(f"  {t:8.3f} s {name}: {STATES[state]} {heard}: {how}; {retrans} "
+                     f"retransmitted, {ended}")
+    lines.append(f"{len(rows)} loss episodes, {timers} after a silence of more than {factor:g} "
+                 "smoothed round trips")
+    return "\n".join(lines)
+
+
+def rates(conns, named, min_bytes, bin_s):
+    if bin_s <= 0:
+        raise ValueError(f"--bin must be > 0, got {bin_s:g}")
+    mine = {k: ev for k, ev in conns.items() if (not named or k in named) and
+            acked_bytes(ev) >= min_bytes}
+    if not mine:
+        raise ValueError(f"no connection{' its logs name' if named else ''} acknowledged "
+                         f"{min_bytes} bytes or more (--min-bytes)")
+    t0 = min(e[0] for events in conns.values() for e in events)  # as episodes counts
+    series = {}
+    for key, events in mine.items():
+        bins = {}
+        probes = [e for e in events if e[1] == "probe"]
+        for a, b in zip(probes, probes[1:]):
+            k = int((b[0] - t0) / bin_s)
+            bins[k] = bins.get(k, 0) + (b[5] - a[5]) % 2**32
+        series[named.get(key, f"{key[0]} -> {key[1]}")] = bins
+    first = min(k for bins in series.values() for k in bins)
+    last = max(k for bins in series.values() for k in bins)
+
+    def row(label, bins):
+        return f"{label:<28} " + " ".join(f"{bins.get(k, 0) / bin_s / 1e6:5.1f}"
+                                           for k in range(first, last + 1))
+    lines = [f"acknowledged MB/s per {bin_s:g} s, from {first * bin_s:.3f} s to "
+             f"{(last + 1) * bin_s:.3f} s (from the first traced event, as episodes counts)"]
+    receivers = {}
+    for name in sorted(series):
+        lines.append(row(name, series[name]))
+        total = receivers.setdefault(name.split(" -> ")[-1], {})
+        for k, v in series[name].items():
+            total[k] = total.get(k, 0) + v
+    for receiver in sorted(receivers):
+        lines.append(row(f"into {receiver}", receivers[receiver]))
+    return "\n".join(lines)
+
+
 def run_paces(path):
     paces = {}
     with open(path, newline="") as f:
@@ -297,10 +407,31 @@ def main(argv):
     f.add_argument("--min-bytes", type=int, default=1000000,
                    help="leave out connections that had less acknowledged (1000000)")
     f.add_argument("--csv", help="validate's -o CSV: each run's measured pace")
+    g = sub.add_parser("silences", help="every loss episode: how long the sender had heard "
+                       "nothing when it began")
+    g.add_argument("trace")
+    g.add_argument("--logs", help="a live run's folder (rank-*.log) to name the connections")
+    g.add_argument("--min-bytes", type=int, default=1000000,
+                   help="leave out connections that had less acknowledged (1000000)")
+    g.add_argument("--timer-factor", type=float, default=1.5,
+                   help="a silence longer than this many smoothed round trips is a timer's (1.5)")
+    q = sub.add_parser("rates", help="per connection: bytes acknowledged per time bin")
+    q.add_argument("trace")
+    q.add_argument("--logs", help="a live run's folder (rank-*.log): its connections only, named")
+    q.add_argument("--min-bytes", type=int, default=1000000,
+                   help="leave out connections that had less acknowledged (1000000)")
+    q.add_argument("--bin", type=float, default=0.05, help="seconds per bin (0.05)")
     a = p.parse_args(argv)
     try:
         if a.what == "record":
             return record(a.output, a.buffer_kib, command_of(p, a.command))
+        if a.what == "silences":
+            print(silences(parse(a.trace), names(a.logs) if a.logs else {}, a.min_bytes,
+                           a.timer_factor))
+            return 0
+        if a.what == "rates":
+            print(rates(parse(a.trace), names(a.logs) if a.logs else {}, a.min_bytes, a.bin))
+            return 0
         if a.what == "first-losses":
             print(first_losses(parse(a.trace), a.runs, a.within, a.min_bytes,
                                run_paces(a.csv) if a.csv else {}))

@@ -777,6 +777,60 @@ class TcpTraceTest(TempDirTest):
                             "not a CSV `poseidon validate -o` wrote")
 
 
+    def test_silences_tell_a_timer_from_acknowledgements(self):
+        # Port 41043 entered recovery 100 ms after its last acknowledgement (smoothed round trip
+        # 90 ms): duplicate acknowledgements. Port 50000 heard nothing for 300 ms, and the
+        # acknowledgement that came then opened its recovery (turning into loss: one episode):
+        # a timer's.
+        no = 2147483647
+        probe2 = self.PROBE.replace("10.77.0.1:41043", "10.77.0.2:50000")
+        state2 = self.STATE.replace("sport=41043", "sport=50000").replace("saddr=10.77.0.1",
+                                                                          "saddr=10.77.0.2")
+        lines = [probe2.format(t="100.050000", una=0, cwnd=800, ss=no, srtt=90000),
+                 probe2.format(t="100.350000", una=0, cwnd=800, ss=no, srtt=90000),
+                 state2.format(t="100.350000", state=3),
+                 state2.format(t="100.360000", state=4),
+                 state2.format(t="100.600000", state=0),
+                 probe2.format(t="101.000000", una=3000000, cwnd=400, ss=400, srtt=30000)]
+        path = self.trace()
+        with open(path, "a") as f:
+            f.write("".join(lines))
+        r = run_script("tcp_trace.py", "silences", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(), [
+            "     0.300 s 10.77.0.1:41043 -> 10.77.0.3:33282: recovery after 100.0 ms without an "
+            "acknowledgement (smoothed round trip 90.0 ms, window 800): acknowledgements; 2 "
+            "retransmitted, open after 500 ms",
+            "     0.350 s 10.77.0.2:50000 -> 10.77.0.3:33282: recovery after 300.0 ms without an "
+            "acknowledgement (smoothed round trip 90.0 ms, window 800): a timer; 0 "
+            "retransmitted, open after 250 ms",
+            "2 loss episodes, 1 after a silence of more than 1.5 smoothed round trips"])
+        # The rule is a factor of the round trip: at 1.0, 100 ms against 90 is a timer's too.
+        r = run_script("tcp_trace.py", "silences", path, "--timer-factor", "1.0")
+        self.assertIn("2 loss episodes, 2 after a silence of more than 1 smoothed round trips",
+                      r.stdout)
+        self.assert_refused("tcp_trace.py", ["silences", path, "--min-bytes", "5000000"],
+                            "no loss episode on a connection that acknowledged 5000000 bytes")
+
+    def test_rates_per_connection_and_receiver(self):
+        logs = os.path.join(self.dir, "run-1")
+        write_run_logs(logs, "10.77.0.3:33282", "10.77.0.1:41043")
+        r = run_script("tcp_trace.py", "rates", self.trace(), "--logs", logs, "--bin", "0.5")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # 12,288 bytes acknowledged in the first half second, none in the second, 2,000,000 in
+        # the third: 0.0, 0.0 and 4.0 MB/s.
+        self.assertEqual(r.stdout.splitlines(), [
+            "acknowledged MB/s per 0.5 s, from 0.000 s to 1.500 s (from the first traced event, "
+            "as episodes counts)",
+            "shard 0 -> worker 2            0.0   0.0   4.0",
+            "into worker 2                  0.0   0.0   4.0"])
+        self.assert_refused("tcp_trace.py", ["rates", self.trace(), "--bin", "0"],
+                            "--bin must be > 0")
+        self.assert_refused("tcp_trace.py", ["rates", self.trace(), "--logs", logs,
+                                             "--min-bytes", "3000000"],
+                            "no connection its logs name acknowledged 3000000 bytes")
+
+
 class NetReplayTest(TempDirTest):
     def replay_csv(self, rows):
         path = self.path("net-replay.csv")
