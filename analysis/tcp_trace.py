@@ -35,12 +35,11 @@ packets after it delivered is reported by the duplicate acknowledgements they ca
 round trip; one with nothing after it delivered (a connection's last packets, or a burst dropped
 whole) only by a timer, about two smoothed round trips or more later. An episode that began after
 a silence of more than --timer-factor (1.5) smoothed round trips, and of 10 ms at least, is
-counted as a timer's
-(`docs/validation.md`, "d35, connection by connection").
+counted as a timer's (`docs/validation.md`, "d35, connection by connection").
 
-`rates` prints, per connection its logs name (--logs), the bytes acknowledged per --bin seconds
-(MB/s), from the first traced event of those connections, and per receiver their sum: which
-sender stalled while the others took its share.
+`rates` prints, per connection its logs name (--logs; without, every connection), the bytes
+acknowledged per --bin seconds (MB/s), in seconds from the trace's first event as `episodes`
+counts them, and per receiver their sum: which sender stalled while the others took its share.
 """
 import argparse
 import csv
@@ -324,7 +323,7 @@ def silences(conns, named, min_bytes, factor):
         lines.append(f"  {t:8.3f} s {name}: {STATES[state]} {heard}: {how}; {retrans} "
                      f"retransmitted, {ended}")
     lines.append(f"{len(rows)} loss episodes, {timers} after a silence of more than {factor:g} "
-                 "smoothed round trips")
+                 f"smoothed round trips and {TIMER_FLOOR_S * 1000:g} ms")
     return "\n".join(lines)
 
 
@@ -345,6 +344,8 @@ def rates(conns, named, min_bytes, bin_s):
             k = int((b[0] - t0) / bin_s)
             bins[k] = bins.get(k, 0) + (b[5] - a[5]) % 2**32
         series[named.get(key, f"{key[0]} -> {key[1]}")] = bins
+    if not any(series.values()):
+        raise ValueError("no connection has two acknowledgements to measure a rate between")
     first = min(k for bins in series.values() for k in bins)
     last = max(k for bins in series.values() for k in bins)
 

@@ -804,11 +804,11 @@ class TcpTraceTest(TempDirTest):
             "     0.350 s 10.77.0.2:50000 -> 10.77.0.3:33282: recovery after 300.0 ms without an "
             "acknowledgement (smoothed round trip 90.0 ms, window 800): a timer; 0 "
             "retransmitted, open after 250 ms",
-            "2 loss episodes, 1 after a silence of more than 1.5 smoothed round trips"])
+            "2 loss episodes, 1 after a silence of more than 1.5 smoothed round trips and 10 ms"])
         # The rule is a factor of the round trip: at 1.0, 100 ms against 90 is a timer's too.
         r = run_script("tcp_trace.py", "silences", path, "--timer-factor", "1.0")
-        self.assertIn("2 loss episodes, 2 after a silence of more than 1 smoothed round trips",
-                      r.stdout)
+        self.assertIn("2 loss episodes, 2 after a silence of more than 1 smoothed round trips and "
+                      "10 ms", r.stdout)
         self.assert_refused("tcp_trace.py", ["silences", path, "--min-bytes", "5000000"],
                             "no loss episode on a connection that acknowledged 5000000 bytes")
 
