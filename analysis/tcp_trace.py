@@ -148,8 +148,23 @@ def parse(path):
     return conns
 
 
+def probes_of(events):
+    """A connection's tcp_probe events (one per ACK it took in), in time order."""
+    return [e for e in events if e[1] == "probe"]
+
+
+def first_event(conns):
+    """The time of the first traced event of `conns`: what every report counts seconds from."""
+    return min(e[0] for events in conns.values() for e in events)
+
+
+def name_of(named, key):
+    """The connection's name from its run's logs (`names`), else its addresses."""
+    return named.get(key, f"{key[0]} -> {key[1]}")
+
+
 def acked_bytes(events):
-    unas = [e[5] for e in events if e[1] == "probe"]
+    unas = [e[5] for e in probes_of(events)]
     return sum((b - a) % 2**32 for a, b in zip(unas, unas[1:]))
 
 
@@ -158,7 +173,7 @@ def threshold(value):
 
 
 def episodes(conns, named, min_bytes, at, group_after=None, group_within=0.1):
-    t0 = min(e[0] for events in conns.values() for e in events)
+    t0 = first_event(conns)
     starts = []  # (when, receiver, connection) of every episode
     rows = [(acked_bytes(ev), key, ev) for key, ev in conns.items()]
     rows = sorted((r for r in rows if r[0] >= min_bytes), key=lambda r: -r[0])
@@ -166,7 +181,7 @@ def episodes(conns, named, min_bytes, at, group_after=None, group_within=0.1):
         raise ValueError(f"no connection acknowledged {min_bytes} bytes or more (--min-bytes)")
     lines = []
     for acked, (src, dst), events in rows:
-        name = named.get((src, dst), f"{src} -> {dst}")
+        name = name_of(named, (src, dst))
         receiver = name.split(" -> ")[-1]
         retrans = sum(1 for e in events if e[1] == "retrans")
         lines.append(f"{name}: {acked / 1e6:.2f} MB acknowledged, {retrans} segments "
@@ -250,7 +265,7 @@ def first_losses(conns, runs_dir, within, min_bytes, paces):
             lines.append(f"run {n}{pace}: no traced connection of its logs carried {min_bytes} "
                          "bytes")
             continue
-        t0 = min(e[0] for ev in ours.values() for e in ev)
+        t0 = first_event(ours)
         lines.append(f"run {n}{pace}")
         for key in sorted(mine, key=lambda k: named[k]):
             cwnd, hit = None, None
@@ -282,12 +297,12 @@ def silence_before(probes, t):
 
 
 def silences(conns, named, min_bytes, factor):
-    t0 = min(e[0] for events in conns.values() for e in events)
+    t0 = first_event(conns)
     rows = []
     for key, events in conns.items():
         if acked_bytes(events) < min_bytes:
             continue
-        probes = [e for e in events if e[1] == "probe"]
+        probes = probes_of(events)
         previous = None  # the last congestion state: recovery turning into loss is one episode
         for i, e in enumerate(events):
             if e[1] != "state":
@@ -300,7 +315,7 @@ def silences(conns, named, min_bytes, factor):
             end = next((x[0] for x in events[i + 1:] if x[1] == "state" and x[2] == 0), None)
             retrans = sum(1 for x in events[i:] if x[1] == "retrans" and
                           (end is None or x[0] <= end))
-            rows.append((e[0] - t0, named.get(key, f"{key[0]} -> {key[1]}"), e[2], silence,
+            rows.append((e[0] - t0, name_of(named, key), e[2], silence,
                          before, retrans, None if end is None else end - e[0]))
     if not rows:
         raise ValueError(f"no loss episode on a connection that acknowledged {min_bytes} bytes or "
@@ -335,15 +350,15 @@ def rates(conns, named, min_bytes, bin_s):
     if not mine:
         raise ValueError(f"no connection{' its logs name' if named else ''} acknowledged "
                          f"{min_bytes} bytes or more (--min-bytes)")
-    t0 = min(e[0] for events in conns.values() for e in events)  # as episodes counts
+    t0 = first_event(conns)  # as episodes counts
     series = {}
     for key, events in mine.items():
         bins = {}
-        probes = [e for e in events if e[1] == "probe"]
+        probes = probes_of(events)
         for a, b in zip(probes, probes[1:]):
             k = int((b[0] - t0) / bin_s)
             bins[k] = bins.get(k, 0) + (b[5] - a[5]) % 2**32
-        series[named.get(key, f"{key[0]} -> {key[1]}")] = bins
+        series[name_of(named, key)] = bins
     if not any(series.values()):
         raise ValueError("no connection has two acknowledgements to measure a rate between")
     first = min(k for bins in series.values() for k in bins)
