@@ -121,7 +121,7 @@ HostRecord RecordFromSamples(const std::vector<HostSample>& samples, double tick
   return r;
 }
 
-Verdict Judge(const HostRecord& r) {
+Verdict Judge(const HostRecord& r, const ComputeLateness& late) {
   Verdict v;
   if (r.samples < 2 || r.wall_s <= 0) {
     v.why = "the host was not sampled during the run";
@@ -132,6 +132,13 @@ Verdict Judge(const HostRecord& r) {
     v.why = fmt::format("other processes used {:.1f}% and the hypervisor stole {:.1f}% of the {} "
                         "cores ({:.1f}% lost; bound {:g}%)",
                         r.others_pct, r.steal_pct, r.cores, lost, kMaxLostPct);
+    return v;
+  }
+  if (late.bound_us > 0 && std::isfinite(late.median_us) && late.median_us > late.bound_us) {
+    v.why = fmt::format("its emulated hosts ran their compute {:.1f} us later than simulated at the "
+                        "median (bound {:.1f} us: one wake-up as charged) with {:.1f}% of the {} "
+                        "cores counted as lost",
+                        late.median_us, late.bound_us, lost, r.cores);
     return v;
   }
   v.faithful = true;

@@ -16,7 +16,19 @@
 //
 //   a run is faithful when the CPU time that processes outside the job used, plus the time the
 //   hypervisor stole, is at most kMaxLostPct (10%) of the machine's CPU time over the run
-//   (cores x wall time).
+//   (cores x wall time);
+//
+// and, since 2026-12-06 (before held-out set 36 was drawn), when its emulated hosts ran their
+// compute on time:
+//
+//   its replayed compute tasks ended, at the median, at most one wake-up (the host_wakeup_us
+//   the simulator charged) later than the simulated run's (ComputeLateness).
+//
+// A host can lose capacity that /proc/stat does not show (a hypervisor that runs other guests on
+// the same cores without accounting it as steal, a core shared with a noisy neighbour): the
+// emulated hosts then wake late although nothing is stolen. A replayed task sleeps its profile
+// time, so what it takes beyond the simulated task is how much later the host woke it than the
+// simulator's host model (which charges the latencies measured before predicting) says.
 //
 // The job's processes are this process and its descendants (the launcher's children and theirs),
 // their CPU time read from /proc/PID/stat (utime + stime, and cutime + cstime for the children
@@ -27,6 +39,7 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -73,12 +86,23 @@ struct HostRecord {
 };
 HostRecord RecordFromSamples(const std::vector<HostSample>& samples, double ticks_per_s);
 
+// How late a run's emulated hosts ran their compute: the median, over its replayed compute tasks,
+// of live duration - simulated duration (us; NaN when no task matched or the traces could not
+// be read), and the bound the rule holds it to: the wake-up latency the simulator charged
+// (host_wakeup_us; 0 when it charges none, e.g. hosts that are not emulated: then the clause is
+// not applied).
+struct ComputeLateness {
+  double median_us = NAN;
+  double bound_us = 0;
+};
+
 struct Verdict {
   bool faithful = false;
   std::string why;  // when not: what the host did, against the rule's bound (no comma: a CSV field)
 };
-// The rule (above). A record of fewer than two samples cannot be judged: not faithful.
-Verdict Judge(const HostRecord& r);
+// The rule (above). A record of fewer than two samples cannot be judged: not faithful. The
+// lateness clause applies when `late` has a median and a bound.
+Verdict Judge(const HostRecord& r, const ComputeLateness& late = {});
 
 // A line of "key=value" pairs, stored beside a run (DIR/host.txt) and read back by --reuse-live;
 // every figure in its shortest exact form, so a run read back is judged on the same figures.

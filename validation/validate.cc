@@ -168,6 +168,21 @@ LiveTraces ReadLive(const std::string& dir, const config::ScenarioSpec& s, bool 
   return t;
 }
 
+// The faithfulness rule's lateness clause for the run in `dir` (host_load.h): its compute tasks
+// against the simulated run's, bounded by the wake-up the simulator charged. No median when the
+// traces cannot be read (the pace then says why).
+ComputeLateness RunLateness(const std::string& dir, const config::ScenarioSpec& s,
+                            const TaskDurations& simulated, const config::ScenarioSpec& sim) {
+  ComputeLateness l;
+  l.bound_us = sim.network.host_wakeup_ns / 1e3;
+  if (l.bound_us <= 0) return l;
+  try {
+    l.median_us = ComputeLateUs(simulated, ReadLive(dir, s, false).all);
+  } catch (const TraceError&) {
+  }
+  return l;
+}
+
 // Which testbed keys the simulator charges: the network files' (nothing to do), a file's or
 // measured here (both replace each emulated configuration's CPU keys on the simulator's side).
 struct TestbedKeysChoice {
@@ -395,7 +410,8 @@ int RunValidate(const ValidateOptions& o) {
               "--run-missing",
               file);
         } else if (ParseHostRecordText(ReadText(dir + "/host.txt"), &record)) {
-          const Verdict v = Judge(record);
+          const Verdict v =
+              Judge(record, RunLateness(dir, s, predictions[i].tasks, c.sim_scenario));
           host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
           host.why = v.why;
           host.job_cpu_pct = record.job_pct;
@@ -445,7 +461,9 @@ int RunValidate(const ValidateOptions& o) {
             record = RecordFromSamples(samples, TicksPerSecond());
             recorded_host = true;
             std::ofstream(dir + "/host.txt", std::ios::binary) << HostRecordText(record);
-            const Verdict v = Judge(record);
+            const Verdict v =
+                Judge(record, rc == 0 ? RunLateness(dir, s, predictions[i].tasks, c.sim_scenario)
+                                      : ComputeLateness{});
             host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
             host.why = v.why;
             host.job_cpu_pct = record.job_pct;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,34 @@ TEST(HostLoad, StealCountsAsLostAndTheBoundIsInclusive) {
   EXPECT_FALSE(over.faithful);
   EXPECT_NE(over.why.find("other processes used 6.0% and the hypervisor stole"), std::string::npos)
       << over.why;
+}
+
+TEST(HostLoad, EmulatedHostsThatRanTheirComputeLateMakeTheRunUnfaithful) {
+  // A quiet host by /proc/stat (2.5% others, 0.5% steal), whose emulated hosts ran their replayed
+  // compute 150 us later than simulated at the median, against one charged wake-up of 95 us.
+  const HostRecord r =
+      RecordFromSamples({Sample(100, ProcStat(1000000, 500000, 900000, 7000, 900, 3), 4000, 1),
+                         Sample(110, ProcStat(1001000, 500150, 900800, 7100, 910, 5), 5100, 7)},
+                        kHz);
+  ASSERT_TRUE(Judge(r).faithful);
+  const Verdict late = Judge(r, {150, 95});
+  EXPECT_FALSE(late.faithful);
+  EXPECT_EQ(late.why,
+            "its emulated hosts ran their compute 150.0 us later than simulated at the median "
+            "(bound 95.0 us: one wake-up as charged) with 3.0% of the 2 cores counted as lost");
+  EXPECT_EQ(late.why.find(','), std::string::npos);  // a CSV field
+  // At the bound, faithful; without a median (no task matched), or without a charged wake-up
+  // (hosts not emulated), the clause does not apply.
+  EXPECT_TRUE(Judge(r, {95, 95}).faithful);
+  EXPECT_TRUE(Judge(r, {-40, 95}).faithful);
+  EXPECT_TRUE(Judge(r, {NAN, 95}).faithful);
+  EXPECT_TRUE(Judge(r, {900, 0}).faithful);
+  // CPU lost beyond its bound is reported first.
+  const HostRecord busy =
+      RecordFromSamples({Sample(100, ProcStat(1000000, 500000, 900000, 7000, 900, 3), 4000, 1),
+                         Sample(110, ProcStat(1001700, 500200, 900000, 7100, 900, 9), 5100, 7)},
+                        kHz);
+  EXPECT_NE(Judge(busy, {150, 95}).why.find("other processes used 40.0%"), std::string::npos);
 }
 
 TEST(HostLoad, ARunThatWasNotSampledIsNotFaithful) {
