@@ -135,10 +135,11 @@ Verdict Judge(const HostRecord& r, const ComputeLateness& late) {
     return v;
   }
   if (late.bound_us > 0 && std::isfinite(late.median_us) && late.median_us > late.bound_us) {
-    v.why = fmt::format("its emulated hosts ran their compute {:.1f} us later than simulated at the "
-                        "median (bound {:.1f} us: one wake-up as charged) with {:.1f}% of the {} "
-                        "cores counted as lost",
-                        late.median_us, late.bound_us, lost, r.cores);
+    v.why = fmt::format(
+        "its emulated hosts ran their compute {:.1f} us later than simulated at the "
+        "median (bound {:.1f} us: one wake-up as charged) with {:.1f}% of the {} "
+        "cores counted as lost",
+        late.median_us, late.bound_us, lost, r.cores);
     return v;
   }
   v.faithful = true;
