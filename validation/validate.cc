@@ -169,15 +169,20 @@ LiveTraces ReadLive(const std::string& dir, const config::ScenarioSpec& s, bool 
 }
 
 // The faithfulness rule's lateness clause for the run in `dir` (host_load.h): its compute tasks
-// against the simulated run's, bounded by the wake-up the simulator charged. No median when the
-// traces cannot be read (the pace then says why).
+// against the simulated run's, bounded by the wake-up the simulator charged. Emulated clusters
+// only: over loopback (--loopback) the processes are not the hosts the simulator's host model
+// describes, so the clause has no bound there. `merge`: a run just
+// made, whose processes' traces are merged into DIR/live.json here (a recorded run's is read).
+// No median when the traces cannot be read (the pace then says why).
 ComputeLateness RunLateness(const std::string& dir, const config::ScenarioSpec& s,
-                            const TaskDurations& simulated, const config::ScenarioSpec& sim) {
+                            const TaskDurations& simulated, const config::ScenarioSpec& sim,
+                            bool emulated, bool merge) {
   ComputeLateness l;
+  if (!emulated) return l;
   l.bound_us = sim.network.host_wakeup_ns / 1e3;
   if (l.bound_us <= 0) return l;
   try {
-    l.median_us = ComputeLateUs(simulated, ReadLive(dir, s, false).all);
+    l.median_us = ComputeLateUs(simulated, ReadLive(dir, s, merge).all);
   } catch (const TraceError&) {
   }
   return l;
@@ -411,7 +416,7 @@ int RunValidate(const ValidateOptions& o) {
               file);
         } else if (ParseHostRecordText(ReadText(dir + "/host.txt"), &record)) {
           const Verdict v =
-              Judge(record, RunLateness(dir, s, predictions[i].tasks, c.sim_scenario));
+              Judge(record, RunLateness(dir, s, predictions[i].tasks, c.sim_scenario, o.emulate, false));
           host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
           host.why = v.why;
           host.job_cpu_pct = record.job_pct;
@@ -440,6 +445,7 @@ int RunValidate(const ValidateOptions& o) {
             fs::remove_all(dir + "/trace", ec);
             fs::remove(dir + "/live-run.txt", ec);
             fs::remove(dir + "/host.txt", ec);
+            fs::remove(dir + "/live.json", ec);  // an earlier attempt's: never judged or read again
             if (o.wait_quiet_s > 0) {
               const QuietWait w = WaitForQuietHost(o.wait_quiet_s);
               if (!w.quiet) {
@@ -462,7 +468,7 @@ int RunValidate(const ValidateOptions& o) {
             recorded_host = true;
             std::ofstream(dir + "/host.txt", std::ios::binary) << HostRecordText(record);
             const Verdict v =
-                Judge(record, rc == 0 ? RunLateness(dir, s, predictions[i].tasks, c.sim_scenario)
+                Judge(record, rc == 0 ? RunLateness(dir, s, predictions[i].tasks, c.sim_scenario, o.emulate, true)
                                       : ComputeLateness{});
             host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
             host.why = v.why;

@@ -705,6 +705,56 @@ std::string StretchTraceTimes(const std::string& text, double factor) {
   return out + text.substr(at);
 }
 
+// The faithfulness rule's lateness clause on a run just made (host_load.h): the live run replays
+// ten times the compute it is simulated with (--set cluster.compute_scale=10, --sim-set
+// cluster.compute_scale=1), so its tasks end far more than one charged wake-up later than the
+// simulated ones (the median task, 0.07 ms simulated, 0.7 ms live): the run is not a faithful
+// emulation of what was predicted, and says why. (A host busy enough for the CPU clause to judge
+// first is reported by that clause instead; either way the run is not faithful.) On an emulated
+// cluster: over loopback the clause does not apply.
+TEST_F(LiveTest, ValidateJudgesARunWhoseComputeRanLateNotFaithful) {
+  if (!NamespacesAvailable()) {
+    GTEST_SKIP() << "network namespaces need root (CAP_NET_ADMIN); skipped";
+  }
+  const std::string dir = Dir();
+  Result r = Shell(kBin + " validate " + kRoot + "/scenarios/validation/mlp_1g.yaml " +
+                   "--set iterations=4 --set warmup_iterations=1 --set cluster.compute_scale=10 " +
+                   "--sim-set cluster.compute_scale=1 " +
+                   "--work-dir " + dir + "/v -o " + dir + "/v.csv");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::istringstream csv(ReadFile(dir + "/v.csv"));
+  std::string header, row;
+  std::getline(csv, header);
+  std::getline(csv, row);
+  auto fields = [](const std::string& line) {
+    std::vector<std::string> f;
+    std::istringstream in(line);
+    std::string x;
+    while (std::getline(in, x, ',')) f.push_back(x);
+    return f;
+  };
+  const std::vector<std::string> h = fields(header), v = fields(row);
+  auto at = [&](const std::string& name) {
+    const auto it = std::find(h.begin(), h.end(), name);
+    EXPECT_NE(it, h.end()) << name << " in " << header;
+    const size_t k = static_cast<size_t>(it - h.begin());
+    return k < v.size() ? v[k] : std::string();
+  };
+  const std::string late = at("compute_late_us");
+  ASSERT_FALSE(late.empty()) << row;
+  EXPECT_GT(std::stod(late), 115.0) << row;  // the network file's host_wakeup_us, charged
+  EXPECT_EQ(at("faithful"), "no") << row;
+  const std::string why = at("not_faithful_why");
+  EXPECT_TRUE(why.find("its emulated hosts ran their compute ") == 0 ||
+              why.find("other processes used ") == 0)
+      << row;
+  EXPECT_NE(r.out.find("validate: not faithful: run 1 of config-0 (validate-mlp-1g), error "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("validate: 1 configurations without a faithful run"), std::string::npos)
+      << r.out;
+}
+
 // validate --repeat: the simulation once, N live runs per configuration (over loopback here: no
 // root; the errors are then meaningless, only the bookkeeping is checked), a `run` column, the
 // run's own folder, and a summary per run and over the per-configuration medians.
