@@ -171,9 +171,9 @@ LiveTraces ReadLive(const std::string& dir, const config::ScenarioSpec& s, bool 
 // The faithfulness rule's lateness clause for the run in `dir` (host_load.h): its compute tasks
 // against the simulated run's, bounded by the wake-up the simulator charged. Emulated clusters
 // only: over loopback (--loopback) the processes are not the hosts the simulator's host model
-// describes, so the clause has no bound there. `merge`: a run just
-// made, whose processes' traces are merged into DIR/live.json here (a recorded run's is read).
-// No median when the traces cannot be read (the pace then says why).
+// describes, so the clause has no bound there. `merge`: a run just made, whose processes' traces
+// are merged into DIR/live.json here (a recorded run's is read). No median when the traces
+// cannot be read (the pace then says why).
 ComputeLateness RunLateness(const std::string& dir, const config::ScenarioSpec& s,
                             const TaskDurations& simulated, const config::ScenarioSpec& sim,
                             bool emulated, bool merge) {
@@ -415,8 +415,8 @@ int RunValidate(const ValidateOptions& o) {
               "--run-missing",
               file);
         } else if (ParseHostRecordText(ReadText(dir + "/host.txt"), &record)) {
-          const Verdict v =
-              Judge(record, RunLateness(dir, s, predictions[i].tasks, c.sim_scenario, o.emulate, false));
+          const Verdict v = Judge(
+              record, RunLateness(dir, s, predictions[i].tasks, c.sim_scenario, o.emulate, false));
           host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
           host.why = v.why;
           host.job_cpu_pct = record.job_pct;
@@ -467,9 +467,9 @@ int RunValidate(const ValidateOptions& o) {
             record = RecordFromSamples(samples, TicksPerSecond());
             recorded_host = true;
             std::ofstream(dir + "/host.txt", std::ios::binary) << HostRecordText(record);
-            const Verdict v =
-                Judge(record, rc == 0 ? RunLateness(dir, s, predictions[i].tasks, c.sim_scenario, o.emulate, true)
-                                      : ComputeLateness{});
+            const Verdict v = Judge(record, rc == 0 ? RunLateness(dir, s, predictions[i].tasks,
+                                                                  c.sim_scenario, o.emulate, true)
+                                                    : ComputeLateness{});
             host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
             host.why = v.why;
             host.job_cpu_pct = record.job_pct;

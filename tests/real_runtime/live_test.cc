@@ -717,10 +717,10 @@ TEST_F(LiveTest, ValidateJudgesARunWhoseComputeRanLateNotFaithful) {
     GTEST_SKIP() << "network namespaces need root (CAP_NET_ADMIN); skipped";
   }
   const std::string dir = Dir();
-  Result r = Shell(kBin + " validate " + kRoot + "/scenarios/validation/mlp_1g.yaml " +
-                   "--set iterations=4 --set warmup_iterations=1 --set cluster.compute_scale=10 " +
-                   "--sim-set cluster.compute_scale=1 " +
-                   "--work-dir " + dir + "/v -o " + dir + "/v.csv");
+  Result r =
+      Shell(kBin + " validate " + kRoot + "/scenarios/validation/mlp_1g.yaml " +
+            "--set iterations=4 --set warmup_iterations=1 --set cluster.compute_scale=10 " +
+            "--sim-set cluster.compute_scale=1 --work-dir " + dir + "/v -o " + dir + "/v.csv");
   ASSERT_EQ(r.rc, 0) << r.out;
   std::istringstream csv(ReadFile(dir + "/v.csv"));
   std::string header, row;
