@@ -113,6 +113,7 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
                          ? HostByteCpu::kStreamed
                          : HostByteCpu::kAfterArrival;
   n->host_tag_ns_per_byte = r.NonNegativeNumber("host_tag_ns_per_byte", n->host_tag_ns_per_byte);
+  n->host_write_share = r.NonNegativeNumber("host_write_share", n->host_write_share);
   if (n->host_cores == 0 &&
       (n->host_message_ns > 0 || n->host_ns_per_byte > 0 || n->host_wakeup_ns > 0 ||
        n->host_kernel_ns_per_byte > 0 || n->host_tag_ns_per_byte > 0 ||
@@ -125,6 +126,14 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
                                                  : "host_byte_cpu",
               "a host CPU cost needs 'host_cores' (the cores every process shares); add it or "
               "remove the cost");
+  }
+  if (n->host_write_share > 0 &&
+      (n->host_write_share >= 1 || n->host_ns_per_byte <= 0 || n->send_buffer_bytes <= 0)) {
+    r.FailKey("host_write_share",
+              fmt::format("'host_write_share' ({}) is the sender's share of 'host_ns_per_byte' "
+                          "({}), spent writing into a send buffer: it must be below 1 and needs "
+                          "'host_ns_per_byte' (with 'host_cores') and 'send_buffer_bytes'",
+                          n->host_write_share, n->host_ns_per_byte));
   }
   if (n->host_wakeup_cpu_ns > 0 && n->host_wakeup_ns <= 0) {
     r.FailKey("host_wakeup_cpu_us",
@@ -238,6 +247,9 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
     if (n.host_byte_cpu == HostByteCpu::kStreamed) out << "host_byte_cpu: streamed\n";
     if (n.host_tag_ns_per_byte > 0) {
       out << "host_tag_ns_per_byte: " << YamlScalarNumber(n.host_tag_ns_per_byte) << "\n";
+    }
+    if (n.host_write_share > 0) {
+      out << "host_write_share: " << YamlScalarNumber(n.host_write_share) << "\n";
     }
   }
   if (n.process_ns_per_byte > 0) {

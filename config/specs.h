@@ -237,6 +237,17 @@ struct NetworkSpec {
   // the first byte is written is not charged (the same CPU per byte, on the sender's own thread).
   // 0 = none (a plain TCP transport; every old scenario).
   double host_tag_ns_per_byte = 0;
+  // With host_cores and send_buffer_bytes (YAML: host_write_share): the sender's share of a
+  // message's per-byte CPU (host_ns_per_byte), spent when a message between machines is written
+  // into its connection's send buffer: the live transport's one thread computes the frame's tag
+  // and copies the message into the socket, and the kernel's transmit path runs in that call.
+  // It is booked on the sending process (one thread: its writes and the messages it takes, one
+  // at a time) and on the earliest free shared core, and the sender is told the message is
+  // written (Actor::OnSent) once it is done; the receiver spends the rest, (1 - share) x
+  // host_ns_per_byte. So a priority window's next message waits for the write, as it does live,
+  // and writers that outnumber the cores take turns. In [0, 1); 0 = all of it at the receiver
+  // and a message written at once (every old scenario).
+  double host_write_share = 0;
   // A framework's RPC runtime on a real cluster (YAML: process_ns_per_byte): the CPU a process
   // spends per payload byte of a message it receives before the message is its (deserialising and
   // copying it out of the transport's buffers: TensorFlow's gRPC RecvTensor path), one message at a

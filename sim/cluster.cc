@@ -168,7 +168,13 @@ uint32_t SimJob::Send(ActorId from, Message msg) {
   } else {
     c.busy = true;
     if (buffer) buffer->in_flight = static_cast<int32_t>(slot);
-    StartFlowAfterQueue(src, dst, slot, /*continues_stream=*/false);
+    if (buffer && config_.network.host_write_share > 0) {
+      // Written first: its first byte leaves once the write has begun.
+      WriteIntoSendBuffer(c, *buffer);
+      StartFlowOnceWriting(src, dst, slot, /*continues_stream=*/false);
+    } else {
+      StartFlowAfterQueue(src, dst, slot, /*continues_stream=*/false);
+    }
   }
   if (buffer) WriteIntoSendBuffer(c, *buffer);
   return slot;
@@ -183,8 +189,11 @@ void SimJob::WriteIntoSendBuffer(const Connection& c, SendBuffer& b) {
     s.written = true;
     b.written_bytes += s.msg.payload_bytes;
     if (!replaying_) {
-      written_.push_back(s.msg);
-      queue_.Push(now_, kWritten, static_cast<uint32_t>(s.msg.from), 0);
+      const TimeNs at = config_.network.host_write_share > 0
+                            ? BookWrite(s)
+                            : now_;
+      written_.emplace(++written_sequence_, s.msg);
+      queue_.Push(at, kWritten, static_cast<uint32_t>(s.msg.from), written_sequence_);
     }
     cur = cur == b.in_flight ? c.head : s.next;
   }
@@ -301,6 +310,37 @@ TimeNs SimJob::BookSharedCore(double cpu_ns) {
   return *core;
 }
 
+double SimJob::ReceiverNsPerByte(const Message& msg, bool between_machines) const {
+  // A message between machines that fits its send buffer was written into it, and its writer
+  // spent its share of the per-byte CPU there (BookWrite).
+  const config::NetworkSpec& n = config_.network;
+  const bool written = between_machines && n.host_write_share > 0 &&
+                       msg.payload_bytes <= n.send_buffer_bytes;
+  return n.host_ns_per_byte * (written ? 1 - n.host_write_share : 1.0);
+}
+
+TimeNs SimJob::BookWrite(Slot& s) {
+  EnsureHostCpuState();
+  auto core = std::min_element(core_free_.begin(), core_free_.end());
+  TimeNs& process = process_free_[static_cast<size_t>(s.msg.from)];
+  s.write_start = std::max({now_, *core, process});
+  const config::NetworkSpec& n = config_.network;
+  *core = process = s.write_start + std::llround(n.host_write_share * n.host_ns_per_byte *
+                                                 static_cast<double>(s.msg.payload_bytes));
+  return process;
+}
+
+void SimJob::StartFlowOnceWriting(int src, int dst, uint32_t slot, bool continues_stream) {
+  Slot& s = slots_[slot];
+  if (s.written && s.write_start > now_) {
+    s.continues_stream = continues_stream;
+    queue_.Push(s.write_start, kWriteBegun, static_cast<uint32_t>(src),
+                (static_cast<uint64_t>(dst) << 32) | slot);
+    return;
+  }
+  StartFlowAfterQueue(src, dst, slot, continues_stream);
+}
+
 void SimJob::BookStreamedCpu(uint32_t slot) {
   const config::NetworkSpec& n = config_.network;
   if (n.host_cores <= 0 || n.host_byte_cpu != config::HostByteCpu::kStreamed) return;
@@ -313,8 +353,8 @@ void SimJob::BookStreamedCpu(uint32_t slot) {
       n.host_kernel_ns_per_byte > 0
           ? BookSharedCore(n.host_kernel_ns_per_byte * static_cast<double>(s.msg.wire_bytes()))
           : now_;
-  s.bytes_read = std::max(
-      kernel_done, BookSharedCore(n.host_ns_per_byte * static_cast<double>(s.msg.payload_bytes)));
+  s.bytes_read = std::max(kernel_done, BookSharedCore(ReceiverNsPerByte(s.msg, true) *
+                                                      static_cast<double>(s.msg.payload_bytes)));
 }
 
 void SimJob::ProcessArrival(uint32_t slot) {
@@ -349,7 +389,7 @@ void SimJob::ProcessArrival(uint32_t slot) {
   const bool asleep = ProtocolThreadAsleep(to);
   const TimeNs start = std::max({ProtocolThreadStart(to), *core, streamed ? s.bytes_read : now_});
   const double after_last_byte_per_byte =
-      (streamed ? 0.0 : n.host_ns_per_byte) + n.host_tag_ns_per_byte;
+      (streamed ? 0.0 : ReceiverNsPerByte(s.msg, between_machines)) + n.host_tag_ns_per_byte;
   const TimeNs cost = static_cast<TimeNs>(
       std::llround(n.host_message_ns + after_last_byte_per_byte * payload +
                    (asleep && n.host_wakeup_ns > 0 ? n.host_wakeup_cpu_ns : 0)));
@@ -456,13 +496,16 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
                              ? &send_buffers_[ConnectionKey(src, dst, from, s.msg.to)]
                              : nullptr;
     int32_t started = -1;
+    const bool writes_cost = buffer != nullptr && config_.network.host_write_share > 0;
     if (c.head >= 0) {
       const uint32_t next = static_cast<uint32_t>(c.head);
       c.head = slots_[next].next;
       if (c.head < 0) c.tail = -1;
       slots_[next].next = -1;
       started = static_cast<int32_t>(next);
-      StartFlowAfterQueue(src, dst, next, /*continues_stream=*/true);
+      // With host_write_share the next message may not be written yet: it is written below,
+      // and its flow starts once that write has begun.
+      if (!writes_cost) StartFlowAfterQueue(src, dst, next, /*continues_stream=*/true);
     } else {
       c.busy = false;
     }
@@ -474,8 +517,11 @@ void SimJob::OnNetworkEvent(uint64_t generation) {
         buffer->first_unwritten = started;  // it was the first unwritten one: told below
       }
       WriteIntoSendBuffer(c, *buffer);
-      if (s.written) continue;
     }
+    if (writes_cost && started >= 0) {
+      StartFlowOnceWriting(src, dst, static_cast<uint32_t>(started), /*continues_stream=*/true);
+    }
+    if (buffer && s.written) continue;
     if (replaying_) continue;
     // May send more (and grow slots_): pass a copy.
     const Message sent = slots_[d.tag].msg;
@@ -694,6 +740,12 @@ std::vector<TimeNs> SimJob::ReplayMessages(const std::vector<ReplayMessage>& mes
       case kStartFlow:
         StartQueuedFlow(ev);
         break;
+      case kWriteBegun: {
+        const auto slot = static_cast<uint32_t>(ev.arg & 0xffffffffu);
+        StartFlowAfterQueue(static_cast<int>(ev.target), static_cast<int>(ev.arg >> 32), slot,
+                            slots_[slot].continues_stream);
+        break;
+      }
       case kArrive:
         ProcessArrival(static_cast<uint32_t>(ev.arg));
         break;
@@ -805,6 +857,12 @@ SimRun SimJob::Run() {
       case kStartFlow:
         StartQueuedFlow(ev);
         break;
+      case kWriteBegun: {
+        const auto slot = static_cast<uint32_t>(ev.arg & 0xffffffffu);
+        StartFlowAfterQueue(static_cast<int>(ev.target), static_cast<int>(ev.arg >> 32), slot,
+                            slots_[slot].continues_stream);
+        break;
+      }
       case kArrive:
         ProcessArrival(static_cast<uint32_t>(ev.arg));
         break;
@@ -812,8 +870,9 @@ SimRun SimJob::Run() {
         OnIntraEvent(static_cast<int>(ev.target), ev.arg);
         break;
       case kWritten: {
-        const Message msg = std::move(written_.front());
-        written_.pop_front();
+        const auto it = written_.find(ev.arg);
+        const Message msg = std::move(it->second);
+        written_.erase(it);
         actors_[ev.target]->OnSent(now_, msg);
         break;
       }

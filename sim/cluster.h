@@ -173,6 +173,10 @@ class SimJob {
     TimeNs bytes_read = 0;  // NetworkSpec::host_byte_cpu streamed: its receiver's reads done
     int32_t next = -1;  // next free slot, or next message queued on the same connection
     bool written = false;  // in its connection's send buffer, its sender told (SendBuffer)
+    // NetworkSpec::host_write_share: when its write into the send buffer begins (BookWrite), and
+    // whether the flow that waits for it continues its connection's stream.
+    TimeNs write_start = 0;
+    bool continues_stream = false;
   };
   // One TCP-like connection per ordered pair of machines (or of actors, NetworkSpec::connections):
   // its messages leave one after another, the next starting when the previous one's last byte
@@ -204,7 +208,8 @@ class SimJob {
     kArrive,
     kComputeDone,
     kIntra,
-    kWritten
+    kWritten,
+    kWriteBegun
   };
 
   // Returns the message's slot (kNoSlot if SimJobConfig::drop_message dropped it).
@@ -256,6 +261,16 @@ class SimJob {
   // Books `cpu_ns` on the earliest free shared core from now_ (NetworkSpec::host_cores) and
   // returns when it is done.
   TimeNs BookSharedCore(double cpu_ns);
+  // NetworkSpec::host_write_share: message `s`'s sender writes it into a socket, on its own
+  // process (after what it is busy with) and the earliest free shared core; sets s.write_start
+  // and returns when the write ends.
+  TimeNs BookWrite(Slot& s);
+  // Starts message `slot`'s flow (StartFlowAfterQueue) once its write has begun: with
+  // NetworkSpec::host_write_share its first byte cannot leave before (kWriteBegun).
+  void StartFlowOnceWriting(int src, int dst, uint32_t slot, bool continues_stream);
+  // The receiving process's CPU per payload byte of `msg`: host_ns_per_byte, less the writer's
+  // share when the message was written into a send buffer.
+  double ReceiverNsPerByte(const core::Message& msg, bool between_machines) const;
   // NetworkSpec::host_byte_cpu streamed: as message `slot`'s first byte leaves, books its
   // receiver's per-byte CPU (the kernel's and the process's) and sets its Slot::bytes_read.
   void BookStreamedCpu(uint32_t slot);
@@ -297,7 +312,11 @@ class SimJob {
   // NetworkSpec::send_buffer_bytes: the connections' send buffers (by ConnectionKey), and the
   // messages written, in the order of their pending kWritten events.
   std::unordered_map<uint64_t, SendBuffer> send_buffers_;
-  std::deque<core::Message> written_;
+  // Messages written into a send buffer whose sender is yet to be told (kWritten), by sequence
+  // number: with NetworkSpec::host_write_share a write ends when its CPU is done, so the
+  // events need not come in the order the messages were written.
+  std::unordered_map<uint64_t, core::Message> written_;
+  uint64_t written_sequence_ = 0;
   bool replaying_ = false;  // in ReplayMessages: no actor is told of sends or deliveries
   int64_t largest_network_message_ = 0;
   int32_t free_slot_ = -1;

@@ -489,6 +489,19 @@ TEST(NetworkFile, BadInputIsLocated) {
        "pneg.yaml:5:", "process_ns_per_byte"},
       {"efficiency: 1\nhost_cores: 2\nprocess_ns_per_byte: 1\nprovenance: {a: b}\n", "pboth.yaml",
        "pboth.yaml:6:", "give one of them"},
+      // host_write_share: a share below 1 of a per-byte CPU, spent writing into a send buffer.
+      {"efficiency: 1\nhost_cores: 2\nhost_ns_per_byte: 1\nhost_write_share: 0.4\n"
+       "provenance: {a: b}\n",
+       "wnobuf.yaml", "wnobuf.yaml:7:", "'send_buffer_bytes'"},
+      {"model: queue\nefficiency: 1\ninitial_window_bytes: 14480\nsend_buffer_bytes: 2600000\n"
+       "host_cores: 2\nhost_ns_per_byte: 1\nhost_write_share: 1\nprovenance: {a: b}\n",
+       "wone.yaml", "wone.yaml:10:", "below 1"},
+      {"model: queue\nefficiency: 1\ninitial_window_bytes: 14480\nsend_buffer_bytes: 2600000\n"
+       "host_cores: 2\nhost_write_share: 0.4\nprovenance: {a: b}\n",
+       "wnocpu.yaml", "wnocpu.yaml:9:", "'host_ns_per_byte'"},
+      {"efficiency: 1\nhost_cores: 2\nhost_ns_per_byte: 1\nhost_write_share: -0.1\n"
+       "provenance: {a: b}\n",
+       "wneg.yaml", "wneg.yaml:7:", "host_write_share"},
   };
   for (const auto& c : cases) {
     const std::string err = NetworkFileError(head + c.body, c.name);

@@ -507,6 +507,50 @@ TEST(SimJob, ASendersWindowCountsOnlyWhatItsSocketHasNotTaken) {
   }
 }
 
+// NetworkSpec::host_write_share: writing a message into its socket costs its sender that share of
+// the message's per-byte CPU, on its one thread and a shared core, before the sender is told it is
+// written. A worker's backward pass yields both chunks of its one layer at once; with a priority
+// window below every message it hands the second push over once the first is written: a write's
+// time after it, where a free write hands both over together.
+TEST(SimJob, AWriteCostsItsSenderItsShareBeforeItIsToldTheMessageIsWritten) {
+  core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));  // 1 MB: 2 chunks
+  constexpr double kNsPerByte = 2.0;
+  auto pushes_of_w0 = [&](double share) {
+    SimJobConfig cfg = TwoWorkersAndAShard(model);
+    cfg.network = Star(0.1, 50'000);
+    cfg.network.model = config::NetworkModelKind::kQueue;
+    cfg.network.connections = config::ConnectionKind::kProcessPair;
+    cfg.network.initial_window_bytes = 1 << 30;
+    cfg.network.send_buffer_bytes = 1 << 30;
+    cfg.network.host_cores = 2;
+    cfg.network.host_ns_per_byte = kNsPerByte;
+    cfg.network.host_write_share = share;
+    cfg.protocol.priority_window_bytes = 1;
+    cfg.record_trace = true;
+    const core::ActorId w0 = cfg.layout.worker(0);
+    SimJob job(std::move(cfg));
+    const SimRun run = job.Run();
+    EXPECT_FALSE(run.deadlocked);
+    std::vector<core::TraceEvent> pushes;
+    for (const core::TraceEvent& e : run.trace) {
+      if (e.kind == core::TraceKind::kMessage && e.msg == core::MsgType::kPushGrad && e.actor == w0) {
+        pushes.push_back(e);
+      }
+    }
+    std::sort(pushes.begin(), pushes.end(),
+              [](const auto& a, const auto& b) { return a.ts < b.ts; });
+    return pushes;
+  };
+  const std::vector<core::TraceEvent> free_write = pushes_of_w0(0);
+  const std::vector<core::TraceEvent> costly = pushes_of_w0(0.5);
+  ASSERT_GE(free_write.size(), 2u);
+  ASSERT_EQ(costly.size(), free_write.size());
+  EXPECT_EQ(free_write[1].ts, free_write[0].ts);
+  // The first chunk's write: 0.5 x 2 ns/B x its 512 KiB, on a core nobody else holds then.
+  const int64_t write_ns = std::llround(0.5 * kNsPerByte * (512 * 1024));
+  EXPECT_EQ(costly[1].ts - costly[0].ts, write_ns);
+}
+
 // NetworkSpec::process_ns_per_byte (a framework's RPC runtime on a real cluster): a process takes
 // the messages it receives one at a time, each for that many ns per payload byte, on its own core;
 // two processes take theirs at once.
