@@ -41,6 +41,9 @@
 //                                     #   wake-up costs on a shared core (>= 0)
 //   host_kernel_ns_per_byte: 1.0      # optional (default 0), with host_cores: kernel CPU per
 //                                     #   wire byte between machines, on a shared core (>= 0)
+//   host_write_share: 0.396           # optional (default 0), with host_ns_per_byte and
+//                                     #   send_buffer_bytes: the sender's share of the
+//                                     #   per-byte CPU, spent writing into the socket (< 1)
 //   process_ns_per_byte: 1.111        # optional (default 0), not with host_cores: a framework
 //                                     #   RPC runtime's CPU per payload byte on the receiving
 //                                     #   process, its own core (TensorFlow's gRPC) (>= 0)

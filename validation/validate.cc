@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -168,24 +169,29 @@ LiveTraces ReadLive(const std::string& dir, const config::ScenarioSpec& s, bool 
   return t;
 }
 
-// The faithfulness rule's lateness clause for the run in `dir` (host_load.h): its compute tasks
-// against the simulated run's, bounded by the wake-up the simulator charged. Emulated clusters
-// only: over loopback (--loopback) the processes are not the hosts the simulator's host model
-// describes, so the clause has no bound there. `merge`: a run just made, whose processes' traces
-// are merged into DIR/live.json here (a recorded run's is read). No median when the traces
-// cannot be read (the pace then says why).
-ComputeLateness RunLateness(const std::string& dir, const config::ScenarioSpec& s,
-                            const TaskDurations& simulated, const config::ScenarioSpec& sim,
-                            bool emulated, bool merge) {
+// The faithfulness rule's lateness clause for a run (host_load.h): its compute tasks (`live`,
+// every process's events; null when its traces could not be read, and then no median: the pace
+// says why) against the simulated run's, bounded by the wake-up the simulator charged. Emulated
+// clusters only: over loopback (--loopback) the processes are not the hosts the simulator's host
+// model describes, so the clause has no bound there.
+ComputeLateness RunLateness(const std::vector<TraceRecord>* live, const TaskDurations& simulated,
+                            const config::ScenarioSpec& sim, bool emulated) {
   ComputeLateness l;
   if (!emulated) return l;
   l.bound_us = sim.network.host_wakeup_ns / 1e3;
-  if (l.bound_us <= 0) return l;
-  try {
-    l.median_us = ComputeLateUs(simulated, ReadLive(dir, s, merge).all);
-  } catch (const TraceError&) {
-  }
+  if (l.bound_us <= 0 || live == nullptr) return l;
+  l.median_us = ComputeLateUs(simulated, *live);
   return l;
+}
+
+// ReadLive, or nothing when the traces cannot be read (the caller reads them again for the error).
+std::optional<LiveTraces> TryReadLive(const std::string& dir, const config::ScenarioSpec& s,
+                                      bool merge) {
+  try {
+    return ReadLive(dir, s, merge);
+  } catch (const TraceError&) {
+    return std::nullopt;
+  }
 }
 
 // Which testbed keys the simulator charges: the network files' (nothing to do), a file's or
@@ -395,6 +401,7 @@ int RunValidate(const ValidateOptions& o) {
       RunHost host;
       HostRecord record;
       bool recorded_host = false;
+      std::optional<LiveTraces> traces;  // the run's traces, once read (for the clause and the pace)
       bool run_live = pred.ok && !o.reuse_live;
       if (!pred.ok) {
         rc = 2;  // the simulator could not run it: a live run would not be compared with anything
@@ -415,8 +422,10 @@ int RunValidate(const ValidateOptions& o) {
               "--run-missing",
               file);
         } else if (ParseHostRecordText(ReadText(dir + "/host.txt"), &record)) {
-          const Verdict v = Judge(
-              record, RunLateness(dir, s, predictions[i].tasks, c.sim_scenario, o.emulate, false));
+          traces = TryReadLive(dir, s, false);
+          const Verdict v =
+              Judge(record, RunLateness(traces ? &traces->all : nullptr, predictions[i].tasks,
+                                        c.sim_scenario, o.emulate));
           host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
           host.why = v.why;
           host.job_cpu_pct = record.job_pct;
@@ -467,9 +476,13 @@ int RunValidate(const ValidateOptions& o) {
             record = RecordFromSamples(samples, TicksPerSecond());
             recorded_host = true;
             std::ofstream(dir + "/host.txt", std::ios::binary) << HostRecordText(record);
-            const Verdict v = Judge(record, rc == 0 ? RunLateness(dir, s, predictions[i].tasks,
-                                                                  c.sim_scenario, o.emulate, true)
-                                                    : ComputeLateness{});
+            // The run just made: its processes' traces are merged into DIR/live.json and read
+            // once, for the clause and, once judged, for its pace.
+            traces = rc == 0 ? TryReadLive(dir, s, true) : std::nullopt;
+            const Verdict v =
+                Judge(record, rc == 0 ? RunLateness(traces ? &traces->all : nullptr,
+                                                    predictions[i].tasks, c.sim_scenario, o.emulate)
+                                      : ComputeLateness{});
             host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
             host.why = v.why;
             host.job_cpu_pct = record.job_pct;
@@ -491,7 +504,7 @@ int RunValidate(const ValidateOptions& o) {
       LiveTraces live;
       if (rc == 0) {
         try {
-          live = ReadLive(dir, s, run_live);
+          live = traces ? std::move(*traces) : ReadLive(dir, s, run_live);
           meas = IterationPaceFromTraces(live.workers, s.workers, s.warmup_iterations, s.iterations,
                                          s.consistency == "bsp");
           const HostLatencySamples lat = testbed.AddRun(i, live.workers, s.warmup_iterations);
