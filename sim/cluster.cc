@@ -189,9 +189,7 @@ void SimJob::WriteIntoSendBuffer(const Connection& c, SendBuffer& b) {
     s.written = true;
     b.written_bytes += s.msg.payload_bytes;
     if (!replaying_) {
-      const TimeNs at = config_.network.host_write_share > 0
-                            ? BookWrite(s)
-                            : now_;
+      const TimeNs at = config_.network.host_write_share > 0 ? BookWrite(s) : now_;
       written_.emplace(++written_sequence_, s.msg);
       queue_.Push(at, kWritten, static_cast<uint32_t>(s.msg.from), written_sequence_);
     }
@@ -314,8 +312,8 @@ double SimJob::ReceiverNsPerByte(const Message& msg, bool between_machines) cons
   // A message between machines that fits its send buffer was written into it, and its writer
   // spent its share of the per-byte CPU there (BookWrite).
   const config::NetworkSpec& n = config_.network;
-  const bool written = between_machines && n.host_write_share > 0 &&
-                       msg.payload_bytes <= n.send_buffer_bytes;
+  const bool written =
+      between_machines && n.host_write_share > 0 && msg.payload_bytes <= n.send_buffer_bytes;
   return n.host_ns_per_byte * (written ? 1 - n.host_write_share : 1.0);
 }
 

@@ -401,7 +401,8 @@ int RunValidate(const ValidateOptions& o) {
       RunHost host;
       HostRecord record;
       bool recorded_host = false;
-      std::optional<LiveTraces> traces;  // the run's traces, once read (for the clause and the pace)
+      // The run's traces, once read (for the lateness clause and then for the pace).
+      std::optional<LiveTraces> traces;
       bool run_live = pred.ok && !o.reuse_live;
       if (!pred.ok) {
         rc = 2;  // the simulator could not run it: a live run would not be compared with anything

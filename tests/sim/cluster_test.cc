@@ -533,7 +533,8 @@ TEST(SimJob, AWriteCostsItsSenderItsShareBeforeItIsToldTheMessageIsWritten) {
     EXPECT_FALSE(run.deadlocked);
     std::vector<core::TraceEvent> pushes;
     for (const core::TraceEvent& e : run.trace) {
-      if (e.kind == core::TraceKind::kMessage && e.msg == core::MsgType::kPushGrad && e.actor == w0) {
+      if (e.kind == core::TraceKind::kMessage && e.msg == core::MsgType::kPushGrad &&
+          e.actor == w0) {
         pushes.push_back(e);
       }
     }
