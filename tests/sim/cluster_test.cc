@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -459,6 +460,35 @@ TEST(SimJob, AWakeUpsCpuTakesASharedCore) {
   ExpectDeliveries(deliveries(1, 0), {wake, wake});
 }
 
+// Two workers and a shard on the queue model over 100 Mbit/s links (`latency_ns` one way), with
+// windows that never limit, a send buffer of `send_buffer_bytes` and a priority window below every
+// message; `tune` sets more keys. Returns the traced messages `keep` selects (given worker 0), by
+// their start.
+std::vector<core::TraceEvent> WindowedMessages(
+    const core::Model& model, int64_t latency_ns, int64_t send_buffer_bytes,
+    const std::function<void(SimJobConfig&)>& tune,
+    const std::function<bool(const core::TraceEvent&, core::ActorId)>& keep) {
+  SimJobConfig cfg = TwoWorkersAndAShard(model);
+  cfg.network = Star(0.1, latency_ns);
+  cfg.network.model = config::NetworkModelKind::kQueue;
+  cfg.network.connections = config::ConnectionKind::kProcessPair;
+  cfg.network.initial_window_bytes = 1 << 30;  // windows that never limit
+  cfg.network.send_buffer_bytes = send_buffer_bytes;
+  cfg.protocol.priority_window_bytes = 1;
+  cfg.record_trace = true;
+  tune(cfg);
+  const core::ActorId w0 = cfg.layout.worker(0);
+  SimJob job(std::move(cfg));
+  const SimRun run = job.Run();
+  EXPECT_FALSE(run.deadlocked);
+  std::vector<core::TraceEvent> kept;
+  for (const core::TraceEvent& e : run.trace) {
+    if (e.kind == core::TraceKind::kMessage && keep(e, w0)) kept.push_back(e);
+  }
+  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.ts < b.ts; });
+  return kept;
+}
+
 // NetworkSpec::send_buffer_bytes: a sender is told that a message has left (Actor::OnSent) once
 // its connection's send buffer has taken it, as the live transport's on_sent says once the last
 // byte is written to the socket, not once its last byte has left the machine. With a priority
@@ -469,27 +499,11 @@ TEST(SimJob, ASendersWindowCountsOnlyWhatItsSocketHasNotTaken) {
   core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));  // 1 MB: 2 chunks
   constexpr int64_t kLatency = 50'000;  // a message's last byte leaves this long before it arrives
   auto params_to_w0 = [&](int64_t send_buffer_bytes) {
-    SimJobConfig cfg = TwoWorkersAndAShard(model);
-    cfg.network = Star(0.1, kLatency);
-    cfg.network.model = config::NetworkModelKind::kQueue;
-    cfg.network.connections = config::ConnectionKind::kProcessPair;
-    cfg.network.initial_window_bytes = 1 << 30;  // windows that never limit
-    cfg.network.send_buffer_bytes = send_buffer_bytes;
-    cfg.protocol.priority_window_bytes = 1;
-    cfg.record_trace = true;
-    const core::ActorId w0 = cfg.layout.worker(0);
-    SimJob job(std::move(cfg));
-    const SimRun run = job.Run();
-    EXPECT_FALSE(run.deadlocked);
-    std::vector<core::TraceEvent> params;
-    for (const core::TraceEvent& e : run.trace) {
-      if (e.kind == core::TraceKind::kMessage && e.msg == core::MsgType::kParams && e.peer == w0) {
-        params.push_back(e);
-      }
-    }
-    std::sort(params.begin(), params.end(),
-              [](const auto& a, const auto& b) { return a.ts < b.ts; });
-    return params;
+    return WindowedMessages(
+        model, kLatency, send_buffer_bytes, [](SimJobConfig&) {},
+        [](const core::TraceEvent& e, core::ActorId w0) {
+          return e.msg == core::MsgType::kParams && e.peer == w0;
+        });
   };
   const std::vector<core::TraceEvent> buffered = params_to_w0(1 << 30);
   ASSERT_EQ(buffered.size(), 2u);
@@ -516,31 +530,16 @@ TEST(SimJob, AWriteCostsItsSenderItsShareBeforeItIsToldTheMessageIsWritten) {
   core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));  // 1 MB: 2 chunks
   constexpr double kNsPerByte = 2.0;
   auto pushes_of_w0 = [&](double share) {
-    SimJobConfig cfg = TwoWorkersAndAShard(model);
-    cfg.network = Star(0.1, 50'000);
-    cfg.network.model = config::NetworkModelKind::kQueue;
-    cfg.network.connections = config::ConnectionKind::kProcessPair;
-    cfg.network.initial_window_bytes = 1 << 30;
-    cfg.network.send_buffer_bytes = 1 << 30;
-    cfg.network.host_cores = 2;
-    cfg.network.host_ns_per_byte = kNsPerByte;
-    cfg.network.host_write_share = share;
-    cfg.protocol.priority_window_bytes = 1;
-    cfg.record_trace = true;
-    const core::ActorId w0 = cfg.layout.worker(0);
-    SimJob job(std::move(cfg));
-    const SimRun run = job.Run();
-    EXPECT_FALSE(run.deadlocked);
-    std::vector<core::TraceEvent> pushes;
-    for (const core::TraceEvent& e : run.trace) {
-      if (e.kind == core::TraceKind::kMessage && e.msg == core::MsgType::kPushGrad &&
-          e.actor == w0) {
-        pushes.push_back(e);
-      }
-    }
-    std::sort(pushes.begin(), pushes.end(),
-              [](const auto& a, const auto& b) { return a.ts < b.ts; });
-    return pushes;
+    return WindowedMessages(
+        model, 50'000, 1 << 30,
+        [&](SimJobConfig& cfg) {
+          cfg.network.host_cores = 2;
+          cfg.network.host_ns_per_byte = kNsPerByte;
+          cfg.network.host_write_share = share;
+        },
+        [](const core::TraceEvent& e, core::ActorId w0) {
+          return e.msg == core::MsgType::kPushGrad && e.actor == w0;
+        });
   };
   const std::vector<core::TraceEvent> free_write = pushes_of_w0(0);
   const std::vector<core::TraceEvent> costly = pushes_of_w0(0.5);
