@@ -137,6 +137,7 @@ uint32_t SimJob::Send(ActorId from, Message msg) {
   slots_[slot].msg = std::move(msg);
   slots_[slot].sent = now_;
   slots_[slot].written = false;
+  slots_[slot].write_start = 0;
   if (src == dst) {
     // Actors on one machine talk through memory; the copy is not modelled (but the host CPU of
     // the message is, when it is: NetworkSpec::host_cores), unless the processes are on devices

@@ -309,8 +309,7 @@ class SimJob {
   static constexpr uint64_t kDenseConnections = uint64_t{1} << 22;  // 48 MiB of Connection
   std::vector<Connection> dense_connections_;
   std::unordered_map<uint64_t, Connection> connections_;
-  // NetworkSpec::send_buffer_bytes: the connections' send buffers (by ConnectionKey), and the
-  // messages written, in the order of their pending kWritten events.
+  // NetworkSpec::send_buffer_bytes: the connections' send buffers (by ConnectionKey).
   std::unordered_map<uint64_t, SendBuffer> send_buffers_;
   // Messages written into a send buffer whose sender is yet to be told (kWritten), by sequence
   // number: with NetworkSpec::host_write_share a write ends when its CPU is done, so the
