@@ -159,6 +159,8 @@ uint32_t SimJob::Send(ActorId from, Message msg) {
     buffer = &send_buffers_[ConnectionKey(src, dst, from, to)];
     if (buffer->first_unwritten < 0) buffer->first_unwritten = static_cast<int32_t>(slot);
   }
+  const bool writes_cost = buffer != nullptr && config_.network.host_write_share > 0;
+  const bool opens = !c.busy;  // the connection was idle: this message goes out first
   if (c.busy) {
     if (c.tail >= 0) {
       slots_[c.tail].next = static_cast<int32_t>(slot);
@@ -169,15 +171,12 @@ uint32_t SimJob::Send(ActorId from, Message msg) {
   } else {
     c.busy = true;
     if (buffer) buffer->in_flight = static_cast<int32_t>(slot);
-    if (buffer && config_.network.host_write_share > 0) {
-      // Written first: its first byte leaves once the write has begun.
-      WriteIntoSendBuffer(c, *buffer);
-      StartFlowOnceWriting(src, dst, slot, /*continues_stream=*/false);
-    } else {
-      StartFlowAfterQueue(src, dst, slot, /*continues_stream=*/false);
-    }
+    // With host_write_share it is written first (below): its first byte leaves once the write
+    // has begun.
+    if (!writes_cost) StartFlowAfterQueue(src, dst, slot, /*continues_stream=*/false);
   }
   if (buffer) WriteIntoSendBuffer(c, *buffer);
+  if (writes_cost && opens) StartFlowOnceWriting(src, dst, slot, /*continues_stream=*/false);
   return slot;
 }
 
@@ -400,6 +399,12 @@ void SimJob::FreeSlot(uint32_t slot) {
   slots_[slot].msg = Message();
   slots_[slot].next = free_slot_;
   free_slot_ = static_cast<int32_t>(slot);
+}
+
+void SimJob::StartWrittenFlow(const Event& ev) {
+  const auto slot = static_cast<uint32_t>(ev.arg & 0xffffffffu);
+  StartFlowAfterQueue(static_cast<int>(ev.target), static_cast<int>(ev.arg >> 32), slot,
+                      slots_[slot].continues_stream);
 }
 
 void SimJob::StartQueuedFlow(const Event& ev) {
@@ -739,12 +744,9 @@ std::vector<TimeNs> SimJob::ReplayMessages(const std::vector<ReplayMessage>& mes
       case kStartFlow:
         StartQueuedFlow(ev);
         break;
-      case kWriteBegun: {
-        const auto slot = static_cast<uint32_t>(ev.arg & 0xffffffffu);
-        StartFlowAfterQueue(static_cast<int>(ev.target), static_cast<int>(ev.arg >> 32), slot,
-                            slots_[slot].continues_stream);
+      case kWriteBegun:
+        StartWrittenFlow(ev);
         break;
-      }
       case kArrive:
         ProcessArrival(static_cast<uint32_t>(ev.arg));
         break;
@@ -856,12 +858,9 @@ SimRun SimJob::Run() {
       case kStartFlow:
         StartQueuedFlow(ev);
         break;
-      case kWriteBegun: {
-        const auto slot = static_cast<uint32_t>(ev.arg & 0xffffffffu);
-        StartFlowAfterQueue(static_cast<int>(ev.target), static_cast<int>(ev.arg >> 32), slot,
-                            slots_[slot].continues_stream);
+      case kWriteBegun:
+        StartWrittenFlow(ev);
         break;
-      }
       case kArrive:
         ProcessArrival(static_cast<uint32_t>(ev.arg));
         break;

@@ -268,6 +268,8 @@ class SimJob {
   // Starts message `slot`'s flow (StartFlowAfterQueue) once its write has begun: with
   // NetworkSpec::host_write_share its first byte cannot leave before (kWriteBegun).
   void StartFlowOnceWriting(int src, int dst, uint32_t slot, bool continues_stream);
+  // kWriteBegun: the flow StartFlowOnceWriting deferred.
+  void StartWrittenFlow(const Event& ev);
   // The receiving process's CPU per payload byte of `msg`: host_ns_per_byte, less the writer's
   // share when the message was written into a send buffer.
   double ReceiverNsPerByte(const core::Message& msg, bool between_machines) const;
