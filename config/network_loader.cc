@@ -114,6 +114,12 @@ void ReadNetworkSharing(MapReader& r, NetworkSpec* n) {
                          : HostByteCpu::kAfterArrival;
   n->host_tag_ns_per_byte = r.NonNegativeNumber("host_tag_ns_per_byte", n->host_tag_ns_per_byte);
   n->host_write_share = r.NonNegativeNumber("host_write_share", n->host_write_share);
+  n->host_reads_hold_receiver = r.Bool("host_reads_hold_receiver", n->host_reads_hold_receiver);
+  if (n->host_reads_hold_receiver && n->host_byte_cpu != HostByteCpu::kStreamed) {
+    r.FailKey("host_reads_hold_receiver",
+              "'host_reads_hold_receiver' says where a message's streamed bytes are read: it needs "
+              "'host_byte_cpu: streamed' (with 'host_cores'); add it or remove the key");
+  }
   if (n->host_cores == 0 &&
       (n->host_message_ns > 0 || n->host_ns_per_byte > 0 || n->host_wakeup_ns > 0 ||
        n->host_kernel_ns_per_byte > 0 || n->host_tag_ns_per_byte > 0 ||
@@ -251,6 +257,7 @@ void WriteNetworkYaml(const NetworkFileSpec& spec, std::ostream& out) {
     if (n.host_write_share > 0) {
       out << "host_write_share: " << YamlScalarNumber(n.host_write_share) << "\n";
     }
+    if (n.host_reads_hold_receiver) out << "host_reads_hold_receiver: true\n";
   }
   if (n.process_ns_per_byte > 0) {
     out << "process_ns_per_byte: " << YamlScalarNumber(n.process_ns_per_byte) << "\n";

@@ -44,6 +44,9 @@
 //   host_write_share: 0.396           # optional (default 0), with host_ns_per_byte and
 //                                     #   send_buffer_bytes: the sender's share of the
 //                                     #   per-byte CPU, spent writing into the socket (< 1)
+//   host_reads_hold_receiver: true    # optional (default false), with host_byte_cpu:
+//                                     #   streamed: a message's per-byte CPU also holds its
+//                                     #   receiving process's thread
 //   process_ns_per_byte: 1.111        # optional (default 0), not with host_cores: a framework
 //                                     #   RPC runtime's CPU per payload byte on the receiving
 //                                     #   process, its own core (TensorFlow's gRPC) (>= 0)

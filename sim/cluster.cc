@@ -347,12 +347,21 @@ void SimJob::BookStreamedCpu(uint32_t slot) {
   // the first byte, each on the earliest free core, and the message is the process's once both
   // are done (ProcessArrival).
   Slot& s = slots_[slot];
-  const TimeNs kernel_done =
-      n.host_kernel_ns_per_byte > 0
-          ? BookSharedCore(n.host_kernel_ns_per_byte * static_cast<double>(s.msg.wire_bytes()))
-          : now_;
-  s.bytes_read = std::max(kernel_done, BookSharedCore(ReceiverNsPerByte(s.msg, true) *
-                                                      static_cast<double>(s.msg.payload_bytes)));
+  const double kernel_ns = n.host_kernel_ns_per_byte * static_cast<double>(s.msg.wire_bytes());
+  const double read_ns =
+      ReceiverNsPerByte(s.msg, true) * static_cast<double>(s.msg.payload_bytes);
+  if (n.host_reads_hold_receiver) {
+    // The kernel's path runs on the receiver's core and the process reads what it brings: both
+    // hold the receiving process's thread (its messages one after another) and a shared core.
+    TimeNs& process = process_free_[static_cast<size_t>(s.msg.to)];
+    auto core = std::min_element(core_free_.begin(), core_free_.end());
+    const TimeNs start = std::max({now_, *core, process});
+    *core = process = start + std::llround(kernel_ns + read_ns);
+    s.bytes_read = process;
+    return;
+  }
+  const TimeNs kernel_done = n.host_kernel_ns_per_byte > 0 ? BookSharedCore(kernel_ns) : now_;
+  s.bytes_read = std::max(kernel_done, BookSharedCore(read_ns));
 }
 
 void SimJob::ProcessArrival(uint32_t slot) {

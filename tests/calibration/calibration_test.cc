@@ -502,6 +502,12 @@ TEST(NetworkFile, BadInputIsLocated) {
       {"efficiency: 1\nhost_cores: 2\nhost_ns_per_byte: 1\nhost_write_share: -0.1\n"
        "provenance: {a: b}\n",
        "wneg.yaml", "wneg.yaml:7:", "host_write_share"},
+      // host_reads_hold_receiver: where streamed bytes are read, so only with streamed ones.
+      {"efficiency: 1\nhost_cores: 2\nhost_reads_hold_receiver: true\nprovenance: {a: b}\n",
+       "hold.yaml", "hold.yaml:6:", "needs 'host_byte_cpu: streamed'"},
+      {"efficiency: 1\nhost_cores: 2\nhost_byte_cpu: streamed\nhost_reads_hold_receiver: 3\n"
+       "provenance: {a: b}\n",
+       "holdnum.yaml", "holdnum.yaml:7:", "host_reads_hold_receiver"},
   };
   for (const auto& c : cases) {
     const std::string err = NetworkFileError(head + c.body, c.name);

@@ -438,6 +438,41 @@ TEST(SimJob, StreamedByteCpuRunsWhileTheBytesArrive) {
   EXPECT_NEAR(local[1], std::max(local_free[1], local[0]) + fixed, 2);
 }
 
+// NetworkSpec::host_reads_hold_receiver: a streamed message's per-byte CPU (the kernel's and the
+// process's reads) also holds its receiving process's one thread. Two workers on machines of
+// their own send the shard p bytes each at once; both last bytes arrive at A. On two cores the
+// two messages' bytes were read side by side, long before A, so each is the shard's at A plus its
+// fixed cost. Held by the shard, the second message's bytes are read after the first's, until
+// 2 x h (h: one message's kernel work and reads), past A, and the first message, which arrived at
+// A, waits for that too: the thread is one.
+TEST(SimJob, StreamedReadsCanHoldTheReceivingProcess) {
+  core::Model model = core::Model::Build(testing::SingleFcSpec(1000, 250));
+  const int64_t p = 100'000, wire = p + core::Message::kHeaderBytes;
+  const double m = 5000, read_ns_per_byte = 6, kernel_ns_per_byte = 6;
+  auto deliveries = [&](bool hold) {
+    SimJobConfig cfg = TwoWorkersAndAShard(model);
+    cfg.layout = core::JobLayout::Dedicated(2, 1);
+    cfg.network = Star(1, 0);
+    cfg.network.host_cores = 2;
+    cfg.network.host_message_ns = m;
+    cfg.network.host_ns_per_byte = read_ns_per_byte;
+    cfg.network.host_kernel_ns_per_byte = kernel_ns_per_byte;
+    cfg.network.host_byte_cpu = config::HostByteCpu::kStreamed;
+    cfg.network.host_reads_hold_receiver = hold;
+    return ReplayBetweenShardAndWorkers(std::move(cfg), p, /*to_shard=*/true);
+  };
+  const std::vector<TimeNs> side_by_side = deliveries(false);
+  ASSERT_EQ(side_by_side.size(), 2u);
+  const TimeNs fixed = static_cast<TimeNs>(m);
+  const TimeNs a = side_by_side[0] - fixed;
+  EXPECT_NEAR(side_by_side[1], a + 2 * fixed, 2);
+  const auto h = static_cast<TimeNs>(
+      std::llround(kernel_ns_per_byte * static_cast<double>(wire) + read_ns_per_byte * p));
+  ASSERT_LT(h, a);      // either message's reads alone end before A
+  ASSERT_GT(2 * h, a);  // both, one after the other, do not
+  ExpectDeliveries(deliveries(true), {2 * h + fixed, 2 * h + 2 * fixed});
+}
+
 // NetworkSpec::host_wakeup_cpu_ns: a wake-up also costs CPU on a shared core. Two messages
 // reach two sleeping processes at once (the links take no time, messages no CPU of their own):
 // each is taken a wake-up later, and its wake-up's CPU holds a core before the message is read.
