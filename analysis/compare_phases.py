@@ -20,7 +20,11 @@ flight from its send to its delivery in both (live: the receiver records it, on 
 base). Then the stagger: per worker, how long after the first worker of its clock it began each
 iteration (mean over the clocks after the warm-up). Workers that settle at another stagger live
 than simulated run another schedule (one waits for another's parameters), even with every phase
-close on average.
+close on average. Last, each worker's own pace: its mean time from one iteration begin to the
+next over the clocks after the warm-up. Under SSP and ASP the workers run at paces of their own and
+the job's iteration time is its slowest worker's (core/pace.h), so a prediction can be right for
+one worker and wrong for the one that sets the pace (docs/validation.md, "One worker sets an ASP
+job's pace").
 """
 import argparse
 import sys
@@ -93,6 +97,18 @@ def stagger(trace, warmup):
     return {w: sum(v) / len(v) / 1e3 for w, v in offsets.items()}
 
 
+def worker_paces(trace, warmup):
+    """Per worker (index), the mean (ms) of its iteration begin-to-begin times over clocks >=
+    warmup. `trace`: what load() returns, or a path."""
+    _, begins = load(trace) if isinstance(trace, str) else trace
+    paces = {}
+    for w, b in begins.items():
+        steps = [b[c + 1] - b[c] for c in sorted(b) if c >= warmup and c + 1 in b]
+        if steps:
+            paces[w] = sum(steps) / len(steps) / 1e3
+    return paces
+
+
 def union_length(spans):
     total, end = 0.0, float("-inf")
     for a, b in sorted(spans):
@@ -128,6 +144,12 @@ def main(argv):
     for w in sorted(set(s_st) | set(l_st)):
         print(f"  worker {w}: simulated {s_st.get(w, float('nan')):+.1f}, "
               f"live {l_st.get(w, float('nan')):+.1f}")
+    s_pace, l_pace = worker_paces(sim_trace, a.warmup), worker_paces(live_trace, a.warmup)
+    print("each worker's own pace (ms per iteration, mean; under SSP and ASP the slowest sets the "
+          "job's):")
+    for w in sorted(set(s_pace) | set(l_pace)):
+        print(f"  worker {w}: simulated {s_pace.get(w, float('nan')):.3f}, "
+              f"live {l_pace.get(w, float('nan')):.3f}")
     return 0
 
 

@@ -630,6 +630,13 @@ class StaggerTest(TempDirTest):
         self.assertEqual(st[0], 0.0)
         self.assertAlmostEqual(st[1], 7.0 / 3)
         self.assertAlmostEqual(st[2], 0.5)
+        # Each worker's own pace over clocks 1..3: worker 1 begins 3, 1 and 3 ms behind its
+        # clocks, so its steps are 98 and 102 ms; the others' 100 ms each.
+        paces = compare_phases.worker_paces(path, 1)
+        self.assertAlmostEqual(paces[0], 100.0)
+        self.assertAlmostEqual(paces[1], (98.0 + 102.0) / 2)
+        self.assertAlmostEqual(paces[2], 100.0)
+        self.assertAlmostEqual(compare_phases.worker_paces(path, 2)[1], 102.0)  # 2 -> 3 alone
 
 
 def write_run_logs(folder, worker_listen, shard_addr):
@@ -1028,5 +1035,6 @@ class ComparePhasesTest(TempDirTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("largest difference: wait (0.250 ms", r.stdout)
         self.assertIn("worker 0: simulated +0.0, live +0.0", r.stdout)
+        self.assertIn("worker 0: simulated 1.000, live 1.300", r.stdout)
         r = run_script("compare_phases.py", sim, self.path("missing.json"))
         self.assertEqual(r.returncode, 2)
