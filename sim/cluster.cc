@@ -317,15 +317,22 @@ double SimJob::ReceiverNsPerByte(const Message& msg, bool between_machines) cons
   return n.host_ns_per_byte * (written ? 1 - n.host_write_share : 1.0);
 }
 
+std::pair<TimeNs, TimeNs> SimJob::BookProcessAndCore(ActorId actor, double cpu_ns) {
+  auto core = std::min_element(core_free_.begin(), core_free_.end());
+  TimeNs& process = process_free_[static_cast<size_t>(actor)];
+  const TimeNs start = std::max({now_, *core, process});
+  *core = process = start + std::llround(cpu_ns);
+  return {start, process};
+}
+
 TimeNs SimJob::BookWrite(Slot& s) {
   EnsureHostCpuState();
-  auto core = std::min_element(core_free_.begin(), core_free_.end());
-  TimeNs& process = process_free_[static_cast<size_t>(s.msg.from)];
-  s.write_start = std::max({now_, *core, process});
   const config::NetworkSpec& n = config_.network;
-  *core = process = s.write_start + std::llround(n.host_write_share * n.host_ns_per_byte *
-                                                 static_cast<double>(s.msg.payload_bytes));
-  return process;
+  const auto [start, end] = BookProcessAndCore(
+      s.msg.from,
+      n.host_write_share * n.host_ns_per_byte * static_cast<double>(s.msg.payload_bytes));
+  s.write_start = start;
+  return end;
 }
 
 void SimJob::StartFlowOnceWriting(int src, int dst, uint32_t slot, bool continues_stream) {
@@ -348,16 +355,11 @@ void SimJob::BookStreamedCpu(uint32_t slot) {
   // are done (ProcessArrival).
   Slot& s = slots_[slot];
   const double kernel_ns = n.host_kernel_ns_per_byte * static_cast<double>(s.msg.wire_bytes());
-  const double read_ns =
-      ReceiverNsPerByte(s.msg, true) * static_cast<double>(s.msg.payload_bytes);
+  const double read_ns = ReceiverNsPerByte(s.msg, true) * static_cast<double>(s.msg.payload_bytes);
   if (n.host_reads_hold_receiver) {
     // The kernel's path runs on the receiver's core and the process reads what it brings: both
     // hold the receiving process's thread (its messages one after another) and a shared core.
-    TimeNs& process = process_free_[static_cast<size_t>(s.msg.to)];
-    auto core = std::min_element(core_free_.begin(), core_free_.end());
-    const TimeNs start = std::max({now_, *core, process});
-    *core = process = start + std::llround(kernel_ns + read_ns);
-    s.bytes_read = process;
+    s.bytes_read = BookProcessAndCore(s.msg.to, kernel_ns + read_ns).second;
     return;
   }
   const TimeNs kernel_done = n.host_kernel_ns_per_byte > 0 ? BookSharedCore(kernel_ns) : now_;

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "config/specs.h"
@@ -261,6 +262,9 @@ class SimJob {
   // Books `cpu_ns` on the earliest free shared core from now_ (NetworkSpec::host_cores) and
   // returns when it is done.
   TimeNs BookSharedCore(double cpu_ns);
+  // Books `cpu_ns` on `actor`'s process (its one thread, after what it is busy with) and the
+  // earliest free shared core, from now_ on; returns when it begins and ends.
+  std::pair<TimeNs, TimeNs> BookProcessAndCore(core::ActorId actor, double cpu_ns);
   // NetworkSpec::host_write_share: message `s`'s sender writes it into a socket, on its own
   // process (after what it is busy with) and the earliest free shared core; sets s.write_start
   // and returns when the write ends.

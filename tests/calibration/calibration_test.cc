@@ -199,6 +199,7 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   f.network.host_kernel_ns_per_byte = 0.75;
   f.network.host_byte_cpu = config::HostByteCpu::kStreamed;
   f.network.host_tag_ns_per_byte = 0.0997;
+  f.network.host_reads_hold_receiver = true;
   f.provenance = {{"date", "2026-11-29T10:00:00Z"}, {"command", "poseidon calibrate-net x"}};
   f.measurements = {{"rtt_us", "median 63"}};
   std::ostringstream text;
@@ -224,6 +225,7 @@ TEST(NetworkFile, RoundTripsAndAScenarioReadsIt) {
   EXPECT_DOUBLE_EQ(back.network.host_kernel_ns_per_byte, 0.75);
   EXPECT_EQ(back.network.host_byte_cpu, config::HostByteCpu::kStreamed);
   EXPECT_DOUBLE_EQ(back.network.host_tag_ns_per_byte, 0.0997);
+  EXPECT_TRUE(back.network.host_reads_hold_receiver);
   EXPECT_EQ(back.provenance, f.provenance);
   EXPECT_EQ(back.measurements, f.measurements);
 
