@@ -328,9 +328,9 @@ std::pair<TimeNs, TimeNs> SimJob::BookProcessAndCore(ActorId actor, double cpu_n
 TimeNs SimJob::BookWrite(Slot& s) {
   EnsureHostCpuState();
   const config::NetworkSpec& n = config_.network;
-  const auto [start, end] = BookProcessAndCore(
-      s.msg.from,
-      n.host_write_share * n.host_ns_per_byte * static_cast<double>(s.msg.payload_bytes));
+  const auto [start, end] =
+      BookProcessAndCore(s.msg.from, n.host_write_share * n.host_ns_per_byte *
+                                         static_cast<double>(s.msg.payload_bytes));
   s.write_start = start;
   return end;
 }
