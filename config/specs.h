@@ -251,10 +251,10 @@ struct NetworkSpec {
   // With host_byte_cpu streamed (YAML: host_reads_hold_receiver): a message between machines
   // holds its receiving process while its bytes come in. Its per-byte CPU (the kernel's, which
   // runs on the core the receiver's thread runs on: the ACK-clocked path, measured in
-  // docs/validation.md, "Where the kernel's CPU runs"; and the process's reads) is booked on that
-  // process's one thread as well as on a shared core, one message after another, so a compute
-  // task's end or another message waits behind it. false = on the shared cores only (every old
-  // scenario).
+  // docs/validation.md, "One worker sets an ASP job's pace"; and the process's reads) is booked
+  // on that process's one thread as well as on a shared core, one message after another, so a
+  // compute task's end or another message waits behind it. false = on the shared cores only
+  // (every old scenario).
   bool host_reads_hold_receiver = false;
   // A framework's RPC runtime on a real cluster (YAML: process_ns_per_byte): the CPU a process
   // spends per payload byte of a message it receives before the message is its (deserialising and
