@@ -10,6 +10,7 @@
 
 #include "config/job_config.h"
 #include "sim/simulation.h"
+#include "validation/summary.h"
 
 namespace poseidon::validation {
 
@@ -73,6 +74,30 @@ Prediction Predict(const config::ScenarioSpec& sim, const config::ScenarioSpec& 
   std::filesystem::create_directories(dir, ec);
   std::ofstream(dir + "/sim.json", std::ios::binary) << runs[taken].trace;
   std::ofstream(dir + "/sim-windows.txt", std::ios::binary) << runs[taken].windows;
+  return out;
+}
+
+TaskLateness LiveTaskLateness(const TaskDurations& simulated, const std::vector<TraceRecord>& live,
+                              const core::JobLayout& layout) {
+  std::vector<double> all;
+  std::map<core::ActorId, std::vector<double>> by_host;  // ordered: a tie names the first
+  for (const TraceRecord& e : live) {
+    if (e.kind != TraceRecordKind::kTask) continue;
+    const auto it = simulated.find(TaskKey(e));
+    if (it == simulated.end()) continue;
+    const double late_us = static_cast<double>(e.dur - it->second) / 1e3;
+    all.push_back(late_us);
+    by_host[e.thread.actor].push_back(late_us);
+  }
+  TaskLateness out;
+  out.median_us = Median(std::move(all));
+  for (auto& [actor, us] : by_host) {
+    const double m = Median(std::move(us));
+    if (out.latest_host.empty() || m > out.latest_host_us) {
+      out.latest_host_us = m;
+      out.latest_host = layout.ActorName(actor);
+    }
+  }
   return out;
 }
 

@@ -14,12 +14,14 @@
 //   // congestion windows (sim/window_report.h), to read beside analysis/tcp_trace.py's
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "config/scenario.h"
+#include "core/job.h"
 #include "core/types.h"
 #include "validation/trace_pace.h"
 #include "validation/trace_reader.h"
@@ -43,6 +45,21 @@ struct Prediction {
 // ConfigError from the simulator comes back as a pace that is not ok.
 Prediction Predict(const config::ScenarioSpec& sim, const config::ScenarioSpec& measured_as,
                    int seeds, const std::string& dir);
+
+// How late a live run's emulated hosts ran their compute against the prediction: over its compute
+// tasks that the simulated run also has (TaskKey), live duration - simulated duration (us). A
+// replayed task sleeps its profile time, so what it took beyond the simulated time is a late
+// wake-up or a CPU it waited for. `median_us`: over every process's tasks (the faithfulness
+// rule's, validation/host_load.h); `latest_host_us`: the largest of each process's own medians,
+// and whose it is (`layout`'s name, "worker 1"), reported beside it: under BSP one late worker
+// sets the job's pace. NAN and no name when no task matched.
+struct TaskLateness {
+  double median_us = NAN;
+  double latest_host_us = NAN;
+  std::string latest_host;
+};
+TaskLateness LiveTaskLateness(const TaskDurations& simulated, const std::vector<TraceRecord>& live,
+                              const core::JobLayout& layout);
 
 // The index of the median of `values` (the lower middle one for an even count); `values` not
 // empty.

@@ -119,19 +119,6 @@ std::string HostJson(const HostRecord& r) {
                      r.run_queue_mean, r.run_queue_max, r.job_processes_max);
 }
 
-// How late the emulated hosts' compute ran: the median, over the live run's compute tasks, of
-// live duration - simulated duration (µs). A replayed task sleeps its profile time; what it took
-// beyond the simulated time is a late wake-up or a CPU it waited for. NAN when none matched.
-double ComputeLateUs(const TaskDurations& simulated, const std::vector<TraceRecord>& live) {
-  std::vector<double> late;
-  for (const TraceRecord& e : live) {
-    if (e.kind != TraceRecordKind::kTask) continue;
-    const auto it = simulated.find(TaskKey(e));
-    if (it != simulated.end()) late.push_back(static_cast<double>(e.dur - it->second) / 1e3);
-  }
-  return Median(late);
-}
-
 // What a run of one configuration left: its workers' traces (for the pace) and every process's
 // events (for the network replay).
 struct LiveTraces {
@@ -180,7 +167,7 @@ ComputeLateness RunLateness(const std::vector<TraceRecord>* live, const TaskDura
   if (!emulated) return l;
   l.bound_us = sim.network.host_wakeup_ns / 1e3;
   if (l.bound_us <= 0 || live == nullptr) return l;
-  l.median_us = ComputeLateUs(simulated, *live);
+  l.median_us = LiveTaskLateness(simulated, *live, config::BuildLayout(sim)).median_us;
   return l;
 }
 
@@ -519,13 +506,14 @@ int RunValidate(const ValidateOptions& o) {
         }
       }
       std::string err_text, net_text, late_text;
+      TaskLateness late;
       if (meas.ok && pred.ok) {
         const double err = 100.0 * (pred.mean_ms - meas.mean_ms) / meas.mean_ms;
         err_text = fmt::format("{:.2f}", err);
         const double net = NetworkReplayError(c.sim_scenario, live.all, dir);
         if (std::isfinite(net)) net_text = fmt::format("{:.2f}", net);
-        const double late = ComputeLateUs(predictions[i].tasks, live.all);
-        if (std::isfinite(late)) late_text = fmt::format("{:.1f}", late);
+        late = LiveTaskLateness(predictions[i].tasks, live.all, config::BuildLayout(c.sim_scenario));
+        if (std::isfinite(late.median_us)) late_text = fmt::format("{:.1f}", late.median_us);
         tally.Add(i, run, err, meas.mean_ms, net, host);
       } else {
         ++failures;
@@ -577,10 +565,13 @@ int RunValidate(const ValidateOptions& o) {
         fmt::print(
             stderr,
             "  host: others {:.1f}%, steal {:.1f}%, the job {:.1f}%, interrupts {:.1f}% of {} "
-            "cores; {:.1f} ready to run per core; compute {} us late (median){}: {}\n",
+            "cores; {:.1f} ready to run per core; compute {} us late (median{}){}: {}\n",
             record.others_pct, record.steal_pct, record.job_pct, record.irq_pct, record.cores,
             record.cores > 0 ? record.run_queue_mean / record.cores : 0.0,
             late_text.empty() ? "n/a" : late_text,
+            late.latest_host.empty() ? std::string()
+                                     : fmt::format("; the latest host, {}, {:.1f}",
+                                                   late.latest_host, late.latest_host_us),
             std::isfinite(host.handoff_us) ? fmt::format("; hand-offs {:.1f} us (charged {:.1f})",
                                                          host.handoff_us, host.charged_handoff_us)
                                            : std::string(),

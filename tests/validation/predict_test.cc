@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -80,6 +81,53 @@ TEST(Predict, APaceThatCannotBeMeasuredIsNotOk) {
   EXPECT_FALSE(p.pace.ok);
   EXPECT_FALSE(p.pace.why.empty());
   EXPECT_TRUE(p.seed_means_ms.empty());
+}
+
+// A task of `actor`'s compute lane that took `dur_us` (live or simulated).
+TraceRecord Task(core::ActorId actor, int64_t clock, const std::string& name, double dur_us) {
+  TraceRecord e;
+  e.kind = TraceRecordKind::kTask;
+  e.name = name;
+  e.thread.actor = actor;
+  e.clock = clock;
+  e.dur = static_cast<core::TimeNs>(dur_us * 1e3);
+  return e;
+}
+
+TEST(LiveTaskLateness, PooledForTheRuleAndEachEmulatedHostAtItsOwnMedian) {
+  // Two workers and a co-located shard: worker 0 runs its three tasks on time, worker 1 runs
+  // every one of its 300-500 us late. Pooled (the faithfulness rule's median) the six tasks are
+  // 150 us late; read per host, worker 1's median is 400 us, and it is named.
+  const core::JobLayout layout = core::JobLayout::Colocated(2, 1);
+  const core::ActorId w0 = layout.worker(0), w1 = layout.worker(1);
+  std::vector<TraceRecord> live, simulated_run;
+  const char* names[] = {"forward fc1", "forward fc2", "backward fc2"};
+  const double late_w1[] = {300, 400, 500};
+  for (int t = 0; t < 3; ++t) {
+    simulated_run.push_back(Task(w0, 4, names[t], 100));
+    simulated_run.push_back(Task(w1, 4, names[t], 100));
+    live.push_back(Task(w0, 4, names[t], 100));
+    live.push_back(Task(w1, 4, names[t], 100 + late_w1[t]));
+  }
+  live.push_back(Task(w1, 5, "forward fc1", 9000));  // no simulated task of that clock: not read
+  TaskDurations simulated;
+  for (const TraceRecord& e : simulated_run) simulated.emplace(TaskKey(e), e.dur);
+  const TaskLateness late = LiveTaskLateness(simulated, live, layout);
+  EXPECT_DOUBLE_EQ(late.median_us, 150);
+  EXPECT_DOUBLE_EQ(late.latest_host_us, 400);
+  EXPECT_EQ(late.latest_host, "worker 1");
+  // A host that ran early sets nothing: the latest is then the on-time one.
+  std::vector<TraceRecord> early = live;
+  for (TraceRecord& e : early) {
+    if (e.thread.actor == w1) e.dur = 40'000;
+  }
+  EXPECT_DOUBLE_EQ(LiveTaskLateness(simulated, early, layout).latest_host_us, 0);
+  EXPECT_EQ(LiveTaskLateness(simulated, early, layout).latest_host, "worker 0");
+  // None matched: no median, no name.
+  const TaskLateness none = LiveTaskLateness({}, live, layout);
+  EXPECT_TRUE(std::isnan(none.median_us));
+  EXPECT_TRUE(std::isnan(none.latest_host_us));
+  EXPECT_TRUE(none.latest_host.empty());
 }
 
 }  // namespace
