@@ -512,7 +512,8 @@ int RunValidate(const ValidateOptions& o) {
         err_text = fmt::format("{:.2f}", err);
         const double net = NetworkReplayError(c.sim_scenario, live.all, dir);
         if (std::isfinite(net)) net_text = fmt::format("{:.2f}", net);
-        late = LiveTaskLateness(predictions[i].tasks, live.all, config::BuildLayout(c.sim_scenario));
+        late =
+            LiveTaskLateness(predictions[i].tasks, live.all, config::BuildLayout(c.sim_scenario));
         if (std::isfinite(late.median_us)) late_text = fmt::format("{:.1f}", late.median_us);
         tally.Add(i, run, err, meas.mean_ms, net, host);
       } else {
