@@ -156,18 +156,18 @@ LiveTraces ReadLive(const std::string& dir, const config::ScenarioSpec& s, bool 
   return t;
 }
 
-// The faithfulness rule's lateness clause for a run (host_load.h): its compute tasks (`live`,
-// every process's events; null when its traces could not be read, and then no median: the pace
-// says why) against the simulated run's, bounded by the wake-up the simulator charged. Emulated
-// clusters only: over loopback (--loopback) the processes are not the hosts the simulator's host
-// model describes, so the clause has no bound there.
-ComputeLateness RunLateness(const std::vector<TraceRecord>* live, const TaskDurations& simulated,
-                            const config::ScenarioSpec& sim, bool emulated) {
+// The faithfulness rule's lateness clause for a run (host_load.h): its compute tasks' lateness
+// against the simulated run's (`late`: none when its traces could not be read, and then no median:
+// the pace says why), bounded by the wake-up the simulator charged. Emulated clusters only: over
+// loopback (--loopback) the processes are not the hosts the simulator's host model describes, so
+// the clause has no bound there.
+ComputeLateness RunLateness(const std::optional<TaskLateness>& late, const config::ScenarioSpec& sim,
+                            bool emulated) {
   ComputeLateness l;
   if (!emulated) return l;
   l.bound_us = sim.network.host_wakeup_ns / 1e3;
-  if (l.bound_us <= 0 || live == nullptr) return l;
-  l.median_us = LiveTaskLateness(simulated, *live, config::BuildLayout(sim)).median_us;
+  if (l.bound_us <= 0 || !late) return l;
+  l.median_us = late->median_us;
   return l;
 }
 
@@ -390,6 +390,11 @@ int RunValidate(const ValidateOptions& o) {
       bool recorded_host = false;
       // The run's traces, once read (for the lateness clause and then for the pace).
       std::optional<LiveTraces> traces;
+      // Its compute tasks' lateness, read once from those traces (the rule's and the report's).
+      std::optional<TaskLateness> late;
+      const auto lateness = [&](const std::vector<TraceRecord>& all) {
+        return LiveTaskLateness(predictions[i].tasks, all, config::BuildLayout(c.sim_scenario));
+      };
       bool run_live = pred.ok && !o.reuse_live;
       if (!pred.ok) {
         rc = 2;  // the simulator could not run it: a live run would not be compared with anything
@@ -411,9 +416,8 @@ int RunValidate(const ValidateOptions& o) {
               file);
         } else if (ParseHostRecordText(ReadText(dir + "/host.txt"), &record)) {
           traces = TryReadLive(dir, s, false);
-          const Verdict v =
-              Judge(record, RunLateness(traces ? &traces->all : nullptr, predictions[i].tasks,
-                                        c.sim_scenario, o.emulate));
+          if (traces) late = lateness(traces->all);
+          const Verdict v = Judge(record, RunLateness(late, c.sim_scenario, o.emulate));
           host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
           host.why = v.why;
           host.job_cpu_pct = record.job_pct;
@@ -467,10 +471,9 @@ int RunValidate(const ValidateOptions& o) {
             // The run just made: its processes' traces are merged into DIR/live.json and read
             // once, for the clause and, once judged, for its pace.
             traces = rc == 0 ? TryReadLive(dir, s, true) : std::nullopt;
-            const Verdict v =
-                Judge(record, rc == 0 ? RunLateness(traces ? &traces->all : nullptr,
-                                                    predictions[i].tasks, c.sim_scenario, o.emulate)
-                                      : ComputeLateness{});
+            late = traces ? std::optional(lateness(traces->all)) : std::nullopt;
+            const Verdict v = Judge(
+                record, rc == 0 ? RunLateness(late, c.sim_scenario, o.emulate) : ComputeLateness{});
             host.state = v.faithful ? RunHost::State::kFaithful : RunHost::State::kNotFaithful;
             host.why = v.why;
             host.job_cpu_pct = record.job_pct;
@@ -506,15 +509,13 @@ int RunValidate(const ValidateOptions& o) {
         }
       }
       std::string err_text, net_text, late_text;
-      TaskLateness late;
       if (meas.ok && pred.ok) {
         const double err = 100.0 * (pred.mean_ms - meas.mean_ms) / meas.mean_ms;
         err_text = fmt::format("{:.2f}", err);
         const double net = NetworkReplayError(c.sim_scenario, live.all, dir);
         if (std::isfinite(net)) net_text = fmt::format("{:.2f}", net);
-        late =
-            LiveTaskLateness(predictions[i].tasks, live.all, config::BuildLayout(c.sim_scenario));
-        if (std::isfinite(late.median_us)) late_text = fmt::format("{:.1f}", late.median_us);
+        if (!late) late = lateness(live.all);
+        if (std::isfinite(late->median_us)) late_text = fmt::format("{:.1f}", late->median_us);
         tally.Add(i, run, err, meas.mean_ms, net, host);
       } else {
         ++failures;
@@ -570,9 +571,10 @@ int RunValidate(const ValidateOptions& o) {
             record.others_pct, record.steal_pct, record.job_pct, record.irq_pct, record.cores,
             record.cores > 0 ? record.run_queue_mean / record.cores : 0.0,
             late_text.empty() ? "n/a" : late_text,
-            late.latest_host.empty() ? std::string()
-                                     : fmt::format("; the latest host, {}, {:.1f}",
-                                                   late.latest_host, late.latest_host_us),
+            late_text.empty() || late->latest_host.empty()
+                ? std::string()
+                : fmt::format("; the latest host, {}, {:.1f}", late->latest_host,
+                              late->latest_host_us),
             std::isfinite(host.handoff_us) ? fmt::format("; hand-offs {:.1f} us (charged {:.1f})",
                                                          host.handoff_us, host.charged_handoff_us)
                                            : std::string(),
