@@ -161,8 +161,8 @@ LiveTraces ReadLive(const std::string& dir, const config::ScenarioSpec& s, bool 
 // the pace says why), bounded by the wake-up the simulator charged. Emulated clusters only: over
 // loopback (--loopback) the processes are not the hosts the simulator's host model describes, so
 // the clause has no bound there.
-ComputeLateness RunLateness(const std::optional<TaskLateness>& late, const config::ScenarioSpec& sim,
-                            bool emulated) {
+ComputeLateness RunLateness(const std::optional<TaskLateness>& late,
+                            const config::ScenarioSpec& sim, bool emulated) {
   ComputeLateness l;
   if (!emulated) return l;
   l.bound_us = sim.network.host_wakeup_ns / 1e3;
