@@ -126,7 +126,7 @@ def events_of(doc, source):
         if not isinstance(e, dict):
             raise TraceError(f"{source}: event {i} is not an object")
         phase = e.get("ph")
-        if phase == "M":
+        if phase in ("M", "C"):  # metadata; a process's CPU counter (core::ProcessCpuEvent)
             continue
         name = e.get("name")
         where = f"{source}: event {i} ({name})"

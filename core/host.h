@@ -67,6 +67,10 @@ enum class TraceKind : uint8_t {
   kLayerSynced,     // worker: every chunk of `layer` is fresh after `clock` (instant)
   kClockApplied,    // shard: chunk `chunk` updated for `clock` (instant)
   kJobDone,         // coordinator: every worker finished (instant)
+  // The host's CPU for `actor`'s process so far, `cpu_ns`, at `ts` (host-emitted, a counter):
+  // live, the process's own CPU clock (user + system, all its threads); simulated, the CPU the
+  // emulated host's model has booked for it (sim/cluster.h, SimJobConfig::record_host_cpu).
+  kProcessCpu,
 };
 
 struct TraceEvent {
@@ -82,6 +86,7 @@ struct TraceEvent {
   MsgType msg = MsgType::kRegister;             // for kMessage
   ActorId peer = -1;                            // for kMessage: the receiver
   int32_t device = 0;                           // for kTask: ComputeTask::device
+  int64_t cpu_ns = 0;                           // for kProcessCpu
 };
 
 class Host {

@@ -47,6 +47,8 @@ struct IterationPace {
   double mean_ns = 0;  // the job's iteration time
   double std_ns = 0, min_ns = 0, max_ns = 0;  // over the per-worker samples
   int64_t samples = 0;
+  // The span mean_ns divides: max_w T(w, warmup) to max_w T(w, iterations).
+  TimeNs span_begin_ns = 0, span_end_ns = 0;
 };
 
 // reached[w] holds T(w, 0..iterations) (a shorter vector: the rest unknown). Requires
@@ -87,6 +89,8 @@ inline IterationPace JobIterationPace(const std::vector<std::vector<std::optiona
     p.max_ns = *std::max_element(samples.begin(), samples.end());
   }
   p.samples = static_cast<int64_t>(samples.size());
+  p.span_begin_ns = *span_begin;
+  p.span_end_ns = *span_end;
   p.ok = true;
   return p;
 }

@@ -89,6 +89,7 @@ std::string EventName(const TraceEvent& e, const JobLayout& layout, const Model&
     case TraceKind::kLayerSynced: return "synced " + LayerName(model, e.layer);
     case TraceKind::kClockApplied: return "applied c" + std::to_string(e.chunk);
     case TraceKind::kJobDone: return "job done";
+    case TraceKind::kProcessCpu: return layout.ActorName(e.actor) + " cpu";
     case TraceKind::kTask: {
       std::string s = TaskKindName(e.task);
       if (e.layer >= 0) s += " " + LayerName(model, e.layer);
@@ -110,6 +111,7 @@ const char* Category(const TraceEvent& e) {
   switch (e.kind) {
     case TraceKind::kTask: return "compute";
     case TraceKind::kMessage: return "network";
+    case TraceKind::kProcessCpu: return "host";
     default: return "protocol";
   }
 }
@@ -154,6 +156,15 @@ TraceEvent TaskEvent(ActorId actor, const ComputeTask& task, TimeNs begin, TimeN
   return e;
 }
 
+TraceEvent ProcessCpuEvent(ActorId actor, TimeNs ts, int64_t cpu_ns) {
+  TraceEvent e;
+  e.kind = TraceKind::kProcessCpu;
+  e.ts = ts;
+  e.actor = actor;
+  e.cpu_ns = cpu_ns;
+  return e;
+}
+
 TraceEvent MessageEvent(const Message& m, TimeNs sent, TimeNs delivered) {
   TraceEvent e;
   e.kind = TraceKind::kMessage;
@@ -179,7 +190,9 @@ void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& l
   };
   // Metadata: name every machine and every (actor, lane) that appears, in a stable order.
   std::set<std::tuple<ActorId, int32_t, int>> lanes;  // (actor, device, lane)
-  for (const TraceEvent& e : events) lanes.insert({e.actor, e.device, LaneOf(e)});
+  for (const TraceEvent& e : events) {
+    if (e.kind != TraceKind::kProcessCpu) lanes.insert({e.actor, e.device, LaneOf(e)});
+  }
   std::set<int> machines;
   for (const auto& [actor, device, lane] : lanes) machines.insert(layout.machine_of[actor]);
   for (int m : machines) {
@@ -203,6 +216,21 @@ void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& l
   }
   for (const TraceEvent& e : events) {
     begin_event();
+    if (e.kind == TraceKind::kProcessCpu) {
+      // A counter: Perfetto draws each process's CPU so far as a line of its own.
+      out->append("{\"ph\":\"C\",\"name\":");
+      AppendJsonString(out, EventName(e, layout, model));
+      out->append(",\"cat\":\"host\",\"pid\":");
+      AppendInt(out, layout.machine_of[e.actor]);
+      out->append(",\"tid\":");
+      AppendInt(out, TraceThreadId(e.actor, 0, kLaneProtocol));
+      out->append(",\"ts\":");
+      AppendMicros(out, e.ts);
+      out->append(",\"args\":{\"cpu_ns\":");
+      AppendInt(out, e.cpu_ns);
+      out->append("}}");
+      continue;
+    }
     const bool span = e.kind == TraceKind::kTask || e.kind == TraceKind::kMessage;
     out->append(span ? "{\"ph\":\"X\",\"name\":" : "{\"ph\":\"i\",\"s\":\"t\",\"name\":");
     AppendJsonString(out, EventName(e, layout, model));

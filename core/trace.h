@@ -47,6 +47,10 @@ bool DecodeTraceThreadId(int64_t tid, TraceThread* out);
 TraceEvent MessageEvent(const Message& m, TimeNs sent, TimeNs delivered);
 // The event both hosts record for a compute task of `actor` that ran [begin, end).
 TraceEvent TaskEvent(ActorId actor, const ComputeTask& task, TimeNs begin, TimeNs end);
+// The event a host records for `actor`'s process having used `cpu_ns` of CPU by `ts`. It is
+// written as a Chrome counter ("ph":"C", "cat":"host", named "ACTOR cpu", "args":{"cpu_ns":N})
+// on the actor's protocol lane, which it does not name (no thread_name of its own).
+TraceEvent ProcessCpuEvent(ActorId actor, TimeNs ts, int64_t cpu_ns);
 
 void AppendChromeTrace(const std::vector<TraceEvent>& events, const JobLayout& layout,
                        const Model& model, std::string* out);

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <limits>
 
@@ -126,6 +127,7 @@ int NodeProcess::Run() {
   if (role_) role_->OnProcessStart();
   io_.run();
   if (role_) role_->StopCompute();
+  RecordProcessCpu(true);
   WriteTrace();
   if (!o_.decisions_file.empty()) {
     std::ofstream f(o_.decisions_file, std::ios::binary);
@@ -282,6 +284,7 @@ void NodeProcess::OnMessage(core::Message msg) {
     // The same event the simulator records: a message in flight from its send to its delivery
     // (both ends share the job's time base; the receiver is the one that knows the end).
     trace_.push_back(core::MessageEvent(msg, msg.sent_at, Now()));
+    RecordProcessCpu(false);
   }
   if (!actor_started_) {
     if (fault_tolerant()) {
@@ -387,14 +390,20 @@ void NodeProcess::SetTimer(core::TimeNs at, uint64_t timer_id) {
 }
 
 void NodeProcess::Trace(const core::TraceEvent& event) {
-  if (!o_.trace_file.empty()) trace_.push_back(event);
+  if (!o_.trace_file.empty()) {
+    trace_.push_back(event);
+    RecordProcessCpu(false);
+  }
   if (!o_.decisions_file.empty()) decisions_.Trace(event);
 }
 
 void NodeProcess::TaskDone(const core::ComputeTask& task, core::TimeNs begin) {
   if (failed_) return;
   const core::TimeNs now = Now();
-  if (!o_.trace_file.empty()) trace_.push_back(core::TaskEvent(o_.rank, task, begin, now));
+  if (!o_.trace_file.empty()) {
+    trace_.push_back(core::TaskEvent(o_.rank, task, begin, now));
+    RecordProcessCpu(false);
+  }
   try {
     role_->actor().OnComputeDone(now, task);
   } catch (const StorageError& e) {  // a checkpoint that cannot be written
@@ -436,6 +445,18 @@ void NodeProcess::EndJob(int code, const std::string& why) {
     io_.stop();
   });
   if (layout_.num_actors() == 1) io_.stop();
+}
+
+void NodeProcess::RecordProcessCpu(bool force) {
+  if (o_.trace_file.empty() || !role_) return;
+  const core::TimeNs now = Now();
+  if (!force && process_cpu_recorded_ && now - process_cpu_at_ < kProcessCpuEveryNs) return;
+  timespec cpu{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) != 0) return;  // no CPU clock: no counter
+  process_cpu_at_ = now;
+  process_cpu_recorded_ = true;
+  trace_.push_back(core::ProcessCpuEvent(
+      o_.rank, now, static_cast<int64_t>(cpu.tv_sec) * 1'000'000'000 + cpu.tv_nsec));
 }
 
 void NodeProcess::WriteTrace() {

@@ -121,6 +121,10 @@ class NodeProcess final : public core::Host {
   void RefusePeer(const core::Message& msg, const core::ProtocolError& e);
   void TrySend(int peer);
   void OnMembership(const core::Message& m);
+  // With a trace: records this process's CPU so far (core::ProcessCpuEvent) when `force` or when
+  // kProcessCpuEveryNs has passed since the last record. Called where the loop thread is awake
+  // anyway (a traced event, a message, a task's end), so that it never wakes the process itself.
+  void RecordProcessCpu(bool force);
   void WriteTrace();
 
   NodeOptions o_;
@@ -145,6 +149,9 @@ class NodeProcess final : public core::Host {
   std::map<int, std::deque<core::Message>> backlog_;  // sends refused by backpressure
   std::map<uint64_t, std::unique_ptr<asio::steady_timer>> timers_;
   std::vector<core::TraceEvent> trace_;
+  static constexpr core::TimeNs kProcessCpuEveryNs = 250'000;
+  core::TimeNs process_cpu_at_ = 0;  // the last record's time
+  bool process_cpu_recorded_ = false;
   core::DecisionLog decisions_;
   std::map<int, uint32_t> known_epoch_;          // per peer: the epoch its last connection bound
   std::set<std::pair<int64_t, int>> announced_;  // coordinator: (epoch, actor) acted on

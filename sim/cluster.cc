@@ -291,6 +291,14 @@ void SimJob::EnsureHostCpuState() {
   if (!process_free_.empty()) return;
   core_free_.assign(static_cast<size_t>(config_.network.host_cores), 0);
   process_free_.assign(static_cast<size_t>(config_.layout.num_actors()), 0);
+  process_cpu_ns_.assign(static_cast<size_t>(config_.layout.num_actors()), 0.0);
+}
+
+void SimJob::AddProcessCpu(ActorId actor, double cpu_ns) {
+  if (!config_.record_host_cpu || !config_.record_trace || cpu_ns <= 0) return;
+  double& total = process_cpu_ns_[static_cast<size_t>(actor)];
+  total += cpu_ns;
+  run_.trace.push_back(core::ProcessCpuEvent(actor, now_, std::llround(total)));
 }
 
 TimeNs SimJob::ProtocolThreadStart(ActorId actor) const {
@@ -328,9 +336,10 @@ std::pair<TimeNs, TimeNs> SimJob::BookProcessAndCore(ActorId actor, double cpu_n
 TimeNs SimJob::BookWrite(Slot& s) {
   EnsureHostCpuState();
   const config::NetworkSpec& n = config_.network;
-  const auto [start, end] =
-      BookProcessAndCore(s.msg.from, n.host_write_share * n.host_ns_per_byte *
-                                         static_cast<double>(s.msg.payload_bytes));
+  const double write_ns =
+      n.host_write_share * n.host_ns_per_byte * static_cast<double>(s.msg.payload_bytes);
+  const auto [start, end] = BookProcessAndCore(s.msg.from, write_ns);
+  AddProcessCpu(s.msg.from, write_ns);
   s.write_start = start;
   return end;
 }
@@ -356,6 +365,7 @@ void SimJob::BookStreamedCpu(uint32_t slot) {
   Slot& s = slots_[slot];
   const double kernel_ns = n.host_kernel_ns_per_byte * static_cast<double>(s.msg.wire_bytes());
   const double read_ns = ReceiverNsPerByte(s.msg, true) * static_cast<double>(s.msg.payload_bytes);
+  AddProcessCpu(s.msg.to, read_ns);
   if (n.host_reads_hold_receiver) {
     // The kernel's path runs on the receiver's core and the process reads what it brings: both
     // hold the receiving process's thread (its messages one after another) and a shared core.
@@ -403,6 +413,7 @@ void SimJob::ProcessArrival(uint32_t slot) {
       std::llround(n.host_message_ns + after_last_byte_per_byte * payload +
                    (asleep && n.host_wakeup_ns > 0 ? n.host_wakeup_cpu_ns : 0)));
   *core = process = start + cost;
+  AddProcessCpu(to, static_cast<double>(cost));
   queue_.Push(start + cost, kDeliver, static_cast<uint32_t>(to), slot);
 }
 
@@ -806,6 +817,7 @@ void SimJob::TaskDone(ActorId actor, int slot) {
       // The wake-ups that brought the end here keep a shared core busy: the stream thread's, when
       // it slept to the task's end, and the protocol thread's, when it sleeps.
       BookSharedCore(wakes * config_.network.host_wakeup_cpu_ns);
+      AddProcessCpu(actor, wakes * config_.network.host_wakeup_cpu_ns);
     }
     const TimeNs free = local ? ProtocolThreadStart(actor) : process_free_[static_cast<size_t>(actor)];
     if (free > now_) {

@@ -88,6 +88,12 @@ struct SimJobConfig {
   // Record the network model's congestion windows into SimRun::windows (a model with windows;
   // only observes).
   bool record_windows = false;
+  // With record_trace, on emulated hosts (NetworkSpec::host_cores > 0): the CPU the host model
+  // books for each actor's process, as core::ProcessCpuEvent counters in the trace (its messages'
+  // CPU, the writes of its sends, the reads of its streamed bytes, its threads' wake-ups; the
+  // kernel's per-byte CPU is not a process's), each at the moment it is booked. What a live
+  // process's own CPU clock is read against (validation/cpu_window.h). Only observes.
+  bool record_host_cpu = false;
 };
 
 struct WorkerRun {
@@ -281,6 +287,8 @@ class SimJob {
   // receiver's per-byte CPU (the kernel's and the process's) and sets its Slot::bytes_read.
   void BookStreamedCpu(uint32_t slot);
   void EnsureHostCpuState();
+  // `cpu_ns` of process CPU booked for `actor` now: counted, and traced with record_host_cpu.
+  void AddProcessCpu(core::ActorId actor, double cpu_ns);
   // SimJobConfig::input_samples_per_s: when `actor`'s machine's input pipeline has a batch for a
   // forward pass asked for now (now_ or later), which it takes.
   TimeNs TakeInput(core::ActorId actor);
@@ -334,6 +342,7 @@ class SimJob {
   // only) and each actor's process is free.
   std::vector<TimeNs> core_free_;
   std::vector<TimeNs> process_free_;
+  std::vector<double> process_cpu_ns_;  // per actor: the process CPU booked so far
   // Input pipelines (SimJobConfig::input_samples_per_s), per machine: samples ready at
   // input_since_ (that time may lie ahead: batches promised to earlier forward passes).
   std::vector<double> input_samples_;

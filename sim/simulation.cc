@@ -72,11 +72,13 @@ auto RunWithNetworkModel(SimJobConfig cfg, Run run) {
 SimRun RunJob(const config::ScenarioSpec& s, const core::Model& model,
               const cost::ComputeModel& compute, bool record_trace, core::JobLayout* layout_out,
               core::ProtocolConfig* protocol_out, std::function<void(double)> progress = {},
-              bool record_decisions = false, bool record_windows = false) {
+              bool record_decisions = false, bool record_windows = false,
+              bool record_host_cpu = false) {
   SimJobConfig cfg = JobConfig(s, model, compute);
   cfg.record_trace = record_trace;
   cfg.record_decisions = record_decisions;
   cfg.record_windows = record_windows;
+  cfg.record_host_cpu = record_host_cpu;
   cfg.progress = std::move(progress);
   if (layout_out) *layout_out = cfg.layout;
   if (protocol_out) *protocol_out = cfg.protocol;
@@ -113,7 +115,7 @@ ScenarioResult SimulateScenario(const config::ScenarioSpec& s, const SimOptions&
   core::JobLayout layout;
   core::ProtocolConfig proto;  // the plan the job ran (SACP's choices), for the per-layer rows
   SimRun run = RunJob(s, model, compute, options.record_trace, &layout, &proto, options.progress,
-                      options.record_decisions, options.record_windows);
+                      options.record_decisions, options.record_windows, options.record_host_cpu);
   if (options.record_decisions) r.decisions = run.decisions.Text();
   if (options.record_windows) r.windows = WindowReport(run.windows, s.network);
   r.events = run.events;

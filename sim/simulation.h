@@ -36,6 +36,9 @@ struct SimOptions {
   bool record_trace = false;
   bool record_decisions = false;  // ScenarioResult::decisions (core/decision_log.h)
   bool record_windows = false;    // ScenarioResult::windows (sim/window_report.h)
+  // With record_trace: the CPU emulated hosts book per process, as counters in the trace
+  // (SimJobConfig::record_host_cpu).
+  bool record_host_cpu = false;
   bool baseline = true;  // also report the speedup over one node
   // Called now and then during the main run (see SimJobConfig::progress); never changes results.
   std::function<void(double fraction)> progress;

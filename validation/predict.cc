@@ -10,6 +10,7 @@
 
 #include "config/job_config.h"
 #include "sim/simulation.h"
+#include "validation/cpu_window.h"
 #include "validation/summary.h"
 
 namespace poseidon::validation {
@@ -33,6 +34,7 @@ Prediction Predict(const config::ScenarioSpec& sim, const config::ScenarioSpec& 
   so.baseline = false;
   so.record_trace = true;
   so.record_windows = true;  // sim-windows.txt, beside analysis/tcp_trace.py's live windows
+  so.record_host_cpu = true;  // the bookings a live run's own CPU is read against
   struct Run {
     Pace pace;
     std::string trace;
@@ -69,6 +71,11 @@ Prediction Predict(const config::ScenarioSpec& sim, const config::ScenarioSpec& 
   out.pace = runs[taken].pace;
   for (const TraceRecord& e : runs[taken].events) {
     if (e.kind == TraceRecordKind::kTask) out.tasks.emplace(TaskKey(e), e.dur);
+  }
+  const int64_t measured = measured_as.iterations - measured_as.warmup_iterations;
+  if (const std::optional<WindowCpu> w =
+          ProcessCpuOver(runs[taken].events, out.pace.begin_ns, out.pace.end_ns)) {
+    if (measured > 0) out.booked_cpu_ms = w->ns / 1e6 / static_cast<double>(measured);
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -37,6 +37,9 @@ struct Prediction {
   uint64_t seed = 0;                  // the seed of the run taken
   std::vector<double> seed_means_ms;  // every seed's mean iteration time, in seed order
   TaskDurations tasks;                // the run taken: its compute tasks' durations
+  // The run taken: the CPU its emulated hosts' model booked for the job's processes per measured
+  // iteration (ms; validation/cpu_window.h); NaN on hosts that are not emulated.
+  double booked_cpu_ms = NAN;
 };
 
 // `sim`: the scenario the simulator runs (with --sim-set); `measured_as`: the configuration as it

@@ -41,7 +41,8 @@ Tally::Tally(std::vector<std::string> names, int repeat)
       not_faithful_(names_.size()),
       job_cpu_(names_.size()),
       handoff_(names_.size()),
-      charged_handoff_(names_.size(), NAN) {}
+      charged_handoff_(names_.size(), NAN),
+      cpu_ratio_(names_.size()) {}
 
 void Tally::Add(size_t config, int run, double error_pct, double measured_ms, double net_error_pct,
                 const RunHost& host) {
@@ -65,6 +66,9 @@ void Tally::Add(size_t config, int run, double error_pct, double measured_ms, do
   if (std::isfinite(host.job_cpu_pct)) job_cpu_[config].push_back(host.job_cpu_pct);
   if (std::isfinite(host.handoff_us)) handoff_[config].push_back(host.handoff_us);
   if (std::isfinite(host.charged_handoff_us)) charged_handoff_[config] = host.charged_handoff_us;
+  if (std::isfinite(host.cpu_ms) && std::isfinite(host.booked_cpu_ms) && host.booked_cpu_ms > 0) {
+    cpu_ratio_[config].push_back(host.cpu_ms / host.booked_cpu_ms);
+  }
   if (static_cast<size_t>(run) > run_abs_.size()) run_abs_.resize(static_cast<size_t>(run));
   run_abs_[static_cast<size_t>(run - 1)].push_back(std::fabs(error_pct));
   if (std::isfinite(net_error_pct)) net_errors_[config].push_back(net_error_pct);
@@ -172,17 +176,22 @@ std::string Tally::Text(int failures) const {
             ? std::string()
             : fmt::format("; its workers' hand-offs {:.1f} us live, {:.1f} charged",
                           Median(handoff_[i]), charged_handoff_[i]);
+    const std::string cpu =
+        cpu_ratio_[i].empty()
+            ? std::string()
+            : fmt::format("; its processes' CPU {:.2f}x what the simulator booked", Median(cpu_ratio_[i]));
     summary += fmt::format(
-        "validate: outside 8%: {:+.2f}% {} (config-{}){}{}{}{}\n", err, names_[i], i,
+        "validate: outside 8%: {:+.2f}% {} (config-{}){}{}{}{}{}\n", err, names_[i], i,
         net_errors_[i].empty()
             ? std::string()
             : fmt::format("; network model on its live traffic {:+.2f}%", Median(net_errors_[i])),
         std::isfinite(s) ? fmt::format("; its live runs spread {:.1f}%", s) : std::string(),
-        handoff,
+        handoff, cpu,
         not_faithful_[i] > 0 ? fmt::format("; {} of its runs not faithful", not_faithful_[i])
                              : std::string());
   }
   summary += FaithfulText();
+  summary += CpuText();
   // Where the emulation itself loads the host: the errors by the job's own CPU.
   std::vector<double> job_cpu, abs_errors;
   for (size_t i = 0; i < errors_.size(); ++i) {
@@ -219,6 +228,25 @@ std::string JobCpuBreakdown(const std::vector<double>& job_cpu_pct,
   return "by the job's own CPU (per configuration the median of its runs, % of the host's cores x "
          "wall time): " +
          out;
+}
+
+std::string Tally::CpuText() const {
+  // Per configuration the median of its runs' ratios, then over the configurations.
+  std::vector<double> ratios;
+  size_t runs = 0;
+  for (const std::vector<double>& r : cpu_ratio_) {
+    if (r.empty()) continue;
+    ratios.push_back(Median(r));
+    runs += r.size();
+  }
+  if (ratios.empty()) return "";
+  return fmt::format(
+      "validate: the job's processes' CPU over the measured iterations, live against what the "
+      "simulator's host model booked for them (the testbed's CPU keys on this host; "
+      "docs/validation.md, \"The job's CPU against the bookings\"): {:.2f}x at the median of {} "
+      "configurations ({} runs), from {:.2f}x to {:.2f}x\n",
+      Median(ratios), ratios.size(), runs, *std::min_element(ratios.begin(), ratios.end()),
+      *std::max_element(ratios.begin(), ratios.end()));
 }
 
 std::string Tally::FaithfulText() const {

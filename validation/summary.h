@@ -49,6 +49,10 @@ struct RunHost {
   // AddHostLatencies) and what the simulator charged for one (host_handoff_us); NaN when there
   // are none or the hosts are not emulated.
   double handoff_us = NAN, charged_handoff_us = NAN;
+  // The job's processes' CPU per measured iteration (ms): live, their own CPU clocks over the
+  // span the pace is measured on; booked, what the simulator's host model booked for them over
+  // the simulated run's span (validation/cpu_window.h). NaN when a trace has no CPU counters.
+  double cpu_ms = NAN, booked_cpu_ms = NAN;
 };
 
 // The bands of the job's own CPU the summary breaks the errors down by (percent of the host's
@@ -90,6 +94,8 @@ class Tally {
 
  private:
   std::string FaithfulText() const;
+  // The job's processes' CPU against the simulator's bookings (RunHost::cpu_ms); "" without any.
+  std::string CpuText() const;
 
   std::vector<std::string> names_;
   int repeat_;
@@ -103,6 +109,7 @@ class Tally {
   std::vector<std::vector<double>> job_cpu_;          // per configuration, its runs' job CPU %
   std::vector<std::vector<double>> handoff_;          // per configuration, its runs' hand-off (us)
   std::vector<double> charged_handoff_;               // per configuration, NaN when none
+  std::vector<std::vector<double>> cpu_ratio_;        // per configuration, live / booked CPU
   struct Disturbed {
     size_t config;
     int run;

@@ -70,6 +70,8 @@ Pace IterationPaceFromTraces(const std::vector<std::vector<TraceRecord>>& traces
   }
   p.mean_ms = pace.mean_ns / 1e6;
   p.std_ms = pace.std_ns / 1e6;
+  p.begin_ns = pace.span_begin_ns;
+  p.end_ns = pace.span_end_ns;
   p.ok = true;
   return p;
 }

@@ -25,6 +25,8 @@ struct Pace {
   bool ok = false;
   std::string why;
   double mean_ms = 0, std_ms = 0;
+  // The span of the job's time base the mean is taken over (core::IterationPace's).
+  core::TimeNs begin_ns = 0, end_ns = 0;
 };
 
 Pace IterationPaceFromTraces(const std::vector<std::vector<TraceRecord>>& traces, int num_workers,

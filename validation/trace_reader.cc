@@ -136,8 +136,8 @@ std::vector<TraceRecord> ReadTrace(const std::string& text, const std::string& s
     r.line = e.Mark().line + 1;
     r.column = e.Mark().column + 1;
     const std::string ph = Scalar(e, "ph", source);
-    if (ph != "X" && ph != "i" && ph != "M") {
-      Fail(source, e["ph"].Mark(), fmt::format("\"ph\" is '{}', expected X, i or M", ph));
+    if (ph != "X" && ph != "i" && ph != "M" && ph != "C") {
+      Fail(source, e["ph"].Mark(), fmt::format("\"ph\" is '{}', expected X, i, C or M", ph));
     }
     r.phase = ph[0];
     r.name = Scalar(e, "name", source);
@@ -158,6 +158,16 @@ std::vector<TraceRecord> ReadTrace(const std::string& text, const std::string& s
            fmt::format("\"tid\" {} is not a lane core/trace.h writes", r.tid));
     }
     r.ts = Micros(e, "ts", source);
+    if (r.phase == 'C') {
+      if (r.category != "host") {
+        Fail(source, e["cat"].Mark(),
+             fmt::format("a counter of category '{}'; the writer's are \"host\"", r.category));
+      }
+      r.kind = TraceRecordKind::kProcessCpu;
+      r.cpu_ns = Integer(args, "cpu_ns", source);
+      out.push_back(std::move(r));
+      continue;
+    }
     if (r.phase == 'X') r.dur = Micros(e, "dur", source);
     r.clock = Integer(args, "clock", source);
     if (args["bytes"]) r.bytes = Integer(args, "bytes", source);

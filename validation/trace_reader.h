@@ -11,7 +11,7 @@
 // The text is parsed as JSON (yaml-cpp reads JSON documents) and then checked against the
 // writer's layout: an object with a "traceEvents" array whose events carry "ph", "name", "pid",
 // and, but for metadata ("ph":"M"), "cat", "tid", "ts" (and "dur" for a span) and
-// "args":{"clock":N[,"bytes":N]}. Times are integer nanoseconds: the writer's microseconds with
+// "args":{"clock":N[,"bytes":N]}, or for a process's CPU counter ("ph":"C") "args":{"cpu_ns":N}. Times are integer nanoseconds: the writer's microseconds with
 // at most three decimals are read exactly. A text that is not JSON or not in that layout is one
 // TraceError "SOURCE:LINE:COLUMN: error: WHAT; WHAT TO DO" at the first offending place.
 #pragma once
@@ -43,17 +43,19 @@ enum class TraceRecordKind {
   kJobDone,         // "job done"
   kTask,            // a compute span ("cat":"compute")
   kMessage,         // a message in flight ("cat":"network"): "WHAT -> RECEIVER"
+  kProcessCpu,      // "ph":"C", "cat":"host": the actor's process had used cpu_ns by ts
   kOther,           // a protocol instant of a name this reader does not know
 };
 
 struct TraceRecord {
-  char phase = 'X';  // 'X' span, 'i' instant, 'M' metadata
+  char phase = 'X';  // 'X' span, 'i' instant, 'M' metadata, 'C' counter
   TraceRecordKind kind = TraceRecordKind::kOther;
   std::string name, category;
   int64_t pid = 0, tid = 0;
   core::TraceThread thread;  // tid decoded (actor, device, lane); not for metadata
   core::TimeNs ts = 0, dur = 0;
   int64_t clock = 0, bytes = 0;
+  int64_t cpu_ns = 0;      // kProcessCpu
   int64_t iteration = -1;  // kIterationBegin, kIterationEnd: N of the name
   std::string layer;       // kLayerSynced: the layer's name
   // kMessage: the receiver as the name gives it, "worker", "shard" or "coordinator", and its

@@ -21,6 +21,7 @@
 #include "real_runtime/launch.h"
 #include "sim/simulation.h"
 #include "sim/text_escape.h"
+#include "validation/cpu_window.h"
 #include "validation/host_load.h"
 #include "validation/network_replay.h"
 #include "validation/predict.h"
@@ -344,7 +345,7 @@ int RunValidate(const ValidateOptions& o) {
   for (const std::string& a : axes) csv += "," + CsvField(a);
   csv += ",workers,measured_ms,measured_std_ms,predicted_ms,predicted_std_ms,error_pct,"
          "network_error_pct,faithful,lost_cpu_pct,others_cpu_pct,steal_pct,job_cpu_pct,irq_pct,"
-         "run_queue_per_core,compute_late_us,not_faithful_why\n";
+         "run_queue_per_core,compute_late_us,cpu_ms,booked_cpu_ms,not_faithful_why\n";
   std::string json = "{\"configurations\":[";
   std::vector<std::string> names;
   for (const Config& c : configs) names.push_back(c.name);
@@ -498,6 +499,14 @@ int RunValidate(const ValidateOptions& o) {
           live = traces ? std::move(*traces) : ReadLive(dir, s, run_live);
           meas = IterationPaceFromTraces(live.workers, s.workers, s.warmup_iterations, s.iterations,
                                          s.consistency == "bsp");
+          // The job's processes' CPU over the span the pace is measured on, beside the bookings.
+          const int64_t measured = s.iterations - s.warmup_iterations;
+          if (meas.ok && measured > 0) {
+            if (const std::optional<WindowCpu> w = ProcessCpuOver(live.all, meas.begin_ns, meas.end_ns)) {
+              host.cpu_ms = w->ns / 1e6 / static_cast<double>(measured);
+              host.booked_cpu_ms = predictions[i].booked_cpu_ms;
+            }
+          }
           const HostLatencySamples lat = testbed.AddRun(i, live.workers, s.warmup_iterations);
           if (!lat.handoff_us.empty() && c.sim_scenario.network.host_handoff_ns > 0) {
             host.handoff_us = std::accumulate(lat.handoff_us.begin(), lat.handoff_us.end(), 0.0) /
@@ -532,15 +541,22 @@ int RunValidate(const ValidateOptions& o) {
                                 record.others_pct + record.steal_pct, record.others_pct,
                                 record.steal_pct, record.job_pct, record.irq_pct,
                                 record.cores > 0 ? record.run_queue_mean / record.cores : 0.0);
-      csv += fmt::format(",{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{}{},{},{}\n", s.workers, meas.mean_ms,
-                         meas.std_ms, pred.mean_ms, pred.std_ms, err_text, net_text, faithful_text,
-                         host_csv, late_text, CsvField(judged ? host.why : ""));
+      const auto ms_text = [](double v) {
+        return std::isfinite(v) ? fmt::format("{:.3f}", v) : std::string();
+      };
+      const auto ms_json = [](double v) {
+        return std::isfinite(v) ? fmt::format("{:.3f}", v) : std::string("null");
+      };
+      csv += fmt::format(",{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{}{},{},{},{},{}\n", s.workers,
+                         meas.mean_ms, meas.std_ms, pred.mean_ms, pred.std_ms, err_text, net_text,
+                         faithful_text, host_csv, late_text, ms_text(host.cpu_ms),
+                         ms_text(host.booked_cpu_ms), CsvField(judged ? host.why : ""));
       json += fmt::format(
           "{}{{{}\"index\":{},\"name\":\"{}\",\"workers\":{},\"measured_ms\":{:.3f},"
           "\"measured_std_ms\":{:.3f},\"predicted_ms\":{:.3f},\"predicted_std_ms\":{:.3f},"
           "\"error_pct\":{},\"network_error_pct\":{},\"faithful\":{},\"host\":{},"
           "\"compute_late_us\":{},\"handoff_us\":{},\"charged_handoff_us\":{},"
-          "\"not_faithful_why\":\"{}\"}}",
+          "\"cpu_ms\":{},\"booked_cpu_ms\":{},\"not_faithful_why\":\"{}\"}}",
           first_row ? "" : ",", runs ? fmt::format("\"run\":{},", run) : "", i, s.name, s.workers,
           meas.mean_ms, meas.std_ms, pred.mean_ms, pred.std_ms,
           err_text.empty() ? "null" : err_text, net_text.empty() ? "null" : net_text,
@@ -548,7 +564,8 @@ int RunValidate(const ValidateOptions& o) {
           : faithful_text == "yes" ? "true"
                                    : "false",
           !judged ? std::string("null") : HostJson(record), late_text.empty() ? "null" : late_text,
-          JsonNumber(host.handoff_us), JsonNumber(host.charged_handoff_us), judged ? host.why : "");
+          JsonNumber(host.handoff_us), JsonNumber(host.charged_handoff_us), ms_json(host.cpu_ms),
+          ms_json(host.booked_cpu_ms), judged ? host.why : "");
       first_row = false;
       fmt::print(stderr,
                  "  measured {:.3f} ms (std {:.3f}), predicted {:.3f} ms: error {}%; network model "
@@ -567,7 +584,7 @@ int RunValidate(const ValidateOptions& o) {
         fmt::print(
             stderr,
             "  host: others {:.1f}%, steal {:.1f}%, the job {:.1f}%, interrupts {:.1f}% of {} "
-            "cores; {:.1f} ready to run per core; compute {} us late (median{}){}: {}\n",
+            "cores; {:.1f} ready to run per core; compute {} us late (median{}){}{}: {}\n",
             record.others_pct, record.steal_pct, record.job_pct, record.irq_pct, record.cores,
             record.cores > 0 ? record.run_queue_mean / record.cores : 0.0,
             late_text.empty() ? "n/a" : late_text,
@@ -578,6 +595,10 @@ int RunValidate(const ValidateOptions& o) {
             std::isfinite(host.handoff_us) ? fmt::format("; hand-offs {:.1f} us (charged {:.1f})",
                                                          host.handoff_us, host.charged_handoff_us)
                                            : std::string(),
+            std::isfinite(host.cpu_ms) && std::isfinite(host.booked_cpu_ms)
+                ? fmt::format("; process CPU {:.2f} ms per iteration (booked {:.2f})", host.cpu_ms,
+                              host.booked_cpu_ms)
+                : std::string(),
             host.state == RunHost::State::kFaithful ? "faithful" : "not faithful: " + host.why);
       }
     }

@@ -647,17 +647,23 @@ TEST(RankFromEnvironment, ReadsOpenMpiMpichAndSlurmInThatOrder) {
 }
 
 // The names of a trace's events (not its metadata), read by the one trace reader.
-std::set<std::string> EventNames(const std::string& trace) {
+// The names of a trace's events but for metadata and the processes' CPU counters (the host's, not
+// the protocol's; a simulator books them on emulated hosts only); `cpu` gets the counters' names.
+std::set<std::string> EventNames(const std::string& trace, std::set<std::string>* cpu = nullptr) {
   std::set<std::string> names;
   for (const validation::TraceRecord& e : validation::ReadTrace(trace, "trace")) {
-    if (e.kind != validation::TraceRecordKind::kMetadata) names.insert(e.name);
+    if (e.kind == validation::TraceRecordKind::kProcessCpu) {
+      if (cpu) cpu->insert(e.name);
+    } else if (e.kind != validation::TraceRecordKind::kMetadata) {
+      names.insert(e.name);
+    }
   }
   return names;
 }
 
 // Every live process writes a Chrome trace on the job's time base; `poseidon trace merge` joins
 // them; a simulated run of the same scenario writes the same event names (timelines open side by
-// side in Perfetto).
+// side in Perfetto). Every live process also counts its own CPU.
 TEST_F(LiveTest, MergedLiveTraceHasTheSimulatorsEventNames) {
   const std::string dir = Dir() + "/traces";
   const std::string scenario = kRoot + "/scenarios/live/fmnist_mlp.yaml --set iterations=3 "
@@ -673,10 +679,14 @@ TEST_F(LiveTest, MergedLiveTraceHasTheSimulatorsEventNames) {
   Result sim = Shell(kBin + " simulate " + scenario + " --trace " + dir + "/sim.json");
   ASSERT_EQ(sim.rc, 0) << sim.out;
   const std::string merged = ReadFile(dir + "/merged.json");
-  const std::set<std::string> live_names = EventNames(merged);
-  const std::set<std::string> sim_names = EventNames(ReadFile(dir + "/sim.json"));
+  std::set<std::string> live_cpu, sim_cpu;
+  const std::set<std::string> live_names = EventNames(merged, &live_cpu);
+  const std::set<std::string> sim_names = EventNames(ReadFile(dir + "/sim.json"), &sim_cpu);
   EXPECT_GT(sim_names.size(), 30u);
   EXPECT_EQ(live_names, sim_names);
+  EXPECT_EQ(live_cpu, (std::set<std::string>{"coordinator cpu", "worker 0 cpu", "worker 1 cpu",
+                                             "shard 0 cpu"}));
+  EXPECT_TRUE(sim_cpu.empty());  // `simulate --trace` books no host CPU unless validate asks
   // Every process's lanes are named once.
   EXPECT_NE(merged.find("\"name\":\"thread_name\""), std::string::npos);
   Result bad = Shell(kBin + " trace merge " + kRoot + "/README.md -o " + dir + "/x.json");
@@ -744,6 +754,12 @@ TEST_F(LiveTest, ValidateJudgesARunWhoseComputeRanLateNotFaithful) {
   ASSERT_FALSE(late.empty()) << row;
   EXPECT_GT(std::stod(late), 115.0) << row;  // the network file's host_wakeup_us, charged
   EXPECT_EQ(at("faithful"), "no") << row;
+  // Every process's own CPU over the measured iterations, beside what the simulator booked.
+  const std::string cpu = at("cpu_ms"), booked = at("booked_cpu_ms");
+  ASSERT_FALSE(cpu.empty()) << row;
+  ASSERT_FALSE(booked.empty()) << row;
+  EXPECT_GT(std::stod(cpu), 0.0) << row;
+  EXPECT_GT(std::stod(booked), 0.0) << row;
   const std::string why = at("not_faithful_why");
   EXPECT_TRUE(why.find("its emulated hosts ran their compute ") == 0 ||
               why.find("other processes used ") == 0)

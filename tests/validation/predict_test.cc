@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/job_config.h"
+#include "sim/simulation.h"
 
 namespace poseidon::validation {
 namespace {
@@ -81,6 +82,41 @@ TEST(Predict, APaceThatCannotBeMeasuredIsNotOk) {
   EXPECT_FALSE(p.pace.ok);
   EXPECT_FALSE(p.pace.why.empty());
   EXPECT_TRUE(p.seed_means_ms.empty());
+}
+
+// On emulated hosts the prediction says what the host model booked for the job's processes per
+// measured iteration: a message's CPU (host_message_us) 10 us dearer books 10 us more for each
+// message delivered; the simulator's trace carries the bookings only when asked.
+TEST(Predict, BooksTheProcessesCpuOnEmulatedHostsOnly) {
+  const config::ScenarioSpec s = Mlp({"iterations=6"});
+  const std::string dir = Dir("booked");
+  const Prediction p = Predict(s, s, 1, dir);
+  ASSERT_TRUE(p.pace.ok) << p.pace.why;
+  ASSERT_TRUE(std::isfinite(p.booked_cpu_ms));
+  EXPECT_GT(p.booked_cpu_ms, 0);
+  const std::vector<TraceRecord> events = ReadTraceFile(dir + "/sim.json");
+  int64_t delivered = 0;
+  for (const TraceRecord& e : events) {
+    const core::TimeNs at = e.ts + e.dur;
+    if (e.kind == TraceRecordKind::kMessage && at > p.pace.begin_ns && at <= p.pace.end_ns) ++delivered;
+  }
+  ASSERT_GT(delivered, 0);
+  config::ScenarioSpec dearer = s;
+  dearer.network.host_message_ns += 10'000;
+  const Prediction q = Predict(dearer, dearer, 1, Dir("dearer"));
+  ASSERT_TRUE(q.pace.ok) << q.pace.why;
+  const double measured = static_cast<double>(s.iterations - s.warmup_iterations);
+  EXPECT_NEAR(q.booked_cpu_ms - p.booked_cpu_ms, 0.010 * static_cast<double>(delivered) / measured,
+              0.1 * 0.010 * static_cast<double>(delivered) / measured);
+  // Hosts that are not emulated book nothing, and a simulation not asked writes no counter.
+  const config::ScenarioSpec real = Mlp({"iterations=6", "cluster.network={bandwidth_gbps: 1}"});
+  ASSERT_EQ(real.network.host_cores, 0);
+  EXPECT_TRUE(std::isnan(Predict(real, real, 1, Dir("real")).booked_cpu_ms));
+  sim::SimOptions so;
+  so.record_trace = true;
+  EXPECT_EQ(sim::SimulateScenario(s, so).chrome_trace.find("\"ph\":\"C\""), std::string::npos);
+  so.record_host_cpu = true;
+  EXPECT_NE(sim::SimulateScenario(s, so).chrome_trace.find("\"ph\":\"C\""), std::string::npos);
 }
 
 // A task of `actor`'s compute lane that took `dur_us` (live or simulated).

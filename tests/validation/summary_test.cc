@@ -70,6 +70,30 @@ TEST(ValidateSummary, AnOutsideLineNamesItsHandOffs) {
   EXPECT_EQ(real.Text(0).find("hand-offs"), std::string::npos) << real.Text(0);
 }
 
+// The job's processes' CPU against the bookings: per configuration the median of its runs'
+// ratios, summarised over the configurations, and named on an outside line.
+TEST(ValidateSummary, TheJobsCpuAgainstTheBookings) {
+  Tally t({"a", "b", "c"}, 2);
+  RunHost h;
+  h.booked_cpu_ms = 10;
+  for (int run = 1; run <= 2; ++run) {
+    h.cpu_ms = 14 + 2 * run;  // 16, 18: a's median 1.7x
+    t.Add(0, run, -12.0, 100, NAN, h);
+    h.cpu_ms = 9;  // b: 0.9x
+    t.Add(1, run, 1.0, 100, NAN, h);
+    t.Add(2, run, 1.0, 100, NAN, RunHost{});  // c: no counters, left out
+  }
+  const std::string text = t.Text(0);
+  EXPECT_NE(text.find("; its processes' CPU 1.70x what the simulator booked"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("): 1.30x at the median of 2 configurations (4 runs), from 0.90x to 1.70x\n"),
+            std::string::npos)
+      << text;
+  Tally none({"a"}, 1);
+  none.Add(0, 1, 1.0, 100, NAN, RunHost{});
+  EXPECT_EQ(none.Text(0).find("processes' CPU"), std::string::npos) << none.Text(0);
+}
+
 // Faithful runs are summarised apart; every other run is listed with why; a configuration with
 // no faithful run is named, not dropped.
 TEST(ValidateSummary, FaithfulRunsApartAndTheOthersListedWithWhy) {

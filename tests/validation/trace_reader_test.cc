@@ -84,6 +84,7 @@ TEST(TraceReader, ReadsBackEveryEventTheWriterWrites) {
   to_coordinator.to = core::JobLayout::coordinator();
   to_coordinator.payload_bytes = 0;
   in.push_back(core::MessageEvent(to_coordinator, 400, 400));
+  in.push_back(core::ProcessCpuEvent(layout.server(1), 500, 12'345'678'901));
   std::string text;
   core::AppendChromeTrace(in, layout, model, &text);
 
@@ -130,6 +131,24 @@ TEST(TraceReader, ReadsBackEveryEventTheWriterWrites) {
   EXPECT_EQ(out[5].peer_role, "coordinator");
   EXPECT_EQ(out[5].peer_index, 0);
   EXPECT_EQ(out[5].bytes, 0);
+  // A process's CPU counter: a Chrome counter on its protocol lane, exact to the nanosecond.
+  EXPECT_EQ(out[6].kind, TraceRecordKind::kProcessCpu);
+  EXPECT_EQ(out[6].phase, 'C');
+  EXPECT_EQ(out[6].category, "host");
+  EXPECT_EQ(out[6].name, layout.ActorName(layout.server(1)) + " cpu");
+  EXPECT_EQ(out[6].thread.actor, layout.server(1));
+  EXPECT_EQ(out[6].thread.lane, core::kLaneProtocol);
+  EXPECT_EQ(out[6].ts, 500);
+  EXPECT_EQ(out[6].cpu_ns, 12'345'678'901);
+  // It names no lane of its own: the metadata are those of the other events alone.
+  std::vector<core::TraceEvent> without_cpu(in.begin(), in.end() - 1);
+  std::string text_without;
+  core::AppendChromeTrace(without_cpu, layout, model, &text_without);
+  int metadata_without = 0;
+  for (const TraceRecord& r : ReadTrace(text_without, "t.json")) {
+    metadata_without += r.kind == TraceRecordKind::kMetadata ? 1 : 0;
+  }
+  EXPECT_EQ(metadata_without, metadata);
   // Merged traces are read the same way.
   std::string merged, error;
   ASSERT_TRUE(core::MergeChromeTraces({text, text}, &merged, &error)) << error;
@@ -181,6 +200,17 @@ TEST(TraceReader, AMalformedTraceIsOneLocatedError) {
             std::string::npos);
   EXPECT_NE(ErrorOf("[1, 2]").find("expected a JSON object at the top"), std::string::npos);
   EXPECT_THROW(ReadTraceFile("/nonexistent/rank-1.json"), TraceError);
+  // A counter without its CPU figure, or of a category the writer does not write.
+  const std::string counter =
+      "{\"ph\":\"C\",\"name\":\"worker 0 cpu\",\"cat\":\"host\",\"pid\":0,\"tid\":12,"
+      "\"ts\":1.000,\"args\":{\"cpu_ns\":7}}";
+  EXPECT_EQ(ReadTrace(kHead + counter + "\n]}\n", "good.json")[0].cpu_ns, 7);
+  std::string no_cpu = counter;
+  no_cpu.replace(no_cpu.find("\"cpu_ns\":7"), 10, "\"clock\":0");
+  EXPECT_NE(ErrorOf(kHead + no_cpu + "\n]}\n").find("event without \"cpu_ns\""), std::string::npos);
+  std::string other = counter;
+  other.replace(other.find("\"host\""), 6, "\"disk\"");
+  EXPECT_NE(ErrorOf(kHead + other + "\n]}\n").find("a counter of category 'disk'"), std::string::npos);
 }
 
 TEST(TraceReader, MicrosecondsAreReadAsExactNanoseconds) {
