@@ -89,7 +89,8 @@ std::string EventName(const TraceEvent& e, const JobLayout& layout, const Model&
     case TraceKind::kLayerSynced: return "synced " + LayerName(model, e.layer);
     case TraceKind::kClockApplied: return "applied c" + std::to_string(e.chunk);
     case TraceKind::kJobDone: return "job done";
-    case TraceKind::kProcessCpu: return layout.ActorName(e.actor) + " cpu";
+    case TraceKind::kProcessCpu:
+      return layout.ActorName(e.actor) + " cpu";
     case TraceKind::kTask: {
       std::string s = TaskKindName(e.task);
       if (e.layer >= 0) s += " " + LayerName(model, e.layer);
@@ -111,7 +112,8 @@ const char* Category(const TraceEvent& e) {
   switch (e.kind) {
     case TraceKind::kTask: return "compute";
     case TraceKind::kMessage: return "network";
-    case TraceKind::kProcessCpu: return "host";
+    case TraceKind::kProcessCpu:
+      return "host";
     default: return "protocol";
   }
 }

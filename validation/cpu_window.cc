@@ -29,7 +29,8 @@ std::optional<WindowCpu> ProcessCpuOver(const std::vector<TraceRecord>& events, 
   if (end < begin) return std::nullopt;
   std::map<core::ActorId, std::vector<Counter>> by_process;
   for (const TraceRecord& e : events) {
-    if (e.kind == TraceRecordKind::kProcessCpu) by_process[e.thread.actor].emplace_back(e.ts, e.cpu_ns);
+    if (e.kind == TraceRecordKind::kProcessCpu)
+      by_process[e.thread.actor].emplace_back(e.ts, e.cpu_ns);
   }
   if (by_process.empty()) return std::nullopt;
   WindowCpu w;

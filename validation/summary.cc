@@ -179,7 +179,8 @@ std::string Tally::Text(int failures) const {
     const std::string cpu =
         cpu_ratio_[i].empty()
             ? std::string()
-            : fmt::format("; its processes' CPU {:.2f}x what the simulator booked", Median(cpu_ratio_[i]));
+            : fmt::format("; its processes' CPU {:.2f}x what the simulator booked",
+                          Median(cpu_ratio_[i]));
     summary += fmt::format(
         "validate: outside 8%: {:+.2f}% {} (config-{}){}{}{}{}{}\n", err, names_[i], i,
         net_errors_[i].empty()

@@ -11,9 +11,10 @@
 // The text is parsed as JSON (yaml-cpp reads JSON documents) and then checked against the
 // writer's layout: an object with a "traceEvents" array whose events carry "ph", "name", "pid",
 // and, but for metadata ("ph":"M"), "cat", "tid", "ts" (and "dur" for a span) and
-// "args":{"clock":N[,"bytes":N]}, or for a process's CPU counter ("ph":"C") "args":{"cpu_ns":N}. Times are integer nanoseconds: the writer's microseconds with
-// at most three decimals are read exactly. A text that is not JSON or not in that layout is one
-// TraceError "SOURCE:LINE:COLUMN: error: WHAT; WHAT TO DO" at the first offending place.
+// "args":{"clock":N[,"bytes":N]}, or for a process's CPU counter ("ph":"C") "args":{"cpu_ns":N}.
+// Times are integer nanoseconds: the writer's microseconds with at most three decimals are read
+// exactly. A text that is not JSON or not in that layout is one TraceError "SOURCE:LINE:COLUMN:
+// error: WHAT; WHAT TO DO" at the first offending place.
 #pragma once
 
 #include <cstdint>

@@ -343,9 +343,10 @@ int RunValidate(const ValidateOptions& o) {
 
   std::string csv = runs ? "run,index,name" : "index,name";
   for (const std::string& a : axes) csv += "," + CsvField(a);
-  csv += ",workers,measured_ms,measured_std_ms,predicted_ms,predicted_std_ms,error_pct,"
-         "network_error_pct,faithful,lost_cpu_pct,others_cpu_pct,steal_pct,job_cpu_pct,irq_pct,"
-         "run_queue_per_core,compute_late_us,cpu_ms,booked_cpu_ms,not_faithful_why\n";
+  csv +=
+      ",workers,measured_ms,measured_std_ms,predicted_ms,predicted_std_ms,error_pct,"
+      "network_error_pct,faithful,lost_cpu_pct,others_cpu_pct,steal_pct,job_cpu_pct,irq_pct,"
+      "run_queue_per_core,compute_late_us,cpu_ms,booked_cpu_ms,not_faithful_why\n";
   std::string json = "{\"configurations\":[";
   std::vector<std::string> names;
   for (const Config& c : configs) names.push_back(c.name);
@@ -502,7 +503,8 @@ int RunValidate(const ValidateOptions& o) {
           // The job's processes' CPU over the span the pace is measured on, beside the bookings.
           const int64_t measured = s.iterations - s.warmup_iterations;
           if (meas.ok && measured > 0) {
-            if (const std::optional<WindowCpu> w = ProcessCpuOver(live.all, meas.begin_ns, meas.end_ns)) {
+            if (const std::optional<WindowCpu> w =
+                    ProcessCpuOver(live.all, meas.begin_ns, meas.end_ns)) {
               host.cpu_ms = w->ns / 1e6 / static_cast<double>(measured);
               host.booked_cpu_ms = predictions[i].booked_cpu_ms;
             }

@@ -98,7 +98,8 @@ TEST(Predict, BooksTheProcessesCpuOnEmulatedHostsOnly) {
   int64_t delivered = 0;
   for (const TraceRecord& e : events) {
     const core::TimeNs at = e.ts + e.dur;
-    if (e.kind == TraceRecordKind::kMessage && at > p.pace.begin_ns && at <= p.pace.end_ns) ++delivered;
+    if (e.kind == TraceRecordKind::kMessage && at > p.pace.begin_ns && at <= p.pace.end_ns)
+      ++delivered;
   }
   ASSERT_GT(delivered, 0);
   config::ScenarioSpec dearer = s;

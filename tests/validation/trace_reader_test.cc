@@ -210,7 +210,8 @@ TEST(TraceReader, AMalformedTraceIsOneLocatedError) {
   EXPECT_NE(ErrorOf(kHead + no_cpu + "\n]}\n").find("event without \"cpu_ns\""), std::string::npos);
   std::string other = counter;
   other.replace(other.find("\"host\""), 6, "\"disk\"");
-  EXPECT_NE(ErrorOf(kHead + other + "\n]}\n").find("a counter of category 'disk'"), std::string::npos);
+  EXPECT_NE(ErrorOf(kHead + other + "\n]}\n").find("a counter of category 'disk'"),
+            std::string::npos);
 }
 
 TEST(TraceReader, MicrosecondsAreReadAsExactNanoseconds) {
