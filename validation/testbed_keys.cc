@@ -344,8 +344,25 @@ double MeasureWakeupCpuUs(int reps, int64_t rounds, std::vector<std::string>* ev
   return Median(us);
 }
 
+std::string LatencyRoundsWarning(const std::string& what, const std::vector<double>& rounds_us) {
+  if (rounds_us.size() < 2) return "";
+  const auto [lo, hi] = std::minmax_element(rounds_us.begin(), rounds_us.end());
+  if (!(*hi > 2 * *lo && *hi - *lo > 10)) return "";
+  std::vector<std::string> figures;
+  for (double v : rounds_us) figures.push_back(fmt::format("{:.1f}", v));
+  const std::string last = figures.back();
+  figures.pop_back();
+  return fmt::format(
+      "the {}'s rounds disagree ({} and {} us, more than twice apart): the host placed the threads "
+      "differently from round to round, and the key, their median, can take the other mode in "
+      "another measurement (docs/validation.md, \"Held-out set 43\"); the live runs' own {}s "
+      "are printed beside it",
+      what, fmt::join(figures, ", "), last, what);
+}
+
 std::pair<double, double> MeasureHostLatencyUs(int reps, int64_t rounds,
-                                               std::vector<std::string>* evidence) {
+                                               std::vector<std::string>* evidence,
+                                               std::vector<std::string>* warnings) {
   std::vector<double> wake, handoff;
   for (int r = 0; r < std::max(1, reps); ++r) {
     const rt::HostLatency l = rt::MeasureHostLatency(rounds);
@@ -355,6 +372,13 @@ std::pair<double, double> MeasureHostLatencyUs(int reps, int64_t rounds,
         "{} rounds each: wake-up median {:.1f} us (mean {:.1f}), hand-off median {:.1f} us "
         "(mean {:.1f})",
         l.wakeup_us.size(), wake.back(), Mean(l.wakeup_us), handoff.back(), Mean(l.handoff_us)));
+  }
+  if (warnings) {
+    for (const auto& [what, figures] :
+         {std::pair{"wake-up", &wake}, std::pair{"hand-off", &handoff}}) {
+      const std::string w = LatencyRoundsWarning(what, *figures);
+      if (!w.empty()) warnings->push_back(w);
+    }
   }
   return {Median(wake), Median(handoff)};
 }
@@ -367,8 +391,10 @@ constexpr const char* kLatencyMethod =
 
 void MeasureLatencyKeys(const MeasureProgress& progress, TestbedKeys* k) {
   if (progress) progress("wake-up and hand-off latencies of a replayed compute task's threads");
-  std::vector<std::string> latency;
-  const auto [wake_us, handoff_us] = MeasureHostLatencyUs(3, 4000, &latency);
+  std::vector<std::string> latency, warnings;
+  const auto [wake_us, handoff_us] = MeasureHostLatencyUs(3, 4000, &latency, &warnings);
+  if (!warnings.empty())
+    k->measurements["latency_warning"] = fmt::format("{}", fmt::join(warnings, "; "));
   k->host_wakeup_us = std::max(wake_us, 1e-3);
   k->host_handoff_us = std::max(handoff_us, 1e-3);
   k->measurements["latency"] = fmt::format(
@@ -548,6 +574,10 @@ bool KeysUsed(const config::ScenarioSpec& s, const std::string& keys_file, const
   u.measured_on.cores = ParseCores(Get(prov, prefix + "cores"));
   u.measured_on.kernel = Get(prov, prefix + "kernel");
   u.measured_date = Get(prov, prefix + "date");
+  if (keys != nullptr && keys->host_handoff_us > 0) {
+    const auto w = keys->measurements.find("latency_warning");
+    if (w != keys->measurements.end()) u.latency_warning = w->second;
+  }
   *out = std::move(u);
   return true;
 }
@@ -567,6 +597,7 @@ std::string TestbedKeysText(const std::vector<TestbedKeysEntry>& entries, const 
         Fixed(u.message_us, 2), Fixed(u.ns_per_byte, 3), Fixed(u.kernel_ns_per_byte, 3),
         Fixed(u.wakeup_us, 1), Fixed(u.handoff_us, 1),
         u.wakeup_cpu_us > 0 ? ", host_wakeup_cpu_us " + Fixed(u.wakeup_cpu_us, 1) : "");
+    if (!u.latency_warning.empty()) t += fmt::format("    measured: {}\n", u.latency_warning);
     t += fmt::format("    the live runs: wake-up {}; hand-off {}\n", LatencyText(e.live.wakeup_us),
                      LatencyText(e.live.handoff_us));
     t += fmt::format("      no message reaching the process meanwhile: wake-up {}; hand-off {}\n",
@@ -598,7 +629,8 @@ std::string TestbedKeysJson(const std::vector<TestbedKeysEntry>& entries, const 
         "us\":{},"
         "\"live_wakeup_samples\":{},\"live_handoff_mean_us\":{},\"live_handoff_samples\":{},"
         "\"live_wakeup_quiet_mean_us\":{},\"live_wakeup_quiet_samples\":{},"
-        "\"live_handoff_quiet_mean_us\":{},\"live_handoff_quiet_samples\":{}}}",
+        "\"live_handoff_quiet_mean_us\":{},\"live_handoff_quiet_samples\":{},"
+        "\"latency_warning\":{}}}",
         i ? "," : "", sim::JsonQuoted(u.network), u.gbps, e.configurations,
         sim::JsonQuoted(u.source), sim::JsonQuoted(u.measured_on.cpu), u.measured_on.cores,
         sim::JsonQuoted(u.measured_on.kernel), sim::JsonQuoted(u.measured_date),
@@ -606,7 +638,8 @@ std::string TestbedKeysJson(const std::vector<TestbedKeysEntry>& entries, const 
         num(u.kernel_ns_per_byte), num(u.wakeup_us), num(u.handoff_us), num(u.wakeup_cpu_us),
         num(Mean(e.live.wakeup_us)), e.live.wakeup_us.size(), num(Mean(e.live.handoff_us)),
         e.live.handoff_us.size(), num(Mean(e.live.wakeup_quiet_us)), e.live.wakeup_quiet_us.size(),
-        num(Mean(e.live.handoff_quiet_us)), e.live.handoff_quiet_us.size());
+        num(Mean(e.live.handoff_quiet_us)), e.live.handoff_quiet_us.size(),
+        u.latency_warning.empty() ? std::string("null") : sim::JsonQuoted(u.latency_warning));
   }
   return j + "]";
 }

@@ -128,8 +128,16 @@ double MeasureWakeupCpuUs(int reps, int64_t rounds, std::vector<std::string>* ev
 // The wake-up and hand-off latencies (rt::MeasureHostLatency): {wake-up, hand-off} in us, the
 // medians over `reps` rounds of `rounds` of the rounds' medians; each round's figures are appended
 // to *evidence.
+// A round whose median lies more than twice (and 10 us) above another's is a host that placed
+// the threads differently from round to round (both on one core, or across); their median then
+// takes one mode or the other from one measurement to the next, and *warnings gets a line saying
+// so for each key (LatencyRoundsWarning).
 std::pair<double, double> MeasureHostLatencyUs(int reps, int64_t rounds,
-                                               std::vector<std::string>* evidence);
+                                               std::vector<std::string>* evidence,
+                                               std::vector<std::string>* warnings = nullptr);
+// "" when the rounds' figures of a latency key (`what`: "hand-off") agree; else one line naming
+// them, for the report: max > 2 x min and max - min > 10 us.
+std::string LatencyRoundsWarning(const std::string& what, const std::vector<double>& rounds_us);
 // The wake-up and hand-off latencies alone (MeasureHostLatencyUs), with provenance: a file of
 // latencies whose CPU keys stay the network files' ('--testbed-keys latencies').
 TestbedKeys MeasureTestbedLatencies(const std::string& command, const MeasureProgress& progress);
@@ -169,6 +177,9 @@ struct TestbedKeysUsed {
   std::string source;            // one line: the file and the machine they were measured on
   HostIdentity measured_on;      // cpu "" when not known
   std::string measured_date;
+  // The latencies' rounds disagreed when measured (the keys file's measurements.latency_warning,
+  // LatencyRoundsWarning); "" when they agreed or were not measured.
+  std::string latency_warning;
 };
 // `keys_file` names the testbed keys file whose figures replaced the network file's ("" when
 // none: the network file's own, with its provenance). False when the scenario charges no host

@@ -229,6 +229,8 @@ TestbedKeysChoice ChooseTestbedKeys(const ValidateOptions& o, std::vector<Config
     WriteMeasuredKeys(o, &k);
     fmt::print(stderr, "validate: wake-up {:.1f} us, hand-off {:.1f} us, written to {}\n",
                k.keys.host_wakeup_us, k.keys.host_handoff_us, k.file);
+    const auto w = k.keys.measurements.find("latency_warning");
+    if (w != k.keys.measurements.end()) fmt::print(stderr, "validate: {}\n", w->second);
   } else {
     k.file = o.testbed_keys;
     k.keys = LoadTestbedKeys(k.file);

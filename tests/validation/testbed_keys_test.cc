@@ -325,6 +325,25 @@ TEST(TestbedKeys, TheShippedFilesSayWhereTheirKeysWereMeasured) {
             std::string::npos)
       << u.source;
 
+  // Latencies whose rounds disagreed when measured: the report says so, beside the keys.
+  only.measurements["latency_warning"] = LatencyRoundsWarning("hand-off", {1.7, 49.3, 52.6});
+  u = used_with(only, "l.yaml");
+  EXPECT_EQ(u.latency_warning, only.measurements["latency_warning"]);
+  TestbedKeysEntry flipped{u, {}, 2};
+  EXPECT_NE(TestbedKeysText({flipped}, same)
+                .find("    measured: the hand-off's rounds disagree (1.7, "
+                      "49.3 and 52.6 us, more than twice apart)"),
+            std::string::npos)
+      << TestbedKeysText({flipped}, same);
+  EXPECT_NE(TestbedKeysJson({flipped}, same).find("\"latency_warning\":\"the hand-off's rounds"),
+            std::string::npos);
+  EXPECT_NE(TestbedKeysJson({e}, same).find("\"latency_warning\":null"), std::string::npos);
+  // And it survives the keys file.
+  std::ostringstream written;
+  WriteTestbedKeys(only, written);
+  EXPECT_EQ(ParseTestbedKeys(written.str(), "w.yaml").measurements.at("latency_warning"),
+            only.measurements["latency_warning"]);
+
   // A real cluster's network charges no host CPU: no testbed keys.
   const config::ScenarioSpec real =
       config::LoadScenarioFile(std::string(POSEIDON_SOURCE_DIR) + "/scenarios/demo.yaml", {});
@@ -348,6 +367,20 @@ TEST(TestbedKeys, TheWakeUpsCpuIsMeasured) {
   EXPECT_GT(us, 0);
   ASSERT_EQ(evidence.size(), 3u);
   for (const std::string& e : evidence) EXPECT_NE(e.find("200 rounds:"), std::string::npos) << e;
+}
+
+// Rounds more than twice (and 10 us) apart are named; rounds that agree, or differ by a few
+// microseconds, are not.
+TEST(TestbedKeys, LatencyRoundsThatDisagreeAreNamed) {
+  EXPECT_EQ(
+      LatencyRoundsWarning("hand-off", {1.9, 53.0, 1.8})
+          .rfind("the hand-off's rounds disagree (1.9, 53.0 and 1.8 us, more than twice apart)", 0),
+      0u);
+  EXPECT_NE(LatencyRoundsWarning("wake-up", {10, 25, 30}), "");
+  EXPECT_EQ(LatencyRoundsWarning("wake-up", {83.0, 83.2, 83.7}), "");
+  EXPECT_EQ(LatencyRoundsWarning("hand-off", {1.7, 1.9, 4.4}), "");  // 2.6x, but 2.7 us apart
+  EXPECT_EQ(LatencyRoundsWarning("hand-off", {30, 55}), "");         // under twice
+  EXPECT_EQ(LatencyRoundsWarning("hand-off", {2.0}), "");
 }
 
 TEST(TestbedKeys, TheWakeUpAndHandOffLatenciesAreMeasured) {
