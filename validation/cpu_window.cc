@@ -1,6 +1,7 @@
 #include "validation/cpu_window.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -41,6 +42,13 @@ std::optional<WindowCpu> ProcessCpuOver(const std::vector<TraceRecord>& events, 
     ++w.processes;
   }
   return w;
+}
+
+double CpuMsPerIteration(const std::vector<TraceRecord>& events, const Pace& pace,
+                         int64_t measured_iterations) {
+  if (!pace.ok || measured_iterations <= 0) return NAN;
+  const std::optional<WindowCpu> w = ProcessCpuOver(events, pace.begin_ns, pace.end_ns);
+  return w ? w->ns / 1e6 / static_cast<double>(measured_iterations) : NAN;
 }
 
 }  // namespace poseidon::validation

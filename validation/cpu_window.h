@@ -4,14 +4,14 @@
 // (SimJobConfig::record_host_cpu). Read over the span the pace is measured on, the two say
 // whether the testbed's CPU keys (validation/testbed_keys.h) carry to this host for this job.
 //
-//   const std::optional<WindowCpu> live = ProcessCpuOver(traces.all, pace.begin_ns, pace.end_ns);
-//   if (live) use(live->ns / (iterations - warmup));
+//   const double live_ms = CpuMsPerIteration(traces.all, pace, iterations - warmup);  // NaN: none
 #pragma once
 
 #include <optional>
 #include <vector>
 
 #include "core/types.h"
+#include "validation/trace_pace.h"
 #include "validation/trace_reader.h"
 
 namespace poseidon::validation {
@@ -26,5 +26,12 @@ struct WindowCpu {
 // difference summed over processes. nullopt when no event is a counter, or end < begin.
 std::optional<WindowCpu> ProcessCpuOver(const std::vector<TraceRecord>& events, core::TimeNs begin,
                                         core::TimeNs end);
+
+// The processes' CPU per measured iteration (ms) over the span `pace` was measured on
+// (ProcessCpuOver divided by `measured_iterations`); NaN when the pace is not ok, no iteration
+// was measured, or the events hold no counter. What validate reads for a live run and for the
+// simulated one alike.
+double CpuMsPerIteration(const std::vector<TraceRecord>& events, const Pace& pace,
+                         int64_t measured_iterations);
 
 }  // namespace poseidon::validation

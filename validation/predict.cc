@@ -72,11 +72,8 @@ Prediction Predict(const config::ScenarioSpec& sim, const config::ScenarioSpec& 
   for (const TraceRecord& e : runs[taken].events) {
     if (e.kind == TraceRecordKind::kTask) out.tasks.emplace(TaskKey(e), e.dur);
   }
-  const int64_t measured = measured_as.iterations - measured_as.warmup_iterations;
-  if (const std::optional<WindowCpu> w =
-          ProcessCpuOver(runs[taken].events, out.pace.begin_ns, out.pace.end_ns)) {
-    if (measured > 0) out.booked_cpu_ms = w->ns / 1e6 / static_cast<double>(measured);
-  }
+  out.booked_cpu_ms = CpuMsPerIteration(runs[taken].events, out.pace,
+                                        measured_as.iterations - measured_as.warmup_iterations);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::ofstream(dir + "/sim.json", std::ios::binary) << runs[taken].trace;

@@ -503,14 +503,8 @@ int RunValidate(const ValidateOptions& o) {
           meas = IterationPaceFromTraces(live.workers, s.workers, s.warmup_iterations, s.iterations,
                                          s.consistency == "bsp");
           // The job's processes' CPU over the span the pace is measured on, beside the bookings.
-          const int64_t measured = s.iterations - s.warmup_iterations;
-          if (meas.ok && measured > 0) {
-            if (const std::optional<WindowCpu> w =
-                    ProcessCpuOver(live.all, meas.begin_ns, meas.end_ns)) {
-              host.cpu_ms = w->ns / 1e6 / static_cast<double>(measured);
-              host.booked_cpu_ms = predictions[i].booked_cpu_ms;
-            }
-          }
+          host.cpu_ms = CpuMsPerIteration(live.all, meas, s.iterations - s.warmup_iterations);
+          if (std::isfinite(host.cpu_ms)) host.booked_cpu_ms = predictions[i].booked_cpu_ms;
           const HostLatencySamples lat = testbed.AddRun(i, live.workers, s.warmup_iterations);
           if (!lat.handoff_us.empty() && c.sim_scenario.network.host_handoff_ns > 0) {
             host.handoff_us = std::accumulate(lat.handoff_us.begin(), lat.handoff_us.end(), 0.0) /
