@@ -134,6 +134,14 @@ Verdict Judge(const HostRecord& r, const ComputeLateness& late) {
                         r.others_pct, r.steal_pct, r.cores, lost, kMaxLostPct);
     return v;
   }
+  if (r.job_pct > kMaxJobPct) {
+    v.why = fmt::format("the job's processes kept {:.1f}% of the {} cores busy (bound {:g}%): its "
+                        "emulated machines waited for the host's cores; a host with more cores or "
+                        "fewer processes per core emulates it",
+                        r.job_pct, r.cores, kMaxJobPct);
+    v.rerun_may_help = false;
+    return v;
+  }
   if (late.bound_us > 0 && std::isfinite(late.median_us) && late.median_us > late.bound_us) {
     v.why = fmt::format(
         "its emulated hosts ran their compute {:.1f} us later than simulated at the "

@@ -48,8 +48,9 @@
 
 namespace poseidon::validation {
 
-// The rule's one bound: others' CPU + steal, percent of cores x wall time.
+// The rule's bounds, percent of cores x wall time: others' CPU + steal, and the job's own CPU.
 inline constexpr double kMaxLostPct = 10;
+inline constexpr double kMaxJobPct = 60;
 
 // /proc/stat's aggregate "cpu" line, in clock ticks (USER_HZ).
 struct CpuTicks {
@@ -99,6 +100,10 @@ struct ComputeLateness {
 struct Verdict {
   bool faithful = false;
   std::string why;  // when not: what the host did, against the rule's bound (no comma: a CSV field)
+  // When not: whether the same run on the same host may be faithful next time (something else
+  // took the CPUs, or the host woke the job late); false when the job itself needs more of the
+  // host than the rule allows.
+  bool rerun_may_help = true;
 };
 // The rule (above). A record of fewer than two samples cannot be judged: not faithful. The
 // lateness clause applies when `late` has a median and a bound.

@@ -483,6 +483,10 @@ int RunValidate(const ValidateOptions& o) {
             host.job_cpu_pct = record.job_pct;
             host.attempts = attempt;
             if (rc != 0 || v.faithful || attempt > o.rerun_disturbed) break;
+            if (!v.rerun_may_help) {
+              fmt::print(stderr, "validate: not a faithful run ({}); not run again\n", v.why);
+              break;
+            }
             fmt::print(stderr, "validate: not a faithful run ({}); running it again ({} of {})\n",
                        v.why, attempt, o.rerun_disturbed);
           }

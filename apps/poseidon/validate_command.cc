@@ -73,7 +73,8 @@ std::shared_ptr<ValidateCommand> AddValidateCommand(CLI::App& app, const std::st
                 "and steal within the faithfulness bound, docs/validation.md)")
       ->check(NumberAtLeast(0));
   v->add_option("--rerun-disturbed", o.rerun_disturbed,
-                "run a live run that was not faithful again, up to N times (the last one counts)")
+                "run a live run that the host disturbed again, up to N times (the last one counts; "
+                "a job that keeps more of the host busy than the rule allows is not run again)")
       ->check(AtLeast(0));
   v->add_option(
        "--repeat-spread", o.repeat_spread,

@@ -152,6 +152,40 @@ TEST(HostLoad, EmulatedHostsThatRanTheirComputeLateMakeTheRunUnfaithful) {
   EXPECT_NE(Judge(busy, {150, 95}).why.find("other processes used 40.0%"), std::string::npos);
 }
 
+TEST(HostLoad, AJobThatKeepsMostOfTheHostBusyIsNotFaithfulAndNotRunAgain) {
+  // Nothing else ran (2.5% others, 0.5% steal) and the compute ran on time, but the job's own
+  // processes used 1,230 of the 2,000 ticks: 61.5% of the cores, over the 60% bound.
+  auto run = [](int64_t job_ticks) {
+    return RecordFromSamples({Sample(100, ProcStat(1000000, 500000, 900000, 7000, 900, 3), 4000, 1),
+                              Sample(110, ProcStat(1001000, 500000 + job_ticks - 950, 900800, 7100, 910, 5),
+                                     4000 + job_ticks, 7)},
+                             kHz);
+  };
+  const HostRecord busy = run(1230);
+  EXPECT_NEAR(busy.job_pct, 61.5, 1e-9);
+  EXPECT_NEAR(busy.others_pct, 2.5, 1e-9);
+  const Verdict v = Judge(busy, {10, 95});
+  EXPECT_FALSE(v.faithful);
+  EXPECT_FALSE(v.rerun_may_help);
+  EXPECT_EQ(v.why,
+            "the job's processes kept 61.5% of the 2 cores busy (bound 60%): its emulated machines "
+            "waited for the host's cores; a host with more cores or fewer processes per core "
+            "emulates it");
+  EXPECT_EQ(v.why.find(','), std::string::npos);  // a CSV field
+  // At the bound, faithful.
+  const HostRecord at = run(1200);
+  EXPECT_NEAR(at.job_pct, 60.0, 1e-9);
+  EXPECT_TRUE(Judge(at, {10, 95}).faithful) << Judge(at, {10, 95}).why;
+  // CPU lost to others is reported first, and may go away when the run is made again.
+  const HostRecord disturbed =
+      RecordFromSamples({Sample(100, ProcStat(1000000, 500000, 900000, 7000, 900, 3), 4000, 1),
+                         Sample(110, ProcStat(1001700, 500200, 900000, 7100, 900, 9), 5100, 7)},
+                        kHz);
+  EXPECT_FALSE(Judge(disturbed).faithful);
+  EXPECT_TRUE(Judge(disturbed).rerun_may_help);
+  EXPECT_TRUE(Judge(disturbed, {150, 95}).rerun_may_help);
+}
+
 TEST(HostLoad, ARunThatWasNotSampledIsNotFaithful) {
   EXPECT_FALSE(Judge(RecordFromSamples({}, kHz)).faithful);
   const Verdict one =
