@@ -12,6 +12,7 @@
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
 #include "real_runtime/node.h"
+#include "validation/host_load.h"
 
 namespace poseidon::validation {
 namespace {
@@ -139,8 +140,10 @@ std::string DrawConfigurations(int count, uint64_t seed, const std::string& prof
     yaml += fmt::format(
         "# Bounded to what this host can emulate faithfully: at most {:g} processes per core on {} "
         "cores,\n# so 1 + workers + shards <= {} in every configuration (one beyond it was drawn "
-        "again).\n",
-        bound.max_processes_per_core, bound.cores, max_processes);
+        "again).\n# A run whose job keeps more than {:g}% of the host's cores busy is judged not "
+        "faithful all the same\n# (docs/validation.md, \"Faithful runs\"): on a small host the "
+        "busiest configurations may keep no faithful run.\n",
+        bound.max_processes_per_core, bound.cores, max_processes, kMaxJobPct);
   }
   yaml += fmt::format("schema_version: 1\nname: validation-draw-seed-{}\nbase: {}\nvary:\n  variant:\n",
                       seed, base);

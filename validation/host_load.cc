@@ -135,10 +135,11 @@ Verdict Judge(const HostRecord& r, const ComputeLateness& late) {
     return v;
   }
   if (r.job_pct > kMaxJobPct) {
-    v.why = fmt::format("the job's processes kept {:.1f}% of the {} cores busy (bound {:g}%): its "
-                        "emulated machines waited for the host's cores; a host with more cores or "
-                        "fewer processes per core emulates it",
-                        r.job_pct, r.cores, kMaxJobPct);
+    v.why = fmt::format(
+        "the job's processes kept {:.1f}% of the {} cores busy (bound {:g}%): its "
+        "emulated machines waited for the host's cores; a host with more cores or "
+        "fewer processes per core emulates it",
+        r.job_pct, r.cores, kMaxJobPct);
     v.rerun_may_help = false;
     return v;
   }

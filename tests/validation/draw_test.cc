@@ -76,6 +76,10 @@ TEST(ValidateDraw, ABoundOnProcessesPerCoreKeepsEveryConfigurationWithinIt) {
                       "core on 2 cores,\n# so 1 + workers + shards <= 6"),
             std::string::npos)
       << yaml;
+  EXPECT_NE(yaml.find("# A run whose job keeps more than 60% of the host's cores busy is judged "
+                      "not faithful all the same\n"),
+            std::string::npos)
+      << yaml;
   const std::string file = (std::filesystem::temp_directory_path() /
                             ("poseidon-draw-bound-" + std::to_string(::getpid())) / "set.yaml")
                                .string();

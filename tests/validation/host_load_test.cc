@@ -156,10 +156,11 @@ TEST(HostLoad, AJobThatKeepsMostOfTheHostBusyIsNotFaithfulAndNotRunAgain) {
   // Nothing else ran (2.5% others, 0.5% steal) and the compute ran on time, but the job's own
   // processes used 1,230 of the 2,000 ticks: 61.5% of the cores, over the 60% bound.
   auto run = [](int64_t job_ticks) {
-    return RecordFromSamples({Sample(100, ProcStat(1000000, 500000, 900000, 7000, 900, 3), 4000, 1),
-                              Sample(110, ProcStat(1001000, 500000 + job_ticks - 950, 900800, 7100, 910, 5),
-                                     4000 + job_ticks, 7)},
-                             kHz);
+    return RecordFromSamples(
+        {Sample(100, ProcStat(1000000, 500000, 900000, 7000, 900, 3), 4000, 1),
+         Sample(110, ProcStat(1001000, 500000 + job_ticks - 950, 900800, 7100, 910, 5),
+                4000 + job_ticks, 7)},
+        kHz);
   };
   const HostRecord busy = run(1230);
   EXPECT_NEAR(busy.job_pct, 61.5, 1e-9);
