@@ -155,6 +155,10 @@ Verdict Judge(const HostRecord& r, const ComputeLateness& late) {
   return v;
 }
 
+bool RunAgain(const Verdict& v, int attempt, int reruns) {
+  return !v.faithful && v.rerun_may_help && attempt <= reruns;
+}
+
 std::string HostRecordText(const HostRecord& r) {
   // Every figure in its shortest exact form: a run read back (--reuse-live) is judged and
   // printed from the very figures the live validate had.

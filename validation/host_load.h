@@ -109,6 +109,11 @@ struct Verdict {
 // lateness clause applies when `late` has a median and a bound.
 Verdict Judge(const HostRecord& r, const ComputeLateness& late = {});
 
+// Whether `validate --rerun-disturbed N` runs a live run judged `v` again after its attempt
+// `attempt` (the first is 1): only a run that was not faithful for a reason that may go away
+// (Verdict::rerun_may_help), and only while fewer than N reruns were made.
+bool RunAgain(const Verdict& v, int attempt, int reruns);
+
 // A line of "key=value" pairs, stored beside a run (DIR/host.txt) and read back by --reuse-live;
 // every figure in its shortest exact form, so a run read back is judged on the same figures.
 std::string HostRecordText(const HostRecord& r);

@@ -482,13 +482,15 @@ int RunValidate(const ValidateOptions& o) {
             host.why = v.why;
             host.job_cpu_pct = record.job_pct;
             host.attempts = attempt;
-            if (rc != 0 || v.faithful || attempt > o.rerun_disturbed) break;
-            if (!v.rerun_may_help) {
-              fmt::print(stderr, "validate: not a faithful run ({}); not run again\n", v.why);
+            if (rc != 0 || v.faithful) break;
+            if (!RunAgain(v, attempt, o.rerun_disturbed)) {
+              if (!v.rerun_may_help && attempt <= o.rerun_disturbed) {
+                fmt::print(stderr, "validate: not a faithful run, not run again: {}\n", v.why);
+              }
               break;
             }
-            fmt::print(stderr, "validate: not a faithful run ({}); running it again ({} of {})\n",
-                       v.why, attempt, o.rerun_disturbed);
+            fmt::print(stderr, "validate: not a faithful run, running it again ({} of {}): {}\n",
+                       attempt, o.rerun_disturbed, v.why);
           }
           if (rc == 0) std::ofstream(dir + "/live-run.txt", std::ios::binary) << recorded;
         } catch (const ConfigError& e) {

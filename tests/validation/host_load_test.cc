@@ -185,6 +185,15 @@ TEST(HostLoad, AJobThatKeepsMostOfTheHostBusyIsNotFaithfulAndNotRunAgain) {
   EXPECT_FALSE(Judge(disturbed).faithful);
   EXPECT_TRUE(Judge(disturbed).rerun_may_help);
   EXPECT_TRUE(Judge(disturbed, {150, 95}).rerun_may_help);
+  // --rerun-disturbed 2: the disturbed run is made again twice at most; the busy job never; a
+  // faithful run never.
+  EXPECT_TRUE(RunAgain(Judge(disturbed), 1, 2));
+  EXPECT_TRUE(RunAgain(Judge(disturbed), 2, 2));
+  EXPECT_FALSE(RunAgain(Judge(disturbed), 3, 2));
+  EXPECT_FALSE(RunAgain(Judge(disturbed), 1, 0));
+  EXPECT_FALSE(RunAgain(v, 1, 2));
+  EXPECT_FALSE(RunAgain(Judge(at, {10, 95}), 1, 2));
+  EXPECT_TRUE(RunAgain(Judge(at, {150, 95}), 1, 2));  // late compute: the host may be quieter
 }
 
 TEST(HostLoad, ARunThatWasNotSampledIsNotFaithful) {
