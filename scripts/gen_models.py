@@ -202,9 +202,18 @@ def block_names(n):
     return ["a"] + ["b%d" % i for i in range(1, n)]
 
 
-def resnet(blocks, basic=False):
+def resnet(blocks, basic=False, cardinality=1, base_width=64, expansion=4, se_units=0):
     """Bottleneck blocks (1x1, 3x3, 1x1; ResNet-50 and deeper), or basic blocks (two 3x3 convs;
-    ResNet-18 and -34) when basic is true. A projection shortcut wherever the shape changes."""
+    ResNet-18 and -34) when basic is true. A projection shortcut wherever the shape changes.
+
+    ResNeXt (Xie et al. 2017) as NVIDIA DeepLearningExamples builds it: the 3x3 conv in
+    `cardinality` groups, the bottleneck `base_width` channels wide in stage 2 (doubling per stage),
+    its output `expansion` times that. se_units > 0 adds DLE's squeeze-and-excitation after the
+    last batch norm: global mean, a linear layer to se_units (with bias), ReLU, a linear layer
+    back (with bias), sigmoid, the branch scaled per channel, then the residual add. The linear
+    layers are written as 1x1 convs on the pooled 1x1 image (the same parameters and MACs; the
+    schema's per-channel gate is an image Cx1x1) and the sigmoid as `tanh`, the schema's
+    saturating element-wise layer (the same shape, no parameters, priced by its bytes)."""
     net = Net()
     net.add("conv1", "conv", num_output=64, kernel=7, stride=2, pad=3, bias=False, note="224 -> 112")
     net.add("bn_conv1", "batchnorm")
@@ -215,8 +224,8 @@ def resnet(blocks, basic=False):
                   note="112 -> 56")
     in_c = 64
     for stage, n in enumerate(blocks, start=2):
-        mid = 64 * 2 ** (stage - 2)
-        out_c = mid if basic else 4 * mid
+        mid = base_width * 2 ** (stage - 2)
+        out_c = mid if basic else expansion * mid
         for i, b in enumerate(block_names(n)):
             stride = 2 if (i == 0 and stage > 2) else 1
             strided = {"stride": stride} if stride > 1 else {}
@@ -253,12 +262,20 @@ def resnet(blocks, basic=False):
             net.add(bn + "_branch2a", "batchnorm")
             net.add(r + "_branch2a_relu", "relu")
             # Stride on the 3x3 conv (ResNet v1.5, as torchvision); the MACs then match ~4.1 G.
+            grouped = {"groups": cardinality} if cardinality > 1 else {}
             net.add(r + "_branch2b", "conv", num_output=mid, kernel=3, **strided, pad=1,
-                    bias=False)
+                    **grouped, bias=False)
             net.add(bn + "_branch2b", "batchnorm")
             net.add(r + "_branch2b_relu", "relu")
             net.add(r + "_branch2c", "conv", num_output=out_c, kernel=1, bias=False)
             branch = net.add(bn + "_branch2c", "batchnorm")
+            if se_units > 0:
+                net.add(r + "_se_pool", "pool", method="avg", **{"global": True})
+                net.add(r + "_se_squeeze", "conv", num_output=se_units, kernel=1)
+                net.add(r + "_se_relu", "relu")
+                net.add(r + "_se_expand", "conv", num_output=out_c, kernel=1)
+                gate = net.add(r + "_se_sigmoid", "tanh", note="sigmoid")
+                branch = net.add(r + "_se_scale", "mul", bottom=[branch, gate])
             net.add(r, "add", bottom=[shortcut, branch])
             top = net.add(r + "_relu", "relu")
             in_c = out_c
@@ -319,6 +336,27 @@ MODELS = [
         ["ResNet-101 (He et al. 2016), built like resnet50.yaml with 3, 4, 23, 3 blocks.",
          "44,549,160 parameters (torchvision's count), about 7.8 G MACs per image."],
         (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"]))),
+    ("resnext101_32x4d", lambda: render(
+        "resnext101_32x4d", "ResNeXt-101 32x4d (DeepLearningExamples), 224x224x3",
+        ["ResNeXt-101 32x4d (Xie et al. 2017) as NVIDIA DeepLearningExamples builds it",
+         "(PyTorch/Classification/ConvNets/image_classification/models/resnet.py @ 729963dd:",
+         "layers 3, 4, 23, 3, widths 128, 256, 512, 1024, expansion 2, cardinality 32): resnet101.yaml",
+         "with the 3x3 conv in 32 groups and bottlenecks twice as wide (128 -> 128 -> 256 in stage 2).",
+         "44,177,704 parameters, about 8.0 G MACs per image."],
+        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"], cardinality=32, base_width=128,
+                                    expansion=2))),
+    ("se_resnext101_32x4d", lambda: render(
+        "se_resnext101_32x4d", "SE-ResNeXt-101 32x4d (DeepLearningExamples), 224x224x3",
+        ["SE-ResNeXt-101 32x4d as NVIDIA DeepLearningExamples builds it (resnet.py @ 729963dd,",
+         "SEBottleneck with se_squeeze=16; common.py SqueezeAndExcitation): resnext101_32x4d.yaml",
+         "with a squeeze-and-excitation gate on every bottleneck's last batch norm, squeezed to 16",
+         "units (a fixed 16, not channels / 16: DLE's nn.Linear(planes * expansion, 16)).",
+         "DLE's forward fuses the scale with the residual add (torch.addcmul); here they are a `mul`",
+         "and an `add`. The sigmoid is written as `tanh` (see the generator's resnet()).",
+         "45,251,128 parameters (resnext101_32x4d's 44,177,704 and 33 C + 16 per gate of C",
+         "channels), about 8.0 G MACs per image."],
+        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"], cardinality=32, base_width=128,
+                                    expansion=2, se_units=16))),
     # scenarios/models/resnet152.yaml is written by hand with `repeat` blocks; this expanded
     # version is the oracle tests/config/model_loader_test.cc compares it with, layer by layer.
     ("resnet152", lambda: render(
