@@ -124,19 +124,28 @@ LayerCost Fp32Cost(const Ctx& c, const core::Layer& l, int64_t batch) {
   return CudnnLayerCost(l, batch, c.d, c.kp);
 }
 
+// A convolution: implicit GEMM on tensor cores where its channels per group are aligned; an
+// ungrouped one that is not runs cuDNN's fp32 algorithms (the cudnn model's structure). A grouped
+// convolution is one cuDNN call whatever its groups (PyTorch sets cudnnSetConvolutionGroupCount
+// since cuDNN 7, aten/src/ATen/cudnn/Descriptors.h; TensorFlow and MXNet do the same): one kernel a
+// pass whose grid holds every group's tiles (the batched plan, count = groups), on tensor cores when
+// aligned and implicit GEMM on CUDA cores otherwise. (The cudnn model, cuDNN 5 under Torch7 and
+// Caffe, keeps one call per group, as those frameworks looped over groups.)
 LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   const core::LayerSpec& s = l.spec;
   const core::Shape& in = l.in_shapes.at(0);
   const double g = static_cast<double>(s.groups);
   const double ci_g = static_cast<double>(in.c) / g;
   const double co_g = static_cast<double>(l.out.c) / g;
-  // Tensor cores need the channels aligned; otherwise cuDNN runs its fp32 kernels.
-  if (!Aligned(c, co_g, ci_g)) {
+  const bool aligned = Aligned(c, co_g, ci_g);
+  if (!aligned && s.groups == 1) {
     LayerCost fp32 = Fp32Cost(c, l, batch);
-    fp32.fwd.gemm_kernels = static_cast<int>(s.groups);
-    fp32.bwd.gemm_kernels = static_cast<int>(s.groups) * (l.bottoms.empty() ? 1 : 2);
+    fp32.fwd.gemm_kernels = 1;
+    fp32.bwd.gemm_kernels = l.bottoms.empty() ? 1 : 2;
     return fp32;
   }
+  const double peak = aligned ? c.tensor_peak : c.fp32_peak;
+  const double efficiency = aligned ? c.p.tensor_efficiency : c.p.gemm_efficiency;
   const double b = static_cast<double>(batch);
   const double kk = static_cast<double>(s.kernel_h * s.kernel_w);
   const double hw_out = static_cast<double>(l.out.h * l.out.w);
@@ -144,26 +153,29 @@ LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   const double flops = 2 * b * hw_out * co_g * ci_g * kk;
   const double vb = c.value_bytes;
   const double tensors = vb * (b * hw_in * ci_g + b * hw_out * co_g + co_g * ci_g * kk);
+  // One launch over every group's GEMM (per group: flops, tensors).
   auto pass = [&](double m, double n, double k) {
-    const GemmPlan plan = PlanGemmTiles(m, n, k, 1, c.d.sm_count, c.tensor_peak,
-                                        c.p.tensor_efficiency, c.kp.tile_alpha, 4);
-    return g * KernelNs(c, flops, plan.rate, tensors + plan.extra_bytes);
+    const GemmPlan plan = PlanGemmTiles(m, n, k, g, c.d.sm_count, peak, efficiency,
+                                        c.kp.tile_alpha, 4);
+    return KernelNs(c, g * flops, plan.rate, g * tensors + plan.extra_bytes);
   };
   LayerCost cost;
-  const int groups = static_cast<int>(s.groups);
-  cost.fwd = {pass(b * hw_out, co_g, ci_g * kk), groups, ConvAlgo::kImplicitGemm};
-  cost.bwd = {pass(co_g, ci_g * kk, b * hw_out), groups, ConvAlgo::kImplicitGemm};
+  cost.fwd = {pass(b * hw_out, co_g, ci_g * kk), 1, ConvAlgo::kImplicitGemm};
+  cost.bwd = {pass(co_g, ci_g * kk, b * hw_out), 1, ConvAlgo::kImplicitGemm};
   if (!l.bottoms.empty()) {
     const double m = b * hw_in;
     cost.bwd.ns += pass(m, ci_g, flops / (2 * m * ci_g));
-    cost.bwd.kernels += groups;
+    cost.bwd.kernels += 1;
   }
-  cost.fwd.gemm_kernels = cost.fwd.tensor_kernels = groups;
-  cost.bwd.gemm_kernels = cost.bwd.tensor_kernels = groups * (l.bottoms.empty() ? 1 : 2);
+  const int gemms = l.bottoms.empty() ? 1 : 2;
+  cost.fwd.gemm_kernels = 1;
+  cost.bwd.gemm_kernels = gemms;
+  cost.fwd.tensor_kernels = aligned ? 1 : 0;
+  cost.bwd.tensor_kernels = aligned ? gemms : 0;
   // The whole input and output, every group (bytes).
   const double x = vb * b * hw_in * static_cast<double>(in.c);
   const double y = vb * b * hw_out * static_cast<double>(l.out.c);
-  if (c.nchw && c.align >= 4) {
+  if (aligned && c.nchw && c.align >= 4) {
     // cuDNN's tensor-core convolutions run NHWC: under NCHW each pass transposes what it reads
     // and writes (forward: x in, y out; backward: dy and x in for the weight gradient, dx out),
     // one memory-bound kernel each, read and written once. Half precision without tensor cores

@@ -18,7 +18,10 @@
 //     its input and output channels per group) are multiples of 8 values for fp16/bf16 and 4 for
 //     tf32; otherwise it runs on CUDA cores at the fp32 rate (as cuBLAS and cuDNN fall back).
 //     Convolutions on tensor cores run implicit GEMM (no Winograd or FFT); in fp32 cuDNN's
-//     Winograd and FFT remain as in the cudnn model.
+//     Winograd and FFT remain as in the cudnn model. A grouped convolution is one cuDNN call
+//     (cudnnSetConvolutionGroupCount, as PyTorch, TensorFlow and MXNet make it since cuDNN 7):
+//     one kernel a pass whose grid holds every group's tiles, implicit GEMM on tensor cores when
+//     its channels per group are aligned, on CUDA cores otherwise.
 //   Fusion, as frameworks run training in eager mode: a linear layer's bias is added in its
 //     GEMM's epilogue (addmm; the bias gradient is one reduction kernel); a convolution's bias,
 //     batch norm, ReLU, GELU, residual add, dropout, layer norm and softmax are each their own

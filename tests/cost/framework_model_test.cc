@@ -139,7 +139,7 @@ TEST(FrameworkModel, APassTakesTheLongerOfItsKernelsAndTheirDispatch) {
 }
 
 // relu -> conv(c -> c, 3x3, pad 1) -> batch norm, on h x h images.
-core::Model ConvNet(int64_t c, int64_t h) {
+core::Model ConvNet(int64_t c, int64_t h, int64_t groups = 1) {
   core::ModelSpec spec;
   spec.name = "convnet";
   spec.input_c = c, spec.input_h = h, spec.input_w = h;
@@ -152,6 +152,7 @@ core::Model ConvNet(int64_t c, int64_t h) {
   conv.num_output = c;
   conv.kernel_h = conv.kernel_w = 3;
   conv.pad_h = conv.pad_w = 1;
+  conv.groups = groups;
   conv.bias = false;
   core::LayerSpec bn;
   bn.name = "bn";
@@ -200,6 +201,46 @@ TEST(FrameworkModel, NchwWrapsATensorCoreConvolutionInTransposes) {
   const LayerCost pn = FrameworkLayerCost(conv, b, WithLayout(pascal, config::MemoryFormat::kNhwc), p);
   EXPECT_DOUBLE_EQ(pa.fwd.ns, pn.fwd.ns);
   EXPECT_EQ(pa.bwd.kernels, pn.bwd.kernels);
+}
+
+TEST(FrameworkModel, AGroupedConvolutionIsOneKernelOverEveryGroup) {
+  config::FrameworkModelParams p = FittedFrameworkParams();
+  p.dispatch_us = 0;
+  const int64_t b = 64;
+  // ResNeXt's 3x3 in stage 3: 256 channels in 32 groups of 8 (aligned for half precision, so on
+  // tensor cores), and in stage 2 with 32 groups of 4 (not aligned: CUDA cores).
+  for (const auto& [c, aligned] : {std::pair<int64_t, bool>{256, true}, {128, false}}) {
+    const core::Model grouped = ConvNet(c, 28, 32);
+    const core::Layer& conv = grouped.layers()[1];
+    const config::DeviceSpec d = WithLayout(Ampere(Precision::kBf16), config::MemoryFormat::kNhwc);
+    const LayerCost cost = FrameworkLayerCost(conv, b, d, p);
+    // One cuDNN call a pass, as PyTorch makes it (cudnnSetConvolutionGroupCount), not 32; and
+    // autocast's cast of the weight (forward) and of its gradient (backward).
+    EXPECT_EQ(cost.fwd.gemm_kernels, 1);
+    EXPECT_EQ(cost.bwd.gemm_kernels, 2);
+    EXPECT_EQ(cost.fwd.kernels, 1 + 1);
+    EXPECT_EQ(cost.bwd.kernels, 2 + 1);
+    EXPECT_EQ(cost.fwd.tensor_kernels, aligned ? 1 : 0);
+    EXPECT_EQ(cost.bwd.tensor_kernels, aligned ? 2 : 0);
+    // One launch: the forward pass costs at least one launch_us plus its work, and the work of
+    // all 32 groups in one grid is no slower than each group's GEMM on an otherwise idle GPU 32
+    // times.
+    const double c_g = static_cast<double>(c) / 32;
+    const double flops = 2.0 * b * 28 * 28 * c_g * c_g * 9;
+    const double peak = aligned ? 312e12 : 19.5e12;
+    const double eff = aligned ? p.tensor_efficiency : p.gemm_efficiency;
+    const GemmPlan one = PlanGemmTiles(b * 28 * 28, c_g, c_g * 9, 1, 108, peak, eff,
+                                       FittedKernelParams().tile_alpha, 4);
+    const GemmPlan all = PlanGemmTiles(b * 28 * 28, c_g, c_g * 9, 32, 108, peak, eff,
+                                       FittedKernelParams().tile_alpha, 4);
+    EXPECT_GE(all.rate, one.rate);
+    EXPECT_GT(cost.fwd.ns, p.launch_us * 1e3 + 1e9 * 32 * flops / all.rate * 0.999);
+    EXPECT_LT(cost.fwd.ns, 32 * (p.launch_us * 1e3 + 1e9 * flops / one.rate));
+  }
+  // The same convolution ungrouped keeps its one kernel and its algorithms: grouping only
+  // changes how the groups' work is launched.
+  const core::Model plain = ConvNet(256, 28);
+  EXPECT_EQ(FrameworkLayerCost(plain.layers()[1], b, Ampere(Precision::kFp32), p).fwd.kernels, 1);
 }
 
 TEST(FrameworkModel, BatchNormIsPricedByValuesNotBytesAndByLayout) {
