@@ -128,9 +128,9 @@ LayerCost Fp32Cost(const Ctx& c, const core::Layer& l, int64_t batch) {
 // ungrouped one that is not runs cuDNN's fp32 algorithms (the cudnn model's structure). A grouped
 // convolution is one cuDNN call whatever its groups (PyTorch sets cudnnSetConvolutionGroupCount
 // since cuDNN 7, aten/src/ATen/cudnn/Descriptors.h; TensorFlow and MXNet do the same): one kernel a
-// pass whose grid holds every group's tiles (the batched plan, count = groups), on tensor cores when
-// aligned and implicit GEMM on CUDA cores otherwise. (The cudnn model, cuDNN 5 under Torch7 and
-// Caffe, keeps one call per group, as those frameworks looped over groups.)
+// pass (see `pass` below for its tiles), on tensor cores when aligned and implicit GEMM on CUDA
+// cores otherwise. (The cudnn model, cuDNN 5 under Torch7 and Caffe, keeps one call per group, as
+// those frameworks looped over groups.)
 LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   const core::LayerSpec& s = l.spec;
   const core::Shape& in = l.in_shapes.at(0);
@@ -153,18 +153,26 @@ LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   const double flops = 2 * b * hw_out * co_g * ci_g * kk;
   const double vb = c.value_bytes;
   const double tensors = vb * (b * hw_in * ci_g + b * hw_out * co_g + co_g * ci_g * kk);
-  // One launch over every group's GEMM (per group: flops, tensors).
-  auto pass = [&](double m, double n, double k) {
-    const GemmPlan plan = PlanGemmTiles(m, n, k, g, c.d.sm_count, peak, efficiency,
-                                        c.kp.tile_alpha, 4);
+  // One launch over every group's GEMM (per group: flops, tensors), tiled the faster of two ways:
+  // each group's GEMM its own tiles (all groups in one grid), or tiles that span several groups'
+  // channels (CUTLASS's GroupMode::kMultipleGroup; the channels dimension, `channels_m` or not,
+  // g times longer and each output still summing only its group's K), which is what keeps a
+  // group of 4 or 8 channels from filling a quarter of a 16-wide tile.
+  auto pass = [&](double m, double n, double k, bool channels_m) {
+    GemmPlan plan = PlanGemmTiles(m, n, k, g, c.d.sm_count, peak, efficiency, c.kp.tile_alpha, 4);
+    if (s.groups > 1) {
+      const GemmPlan packed = PlanGemmTiles(channels_m ? g * m : m, channels_m ? n : g * n, k, 1,
+                                            c.d.sm_count, peak, efficiency, c.kp.tile_alpha, 4);
+      if (packed.rate > plan.rate) plan = packed;
+    }
     return KernelNs(c, g * flops, plan.rate, g * tensors + plan.extra_bytes);
   };
   LayerCost cost;
-  cost.fwd = {pass(b * hw_out, co_g, ci_g * kk), 1, ConvAlgo::kImplicitGemm};
-  cost.bwd = {pass(co_g, ci_g * kk, b * hw_out), 1, ConvAlgo::kImplicitGemm};
+  cost.fwd = {pass(b * hw_out, co_g, ci_g * kk, false), 1, ConvAlgo::kImplicitGemm};
+  cost.bwd = {pass(co_g, ci_g * kk, b * hw_out, true), 1, ConvAlgo::kImplicitGemm};
   if (!l.bottoms.empty()) {
     const double m = b * hw_in;
-    cost.bwd.ns += pass(m, ci_g, flops / (2 * m * ci_g));
+    cost.bwd.ns += pass(m, ci_g, flops / (2 * m * ci_g), false);
     cost.bwd.kernels += 1;
   }
   const int gemms = l.bottoms.empty() ? 1 : 2;

@@ -20,8 +20,10 @@
 //     Convolutions on tensor cores run implicit GEMM (no Winograd or FFT); in fp32 cuDNN's
 //     Winograd and FFT remain as in the cudnn model. A grouped convolution is one cuDNN call
 //     (cudnnSetConvolutionGroupCount, as PyTorch, TensorFlow and MXNet make it since cuDNN 7):
-//     one kernel a pass whose grid holds every group's tiles, implicit GEMM on tensor cores when
-//     its channels per group are aligned, on CUDA cores otherwise.
+//     one kernel a pass, implicit GEMM on tensor cores when its channels per group are aligned,
+//     on CUDA cores otherwise, tiled the faster of two ways: each group's GEMM its own tiles (all
+//     groups in one grid), or tiles spanning several groups' channels (CUTLASS's kMultipleGroup),
+//     which keeps 4 or 8 channels a group (ResNeXt) from filling a fraction of a tile.
 //   Fusion, as frameworks run training in eager mode: a linear layer's bias is added in its
 //     GEMM's epilogue (addmm; the bias gradient is one reduction kernel); a convolution's bias,
 //     batch norm, ReLU, GELU, residual add, dropout, layer norm and softmax are each their own
