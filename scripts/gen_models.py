@@ -202,7 +202,8 @@ def block_names(n):
     return ["a"] + ["b%d" % i for i in range(1, n)]
 
 
-def resnet(blocks, basic=False, cardinality=1, base_width=64, expansion=4, se_units=0):
+def resnet(blocks, basic=False, cardinality=1, base_width=64, expansion=4, se_units=0,
+           se_ratio=0):
     """Bottleneck blocks (1x1, 3x3, 1x1; ResNet-50 and deeper), or basic blocks (two 3x3 convs;
     ResNet-18 and -34) when basic is true. A projection shortcut wherever the shape changes.
 
@@ -210,7 +211,8 @@ def resnet(blocks, basic=False, cardinality=1, base_width=64, expansion=4, se_un
     `cardinality` groups, the bottleneck `base_width` channels wide in stage 2 (doubling per stage),
     its output `expansion` times that. se_units > 0 adds DLE's squeeze-and-excitation after the
     last batch norm: global mean, a linear layer to se_units (with bias), ReLU, a linear layer
-    back (with bias), sigmoid, the branch scaled per channel, then the residual add. The linear
+    back (with bias), sigmoid, the branch scaled per channel, then the residual add; se_ratio > 0
+    the same gate squeezed to channels / se_ratio (timm's SEModule, rd_ratio 1/16). The linear
     layers are written as 1x1 convs on the pooled 1x1 image (the same parameters and MACs; the
     schema's per-channel gate is an image Cx1x1) and the sigmoid as `tanh`, the schema's
     saturating element-wise layer (the same shape, no parameters, priced by its bytes)."""
@@ -269,9 +271,10 @@ def resnet(blocks, basic=False, cardinality=1, base_width=64, expansion=4, se_un
             net.add(r + "_branch2b_relu", "relu")
             net.add(r + "_branch2c", "conv", num_output=out_c, kernel=1, bias=False)
             branch = net.add(bn + "_branch2c", "batchnorm")
-            if se_units > 0:
+            if se_units > 0 or se_ratio > 0:
+                units = se_units if se_units > 0 else out_c // se_ratio
                 net.add(r + "_se_pool", "pool", method="avg", **{"global": True})
-                net.add(r + "_se_squeeze", "conv", num_output=se_units, kernel=1)
+                net.add(r + "_se_squeeze", "conv", num_output=units, kernel=1)
                 net.add(r + "_se_relu", "relu")
                 net.add(r + "_se_expand", "conv", num_output=out_c, kernel=1)
                 gate = net.add(r + "_se_sigmoid", "tanh", note="sigmoid")
@@ -357,6 +360,44 @@ MODELS = [
          "channels), about 8.0 G MACs per image."],
         (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"], cardinality=32, base_width=128,
                                     expansion=2, se_units=16))),
+    ("resnext50_32x4d", lambda: render(
+        "resnext50_32x4d", "ResNeXt-50 32x4d (torchvision, timm), 224x224x3",
+        ["ResNeXt-50 32x4d (Xie et al. 2017) as torchvision's resnext50_32x4d and timm's build it",
+         "(Bottleneck width = planes x base_width / 64 x groups, expansion 4): resnet50.yaml with",
+         "the 3x3 conv in 32 groups and bottlenecks 128 -> 128 -> 256 in stage 2.",
+         "25,028,904 parameters, about 4.3 G MACs per image."],
+        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet50"], cardinality=32, base_width=128,
+                                    expansion=2))),
+    ("resnext101_32x8d", lambda: render(
+        "resnext101_32x8d", "ResNeXt-101 32x8d (torchvision, timm), 224x224x3",
+        ["ResNeXt-101 32x8d as torchvision's resnext101_32x8d and timm's build it: 3, 4, 23, 3",
+         "blocks, the 3x3 conv in 32 groups of 8 channels, bottlenecks 256 -> 256 -> 256 in",
+         "stage 2. 88,791,336 parameters, about 16.5 G MACs per image."],
+        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"], cardinality=32, base_width=256,
+                                    expansion=1))),
+    ("resnext101_64x4d", lambda: render(
+        "resnext101_64x4d", "ResNeXt-101 64x4d (torchvision, timm), 224x224x3",
+        ["ResNeXt-101 64x4d as torchvision's resnext101_64x4d and timm's build it: 3, 4, 23, 3",
+         "blocks, the 3x3 conv in 64 groups of 4 channels, bottlenecks 256 -> 256 -> 256 in",
+         "stage 2. 83,455,272 parameters, about 15.5 G MACs per image."],
+        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"], cardinality=64, base_width=256,
+                                    expansion=1))),
+    ("seresnext50_32x4d", lambda: render(
+        "seresnext50_32x4d", "SE-ResNeXt-50 32x4d (timm), 224x224x3",
+        ["SE-ResNeXt-50 32x4d as timm builds it (resnet.py seresnext50_32x4d: block_args",
+         "attn_layer='se', SEModule rd_ratio 1/16, 1x1 convs with bias, ReLU, sigmoid; the gate",
+         "on the last batch norm, then the residual add): resnext50_32x4d.yaml with a gate squeezed",
+         "to channels / 16. The sigmoid is written as `tanh` (see the generator's resnet()).",
+         "27,559,896 parameters, about 4.3 G MACs per image."],
+        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet50"], cardinality=32, base_width=128,
+                                    expansion=2, se_ratio=16))),
+    ("seresnext101_32x4d", lambda: render(
+        "seresnext101_32x4d", "SE-ResNeXt-101 32x4d (timm), 224x224x3",
+        ["SE-ResNeXt-101 32x4d as timm builds it (SEModule squeezed to channels / 16; not",
+         "se_resnext101_32x4d.yaml, DeepLearningExamples' fixed 16 units): resnext101_32x4d.yaml",
+         "with timm's gate. 48,955,416 parameters, about 8.0 G MACs per image."],
+        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"], cardinality=32, base_width=128,
+                                    expansion=2, se_ratio=16))),
     # scenarios/models/resnet152.yaml is written by hand with `repeat` blocks; this expanded
     # version is the oracle tests/config/model_loader_test.cc compares it with, layer by layer.
     ("resnet152", lambda: render(
