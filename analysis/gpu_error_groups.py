@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""The framework model's errors grouped by the GPU's memory (HBM or GDDR, from the device file's
+description) and the model's family (transformer: a model file with an `attention` layer; CNN
+otherwise), from `poseidon gpu-model check --csv` output.
+
+    poseidon gpu-model check --compute-model framework --csv FILES... > check.csv
+    /usr/bin/python3 analysis/gpu_error_groups.py check.csv [--devices scenarios/devices]
+        [--models scenarios/models]
+
+Prints, per group: rows, the median signed error (+ = predicted slow), the median and largest
+|error|, and how many rows are predicted slow. Standard library only.
+"""
+
+import argparse
+import collections
+import csv
+import os
+import re
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def memory_kind(devices_dir, device):
+    """'HBM', 'GDDR' or '?' from the device file's description (its datasheet memory type)."""
+    path = os.path.join(devices_dir, device + ".yaml")
+    if not os.path.exists(path):
+        return "?"
+    with open(path) as f:
+        m = re.search(r'^description:\s*"(.*)"', f.read(), re.M)
+    desc = m.group(1) if m else ""
+    return "HBM" if "HBM" in desc else "GDDR" if "GDDR" in desc else "?"
+
+
+def family(models_dir, model):
+    """'transformer' when the model file has an attention layer, else 'cnn'."""
+    path = os.path.join(models_dir, model + ".yaml")
+    if not os.path.exists(path):
+        return "?"
+    with open(path) as f:
+        return "transformer" if re.search(r"type:\s*attention\b", f.read()) else "cnn"
+
+
+def groups(rows, devices_dir, models_dir):
+    """{(memory, family): [signed errors]}, plus ('all', 'all')."""
+    out = collections.defaultdict(list)
+    for r in rows:
+        try:
+            e = float(r["error"])
+        except (KeyError, ValueError):
+            continue
+        key = (memory_kind(devices_dir, r["device"]), family(models_dir, r["model"]))
+        out[key].append(e)
+        out[("all", "all")].append(e)
+    return out
+
+
+def summary(errors):
+    a = [abs(x) for x in errors]
+    return {"rows": len(errors), "signed_median": statistics.median(errors),
+            "abs_median": statistics.median(a), "abs_max": max(a),
+            "slow": sum(1 for x in errors if x > 0)}
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv", help="poseidon gpu-model check --csv output")
+    ap.add_argument("--devices", default=os.path.join(ROOT, "scenarios", "devices"))
+    ap.add_argument("--models", default=os.path.join(ROOT, "scenarios", "models"))
+    a = ap.parse_args(argv)
+    with open(a.csv) as f:
+        rows = list(csv.DictReader(f))
+    g = groups(rows, a.devices, a.models)
+    if not g:
+        print("%s: no rows with an error column" % a.csv, file=sys.stderr)
+        return 1
+    print("%-6s %-12s %5s %14s %11s %9s %6s" % ("memory", "family", "rows", "signed median",
+                                                  "|e| median", "|e| max", "slow"))
+    for (mem, fam), errors in sorted(g.items()):
+        s = summary(errors)
+        print("%-6s %-12s %5d %+13.1f%% %10.1f%% %8.1f%% %6d" % (
+            mem, fam, s["rows"], 100 * s["signed_median"], 100 * s["abs_median"],
+            100 * s["abs_max"], s["slow"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
