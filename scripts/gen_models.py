@@ -288,6 +288,13 @@ def resnet(blocks, basic=False, cardinality=1, base_width=64, expansion=4, se_un
     return net
 
 
+def imagenet_resnet(name, description, header, depth, **block_args):
+    """A MODELS entry: a 224x224x3, 1000-class ResNet-family model of RESNET_BLOCKS[depth]'s
+    blocks, built by resnet(**block_args)."""
+    return (name, lambda: render(name, description, header, (3, 224, 224), 1000,
+                                 resnet(RESNET_BLOCKS[depth], **block_args)))
+
+
 MODELS = [
     ("googlenet", lambda: render(
         "googlenet",
@@ -339,65 +346,59 @@ MODELS = [
         ["ResNet-101 (He et al. 2016), built like resnet50.yaml with 3, 4, 23, 3 blocks.",
          "44,549,160 parameters (torchvision's count), about 7.8 G MACs per image."],
         (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"]))),
-    ("resnext101_32x4d", lambda: render(
+    imagenet_resnet(
         "resnext101_32x4d", "ResNeXt-101 32x4d (DeepLearningExamples), 224x224x3",
         ["ResNeXt-101 32x4d (Xie et al. 2017) as NVIDIA DeepLearningExamples builds it",
          "(PyTorch/Classification/ConvNets/image_classification/models/resnet.py @ 729963dd:",
-         "layers 3, 4, 23, 3, widths 128, 256, 512, 1024, expansion 2, cardinality 32): resnet101.yaml",
-         "with the 3x3 conv in 32 groups and bottlenecks twice as wide (128 -> 128 -> 256 in stage 2).",
-         "44,177,704 parameters, about 8.0 G MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"], cardinality=32, base_width=128,
-                                    expansion=2))),
-    ("se_resnext101_32x4d", lambda: render(
+         "layers 3, 4, 23, 3, widths 128, 256, 512, 1024, expansion 2, cardinality 32):",
+         "resnet101.yaml with the 3x3 conv in 32 groups and bottlenecks twice as wide",
+         "(128 -> 128 -> 256 in stage 2). 44,177,704 parameters, about 8.0 G MACs per image."],
+        "resnet101", cardinality=32, base_width=128, expansion=2),
+    imagenet_resnet(
         "se_resnext101_32x4d", "SE-ResNeXt-101 32x4d (DeepLearningExamples), 224x224x3",
         ["SE-ResNeXt-101 32x4d as NVIDIA DeepLearningExamples builds it (resnet.py @ 729963dd,",
          "SEBottleneck with se_squeeze=16; common.py SqueezeAndExcitation): resnext101_32x4d.yaml",
          "with a squeeze-and-excitation gate on every bottleneck's last batch norm, squeezed to 16",
          "units (a fixed 16, not channels / 16: DLE's nn.Linear(planes * expansion, 16)).",
-         "DLE's forward fuses the scale with the residual add (torch.addcmul); here they are a `mul`",
-         "and an `add`. The sigmoid is written as `tanh` (see the generator's resnet()).",
-         "45,251,128 parameters (resnext101_32x4d's 44,177,704 and 33 C + 16 per gate of C",
-         "channels), about 8.0 G MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"], cardinality=32, base_width=128,
-                                    expansion=2, se_units=16))),
-    ("resnext50_32x4d", lambda: render(
+         "DLE's forward fuses the scale with the residual add (torch.addcmul); here they are a",
+         "`mul` and an `add`. The sigmoid is written as `tanh` (see the generator's resnet()).",
+         "45,251,128 parameters (resnext101_32x4d's 44,177,704 and 33 C + 16 per gate of",
+         "C channels), about 8.0 G MACs per image."],
+        "resnet101", cardinality=32, base_width=128, expansion=2, se_units=16),
+    imagenet_resnet(
         "resnext50_32x4d", "ResNeXt-50 32x4d (torchvision, timm), 224x224x3",
         ["ResNeXt-50 32x4d (Xie et al. 2017) as torchvision's resnext50_32x4d and timm's build it",
          "(Bottleneck width = planes x base_width / 64 x groups, expansion 4): resnet50.yaml with",
          "the 3x3 conv in 32 groups and bottlenecks 128 -> 128 -> 256 in stage 2.",
          "25,028,904 parameters, about 4.3 G MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet50"], cardinality=32, base_width=128,
-                                    expansion=2))),
-    ("resnext101_32x8d", lambda: render(
+        "resnet50", cardinality=32, base_width=128, expansion=2),
+    imagenet_resnet(
         "resnext101_32x8d", "ResNeXt-101 32x8d (torchvision, timm), 224x224x3",
         ["ResNeXt-101 32x8d as torchvision's resnext101_32x8d and timm's build it: 3, 4, 23, 3",
          "blocks, the 3x3 conv in 32 groups of 8 channels, bottlenecks 256 -> 256 -> 256 in",
          "stage 2. 88,791,336 parameters, about 16.5 G MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"], cardinality=32, base_width=256,
-                                    expansion=1))),
-    ("resnext101_64x4d", lambda: render(
+        "resnet101", cardinality=32, base_width=256, expansion=1),
+    imagenet_resnet(
         "resnext101_64x4d", "ResNeXt-101 64x4d (torchvision, timm), 224x224x3",
         ["ResNeXt-101 64x4d as torchvision's resnext101_64x4d and timm's build it: 3, 4, 23, 3",
          "blocks, the 3x3 conv in 64 groups of 4 channels, bottlenecks 256 -> 256 -> 256 in",
          "stage 2. 83,455,272 parameters, about 15.5 G MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"], cardinality=64, base_width=256,
-                                    expansion=1))),
-    ("seresnext50_32x4d", lambda: render(
+        "resnet101", cardinality=64, base_width=256, expansion=1),
+    imagenet_resnet(
         "seresnext50_32x4d", "SE-ResNeXt-50 32x4d (timm), 224x224x3",
         ["SE-ResNeXt-50 32x4d as timm builds it (resnet.py seresnext50_32x4d: block_args",
          "attn_layer='se', SEModule rd_ratio 1/16, 1x1 convs with bias, ReLU, sigmoid; the gate",
-         "on the last batch norm, then the residual add): resnext50_32x4d.yaml with a gate squeezed",
-         "to channels / 16. The sigmoid is written as `tanh` (see the generator's resnet()).",
+         "on the last batch norm, then the residual add): resnext50_32x4d.yaml with a gate",
+         "squeezed to channels / 16. The sigmoid is written as `tanh` (see the generator's",
+         "resnet()).",
          "27,559,896 parameters, about 4.3 G MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet50"], cardinality=32, base_width=128,
-                                    expansion=2, se_ratio=16))),
-    ("seresnext101_32x4d", lambda: render(
+        "resnet50", cardinality=32, base_width=128, expansion=2, se_ratio=16),
+    imagenet_resnet(
         "seresnext101_32x4d", "SE-ResNeXt-101 32x4d (timm), 224x224x3",
         ["SE-ResNeXt-101 32x4d as timm builds it (SEModule squeezed to channels / 16; not",
          "se_resnext101_32x4d.yaml, DeepLearningExamples' fixed 16 units): resnext101_32x4d.yaml",
          "with timm's gate. 48,955,416 parameters, about 8.0 G MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"], cardinality=32, base_width=128,
-                                    expansion=2, se_ratio=16))),
+        "resnet101", cardinality=32, base_width=128, expansion=2, se_ratio=16),
     # scenarios/models/resnet152.yaml is written by hand with `repeat` blocks; this expanded
     # version is the oracle tests/config/model_loader_test.cc compares it with, layer by layer.
     ("resnet152", lambda: render(

@@ -235,13 +235,13 @@ TEST(FrameworkModel, AGroupedConvolutionIsOneKernelWithTilesSpanningGroups) {
     EXPECT_GT(spanning.rate, 1.5 * own.rate);
     const double vb = 2;
     const double bytes = vb * (b * 28 * 28 * c * 2 + c * c_g * 9) + spanning.extra_bytes;
-    const double expected = p.launch_us * 1e3 +
-                            1e9 * std::max(32 * flops / spanning.rate,
-                                           bytes / (2000e9 * p.memory_efficiency));
+    const double expected =
+        p.launch_us * 1e3 +
+        1e9 * std::max(32 * flops / spanning.rate, bytes / (2000e9 * p.memory_efficiency));
     const double cast = FrameworkLayerCost(conv, b, d, p).fwd.ns - expected;  // the weight's cast
     EXPECT_GT(cast, p.launch_us * 1e3);
-    EXPECT_LT(cast, p.launch_us * 1e3 + 1e9 * 6.0 * c * c_g * 9 / (2000e9 * p.memory_efficiency) +
-                        1e-6);
+    EXPECT_LT(cast,
+              p.launch_us * 1e3 + 1e9 * 6.0 * c * c_g * 9 / (2000e9 * p.memory_efficiency) + 1e-6);
   }
   // The same convolution ungrouped keeps its one kernel and its algorithms: grouping only
   // changes how the groups' work is launched.
