@@ -14,6 +14,7 @@ Prints, per group: rows, the median signed error (+ = predicted slow), the media
 import argparse
 import collections
 import csv
+import functools
 import os
 import re
 import statistics
@@ -22,6 +23,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@functools.lru_cache(maxsize=None)
 def memory_kind(devices_dir, device):
     """'HBM', 'GDDR' or '?' from the device file's description (its datasheet memory type)."""
     path = os.path.join(devices_dir, device + ".yaml")
@@ -33,6 +35,7 @@ def memory_kind(devices_dir, device):
     return "HBM" if "HBM" in desc else "GDDR" if "GDDR" in desc else "?"
 
 
+@functools.lru_cache(maxsize=None)
 def family(models_dir, model):
     """'transformer' when the model file has an attention layer, else 'cnn'."""
     path = os.path.join(models_dir, model + ".yaml")

@@ -323,29 +323,29 @@ MODELS = [
         ["VGG-19 (configuration E) with fc8 4096 -> 21,841 for the full ImageNet-22K, as in the",
          "Poseidon ATC'17 experiments. 229,052,817 parameters, about 19.72 G MACs per image."],
         (3, 224, 224), 21841, vgg(VGG_STAGES["vgg19"], 21841))),
-    ("resnet18", lambda: render(
+    imagenet_resnet(
         "resnet18", "ResNet-18 (basic blocks), 224x224x3",
         ["ResNet-18 (He et al. 2016): basic blocks of two 3x3 convs, 2, 2, 2, 2 per stage,",
          "projection shortcuts where the shape changes, batch norm after every conv, convs",
          "without bias (as torchvision and fb.resnet.torch). 11,689,512 parameters, about 1.8 G",
          "MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet18"], basic=True))),
-    ("resnet34", lambda: render(
+        "resnet18", basic=True),
+    imagenet_resnet(
         "resnet34", "ResNet-34 (basic blocks), 224x224x3",
         ["ResNet-34 (He et al. 2016), built like resnet18.yaml with 3, 4, 6, 3 basic blocks.",
          "21,797,672 parameters (torchvision's count), about 3.6 G MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet34"], basic=True))),
-    ("resnet50", lambda: render(
+        "resnet34", basic=True),
+    imagenet_resnet(
         "resnet50", "ResNet-50 (bottleneck, v1.5 strides), 224x224x3",
         ["ResNet-50 (He et al. 2016) with projection shortcuts where the shape changes, batch norm",
          "with learnable scale and shift after every conv, convs without bias, stride on the 3x3",
          "conv (v1.5, as torchvision). 25,557,032 parameters, about 4.1 G MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet50"]))),
-    ("resnet101", lambda: render(
+        "resnet50"),
+    imagenet_resnet(
         "resnet101", "ResNet-101 (bottleneck, v1.5 strides), 224x224x3",
         ["ResNet-101 (He et al. 2016), built like resnet50.yaml with 3, 4, 23, 3 blocks.",
          "44,549,160 parameters (torchvision's count), about 7.8 G MACs per image."],
-        (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet101"]))),
+        "resnet101"),
     imagenet_resnet(
         "resnext101_32x4d", "ResNeXt-101 32x4d (DeepLearningExamples), 224x224x3",
         ["ResNeXt-101 32x4d (Xie et al. 2017) as NVIDIA DeepLearningExamples builds it",
