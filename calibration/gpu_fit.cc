@@ -90,25 +90,26 @@ Pred Predict(const GpuCase& c, const KernelModelParams& p, config::DeviceCompute
   return out;
 }
 
-using FwVec = std::array<double, config::kNumFrameworkParams>;
+// The fitted constants' coordinates (config::kNumFittedFrameworkParams); the measured ones
+// (batch norm's rates) ride along from the start.
+using FwVec = std::array<double, config::kNumFittedFrameworkParams>;
 
 FwVec ToFwCoords(const FrameworkModelParams& p) {
   return {Logit(std::min(p.tensor_efficiency, 0.999)), Logit(std::min(p.gemm_efficiency, 0.999)),
           Logit(std::min(p.memory_efficiency, 0.999)), std::log(std::max(p.launch_us, 1e-3)),
           std::log(std::max(p.dispatch_us, 1e-3)),     std::log(std::max(p.iteration_us, 1e-3)),
-          Logit(std::min(p.bn_efficiency_nchw, 0.999)), Logit(std::min(p.bn_efficiency_nhwc, 0.999))};
+          std::log(std::max(p.tensor_feed_per_sm_clock, 1.0))};
 }
 
-FrameworkModelParams FromFwCoords(const FwVec& y) {
-  FrameworkModelParams p;
+FrameworkModelParams FromFwCoords(const FwVec& y, const FrameworkModelParams& measured) {
+  FrameworkModelParams p = measured;
   p.tensor_efficiency = Logistic(y[0]);
   p.gemm_efficiency = Logistic(y[1]);
   p.memory_efficiency = Logistic(y[2]);
   p.launch_us = std::exp(y[3]);
   p.dispatch_us = std::exp(y[4]);
   p.iteration_us = std::exp(y[5]);
-  p.bn_efficiency_nchw = Logistic(y[6]);
-  p.bn_efficiency_nhwc = Logistic(y[7]);
+  p.tensor_feed_per_sm_clock = std::exp(y[6]);
   return p;
 }
 
@@ -242,7 +243,8 @@ std::vector<GpuCase> LoadGpuCases(const config::PublishedTimings& timings,
       device.optimizer = row.optimizer;
       device.memory_format = row.memory_format;
       device.batchnorm_fusion = row.batchnorm_fusion;
-      const std::string why = config::PrecisionUnsupported(device, device.precision);
+      std::string why = config::FrameworkFiguresMissing(device);
+      if (why.empty()) why = config::PrecisionUnsupported(device, device.precision);
       if (!why.empty()) config::FailAt(row.loc, why);
     }
     cases.push_back({row, std::move(model), std::move(device)});
@@ -335,7 +337,7 @@ FrameworkModelParams FitFrameworkParams(const std::vector<GpuCase>& cases,
   // A held constant is start's, whatever the simplex does along its coordinate.
   FrameworkModelParams held_values = start;
   auto params = [&](const FwVec& y) {
-    FrameworkModelParams p = FromFwCoords(y);
+    FrameworkModelParams p = FromFwCoords(y, held_values);
     for (int i : fixed) {
       *config::FrameworkParamField(p, i) = *config::FrameworkParamField(held_values, i);
     }
@@ -354,7 +356,8 @@ FrameworkModelParams FitFrameworkParams(const std::vector<GpuCase>& cases,
       from.memory_efficiency = 0.6;
     }
     if (s & 2) from.launch_us = from.dispatch_us = 5, from.iteration_us = 100;
-    const FwVec y = Minimize<config::kNumFrameworkParams>(f, ToFwCoords(from), evaluations);
+    const FwVec y =
+        Minimize<config::kNumFittedFrameworkParams>(f, ToFwCoords(from), evaluations);
     const double fy = f(y);
     if (s == 0 || fy < best_f) best = y, best_f = fy;
   }

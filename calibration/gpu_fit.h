@@ -68,7 +68,8 @@ double FitObjective(const std::vector<GpuCase>& cases, const config::KernelModel
 
 // The framework model's constants fitted to the `set: fit` whole-iteration rows (sum of squared
 // log ratios of the iteration time), the same Nelder-Mead from `start`. The constants named in
-// `held` (config::kFrameworkParamNames) keep start's values: measured, not fitted.
+// `held` (config::kFrameworkParamNames) keep start's values: measured, not fitted; so do those
+// after the first config::kNumFittedFrameworkParams (batch norm's measured rates) always.
 config::FrameworkModelParams FitFrameworkParams(const std::vector<GpuCase>& cases,
                                                 const config::FrameworkModelParams& start,
                                                 int evaluations = 3000,

@@ -99,6 +99,10 @@ inline bool HasCudnnFigures(const DeviceSpec& d) {
   return d.sm_count > 0 && d.architecture != GpuArchitecture::kUnknown;
 }
 
+// "" when the device file gives what the framework compute model prices with (sm_count,
+// architecture, boost_clock_mhz); otherwise what is missing and what to do.
+std::string FrameworkFiguresMissing(const DeviceSpec& device);
+
 ProfileSpec LoadProfileFile(const std::string& path);
 ProfileSpec ParseProfileYaml(const std::string& text, const std::string& name);
 

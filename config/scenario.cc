@@ -301,11 +301,8 @@ void ReadPrecisionKeys(MapReader& c, ScenarioSpec* s) {
                                         : "cudnn"));
   }
   s->device->compute_model = DeviceComputeModel::kFramework;
-  if (!HasCudnnFigures(*s->device)) {
-    c.FailKey(key, fmt::format("the framework compute model needs 'sm_count' and 'architecture' "
-                               "in device file {}; add them from the datasheet",
-                               s->device_file));
-  }
+  const std::string missing = FrameworkFiguresMissing(*s->device);
+  if (!missing.empty()) c.FailKey(key, fmt::format("{} ({})", missing, s->device_file));
   if (c.Has("precision")) {
     s->device->precision = ReadPrecision(c, "precision");
     const std::string why = PrecisionUnsupported(*s->device, s->device->precision);

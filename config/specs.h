@@ -349,16 +349,39 @@ struct FrameworkModelParams {
                                    // kernel never takes less (the GPU waits for the CPU)
   double iteration_us = 1000;      // per iteration outside kernels (zero_grad, loss scaling,
                                    // the Python loop, synchronisation)
-  // Batch norm's kernels are bound by their per-channel reductions, not by the values' width:
-  // they run at this fraction of DRAM bandwidth counting every value as 4 bytes, whatever the
-  // precision; NCHW (each channel a strided plane) and NHWC (channels contiguous) apart.
-  double bn_efficiency_nchw = 0.4;
-  double bn_efficiency_nhwc = 0.6;
+  // What an SM's operand path (shared memory and registers into the tensor cores) sustains,
+  // FLOPs a clock: a tensor-core kernel runs at 1 / (1 / tensor peak + 1 / (SMs x boost clock x
+  // this)), so a GPU whose tensor cores do more a clock per SM (A100 2,048 FLOPs, H100 about
+  // 4,000, a GeForce Ampere at fp32 accumulate 512) reaches less of its datasheet peak.
+  double tensor_feed_per_sm_clock = 4096;
+  // Batch norm's kernels are bound by their per-channel reductions (Welford updates, warp and
+  // block reductions), not by DRAM: each busy SM handles this many values a clock at the
+  // device's boost clock (or DRAM at the values' width, whichever is slower). In NCHW a layer
+  // of C channels keeps min(1, C / (bn_nchw_channels_per_sm x SMs)) of the SMs busy (its
+  // kernels work a channel plane per block); channels-last keeps them all. Which kernels run is
+  // PyTorch's rule (_select_batch_norm_backend): cuDNN's, one kernel a pass, unless the values
+  // are bf16; then ATen's own (NCHW: statistics and normalise forward, one backward kernel;
+  // channels-last: two each way). Measured on the H200 kernel profiles of ResNet-18/34/50/152
+  // (docs/measured/prof_h200_*.json; analysis/bn_rates.py, the median per implementation and
+  // layout; bn_cudnn_nhwc the largest, a lower bound: those kernels ran at 0.73-0.77 of DRAM),
+  // not fitted to iteration times: `gpu-model fit` holds them.
+  double bn_cudnn_nchw = 3.44;
+  double bn_cudnn_nhwc = 6.70;
+  double bn_native_nchw = 2.54;
+  double bn_native_nhwc = 3.51;
+  double bn_nchw_channels_per_sm = 2;  // the K of the five profiled rates' smallest spread
 };
 inline constexpr const char* kFrameworkParamNames[] = {
-    "tensor_efficiency", "gemm_efficiency",    "memory_efficiency", "launch_us",
-    "dispatch_us",       "iteration_us",       "bn_efficiency_nchw", "bn_efficiency_nhwc"};
-inline constexpr int kNumFrameworkParams = 8;
+    "tensor_efficiency", "gemm_efficiency",
+    "memory_efficiency", "launch_us",
+    "dispatch_us",       "iteration_us",
+    "tensor_feed_per_sm_clock", "bn_cudnn_nchw",
+    "bn_cudnn_nhwc",     "bn_native_nchw",
+    "bn_native_nhwc",    "bn_nchw_channels_per_sm"};
+inline constexpr int kNumFrameworkParams = 12;
+// The first kNumFittedFrameworkParams of them are what `gpu-model fit` fits; the rest are
+// measured (a fit keeps its start's values).
+inline constexpr int kNumFittedFrameworkParams = 7;
 // The index of a FrameworkModelParams field by its YAML name, -1 when there is none.
 inline int FrameworkParamIndex(const std::string& name) {
   for (int i = 0; i < kNumFrameworkParams; ++i) {
@@ -369,7 +392,9 @@ inline int FrameworkParamIndex(const std::string& name) {
 inline double* FrameworkParamField(FrameworkModelParams& p, int i) {
   double* fields[] = {&p.tensor_efficiency, &p.gemm_efficiency, &p.memory_efficiency,
                       &p.launch_us,         &p.dispatch_us,     &p.iteration_us,
-                      &p.bn_efficiency_nchw, &p.bn_efficiency_nhwc};
+                      &p.tensor_feed_per_sm_clock,
+                      &p.bn_cudnn_nchw,     &p.bn_cudnn_nhwc,   &p.bn_native_nchw,
+                      &p.bn_native_nhwc,    &p.bn_nchw_channels_per_sm};
   return fields[i];
 }
 

@@ -21,14 +21,13 @@ using config::Precision;
 // per-pass dispatch mechanisms; docs/gpu_model.md has the command, the commit and the second
 // H200 set, measured after this was frozen.
 constexpr FrameworkModelParams kFitted = {
-    .tensor_efficiency = 0.852583,
-    .gemm_efficiency = 0.828548,
-    .memory_efficiency = 0.588025,
-    .launch_us = 15.6206,
-    .dispatch_us = 40.8702,
-    .iteration_us = 9.08691e-08,
-    .bn_efficiency_nchw = 1,
-    .bn_efficiency_nhwc = 1,
+    .tensor_efficiency = 0.835601,
+    .gemm_efficiency = 0.743383,
+    .memory_efficiency = 0.757211,
+    .launch_us = 1.6172,
+    .dispatch_us = 35.5703,
+    .iteration_us = 9.59887e-06,
+    .tensor_feed_per_sm_clock = 3210.4,
 };
 
 // What one device runs at one precision.
@@ -41,8 +40,9 @@ struct Ctx {
   double align = 1;          // values a tensor-core GEMM's N and K must be a multiple of
   double fp32_peak = 0;
   double memory_Bps = 0;
-  double bn_Bps = 0;         // batch norm's rate, counting 4 bytes a value, in the layout's kernels
-  bool nchw = true;          // activations in NCHW: tensor-core convolutions transpose around them
+  double bn_values_per_s = 0;  // batch norm's per-SM bound: values a second over all SMs
+  bool bn_native = false;      // bf16: ATen's batch-norm kernels, not cuDNN's (PyTorch's rule)
+  bool nchw = true;            // activations in NCHW: tensor-core convolutions transpose around them
 };
 
 Ctx MakeCtx(const DeviceSpec& d, const FrameworkModelParams& p) {
@@ -60,12 +60,23 @@ Ctx MakeCtx(const DeviceSpec& d, const FrameworkModelParams& p) {
   c.fp32_peak = d.peak_flops * arch;
   c.memory_Bps = d.memory_bandwidth_Bps * p.memory_efficiency;
   c.nchw = d.memory_format == config::MemoryFormat::kNchw;
-  c.bn_Bps = d.memory_bandwidth_Bps * (c.nchw ? p.bn_efficiency_nchw : p.bn_efficiency_nhwc);
+  // PyTorch's _select_batch_norm_backend (aten/src/ATen/native/Normalization.cpp) takes cuDNN's
+  // batch norm unless the input or weight is bf16; then ATen's own kernels run. Where a framework
+  // fuses batch norm (device.batchnorm_fusion, NHWC: MXNet, Paddle, TensorFlow), cuDNN's run.
   const Precision pr = d.precision;
+  const bool fusing = d.batchnorm_fusion != config::BatchNormFusion::kNone && !c.nchw;
+  c.bn_native = pr == Precision::kBf16 && !fusing;
+  const double per_clock = c.bn_native ? (c.nchw ? p.bn_native_nchw : p.bn_native_nhwc)
+                                       : (c.nchw ? p.bn_cudnn_nchw : p.bn_cudnn_nhwc);
+  POSEIDON_CHECK(d.boost_clock_mhz > 0) << config::FrameworkFiguresMissing(d);
+  c.bn_values_per_s = per_clock * static_cast<double>(d.sm_count) * d.boost_clock_mhz * 1e6;
   if (pr == Precision::kFp32) return c;
   const auto it = d.tensor_flops.find(pr);
   if (it != d.tensor_flops.end()) {
-    c.tensor_peak = it->second;
+    // The datasheet peak, and what the SMs' operand paths feed the tensor cores.
+    const double feed = p.tensor_feed_per_sm_clock * static_cast<double>(d.sm_count) *
+                        d.boost_clock_mhz * 1e6;
+    c.tensor_peak = 1 / (1 / it->second + 1 / feed);
   } else if (pr == Precision::kFp16 && d.fp16_flops > 0) {
     c.tensor_peak = d.fp16_flops;  // half2 on CUDA cores (P100)
   } else if (pr == Precision::kFp16) {
@@ -322,6 +333,26 @@ bool OwnTable(core::LayerKind k) {
   }
 }
 
+// Batch norm's kernels a pass: cuDNN's one each way; ATen's (bf16) collect the statistics and then
+// normalise in the forward pass, and in the backward pass NCHW runs one kernel where channels-last
+// reduces, then computes dx (the H200 profile's batch_norm_* kernels, 53 of each for ResNet-50).
+int BatchNormKernels(const Ctx& c, bool backward) {
+  if (!c.bn_native) return 1;
+  return backward && c.nchw ? 1 : 2;
+}
+
+// `values` through batch norm `l`'s kernels: bound by the busy SMs' per-channel reductions
+// (NCHW: a channel plane per block, so few channels leave SMs idle) or by DRAM at the values'
+// width, whichever is slower, ns.
+double BatchNormNs(const Ctx& c, const core::Layer& l, double values) {
+  double busy = 1;
+  if (c.nchw) {
+    const double full = c.p.bn_nchw_channels_per_sm * static_cast<double>(c.d.sm_count);
+    busy = std::min(1.0, static_cast<double>(l.out.c) / full);
+  }
+  return 1e9 * std::max(values / (c.bn_values_per_s * busy), values * c.value_bytes / c.memory_Bps);
+}
+
 LayerCost StreamCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   const double b = static_cast<double>(batch);
   const int kernels =
@@ -334,16 +365,19 @@ LayerCost StreamCost(const Ctx& c, const core::Layer& l, int64_t batch) {
     const double params = ParamBytes(l, backward);
     const double act = OwnTable(l.kind) ? w.bytes : std::max(0.0, w.bytes - params);
     if (l.kind == core::LayerKind::kBatchNorm) {
-      // Bound by its per-channel reductions, not by the values' width: 4 bytes a value at the
-      // layout's batch-norm rate, whatever the precision.
-      return c.p.launch_us * 1e3 + 1e9 * std::max(w.flops / c.fp32_peak, act / c.bn_Bps);
+      // The values it touches (the table counts 4 bytes a value) at its per-SM rate or DRAM's.
+      return BatchNormKernels(c, backward) * c.p.launch_us * 1e3 +
+             std::max(1e9 * w.flops / c.fp32_peak, BatchNormNs(c, l, act / 4));
     }
     const double bytes = act * scale + params;
     return StreamKernelNs(c, w.flops, bytes);
   };
+  const bool bn = l.kind == core::LayerKind::kBatchNorm;
   LayerCost cost;
-  cost.fwd = {price(false), kernels, ConvAlgo::kNone};
-  if (!BackwardWork(l, b).none) cost.bwd = {price(true), kernels, ConvAlgo::kNone};
+  cost.fwd = {price(false), bn ? BatchNormKernels(c, false) : kernels, ConvAlgo::kNone};
+  if (!BackwardWork(l, b).none) {
+    cost.bwd = {price(true), bn ? BatchNormKernels(c, true) : kernels, ConvAlgo::kNone};
+  }
   return cost;
 }
 
@@ -423,7 +457,7 @@ int SoleProducer(const core::Model& m, const std::vector<int>& readers, int bott
 
 // Batch norm with the ReLU (and residual add) after it in one kernel (DeviceSpec::batchnorm_fusion;
 // cuDNN's fused ops, NHWC at half precision only). Per image, T = the batch norm's output bytes at
-// 4 bytes a value (batch norm's rate, bn_Bps, counts its values so):
+// 4 bytes a value (the layer table's; BatchNormNs prices T / 4 values):
 //   bn + relu        the ReLU's kernels are gone; backward, the batch norm also reads y (the
 //                    ReLU's mask): + T
 //   bn + add + relu  the add's and the ReLU's kernels are gone; forward the batch norm also reads
@@ -437,7 +471,10 @@ void FuseBatchNorms(const Ctx& c, const core::Model& m, int64_t batch,
   for (const core::Layer& l : layers) {
     for (int b : l.bottoms) ++readers[static_cast<size_t>(b)];
   }
-  auto add_ns = [&](PassCost* pass, double bytes) { pass->ns += 1e9 * bytes / c.bn_Bps; };
+  // `bytes` at 4 bytes a value (the layer table's) through the batch norm's kernels.
+  auto add_ns = [&](PassCost* pass, const core::Layer& bn, double bytes) {
+    pass->ns += BatchNormNs(c, bn, bytes / 4);
+  };
   for (size_t r = 0; r < layers.size(); ++r) {
     const core::Layer& relu = layers[r];
     if (relu.kind != core::LayerKind::kRelu || relu.bottoms.size() != 1) continue;
@@ -445,7 +482,7 @@ void FuseBatchNorms(const Ctx& c, const core::Model& m, int64_t batch,
     int bn = SoleProducer(m, readers, relu.bottoms[0], core::LayerKind::kBatchNorm);
     if (bn >= 0) {
       (*costs)[r] = LayerCost{};
-      add_ns(&(*costs)[static_cast<size_t>(bn)].bwd, t);
+      add_ns(&(*costs)[static_cast<size_t>(bn)].bwd, layers[static_cast<size_t>(bn)], t);
       continue;
     }
     if (f != config::BatchNormFusion::kBnAddRelu) continue;
@@ -460,8 +497,8 @@ void FuseBatchNorms(const Ctx& c, const core::Model& m, int64_t batch,
     if (bn < 0) continue;
     (*costs)[r] = LayerCost{};
     (*costs)[static_cast<size_t>(add)] = LayerCost{};
-    add_ns(&(*costs)[static_cast<size_t>(bn)].fwd, t);
-    add_ns(&(*costs)[static_cast<size_t>(bn)].bwd, 2 * t);
+    add_ns(&(*costs)[static_cast<size_t>(bn)].fwd, layers[static_cast<size_t>(bn)], t);
+    add_ns(&(*costs)[static_cast<size_t>(bn)].bwd, layers[static_cast<size_t>(bn)], 2 * t);
   }
 }
 

@@ -38,9 +38,14 @@
 //     convolutions run NHWC, so under NCHW each pass of one is wrapped in transposes (forward: x
 //     in, y out; backward: dy and x in, dx out), each a memory-bound kernel that reads and writes
 //     its tensor once (what a profile of PyTorch 2.11 / cuDNN 9 shows: nchwToNhwcKernel and
-//     nhwcToNchwKernel around every convolution; docs/gpu_model.md). Batch norm is bound by its
-//     per-channel reductions, not by the values' width: 4 bytes a value whatever the precision, at
-//     bandwidth x bn_efficiency_nchw or bn_efficiency_nhwc.
+//     nhwcToNchwKernel around every convolution; docs/gpu_model.md).
+//   Batch norm, as PyTorch runs it (_select_batch_norm_backend): cuDNN's kernels, one a pass,
+//     unless the values are bf16; then ATen's (NCHW: collect statistics and normalise forward,
+//     one backward kernel; channels-last: two each way). Bound by its per-channel reductions,
+//     not by DRAM: each busy SM handles bn_{cudnn,native}_{nchw,nhwc} values a clock at the
+//     boost clock, or DRAM at the values' width, whichever is slower. In NCHW a layer of C
+//     channels keeps min(1, C / (bn_nchw_channels_per_sm x SMs)) of the SMs busy. The rates
+//     were measured on H200 kernel profiles (analysis/bn_rates.py), not fitted.
 //   Autocast (fp16 / bf16): each layer that runs on tensor cores casts its fp32 parameter tensors
 //     to half in the forward pass and their half gradients back to fp32 in the backward pass, a
 //     kernel per tensor and pass (6 bytes a parameter each).

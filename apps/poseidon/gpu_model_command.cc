@@ -296,7 +296,7 @@ int Fit(const GpuModelCommands& c) {
       if (index < 0 || !(v > 0)) {
         throw config::ConfigError(fmt::format(
             "--hold {}: give NAME=VALUE with a framework constant's name (tensor_efficiency, "
-            "..., bn_efficiency_nhwc) and a value > 0",
+            "..., bn_native_nhwc) and a value > 0",
             kv));
       }
       *config::FrameworkParamField(start, index) = v;
@@ -362,7 +362,8 @@ int Show(const GpuModelCommands& c) {
     d.optimizer = config::OptimizerFromName(c.optimizer);
     d.memory_format = config::MemoryFormatFromName(c.memory_format);
     d.batchnorm_fusion = config::BatchNormFusionFromName(c.batchnorm_fusion);
-    const std::string why = config::PrecisionUnsupported(d, d.precision);
+    std::string why = config::FrameworkFiguresMissing(d);
+    if (why.empty()) why = config::PrecisionUnsupported(d, d.precision);
     if (!why.empty()) throw config::ConfigError(fmt::format("{}: error: {}", device_file, why));
   }
   const config::KernelModelParams p = cost::KernelParamsFor(d);

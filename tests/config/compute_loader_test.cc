@@ -338,6 +338,9 @@ TEST(DeviceYamlTest, BadInputIsLocated) {
       {"unknown framework constant",
        Edit(g, "source: test", "source: test\nframework_model: {dispatch: 5}"), "11:19",
        "unknown key 'dispatch'"},
+      {"framework model without the boost clock",
+       Edit(g, "source: test", "source: test\ncompute_model: framework"), "1:1",
+       "has no 'boost_clock_mhz'"},
       {"syntax", Edit(g, "name: dev", "name: [dev"), "", "YAML syntax"},
   };
   for (BadCase c : cases) {

@@ -3,6 +3,7 @@
 // half-width activations, the layout's transposes and batch norm, autocast's casts, the dispatch
 // floor of a pass, the optimizer step. Times come from the model's own
 // formulas; no timing is measured.
+#include <algorithm>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -25,6 +26,7 @@ config::DeviceSpec Ampere(Precision p) {
   d.peak_flops = 19.5e12;
   d.memory_bandwidth_Bps = 2000e9;
   d.sm_count = 108;
+  d.boost_clock_mhz = 1410;
   d.architecture = config::GpuArchitecture::kAmpere;
   d.tensor_flops = {{Precision::kTf32, 156e12}, {Precision::kFp16, 312e12},
                     {Precision::kBf16, 312e12}};
@@ -62,11 +64,28 @@ TEST(FrameworkModel, TensorCoresSpeedALargeGemmUpByTheirPeak) {
   const double fp32 = FrameworkGemmNs(8192, 8192, 8192, Ampere(Precision::kFp32), p);
   const double tf32 = FrameworkGemmNs(8192, 8192, 8192, Ampere(Precision::kTf32), p);
   const double bf16 = FrameworkGemmNs(8192, 8192, 8192, Ampere(Precision::kBf16), p);
-  // Compute-bound: the times go as the rates (fp32 peak x gemm_efficiency, tensor peak x
-  // tensor_efficiency), within the launch cost.
-  const double tc_over_fp32 = (156e12 * p.tensor_efficiency) / (19.5e12 * p.gemm_efficiency);
+  // Compute-bound: the times go as the rates (fp32 peak x gemm_efficiency; the tensor peak fed
+  // by the SMs' operand paths, x tensor_efficiency), within the launch cost.
+  const double feed = p.tensor_feed_per_sm_clock * 108 * 1410e6;
+  const auto fed = [feed](double peak) { return 1 / (1 / peak + 1 / feed); };
+  const double tc_over_fp32 = (fed(156e12) * p.tensor_efficiency) / (19.5e12 * p.gemm_efficiency);
   EXPECT_NEAR(fp32 / tf32, tc_over_fp32, 0.02 * tc_over_fp32);
-  EXPECT_NEAR(tf32 / bf16, 2.0, 0.04);
+  EXPECT_NEAR(tf32 / bf16, fed(312e12) / fed(156e12), 0.04);
+  EXPECT_LT(fed(312e12) / fed(156e12), 2.0);  // a faster tensor core is harder to feed
+}
+
+// The operand feed: a GPU whose tensor cores do more per SM and clock reaches less of its peak;
+// without a feed limit (a very large tensor_feed_per_sm_clock) the datasheet peak is the rate.
+TEST(FrameworkModel, AFasterTensorCoreIsHarderToFeed) {
+  config::FrameworkModelParams p = FittedFrameworkParams();
+  p.tensor_feed_per_sm_clock = 2048;
+  const double n = 8192;
+  const config::DeviceSpec d = Ampere(Precision::kBf16);  // 312e12 / (108 x 1.41 GHz) = 2,049
+  const double fed = FrameworkGemmNs(n, n, n, d, p);
+  p.tensor_feed_per_sm_clock = 1e12;
+  const double unfed = FrameworkGemmNs(n, n, n, d, p);
+  // Feed equal to the peak per SM and clock: the rate halves, within the launch cost.
+  EXPECT_NEAR(fed / unfed, 1 + 312e12 / (2048 * 108 * 1410e6), 0.02);
 }
 
 TEST(FrameworkModel, AnUnalignedGemmRunsOnCudaCores) {
@@ -249,27 +268,67 @@ TEST(FrameworkModel, AGroupedConvolutionIsOneKernelWithTilesSpanningGroups) {
   EXPECT_EQ(FrameworkLayerCost(plain.layers()[1], b, Ampere(Precision::kFp32), p).fwd.kernels, 1);
 }
 
-TEST(FrameworkModel, BatchNormIsPricedByValuesNotBytesAndByLayout) {
+// Batch norm: cuDNN's kernels (one a pass) unless bf16, then ATen's (NCHW two forward and one
+// backward; channels-last two each way), bound by the busy SMs' values a clock or by DRAM at the
+// values' width; in NCHW a layer of few channels leaves SMs idle.
+TEST(FrameworkModel, BatchNormRunsPyTorchsKernelsAtTheSmsRate) {
   config::FrameworkModelParams p = FittedFrameworkParams();
   p.dispatch_us = 0;
   p.launch_us = 0;
-  p.bn_efficiency_nchw = 0.3;
-  p.bn_efficiency_nhwc = 0.6;
-  const core::Model m = ConvNet(64, 56);
-  const core::Layer& bn = m.layers()[2];
-  const auto at = [&](Precision pr, config::MemoryFormat f) {
-    return FrameworkLayerCost(bn, 32, WithLayout(Ampere(pr), f), p);
+  p.memory_efficiency = 0.9;
+  p.bn_cudnn_nchw = 2;
+  p.bn_native_nchw = 1.5;
+  p.bn_cudnn_nhwc = 8;
+  p.bn_native_nhwc = 4;
+  p.bn_nchw_channels_per_sm = 2;
+  const double sm_clocks = 108 * 1410e6;  // Ampere(): SMs x boost clock, a second
+  const auto bn_of = [](int64_t channels) { return ConvNet(channels, 56); };
+  const auto at = [&](const core::Model& m, Precision pr, config::MemoryFormat f) {
+    return FrameworkLayerCost(m.layers()[2], 32, WithLayout(Ampere(pr), f), p);
   };
-  const LayerCost fp32 = at(Precision::kFp32, config::MemoryFormat::kNchw);
-  const LayerCost bf16 = at(Precision::kBf16, config::MemoryFormat::kNchw);
-  EXPECT_DOUBLE_EQ(fp32.fwd.ns, bf16.fwd.ns);  // the same, whatever the values' width
-  EXPECT_DOUBLE_EQ(fp32.bwd.ns, bf16.bwd.ns);
-  // Forward reads x twice and writes y: 3 tensors of 4 bytes a value at the layout's rate.
-  const double values = 32.0 * 64 * 56 * 56;
-  EXPECT_NEAR(fp32.fwd.ns, 1e9 * 3 * 4 * values / (2000e9 * 0.3), 1.0);
-  const LayerCost nhwc = at(Precision::kBf16, config::MemoryFormat::kNhwc);
-  EXPECT_NEAR(bf16.fwd.ns / nhwc.fwd.ns, 2.0, 1e-9);
-  EXPECT_NEAR(bf16.bwd.ns / nhwc.bwd.ns, 2.0, 1e-9);
+  const core::Model wide = bn_of(256);  // 256 channels >= 2 x 108 SMs: every SM busy
+  const double values = 32.0 * 256 * 56 * 56;
+  // fp32 NCHW: cuDNN, one kernel each way, forward 3 values an activation, backward 5, at the
+  // SMs' rate (DRAM at 4 bytes a value, 0.9 x 2 TB/s, would take less).
+  const LayerCost fp32 = at(wide, Precision::kFp32, config::MemoryFormat::kNchw);
+  EXPECT_EQ(fp32.fwd.kernels, 1);
+  EXPECT_EQ(fp32.bwd.kernels, 1);
+  EXPECT_NEAR(fp32.fwd.ns, 1e9 * 3 * values / (2 * sm_clocks), 1.0);
+  EXPECT_NEAR(fp32.bwd.ns, 1e9 * 5 * values / (2 * sm_clocks), 1.0);
+  // fp16 runs the same cuDNN kernels at the same rate: not the values' width.
+  EXPECT_DOUBLE_EQ(at(wide, Precision::kFp16, config::MemoryFormat::kNchw).fwd.ns, fp32.fwd.ns);
+  // bf16: ATen's kernels at their own rate.
+  const LayerCost bf16 = at(wide, Precision::kBf16, config::MemoryFormat::kNchw);
+  EXPECT_EQ(bf16.fwd.kernels, 2);
+  EXPECT_EQ(bf16.bwd.kernels, 1);
+  EXPECT_NEAR(bf16.fwd.ns / fp32.fwd.ns, 2 / 1.5, 1e-9);
+  const LayerCost bf16_nhwc = at(wide, Precision::kBf16, config::MemoryFormat::kNhwc);
+  EXPECT_EQ(bf16_nhwc.fwd.kernels, 2);
+  EXPECT_EQ(bf16_nhwc.bwd.kernels, 2);
+  EXPECT_NEAR(bf16_nhwc.fwd.ns, 1e9 * 3 * values / (4 * sm_clocks), 1.0);
+  // cuDNN channels-last at 8 values a clock outruns DRAM: bound by DRAM at the values' width.
+  const LayerCost fp16_nhwc = at(wide, Precision::kFp16, config::MemoryFormat::kNhwc);
+  EXPECT_NEAR(fp16_nhwc.fwd.ns, 1e9 * 3 * values * 2 / (0.9 * 2000e9), 1.0);
+  EXPECT_NEAR(at(wide, Precision::kFp32, config::MemoryFormat::kNhwc).fwd.ns,
+              2 * fp16_nhwc.fwd.ns, 1.0);
+  // 54 channels keep a quarter of the 216 blocks' worth of SMs busy in NCHW: 4 x the time a
+  // value; channels-last is not limited by channels.
+  const core::Model narrow = bn_of(54);
+  const double narrow_values = 32.0 * 54 * 56 * 56;
+  EXPECT_NEAR(at(narrow, Precision::kFp32, config::MemoryFormat::kNchw).fwd.ns,
+              1e9 * 3 * narrow_values / (2 * sm_clocks / 4), 1.0);
+  EXPECT_NEAR(at(narrow, Precision::kBf16, config::MemoryFormat::kNhwc).fwd.ns,
+              1e9 * 3 * narrow_values / (4 * sm_clocks), 1.0);
+}
+
+// A device file without the boost clock cannot price batch norm: one line says what to add.
+TEST(FrameworkModel, ADeviceWithoutItsClockIsNamed) {
+  config::DeviceSpec d = Ampere(Precision::kBf16);
+  EXPECT_EQ(config::FrameworkFiguresMissing(d), "");
+  d.boost_clock_mhz = 0;
+  const std::string why = config::FrameworkFiguresMissing(d);
+  EXPECT_NE(why.find("'boost_clock_mhz'"), std::string::npos) << why;
+  EXPECT_NE(why.find("'amp'"), std::string::npos) << why;
 }
 
 core::LayerSpec Layer(const std::string& name, core::LayerKind kind,
@@ -310,7 +369,6 @@ core::Model ResidualBlock(int64_t c, int64_t h) {
 TEST(FrameworkModel, AFusedBatchNormRunsTheReluAndAddAfterIt) {
   config::FrameworkModelParams p = FittedFrameworkParams();
   p.dispatch_us = 0;
-  p.bn_efficiency_nhwc = 0.6;
   const core::Model m = ResidualBlock(64, 56);
   enum { kConvA, kBnA, kReluA, kConvB, kBnB, kAdd, kReluOut };
   const int64_t b = 32;
@@ -320,18 +378,21 @@ TEST(FrameworkModel, AFusedBatchNormRunsTheReluAndAddAfterIt) {
     return FrameworkModelCosts(m, b, d, p);
   };
   const auto none =
-      costs(Precision::kBf16, config::MemoryFormat::kNhwc, config::BatchNormFusion::kNone);
+      costs(Precision::kFp16, config::MemoryFormat::kNhwc, config::BatchNormFusion::kNone);
   // Unfused, every layer is what it costs alone.
   for (const core::Layer& l : m.layers()) {
     const LayerCost alone = FrameworkLayerCost(
-        l, b, WithLayout(Ampere(Precision::kBf16), config::MemoryFormat::kNhwc), p);
+        l, b, WithLayout(Ampere(Precision::kFp16), config::MemoryFormat::kNhwc), p);
     EXPECT_DOUBLE_EQ(none[static_cast<size_t>(l.id)].fwd.ns, alone.fwd.ns) << l.name;
     EXPECT_DOUBLE_EQ(none[static_cast<size_t>(l.id)].bwd.ns, alone.bwd.ns) << l.name;
   }
-  // One tensor (4 bytes a value) at batch norm's NHWC rate.
-  const double t = 1e9 * 4.0 * b * 64 * 56 * 56 / (2000e9 * 0.6);
+  // One tensor through cuDNN's channels-last batch norm (the fused one): its values at the SMs'
+  // rate or DRAM's at 2 bytes a value, whichever is slower.
+  const double values = static_cast<double>(b) * 64 * 56 * 56;
+  const double t = 1e9 * std::max(values / (p.bn_cudnn_nhwc * 108 * 1410e6),
+                                  values * 2 / (2000e9 * p.memory_efficiency));
   const auto relu =
-      costs(Precision::kBf16, config::MemoryFormat::kNhwc, config::BatchNormFusion::kBnRelu);
+      costs(Precision::kFp16, config::MemoryFormat::kNhwc, config::BatchNormFusion::kBnRelu);
   EXPECT_EQ(relu[kReluA].fwd.kernels + relu[kReluA].bwd.kernels, 0);
   EXPECT_EQ(relu[kReluA].fwd.ns + relu[kReluA].bwd.ns, 0);
   EXPECT_DOUBLE_EQ(relu[kBnA].fwd.ns, none[kBnA].fwd.ns);
@@ -342,7 +403,7 @@ TEST(FrameworkModel, AFusedBatchNormRunsTheReluAndAddAfterIt) {
   EXPECT_DOUBLE_EQ(relu[kBnB].bwd.ns, none[kBnB].bwd.ns);
 
   const auto add =
-      costs(Precision::kBf16, config::MemoryFormat::kNhwc, config::BatchNormFusion::kBnAddRelu);
+      costs(Precision::kFp16, config::MemoryFormat::kNhwc, config::BatchNormFusion::kBnAddRelu);
   for (int gone : {kReluA, kAdd, kReluOut}) {
     EXPECT_EQ(add[gone].fwd.kernels + add[gone].bwd.kernels, 0) << gone;
     EXPECT_EQ(add[gone].fwd.ns + add[gone].bwd.ns, 0) << gone;
@@ -357,6 +418,13 @@ TEST(FrameworkModel, AFusedBatchNormRunsTheReluAndAddAfterIt) {
     after += add[i].fwd.ns + add[i].bwd.ns;
   }
   EXPECT_LT(after, before);
+  // bf16 too, where the fusing framework runs cuDNN's batch norm (one kernel a pass), not
+  // ATen's as PyTorch does.
+  const auto bf16 =
+      costs(Precision::kBf16, config::MemoryFormat::kNhwc, config::BatchNormFusion::kBnAddRelu);
+  EXPECT_EQ(bf16[kBnB].fwd.kernels + bf16[kBnB].bwd.kernels, 2);
+  EXPECT_DOUBLE_EQ(bf16[kBnB].fwd.ns, add[kBnB].fwd.ns);
+  EXPECT_EQ(none[kBnB].fwd.kernels, 1);  // fp16: cuDNN's, fused or not
 
   // cuDNN fuses only NHWC at half precision: NCHW, fp32 and tf32 keep every kernel.
   for (auto [pr, f] : {std::pair{Precision::kBf16, config::MemoryFormat::kNchw},
