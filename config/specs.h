@@ -351,8 +351,8 @@ struct FrameworkModelParams {
                                    // the Python loop, synchronisation)
   // What an SM's operand path (shared memory and registers into the tensor cores) sustains,
   // FLOPs a clock: a tensor-core kernel runs at 1 / (1 / tensor peak + 1 / (SMs x boost clock x
-  // this)), so a GPU whose tensor cores do more a clock per SM (A100 2,048 FLOPs, H100 about
-  // 4,000, a GeForce Ampere at fp32 accumulate 512) reaches less of its datasheet peak.
+  // this)), so a GPU whose tensor cores do more a clock per SM (A100 2,048 FLOPs, H100 3,800,
+  // B200 7,700, a GeForce Ampere at fp32 accumulate 512) reaches less of its datasheet peak.
   double tensor_feed_per_sm_clock = 4096;
   // Batch norm's kernels are bound by their per-channel reductions (Welford updates, warp and
   // block reductions), not by DRAM: each busy SM handles this many values a clock at the

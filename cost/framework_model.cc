@@ -15,11 +15,12 @@ namespace {
 using config::DeviceSpec;
 using config::Precision;
 
-// Fitted by `poseidon gpu-model fit --compute-model framework --all-rows` on every row of the
-// measurement files of PyTorch runs (the fit, held-out and fresh rows of before, and the first
-// H200 set: all seen by an earlier evaluation), with the layout, batch-norm, autocast-cast and
-// per-pass dispatch mechanisms; docs/gpu_model.md has the command, the commit and the second
-// H200 set, measured after this was frozen.
+// v3: fitted by `poseidon gpu-model fit --compute-model framework --all-rows --evaluations 1500`
+// on every row of the measurement files of PyTorch runs seen before (16 files, 405 rows: the
+// recorded files, fresh/, both H200 sets, the two grouped-convolution sets), with batch norm's
+// measured rates held (config::FrameworkModelParams); frozen at 8fcd558 and judged once on
+// fresh_2026-12-07/timm_rtx3090_pt110.yaml, recorded before and kept blind. docs/gpu_model.md,
+// "v3", has the command and both results.
 constexpr FrameworkModelParams kFitted = {
     .tensor_efficiency = 0.835601,
     .gemm_efficiency = 0.743383,

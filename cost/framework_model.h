@@ -12,9 +12,11 @@
 //     tensor cores: at its fp16_tflops (the P100's half2), else at the fp32 rate with 2-byte
 //     values (cuDNN's pseudo-half: fp16 storage, fp32 arithmetic). tf32 and bf16 need the
 //     device's tensor-core figure of that precision (config::PrecisionUnsupported says why not).
-//   Tensor-core kernels: rate = tensor peak x tensor_efficiency x the GEMM's tiling (the same
+//   Tensor-core kernels: rate = fed peak x tensor_efficiency x the GEMM's tiling (the same
 //     tiles, tile quantization, wave quantization and split-K as the cudnn model's, with its fitted
-//     tile_alpha). Alignment: a GEMM runs on tensor cores only when its N and K (a convolution:
+//     tile_alpha), where the fed peak is 1 / (1 / datasheet peak + 1 / (SMs x boost clock x
+//     tensor_feed_per_sm_clock)): what the SMs' operand paths can feed tensor cores that do more
+//     a clock per SM with each generation. Alignment: a GEMM runs on tensor cores only when its N and K (a convolution:
 //     its input and output channels per group) are multiples of 8 values for fp16/bf16 and 4 for
 //     tf32; otherwise it runs on CUDA cores at the fp32 rate (as cuBLAS and cuDNN fall back).
 //     Convolutions on tensor cores run implicit GEMM (no Winograd or FFT); in fp32 cuDNN's
