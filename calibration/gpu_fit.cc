@@ -95,9 +95,12 @@ Pred Predict(const GpuCase& c, const KernelModelParams& p, config::DeviceCompute
 using FwVec = std::array<double, config::kNumFittedFrameworkParams>;
 
 FwVec ToFwCoords(const FrameworkModelParams& p) {
-  return {Logit(std::min(p.tensor_efficiency, 0.999)), Logit(std::min(p.gemm_efficiency, 0.999)),
-          Logit(std::min(p.memory_efficiency, 0.999)), std::log(std::max(p.launch_us, 1e-3)),
-          std::log(std::max(p.dispatch_us, 1e-3)),     std::log(std::max(p.iteration_us, 1e-3)),
+  return {Logit(std::min(p.tensor_efficiency, 0.999)),
+          Logit(std::min(p.gemm_efficiency, 0.999)),
+          Logit(std::min(p.memory_efficiency, 0.999)),
+          std::log(std::max(p.launch_us, 1e-3)),
+          std::log(std::max(p.dispatch_us, 1e-3)),
+          std::log(std::max(p.iteration_us, 1e-3)),
           std::log(std::max(p.tensor_feed_per_sm_clock, 1.0))};
 }
 
@@ -356,8 +359,7 @@ FrameworkModelParams FitFrameworkParams(const std::vector<GpuCase>& cases,
       from.memory_efficiency = 0.6;
     }
     if (s & 2) from.launch_us = from.dispatch_us = 5, from.iteration_us = 100;
-    const FwVec y =
-        Minimize<config::kNumFittedFrameworkParams>(f, ToFwCoords(from), evaluations);
+    const FwVec y = Minimize<config::kNumFittedFrameworkParams>(f, ToFwCoords(from), evaluations);
     const double fy = f(y);
     if (s == 0 || fy < best_f) best = y, best_f = fy;
   }

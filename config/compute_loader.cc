@@ -261,8 +261,9 @@ DeviceSpec ReadDevice(const YamlFile& f) {
   if (!km.IsNull()) d.kernel_model = ReadKernelModelOverrides(km, f.path());
   ReadTensorFigures(r, f.path(), &d);
   if (d.compute_model == DeviceComputeModel::kFramework && d.boost_clock_mhz <= 0) {
-    r.Fail("device file has no 'boost_clock_mhz', which the framework compute model needs "
-           "(batch norm runs at values per SM per clock); add the datasheet boost clock");
+    r.Fail(
+        "device file has no 'boost_clock_mhz', which the framework compute model needs "
+        "(batch norm runs at values per SM per clock); add the datasheet boost clock");
   }
   r.Finish();
   return d;
@@ -515,9 +516,10 @@ std::string FrameworkFiguresMissing(const DeviceSpec& d) {
   if (d.architecture == GpuArchitecture::kUnknown) missing += " 'architecture'";
   if (d.boost_clock_mhz <= 0) missing += " 'boost_clock_mhz'";
   if (missing.empty()) return "";
-  return fmt::format("the framework compute model needs{} in device '{}' (batch norm runs at "
-                     "values per SM per clock); add them from the datasheet",
-                     missing, d.name);
+  return fmt::format(
+      "the framework compute model needs{} in device '{}' (batch norm runs at "
+      "values per SM per clock); add them from the datasheet",
+      missing, d.name);
 }
 
 std::string PrecisionUnsupported(const DeviceSpec& d, Precision precision) {

@@ -372,12 +372,9 @@ struct FrameworkModelParams {
   double bn_nchw_channels_per_sm = 2;  // the K of the five profiled rates' smallest spread
 };
 inline constexpr const char* kFrameworkParamNames[] = {
-    "tensor_efficiency", "gemm_efficiency",
-    "memory_efficiency", "launch_us",
-    "dispatch_us",       "iteration_us",
-    "tensor_feed_per_sm_clock", "bn_cudnn_nchw",
-    "bn_cudnn_nhwc",     "bn_native_nchw",
-    "bn_native_nhwc",    "bn_nchw_channels_per_sm"};
+    "tensor_efficiency", "gemm_efficiency", "memory_efficiency",        "launch_us",
+    "dispatch_us",       "iteration_us",    "tensor_feed_per_sm_clock", "bn_cudnn_nchw",
+    "bn_cudnn_nhwc",     "bn_native_nchw",  "bn_native_nhwc",           "bn_nchw_channels_per_sm"};
 inline constexpr int kNumFrameworkParams = 12;
 // The first kNumFittedFrameworkParams of them are what `gpu-model fit` fits; the rest are
 // measured (a fit keeps its start's values).
@@ -390,11 +387,18 @@ inline int FrameworkParamIndex(const std::string& name) {
   return -1;
 }
 inline double* FrameworkParamField(FrameworkModelParams& p, int i) {
-  double* fields[] = {&p.tensor_efficiency, &p.gemm_efficiency, &p.memory_efficiency,
-                      &p.launch_us,         &p.dispatch_us,     &p.iteration_us,
+  double* fields[] = {&p.tensor_efficiency,
+                      &p.gemm_efficiency,
+                      &p.memory_efficiency,
+                      &p.launch_us,
+                      &p.dispatch_us,
+                      &p.iteration_us,
                       &p.tensor_feed_per_sm_clock,
-                      &p.bn_cudnn_nchw,     &p.bn_cudnn_nhwc,   &p.bn_native_nchw,
-                      &p.bn_native_nhwc,    &p.bn_nchw_channels_per_sm};
+                      &p.bn_cudnn_nchw,
+                      &p.bn_cudnn_nhwc,
+                      &p.bn_native_nchw,
+                      &p.bn_native_nhwc,
+                      &p.bn_nchw_channels_per_sm};
   return fields[i];
 }
 

@@ -43,7 +43,7 @@ struct Ctx {
   double memory_Bps = 0;
   double bn_values_per_s = 0;  // batch norm's per-SM bound: values a second over all SMs
   bool bn_native = false;      // bf16: ATen's batch-norm kernels, not cuDNN's (PyTorch's rule)
-  bool nchw = true;            // activations in NCHW: tensor-core convolutions transpose around them
+  bool nchw = true;  // activations in NCHW: tensor-core convolutions transpose around them
 };
 
 Ctx MakeCtx(const DeviceSpec& d, const FrameworkModelParams& p) {
@@ -75,8 +75,8 @@ Ctx MakeCtx(const DeviceSpec& d, const FrameworkModelParams& p) {
   const auto it = d.tensor_flops.find(pr);
   if (it != d.tensor_flops.end()) {
     // The datasheet peak, and what the SMs' operand paths feed the tensor cores.
-    const double feed = p.tensor_feed_per_sm_clock * static_cast<double>(d.sm_count) *
-                        d.boost_clock_mhz * 1e6;
+    const double feed =
+        p.tensor_feed_per_sm_clock * static_cast<double>(d.sm_count) * d.boost_clock_mhz * 1e6;
     c.tensor_peak = 1 / (1 / it->second + 1 / feed);
   } else if (pr == Precision::kFp16 && d.fp16_flops > 0) {
     c.tensor_peak = d.fp16_flops;  // half2 on CUDA cores (P100)

@@ -16,16 +16,17 @@
 //     tiles, tile quantization, wave quantization and split-K as the cudnn model's, with its fitted
 //     tile_alpha), where the fed peak is 1 / (1 / datasheet peak + 1 / (SMs x boost clock x
 //     tensor_feed_per_sm_clock)): what the SMs' operand paths can feed tensor cores that do more
-//     a clock per SM with each generation. Alignment: a GEMM runs on tensor cores only when its N and K (a convolution:
-//     its input and output channels per group) are multiples of 8 values for fp16/bf16 and 4 for
-//     tf32; otherwise it runs on CUDA cores at the fp32 rate (as cuBLAS and cuDNN fall back).
-//     Convolutions on tensor cores run implicit GEMM (no Winograd or FFT); in fp32 cuDNN's
-//     Winograd and FFT remain as in the cudnn model. A grouped convolution is one cuDNN call
-//     (cudnnSetConvolutionGroupCount, as PyTorch, TensorFlow and MXNet make it since cuDNN 7):
-//     one kernel a pass, implicit GEMM on tensor cores when its channels per group are aligned,
-//     on CUDA cores otherwise, tiled the faster of two ways: each group's GEMM its own tiles (all
-//     groups in one grid), or tiles spanning several groups' channels (CUTLASS's kMultipleGroup),
-//     which keeps 4 or 8 channels a group (ResNeXt) from filling a fraction of a tile.
+//     a clock per SM with each generation. Alignment: a GEMM runs on tensor cores only when its N
+//     and K (a convolution: its input and output channels per group) are multiples of 8 values for
+//     fp16/bf16 and 4 for tf32; otherwise it runs on CUDA cores at the fp32 rate (as cuBLAS and
+//     cuDNN fall back). Convolutions on tensor cores run implicit GEMM (no Winograd or FFT); in
+//     fp32 cuDNN's Winograd and FFT remain as in the cudnn model. A grouped convolution is one
+//     cuDNN call (cudnnSetConvolutionGroupCount, as PyTorch, TensorFlow and MXNet make it since
+//     cuDNN 7): one kernel a pass, implicit GEMM on tensor cores when its channels per group are
+//     aligned, on CUDA cores otherwise, tiled the faster of two ways: each group's GEMM its own
+//     tiles (all groups in one grid), or tiles spanning several groups' channels (CUTLASS's
+//     kMultipleGroup), which keeps 4 or 8 channels a group (ResNeXt) from filling a fraction of a
+//     tile.
 //   Fusion, as frameworks run training in eager mode: a linear layer's bias is added in its
 //     GEMM's epilogue (addmm; the bias gradient is one reduction kernel); a convolution's bias,
 //     batch norm, ReLU, GELU, residual add, dropout, layer norm and softmax are each their own

@@ -143,8 +143,12 @@ ErrorStats HeldOutSetStats(const std::string& path, size_t rows) {
   return s;
 }
 
-ErrorStats MeasuredSetStats(const std::string& name, size_t rows) {
-  return HeldOutSetStats("measured/" + name, rows);
+// HeldOutSetStats, whose median and max |error| are what the docs say (to 0.05 points).
+void ExpectSetPricedAs(const std::string& path, size_t rows, double median, double max) {
+  SCOPED_TRACE(path);
+  const ErrorStats s = HeldOutSetStats(path, rows);
+  EXPECT_NEAR(s.median_abs, median, 0.0005);
+  EXPECT_NEAR(s.max_abs, max, 0.0005);
 }
 
 // The grouped-convolution sets (docs/gpu_model.md, "Grouped convolutions"): DeepLearningExamples'
@@ -152,39 +156,29 @@ ErrorStats MeasuredSetStats(const std::string& name, size_t rows) {
 // 5.1%, max 22.8%, and 11.1%, 47.9%. (Before v3: 11.1%, 34.4%, in sample for the tiles spanning
 // groups; 32.1%, 44.0% held out for them.) A model change that moves these must move the docs too.
 TEST(GpuFit, TheGroupedConvolutionSetsArePricedAsTheDocsSay) {
-  const ErrorStats dle = HeldOutSetStats("fresh_2026-12-07/dle_pytorch_resnext.yaml", 24);
-  EXPECT_NEAR(dle.median_abs, 0.0506, 0.0005);
-  EXPECT_NEAR(dle.max_abs, 0.2282, 0.0005);
-  const ErrorStats timm = HeldOutSetStats("fresh_2026-12-07/timm_rtx3090_resnext.yaml", 22);
-  EXPECT_NEAR(timm.median_abs, 0.1108, 0.0005);
-  EXPECT_NEAR(timm.max_abs, 0.4786, 0.0005);
+  ExpectSetPricedAs("fresh_2026-12-07/dle_pytorch_resnext.yaml", 24, 0.0506, 0.2282);
+  ExpectSetPricedAs("fresh_2026-12-07/timm_rtx3090_resnext.yaml", 22, 0.1108, 0.4786);
 }
 
 // The PyTorch 1.10 set (RTX 3090, fp16, NCHW and NHWC; fresh_2026-12-07/), recorded before v3 was
 // begun and kept blind until v3 was frozen (8fcd558): held out for it, median 19.3%, max 48.4%
 // (v2's constants on the same rows: 27.6%, 49.8%), as docs/gpu_model.md, "v3", says.
 TEST(GpuFit, ThePyTorch110SetIsHeldOutAndPricedAsTheDocsSay) {
-  const ErrorStats s = HeldOutSetStats("fresh_2026-12-07/timm_rtx3090_pt110.yaml", 30);
-  EXPECT_NEAR(s.median_abs, 0.1927, 0.0005);
-  EXPECT_NEAR(s.max_abs, 0.4843, 0.0005);
+  ExpectSetPricedAs("fresh_2026-12-07/timm_rtx3090_pt110.yaml", 30, 0.1927, 0.4843);
 }
 
 // The first H200 set (scenarios/devices/measurements/measured/, PyTorch on a lent H200, held out
 // for the model of cfef734: median 20.8%, max 63.9%). The model of now was fitted on it too
 // (--all-rows): in sample, median 16.4%, max 46.5% (v2: 11.8%, 43.1%), as docs/gpu_model.md says.
 TEST(GpuFit, TheFirstH200SetIsPricedAsTheDocsSay) {
-  const ErrorStats s = MeasuredSetStats("h200_pytorch_2026-12-04.yaml", 33);
-  EXPECT_NEAR(s.median_abs, 0.1636, 0.0005);
-  EXPECT_NEAR(s.max_abs, 0.4647, 0.0005);
+  ExpectSetPricedAs("measured/h200_pytorch_2026-12-04.yaml", 33, 0.1636, 0.4647);
 }
 
 // The second H200 set, measured after the framework model v2 was frozen (f1367c2), held out for it
 // (median 14.2%, max 45.9%). v3 was fitted on it too (--all-rows): in sample, median 11.5%, max
 // 48.4%, as docs/gpu_model.md says. Its rows stay marked held out.
 TEST(GpuFit, TheSecondH200SetIsPricedAsTheDocsSay) {
-  const ErrorStats s = MeasuredSetStats("h200_pytorch_blind_2026-12-04.yaml", 32);
-  EXPECT_NEAR(s.median_abs, 0.1154, 0.0005);
-  EXPECT_NEAR(s.max_abs, 0.4842, 0.0005);
+  ExpectSetPricedAs("measured/h200_pytorch_blind_2026-12-04.yaml", 32, 0.1154, 0.4842);
 }
 
 // The goals of docs/gpu_model.md on the held-out rows, fwd + bwd per row.

@@ -309,8 +309,8 @@ TEST(FrameworkModel, BatchNormRunsPyTorchsKernelsAtTheSmsRate) {
   // cuDNN channels-last at 8 values a clock outruns DRAM: bound by DRAM at the values' width.
   const LayerCost fp16_nhwc = at(wide, Precision::kFp16, config::MemoryFormat::kNhwc);
   EXPECT_NEAR(fp16_nhwc.fwd.ns, 1e9 * 3 * values * 2 / (0.9 * 2000e9), 1.0);
-  EXPECT_NEAR(at(wide, Precision::kFp32, config::MemoryFormat::kNhwc).fwd.ns,
-              2 * fp16_nhwc.fwd.ns, 1.0);
+  EXPECT_NEAR(at(wide, Precision::kFp32, config::MemoryFormat::kNhwc).fwd.ns, 2 * fp16_nhwc.fwd.ns,
+              1.0);
   // 54 channels keep a quarter of the 216 blocks' worth of SMs busy in NCHW: 4 x the time a
   // value; channels-last is not limited by channels.
   const core::Model narrow = bn_of(54);
