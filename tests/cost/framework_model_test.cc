@@ -273,13 +273,10 @@ TEST(FrameworkModel, AGroupedConvolutionIsOneKernelWithTilesSpanningGroups) {
 // values' width; in NCHW a layer of few channels leaves SMs idle.
 TEST(FrameworkModel, BatchNormRunsPyTorchsKernelsAtTheSmsRate) {
   config::FrameworkModelParams p = FittedFrameworkParams();
-  p.dispatch_us = 0;
-  p.launch_us = 0;
+  p.dispatch_us = p.launch_us = 0;
   p.memory_efficiency = 0.9;
-  p.bn_cudnn_nchw = 2;
-  p.bn_native_nchw = 1.5;
-  p.bn_cudnn_nhwc = 8;
-  p.bn_native_nhwc = 4;
+  p.bn_cudnn_nchw = 2, p.bn_native_nchw = 1.5;  // NCHW: cuDNN's kernels, ATen's
+  p.bn_cudnn_nhwc = 8, p.bn_native_nhwc = 4;    // channels-last
   p.bn_nchw_channels_per_sm = 2;
   const double sm_clocks = 108 * 1410e6;  // Ampere(): SMs x boost clock, a second
   const auto bn_of = [](int64_t channels) { return ConvNet(channels, 56); };
