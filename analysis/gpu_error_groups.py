@@ -24,25 +24,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @functools.lru_cache(maxsize=None)
+def _text(directory, name):
+    """The text of DIRECTORY/NAME.yaml, or None when there is no such file (read once)."""
+    path = os.path.join(directory, name + ".yaml")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return f.read()
+
+
 def memory_kind(devices_dir, device):
     """'HBM', 'GDDR' or '?' from the device file's description (its datasheet memory type)."""
-    path = os.path.join(devices_dir, device + ".yaml")
-    if not os.path.exists(path):
-        return "?"
-    with open(path) as f:
-        m = re.search(r'^description:\s*"(.*)"', f.read(), re.M)
+    text = _text(devices_dir, device)
+    m = re.search(r'^description:\s*"(.*)"', text, re.M) if text is not None else None
     desc = m.group(1) if m else ""
     return "HBM" if "HBM" in desc else "GDDR" if "GDDR" in desc else "?"
 
 
-@functools.lru_cache(maxsize=None)
 def family(models_dir, model):
-    """'transformer' when the model file has an attention layer, else 'cnn'."""
-    path = os.path.join(models_dir, model + ".yaml")
-    if not os.path.exists(path):
+    """'transformer' when the model file has an attention layer, else 'cnn'; '?' without one."""
+    text = _text(models_dir, model)
+    if text is None:
         return "?"
-    with open(path) as f:
-        return "transformer" if re.search(r"type:\s*attention\b", f.read()) else "cnn"
+    return "transformer" if re.search(r"type:\s*attention\b", text) else "cnn"
 
 
 def groups(rows, devices_dir, models_dir):
