@@ -117,7 +117,7 @@ Precision ReadPrecision(MapReader& r, const std::string& key) {
 }
 
 OptimizerKind ReadOptimizer(MapReader& r, const std::string& key) {
-  return OptimizerFromName(r.Choice(key, {"sgd", "adam", "adamw", "lamb"}, "sgd"));
+  return OptimizerFromName(r.Choice(key, {"sgd", "adam", "adamw", "rmsprop", "lamb"}, "sgd"));
 }
 
 MemoryFormat ReadMemoryFormat(MapReader& r, const std::string& key) {

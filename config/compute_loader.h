@@ -83,7 +83,7 @@ class MapReader;
 DeviceComputeModel ReadComputeModel(MapReader& r);
 int ReadCudnnVersion(MapReader& r);
 // cluster.precision, cluster.optimizer and the like (fp32 | tf32 | fp16 | bf16; sgd | adam |
-// adamw | lamb), as Choice errors: located, with the choices.
+// adamw | rmsprop | lamb), as Choice errors: located, with the choices.
 Precision ReadPrecision(MapReader& r, const std::string& key);
 OptimizerKind ReadOptimizer(MapReader& r, const std::string& key);
 // A measurement's memory_format (nchw | nhwc), a Choice error when unknown.

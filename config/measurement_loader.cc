@@ -30,8 +30,8 @@ void ReadRowTime(MapReader& m, PublishedTiming* row) {
                           ? m.PositiveNumber("iteration_ms")
                           : 1e3 * static_cast<double>(row->batch) / m.PositiveNumber("samples_per_s");
   row->precision = ReadPrecision(m, "precision");
-  row->optimizer =
-      OptimizerFromName(m.Choice("optimizer", {"sgd", "adam", "adamw", "lamb", "unknown"}, "sgd"));
+  row->optimizer = OptimizerFromName(
+      m.Choice("optimizer", {"sgd", "adam", "adamw", "rmsprop", "lamb", "unknown"}, "sgd"));
   row->tokens = m.Has("tokens") ? m.PositiveInt("tokens") : 0;
   row->ref = m.String("ref", "");
 }

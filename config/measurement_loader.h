@@ -19,9 +19,9 @@
 // A row may instead give a whole training iteration (forward, backward and optimizer step) of one
 // GPU, as framework benchmark tables publish it: samples_per_s (images or sequences per second)
 // or iteration_ms, with precision (fp32 | tf32 | fp16 | bf16: fp16/bf16 = automatic mixed
-// precision; default fp32), optimizer (sgd | adam | adamw | lamb | unknown; default sgd), tokens
-// (sequence length, for a transformer run at another length than its file's) and ref (where in
-// the source). Such rows are priced by the `framework` compute model. File key fp32_runs_tf32:
+// precision; default fp32), optimizer (sgd | adam | adamw | rmsprop | lamb | unknown; default sgd),
+// tokens (sequence length, for a transformer run at another length than its file's) and ref (where
+// in the source). Such rows are priced by the `framework` compute model. File key fp32_runs_tf32:
 // true says the framework let cuDNN and cuBLAS run fp32 work as TF32 on Ampere and later (NGC
 // containers do unless NVIDIA_TF32_OVERRIDE=0): those rows are priced as tf32 there. Key
 // memory_format (nchw | nhwc, default nchw), in the file or a row (the row's wins): the layout

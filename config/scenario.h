@@ -35,7 +35,7 @@
 //                                  # file's
 //     precision: bf16              # optional: fp32 | tf32 | fp16 | bf16 (fp16/bf16: mixed
 //                                  # precision); picks the framework model (cost/framework_model.h)
-//     optimizer: adamw             # optional, framework model: sgd | adam | adamw | lamb
+//     optimizer: adamw             # optional, framework model: sgd | adam | adamw | rmsprop | lamb
 //     memory_format: nhwc          # optional, framework model: nchw (default) | nhwc
 //                                  # (channels_last): CNN activations' layout
 //     batchnorm_fusion: bn_add_relu  # optional, framework model: none (default) | bn_relu |

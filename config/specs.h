@@ -415,7 +415,7 @@ inline constexpr const char* kPrecisionNames[] = {"fp32", "tf32", "fp16", "bf16"
 inline const char* PrecisionName(Precision p) { return kPrecisionNames[static_cast<int>(p)]; }
 
 // The optimizer whose step the `framework` compute model prices once per iteration (one pass over
-// parameters, gradients and optimizer state): sgd (with momentum), adam / adamw, lamb.
+// parameters, gradients and optimizer state): sgd (with momentum), adam / adamw / rmsprop, lamb.
 enum class OptimizerKind { kSgd, kAdam, kLamb };
 inline constexpr const char* kOptimizerNames[] = {"sgd", "adam", "lamb"};
 
@@ -453,8 +453,10 @@ inline BatchNormFusion BatchNormFusionFromName(const std::string& name) {
 }
 
 // A precision or optimizer by name (a name already checked against the choices; an unknown one
-// gives fp32 / sgd). "adamw" prices as adam (the same pass); "unknown" (a published row that
-// does not say) as sgd.
+// gives fp32 / sgd). "adamw" prices as adam (the same pass), and so does "rmsprop" (with momentum,
+// as DeepLearningExamples' EfficientNet runs it: it reads the parameter, gradient, square average
+// and momentum buffer and writes three of them, Adam's 28 bytes a parameter); "unknown" (a
+// published row that does not say) as sgd.
 inline Precision PrecisionFromName(const std::string& name) {
   for (int i = 0; i < 4; ++i) {
     if (name == kPrecisionNames[i]) return static_cast<Precision>(i);
@@ -462,9 +464,9 @@ inline Precision PrecisionFromName(const std::string& name) {
   return Precision::kFp32;
 }
 inline OptimizerKind OptimizerFromName(const std::string& name) {
-  return name == "lamb"                        ? OptimizerKind::kLamb
-         : name == "adam" || name == "adamw" ? OptimizerKind::kAdam
-                                               : OptimizerKind::kSgd;
+  return name == "lamb"                                           ? OptimizerKind::kLamb
+         : name == "adam" || name == "adamw" || name == "rmsprop" ? OptimizerKind::kAdam
+                                                                  : OptimizerKind::kSgd;
 }
 
 // How a device without a measured profile prices a layer: `cudnn` (cost/gpu_kernel_model.h, the

@@ -505,9 +505,10 @@ std::shared_ptr<GpuModelCommands> AddGpuModelCommands(CLI::App& app, const std::
                       "means the framework compute model")
       ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}))
       ->capture_default_str();
-  c->show->add_option("--optimizer", c->optimizer, "the framework model's optimizer step: sgd, "
-                                                   "adam, adamw or lamb")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw", "lamb"}))
+  c->show
+      ->add_option("--optimizer", c->optimizer,
+                   "the framework model's optimizer step: sgd, adam, adamw, rmsprop or lamb")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop", "lamb"}))
       ->capture_default_str();
   c->show->add_option("--memory-format", c->memory_format,
                       "the framework model's activation layout: nchw or nhwc (channels_last)")

@@ -444,6 +444,10 @@ TEST_F(ScenarioFile, PrecisionPicksTheFrameworkModelAndIsCheckedAgainstTheDevice
   EXPECT_EQ(s.device->compute_model, DeviceComputeModel::kFramework);
   EXPECT_EQ(s.device->precision, Precision::kBf16);
   EXPECT_EQ(s.device->optimizer, OptimizerKind::kAdam);
+  // RMSprop with momentum is Adam's pass (28 bytes a parameter; config/specs.h).
+  EXPECT_EQ(LoadScenarioFile(Write(on("a100", "  precision: tf32\n  optimizer: rmsprop\n")))
+                .device->optimizer,
+            OptimizerKind::kAdam);
   // No new key: the device's own model, as before.
   EXPECT_EQ(LoadScenarioFile(Write(on("a100", ""))).device->compute_model,
             DeviceComputeModel::kCudnn);
