@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the long, repetitive model files of scenarios/models/ (GoogLeNet, VGG, ResNet).
+"""Writes the long, repetitive model files of scenarios/models/ (GoogLeNet, VGG, ResNet,
+EfficientNet, MobileNet v2).
 
 The YAML files are the product: they are committed, and a user adds a model by writing one YAML
 file (schema: scenarios/models/README.md). This script only saves typing for the models built from
@@ -13,8 +14,10 @@ Standard library only.
 """
 
 import argparse
+import math
 import os
 import sys
+import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS_DIR = os.path.join(ROOT, "scenarios", "models")
@@ -294,6 +297,269 @@ def imagenet_resnet(name, description, header, depth, **block_args):
     return (name, lambda: render(name, description, header, (3, 224, 224), 1000,
                                  resnet(RESNET_BLOCKS[depth], **block_args)))
 
+# ---- EfficientNet and MobileNet v2 (inverted-residual blocks) ---------------------------------
+
+# (kernel, stride, repeats, expansion, channels) per stage, before scaling.
+# EfficientNet-B0: timm's efficientnet.py _gen_efficientnet arch_def ('ds_r1_k3_s1_e1_c16_se0.25',
+# 'ir_r2_k3_s2_e6_c24_se0.25', ...), the same as DLE's effnet_b0_layers and torchvision's.
+EFFNET_STAGES = [(3, 1, 1, 1, 16), (3, 2, 2, 6, 24), (5, 2, 2, 6, 40), (3, 2, 3, 6, 80),
+                 (5, 1, 3, 6, 112), (5, 2, 4, 6, 192), (3, 1, 1, 6, 320)]
+# MobileNet v2: timm's _gen_mobilenet_v2 arch_def ('ds_r1_k3_s1_c16', 'ir_r2_k3_s2_e6_c24', ...),
+# torchvision's inverted_residual_setting (t, c, n, s).
+MOBILENETV2_STAGES = [(3, 1, 1, 1, 16), (3, 2, 2, 6, 24), (3, 2, 3, 6, 32), (3, 2, 4, 6, 64),
+                      (3, 1, 3, 6, 96), (3, 2, 3, 6, 160), (3, 1, 1, 6, 320)]
+
+
+def make_divisible(v, divisor=8):
+    """timm's make_divisible (round_channels) and DLE's EffNetArch._scale_width: the nearest
+    multiple of divisor, not less than divisor, and not more than 10% below v."""
+    new_v = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    if new_v < 0.9 * v:
+        new_v += divisor
+    return new_v
+
+
+class Counter:
+    """Tracks the channels and size of the image through a chain of layers, and the parameters
+    and forward MACs the model file will have (core::Model::Build's rules), so that a generated
+    header states them and a definition that drifts from the reference fails here."""
+
+    def __init__(self, c, hw):
+        self.c, self.hw, self.params, self.macs = c, hw, 0, 0
+
+    def conv(self, out_c, k, stride=1, groups=1, bias=False, c=None, hw=None):
+        c = self.c if c is None else c
+        hw = self.hw if hw is None else hw
+        out_hw = (hw + 2 * ((k - 1) // 2) - k) // stride + 1
+        w = out_c * (c // groups) * k * k
+        self.params += w + (out_c if bias else 0)
+        self.macs += w * out_hw * out_hw
+        return out_c, out_hw
+
+    def bn(self, c):
+        self.params += 2 * c
+
+
+def mbconv_net(stages, width, depth, stem, head, dropout, classes, input_hw, act, se_ratio=0.0,
+               se_hidden=False):
+    """EfficientNet (Tan & Le 2019) and MobileNet v2 (Sandler et al. 2018) as timm builds them
+    (efficientnet.py EfficientNet, _efficientnet_blocks.py DepthwiseSeparableConv and
+    InvertedResidual; DLE's MBConvBlock and torchvision's MBConv are the same graph). Stem 3x3
+    conv stride 2 to make_divisible(stem x width); per stage `repeats` = ceil(repeats x depth)
+    blocks of make_divisible(channels x width) outputs, the first with the stage's stride:
+
+      expansion 1 (timm's DepthwiseSeparableConv): depthwise kxk, BN, act, [SE], 1x1 conv, BN;
+      else (InvertedResidual): 1x1 conv to in x expansion, BN, act, depthwise kxk, BN, act,
+        [SE], 1x1 conv to out, BN (no activation: the linear bottleneck);
+
+    the residual add where the stride is 1 and in == out. SE (se_ratio > 0): global average
+    pool, 1x1 conv with bias to int(base x se_ratio) (base: the block's input channels, timm's
+    and torchvision's and DLE's plain blocks; the expanded channels with se_hidden, DLE's
+    widese), act, 1x1 conv with bias back, sigmoid, the branch scaled per channel. Head: 1x1
+    conv to make_divisible(head x width), BN, act, global average pool, dropout, fc. Convs
+    without bias, pads (k - 1) / 2. `act` is the note on each activation: the schema has `relu`
+    only, which stands for SiLU and ReLU6 alike (the same shape, no parameters, one pass over
+    the values); the sigmoid is written as `tanh` as in resnet(). Names are timm's modules
+    (conv_stem, blocks.S.I.conv_dw, ...). Returns (net, parameters, forward MACs)."""
+    net = Net()
+    cnt = Counter(3, input_hw)
+    stem_c = make_divisible(stem * width)
+    hw0 = cnt.hw
+    cnt.c, cnt.hw = cnt.conv(stem_c, 3, stride=2)
+    net.add("conv_stem", "conv", num_output=stem_c, kernel=3, stride=2, pad=1, bias=False,
+            note="%d -> %d" % (hw0, cnt.hw))
+    cnt.bn(stem_c)
+    net.add("bn1", "batchnorm")
+    top = net.add("bn1.act", "relu", note=act)
+    for s, (k, stride0, repeats, expansion, channels) in enumerate(stages):
+        out_c = make_divisible(channels * width)
+        for i in range(int(math.ceil(repeats * depth))):
+            stride = stride0 if i == 0 else 1
+            in_c, in_hw = cnt.c, cnt.hw
+            mid = in_c * expansion
+            residual = stride == 1 and in_c == out_c
+            se_c = max(1, int((mid if se_hidden else in_c) * se_ratio)) if se_ratio > 0 else 0
+            p = "blocks.%d.%d." % (s, i)
+            strided = {"stride": stride} if stride > 1 else {}
+            net.comment("%s: %s k%d%s, %d -> %s%d%s%s" % (
+                p[:-1], "inverted residual" if expansion > 1 else "depthwise separable", k,
+                " stride %d" % stride if stride > 1 else "", in_c,
+                "%d -> " % mid if expansion > 1 else "", out_c,
+                ", SE %d" % se_c if se_c else "", ", residual" if residual else ""))
+            dw_in = top
+            if expansion > 1:
+                cnt.conv(mid, 1)
+                net.add(p + "conv_pw", "conv", bottom=top, num_output=mid, kernel=1, bias=False)
+                cnt.bn(mid)
+                net.add(p + "bn1", "batchnorm")
+                dw_in = net.add(p + "bn1.act", "relu", note=act)
+            dw_bn = "bn2" if expansion > 1 else "bn1"
+            _, out_hw = cnt.conv(mid, k, stride=stride, groups=mid, c=mid)
+            net.add(p + "conv_dw", "conv", bottom=dw_in, num_output=mid, kernel=k, **strided,
+                    pad=(k - 1) // 2, groups=mid, bias=False,
+                    note="%d -> %d" % (in_hw, out_hw) if stride > 1 else None)
+            cnt.bn(mid)
+            net.add(p + dw_bn, "batchnorm")
+            branch = net.add(p + dw_bn + ".act", "relu", note=act)
+            if se_c:
+                net.add(p + "se.pool", "pool", method="avg", **{"global": True})
+                cnt.conv(se_c, 1, bias=True, c=mid, hw=1)
+                net.add(p + "se.conv_reduce", "conv", num_output=se_c, kernel=1)
+                net.add(p + "se.act", "relu", note=act)
+                cnt.conv(mid, 1, bias=True, c=se_c, hw=1)
+                net.add(p + "se.conv_expand", "conv", num_output=mid, kernel=1)
+                gate = net.add(p + "se.gate", "tanh", note="sigmoid")
+                branch = net.add(p + "se.scale", "mul", bottom=[branch, gate])
+            cnt.conv(out_c, 1, c=mid, hw=out_hw)
+            net.add(p + ("conv_pwl" if expansion > 1 else "conv_pw"), "conv", bottom=branch,
+                    num_output=out_c, kernel=1, bias=False)
+            cnt.bn(out_c)
+            last = net.add(p + ("bn3" if expansion > 1 else "bn2"), "batchnorm")
+            top = net.add(p + "add", "add", bottom=[top, last]) if residual else last
+            cnt.c, cnt.hw = out_c, out_hw
+    head_c = make_divisible(head * width)
+    cnt.conv(head_c, 1)
+    net.add("conv_head", "conv", bottom=top, num_output=head_c, kernel=1, bias=False)
+    cnt.bn(head_c)
+    net.add("bn2", "batchnorm")
+    net.add("bn2.act", "relu", note=act)
+    net.add("global_pool", "pool", method="avg", **{"global": True},
+            note="%d -> 1" % cnt.hw)
+    net.add("dropout", "dropout", ratio=dropout)
+    cnt.params += head_c * classes + classes
+    cnt.macs += head_c * classes
+    net.add("classifier", "fc", num_output=classes, note="%d -> %d" % (head_c, classes))
+    net.add("loss", "softmax_loss")
+    return net, cnt.params, cnt.macs
+
+
+def mbconv_model(name, description, header, size, expect_params, **args):
+    """A MODELS entry: a size x size x 3, 1000-class mbconv_net(**args). header: paragraphs,
+    wrapped here, then a line with the parameters and MACs counted by mbconv_net(); the count
+    must be the reference's (expect_params)."""
+    def make():
+        net, params, macs = mbconv_net(classes=1000, input_hw=size, **args)
+        if params != expect_params:
+            raise SystemExit("%s: %d parameters, the reference has %d" % (
+                name, params, expect_params))
+        paragraphs = header + ["%s parameters, %s forward MACs per image (%.3f G) at %dx%d." % (
+            "{:,}".format(params), "{:,}".format(macs), macs / 1e9, size, size)]
+        lines = [line for p in paragraphs for line in textwrap.wrap(p, 94, break_on_hyphens=False)]
+        return render(name, description, lines, (3, size, size), 1000, net)
+    return (name, make)
+
+
+EFFNET_STANDINS = (
+    "Stand-ins (the schema has neither SiLU nor sigmoid): SiLU is written as `relu` with a "
+    "trailing `# SiLU`, the SE gate's sigmoid as `tanh` with `# sigmoid`: the same shapes, no "
+    "parameters, element-wise. Stochastic depth (drop path) has no layer: no parameters, and the "
+    "simulator prices every block as taken.")
+
+
+def timm_efficientnet(variant, width, depth, size, dropout, params, resolution):
+    name = "efficientnet_" + variant
+    return mbconv_model(
+        name, "EfficientNet-%s (timm %s), %dx%dx3" % (variant.upper(), name, size, size),
+        ["EfficientNet-%s (Tan & Le 2019) as timm builds it (timm/models/efficientnet.py %s -> "
+         "_gen_efficientnet(channel_multiplier=%s, depth_multiplier=%s)); torchvision's %s and "
+         "DeepLearningExamples' efficientnet-%s are the same graph and count. MBConv blocks "
+         "(depthwise conv, SE squeezed to int(block input channels x 0.25) with SiLU, batch norm "
+         "after every conv, convs without bias), channels make_divisible(c x %s, 8), repeats "
+         "ceil(r x %s); stem 3x3 conv to %d, stride 2; head 1x1 conv to %d, global average pool, "
+         "dropout %s (the paper's), fc 1000. See the generator's mbconv_net()."
+         % (variant.upper(), name, width, depth, name, variant, width, depth,
+            make_divisible(32 * width), make_divisible(1280 * width), dropout),
+         resolution, EFFNET_STANDINS],
+        size, params, stages=EFFNET_STAGES, width=width, depth=depth, stem=32, head=1280,
+        dropout=dropout, act="SiLU", se_ratio=0.25)
+
+
+DLE_EFFNET = ("NVIDIA DeepLearningExamples (PyTorch/Classification/ConvNets/image_classification/"
+              "models/efficientnet.py @ 729963dd")
+
+DLE_VS_TIMM = (
+    "DLE's plain EfficientNet is timm's and torchvision's graph: the same stem, widths "
+    "(_scale_width = make_divisible), depths (ceil), head width (feature_channels scaled like "
+    "timm's round_chs_fn(1280)), SE squeezed from the block input channels with the block's "
+    "activation (SiLU) and a sigmoid gate; the same count for B0 to B4 (checked by building "
+    "DLE's modules). It differs in what costs nothing here: the SE's two layers are nn.Linear on "
+    "the channel means (timm: 1x1 convs with bias; the same parameters and MACs), batch norm eps "
+    "1e-3 and momentum 0.01, and for B4 stochastic depth (survival_prob 0.8).")
+
+
+def dle_efficientnet(variant, width, depth, size, dropout, params, widese):
+    dle = "efficientnet-%s%s" % ("widese-" if widese else "", variant)
+    name = dle.replace("-", "_")
+    if widese:
+        what = [
+            "EfficientNet-WideSE-%s as %s, architectures['%s']: widese_mbconv, MBConvBlock with "
+            "squeeze_hidden=True) builds it: efficientnet_%s.yaml with every SE squeezed to "
+            "int(expanded "
+            "channels x 0.25) instead of int(block input channels x 0.25), six times wider in the "
+            "expansion-6 blocks (the expansion-1 blocks are unchanged). Otherwise DLE's "
+            "EfficientNet-%s: stem %d, width %s, depth %s (ceil), head 1x1 conv to %d, dropout %s, "
+            "fc 1000, image_size %d; SE with the block's activation (SiLU) in the squeeze and a "
+            "sigmoid on the excite, its nn.Linear layers written as 1x1 convs with bias on the "
+            "pooled 1x1 image. The count is that of DLE's module (sum of p.numel())."
+            % (variant.upper(), DLE_EFFNET, dle, variant, variant.upper(),
+               make_divisible(32 * width), width, depth, make_divisible(1280 * width), dropout,
+               size)]
+    else:
+        what = [
+            "EfficientNet-%s (the paper's B4: width 1.4, depth 1.8, 380x380) as %s, "
+            "architectures['%s'], image_size %d) and timm's efficientnet_%s "
+            "(_gen_efficientnet(channel_multiplier=%s, depth_multiplier=%s)) and torchvision's "
+            "build it: stem 3x3 conv to %d, stride 2, MBConv blocks, head 1x1 conv to %d, global "
+            "average pool, dropout %s, fc 1000. timm's efficientnet_b4.ra2_in1k runs at 320 (test "
+            "384); this file at DLE's and the paper's %d. See the generator's mbconv_net()."
+            % (variant.upper(), DLE_EFFNET, dle, size, variant, width, depth,
+               make_divisible(32 * width), make_divisible(1280 * width), dropout, size)]
+    return mbconv_model(
+        name, "EfficientNet-%s%s (DeepLearningExamples %s), %dx%dx3" % (
+            "WideSE-" if widese else "", variant.upper(), dle, size, size),
+        what + [DLE_VS_TIMM, EFFNET_STANDINS],
+        size, params, stages=EFFNET_STAGES, width=width, depth=depth, stem=32, head=1280,
+        dropout=dropout, act="SiLU", se_ratio=0.25, se_hidden=widese)
+
+
+EFFICIENTNET_MODELS = [
+    timm_efficientnet("b0", 1.0, 1.0, 224, 0.2, 5_288_548,
+                      "224x224: timm's input_size for efficientnet_b0 and the paper's."),
+    timm_efficientnet("b1", 1.0, 1.1, 256, 0.2, 7_794_184,
+                      "256x256: train_img_size of timm's published train benchmarks of "
+                      "efficientnet_b1 (results/benchmark-train-amp-*-rtx3090.csv) and the "
+                      "test_input_size of efficientnet_b1.ft_in1k (its input_size 224; the "
+                      "paper's 240)."),
+    timm_efficientnet("b2", 1.1, 1.2, 288, 0.3, 9_109_994,
+                      "288x288: train_img_size of timm's published train benchmarks of "
+                      "efficientnet_b2 (results/benchmark-train-amp-*-rtx3090.csv) and the "
+                      "test_input_size of efficientnet_b2.ra_in1k (its input_size 256; the "
+                      "paper's 260)."),
+    timm_efficientnet("b3", 1.2, 1.4, 320, 0.3, 12_233_232,
+                      "320x320: train_img_size of timm's published train benchmarks of "
+                      "efficientnet_b3 (results/benchmark-train-amp-*-rtx3090.csv) and the "
+                      "test_input_size of efficientnet_b3.ra2_in1k (its input_size 288; the "
+                      "paper's 300)."),
+    dle_efficientnet("b4", 1.4, 1.8, 380, 0.4, 19_341_616, widese=False),
+    dle_efficientnet("b0", 1.0, 1.0, 224, 0.2, 8_423_848, widese=True),
+    dle_efficientnet("b4", 1.4, 1.8, 380, 0.4, 34_927_246, widese=True),
+    mbconv_model(
+        "mobilenetv2_100",
+        "MobileNet v2 1.0 (timm mobilenetv2_100, torchvision mobilenet_v2), 224x224x3",
+        ["MobileNet v2, width 1.0 (Sandler et al. 2018), as timm's mobilenetv2_100 "
+         "(timm/models/efficientnet.py _gen_mobilenet_v2) and torchvision's mobilenet_v2 build "
+         "it (the same graph and count): stem 3x3 conv to 32, stride 2; inverted residuals (1x1 "
+         "expansion x6, depthwise 3x3, linear 1x1 projection; the first block depthwise "
+         "separable, without expansion), batch norm after every conv, convs without bias, no SE; "
+         "the residual add where the stride is 1 and in == out; head 1x1 conv to 1280, global "
+         "average pool, dropout 0.2 (torchvision's), fc 1000. 224x224 (timm's input_size). See "
+         "the generator's mbconv_net().",
+         "Stand-in: ReLU6 is written as `relu` with a trailing `# ReLU6` (the schema has no "
+         "ReLU6; the same shape, no parameters, element-wise)."],
+        224, 3_504_872, stages=MOBILENETV2_STAGES, width=1.0, depth=1.0, stem=32, head=1280,
+        dropout=0.2, act="ReLU6"),
+]
+
 
 MODELS = [
     ("googlenet", lambda: render(
@@ -409,7 +675,7 @@ MODELS = [
          "as the oracle of the repeat expansion (tests/config/model_loader_test.cc)."],
         (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet152"])),
      os.path.join(ROOT, "tests", "data", "models", "resnet152_generated.yaml")),
-]
+] + EFFICIENTNET_MODELS
 
 
 def main():
