@@ -354,6 +354,16 @@ struct FrameworkModelParams {
   // this)), so a GPU whose tensor cores do more a clock per SM (A100 2,048 FLOPs, H100 3,800,
   // B200 7,700, a GeForce Ampere at fp32 accumulate 512) reaches less of its datasheet peak.
   double tensor_feed_per_sm_clock = 4096;
+  // Depthwise convolutions (groups = input channels; MobileNet, EfficientNet) do K x K
+  // multiply-adds an output value and run on CUDA cores, in kernels of their own. Which kernels
+  // is PyTorch's rule (use_cudnn_depthwise, since PyTorch 1.11 with cuDNN >= 8.2): cuDNN's in
+  // channels-last; in NCHW cuDNN's for fp16 at stride 1 (and at stride 2 with >= 512 channels, or
+  // >= 256 on planes >= 28 wide), ATen's own conv_depthwise2d otherwise (fp32, tf32, bf16). Each
+  // busy SM does this many multiply-adds (taps) a clock at the boost clock, or DRAM at the values'
+  // width bounds the kernel, whichever is slower; one kernel forward, two backward (data, weight).
+  double dw_cudnn_nchw = 16;
+  double dw_cudnn_nhwc = 16;
+  double dw_native = 16;
   // Batch norm's kernels are bound by their per-channel reductions (Welford updates, warp and
   // block reductions), not by DRAM: each busy SM handles this many values a clock at the
   // device's boost clock (or DRAM at the values' width, whichever is slower). In NCHW a layer
@@ -371,14 +381,25 @@ struct FrameworkModelParams {
   double bn_native_nhwc = 3.51;
   double bn_nchw_channels_per_sm = 2;  // the K of the five profiled rates' smallest spread
 };
-inline constexpr const char* kFrameworkParamNames[] = {
-    "tensor_efficiency", "gemm_efficiency", "memory_efficiency",        "launch_us",
-    "dispatch_us",       "iteration_us",    "tensor_feed_per_sm_clock", "bn_cudnn_nchw",
-    "bn_cudnn_nhwc",     "bn_native_nchw",  "bn_native_nhwc",           "bn_nchw_channels_per_sm"};
-inline constexpr int kNumFrameworkParams = 12;
+inline constexpr const char* kFrameworkParamNames[] = {"tensor_efficiency",
+                                                       "gemm_efficiency",
+                                                       "memory_efficiency",
+                                                       "launch_us",
+                                                       "dispatch_us",
+                                                       "iteration_us",
+                                                       "tensor_feed_per_sm_clock",
+                                                       "dw_cudnn_nchw",
+                                                       "dw_cudnn_nhwc",
+                                                       "dw_native",
+                                                       "bn_cudnn_nchw",
+                                                       "bn_cudnn_nhwc",
+                                                       "bn_native_nchw",
+                                                       "bn_native_nhwc",
+                                                       "bn_nchw_channels_per_sm"};
+inline constexpr int kNumFrameworkParams = 15;
 // The first kNumFittedFrameworkParams of them are what `gpu-model fit` fits; the rest are
 // measured (a fit keeps its start's values).
-inline constexpr int kNumFittedFrameworkParams = 7;
+inline constexpr int kNumFittedFrameworkParams = 10;
 // The index of a FrameworkModelParams field by its YAML name, -1 when there is none.
 inline int FrameworkParamIndex(const std::string& name) {
   for (int i = 0; i < kNumFrameworkParams; ++i) {
@@ -394,6 +415,9 @@ inline double* FrameworkParamField(FrameworkModelParams& p, int i) {
                       &p.dispatch_us,
                       &p.iteration_us,
                       &p.tensor_feed_per_sm_clock,
+                      &p.dw_cudnn_nchw,
+                      &p.dw_cudnn_nhwc,
+                      &p.dw_native,
                       &p.bn_cudnn_nchw,
                       &p.bn_cudnn_nhwc,
                       &p.bn_native_nchw,

@@ -29,6 +29,16 @@ constexpr FrameworkModelParams kFitted = {
     .dispatch_us = 35.5703,
     .iteration_us = 9.59887e-06,
     .tensor_feed_per_sm_clock = 3210.4,
+    // v4 (depthwise convolutions): fitted with the seven above held, on timm's RTX 3090 rows of
+    // EfficientNet and MobileNet v2 seen before (depthwise_2026-12-07/timm_rtx3090_pt111.yaml and
+    // _pt110_pt112.yaml). dw_native from PyTorch 1.10's NCHW rows, whose rule ran every 5x5
+    // depthwise convolution on ATen's kernels (it predates cuDNN 8.2's); the others from the rest.
+    // dw_cudnn_nchw is not identified above about 20 (those kernels are DRAM-bound at any such
+    // rate). docs/gpu_model.md, "v4", has the commands; frozen before DeepLearningExamples'
+    // EfficientNet rows (V100, A100) were priced.
+    .dw_cudnn_nchw = 34.1098,
+    .dw_cudnn_nhwc = 4.9314,
+    .dw_native = 3.98741,
 };
 
 // What one device runs at one precision.
@@ -136,6 +146,71 @@ LayerCost Fp32Cost(const Ctx& c, const core::Layer& l, int64_t batch) {
   return CudnnLayerCost(l, batch, c.d, c.kp);
 }
 
+// PyTorch's is_depthwise: as many groups as input channels (more than one), the output channels a
+// multiple of them.
+bool IsDepthwise(const core::Layer& l) {
+  const int64_t ci = l.in_shapes.at(0).c;
+  return l.spec.groups > 1 && l.spec.groups == ci && l.out.c % ci == 0;
+}
+
+// Whether cuDNN runs depthwise convolution `l`, by PyTorch's use_cudnn_depthwise
+// (aten/src/ATen/native/Convolution.cpp, PyTorch 1.11 and later with cuDNN >= 8.2,
+// check_cudnn_depthwise_workload_with_filter): always in channels-last; in NCHW only fp16, at
+// least 32 channels, a square 1x1, 3x3 or 5x5 filter on planes at least 7 wide, stride 1, or
+// stride 2 where the workload table says cuDNN is faster. Otherwise ATen's conv_depthwise2d.
+bool CudnnRunsDepthwise(const Ctx& c, const core::Layer& l, int64_t batch) {
+  if (!c.nchw) return true;
+  const core::LayerSpec& s = l.spec;
+  const core::Shape& in = l.in_shapes.at(0);
+  const int64_t k = s.kernel_w;
+  if (c.d.precision != Precision::kFp16 || in.c < 32 || s.kernel_h != k ||
+      s.stride_h != s.stride_w || (k != 1 && k != 3 && k != 5) || in.w < 7) {
+    return false;
+  }
+  if (s.stride_w == 1) return true;
+  if (s.stride_w != 2) return false;
+  if (batch == 1) return k != 1 || in.w <= 28;
+  if (k == 1) return batch <= 16 && in.c >= 128 && in.w <= 7;
+  return in.c >= 512 || (in.c >= 256 && in.w >= 28);
+}
+
+// A depthwise convolution: K x K multiply-adds (taps) an output value on CUDA cores, in kernels of
+// its own (forward; backward data and weight), at the busy SMs' tap rate of the implementation
+// PyTorch picks, or DRAM at the values' width, whichever is slower.
+LayerCost DepthwiseConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
+  const core::LayerSpec& s = l.spec;
+  const core::Shape& in = l.in_shapes.at(0);
+  const double b = static_cast<double>(batch);
+  const double vb = c.value_bytes;
+  const double x = vb * b * static_cast<double>(in.c * in.h * in.w);
+  const double y = vb * b * static_cast<double>(l.out.c * l.out.h * l.out.w);
+  const double w = vb * static_cast<double>(l.out.c * s.kernel_h * s.kernel_w);
+  const double taps = y / vb * static_cast<double>(s.kernel_h * s.kernel_w);
+  const bool cudnn = CudnnRunsDepthwise(c, l, batch);
+  const double per_clock = !cudnn ? c.p.dw_native : c.nchw ? c.p.dw_cudnn_nchw : c.p.dw_cudnn_nhwc;
+  const double rate = per_clock * static_cast<double>(c.d.sm_count) * c.d.boost_clock_mhz * 1e6;
+  auto kernel = [&](double bytes) {
+    return c.p.launch_us * 1e3 + 1e9 * std::max(taps / rate, bytes / c.memory_Bps);
+  };
+  const ConvAlgo algo = cudnn ? ConvAlgo::kDepthwiseCudnn : ConvAlgo::kDepthwiseNative;
+  LayerCost cost;
+  cost.fwd = {kernel(x + y + w), 1, algo};
+  cost.bwd = {kernel(x + y + w), 1, algo};  // the weight gradient: x and dy in
+  if (!l.bottoms.empty()) {
+    cost.bwd.ns += kernel(y + x + w);  // the data gradient: dy in, dx out
+    cost.bwd.kernels += 1;
+  }
+  cost.fwd.gemm_kernels = 1;
+  cost.bwd.gemm_kernels = cost.bwd.kernels;
+  if (s.bias) {
+    cost.fwd.ns += StreamKernelNs(c, 0, 2 * y);
+    cost.bwd.ns += StreamKernelNs(c, 0, y);
+    cost.fwd.kernels += 1;
+    cost.bwd.kernels += 1;
+  }
+  return cost;
+}
+
 // A convolution: implicit GEMM on tensor cores where its channels per group are aligned; an
 // ungrouped one that is not runs cuDNN's fp32 algorithms (the cudnn model's structure). A grouped
 // convolution is one cuDNN call whatever its groups (PyTorch sets cudnnSetConvolutionGroupCount
@@ -144,6 +219,7 @@ LayerCost Fp32Cost(const Ctx& c, const core::Layer& l, int64_t batch) {
 // cores otherwise. (The cudnn model, cuDNN 5 under Torch7 and Caffe, keeps one call per group, as
 // those frameworks looped over groups.)
 LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
+  if (IsDepthwise(l)) return DepthwiseConvCost(c, l, batch);
   const core::LayerSpec& s = l.spec;
   const core::Shape& in = l.in_shapes.at(0);
   const double g = static_cast<double>(s.groups);

@@ -280,6 +280,10 @@ const char* ConvAlgoName(ConvAlgo a) {
     case ConvAlgo::kWinograd: return "winograd";
     case ConvAlgo::kWinogradNonfused: return "winograd_nf";
     case ConvAlgo::kFft: return "fft";
+    case ConvAlgo::kDepthwiseCudnn:
+      return "depthwise_cudnn";
+    case ConvAlgo::kDepthwiseNative:
+      return "depthwise_aten";
   }
   return "?";
 }

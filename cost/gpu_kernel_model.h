@@ -56,7 +56,17 @@ KernelModelParams FittedKernelParams();
 // FittedKernelParams() with the device's kernel_model overrides applied.
 KernelModelParams KernelParamsFor(const config::DeviceSpec& device);
 
-enum class ConvAlgo { kNone, kImplicitGemm, kWinograd, kWinogradNonfused, kFft };
+// kDepthwiseCudnn, kDepthwiseNative: the framework model's depthwise convolutions (cuDNN's
+// kernels, or ATen's conv_depthwise2d).
+enum class ConvAlgo {
+  kNone,
+  kImplicitGemm,
+  kWinograd,
+  kWinogradNonfused,
+  kFft,
+  kDepthwiseCudnn,
+  kDepthwiseNative
+};
 const char* ConvAlgoName(ConvAlgo a);
 
 // One pass of one layer: its time and, for conv layers, the algorithm of its largest kernel.

@@ -271,6 +271,93 @@ TEST(FrameworkModel, AGroupedConvolutionIsOneKernelWithTilesSpanningGroups) {
 // Batch norm: cuDNN's kernels (one a pass) unless bf16, then ATen's (NCHW two forward and one
 // backward; channels-last two each way), bound by the busy SMs' values a clock or by DRAM at the
 // values' width; in NCHW a layer of few channels leaves SMs idle.
+// relu -> a depthwise conv (c channels, k x k, stride s, "same" padding) on h x h images.
+core::Model DepthwiseNet(int64_t c, int64_t h, int64_t k, int64_t s) {
+  core::ModelSpec spec;
+  spec.name = "dwnet";
+  spec.input_c = c, spec.input_h = h, spec.input_w = h;
+  core::LayerSpec relu;
+  relu.name = "relu0";
+  relu.kind = core::LayerKind::kRelu;
+  core::LayerSpec conv;
+  conv.name = "conv_dw";
+  conv.kind = core::LayerKind::kConv;
+  conv.num_output = c;
+  conv.kernel_h = conv.kernel_w = k;
+  conv.stride_h = conv.stride_w = s;
+  conv.pad_h = conv.pad_w = k / 2;
+  conv.groups = c;
+  conv.bias = false;
+  spec.layers = {relu, conv};
+  return core::Model::Build(spec);
+}
+
+TEST(FrameworkModel, DepthwiseConvolutionsRunTheKernelsPyTorchPicksAtTheirTapRate) {
+  config::FrameworkModelParams p = FittedFrameworkParams();
+  p.dispatch_us = p.launch_us = 0;
+  p.dw_cudnn_nchw = 8, p.dw_cudnn_nhwc = 4, p.dw_native = 2;
+  const double sm_clocks = 108 * 1410e6;  // Ampere(): SMs x boost clock, a second
+  const auto cost = [&](const core::Model& m, Precision pr, config::MemoryFormat f) {
+    return FrameworkLayerCost(m.layers()[1], 32, WithLayout(Ampere(pr), f), p);
+  };
+  const auto nchw = config::MemoryFormat::kNchw;
+  const auto nhwc = config::MemoryFormat::kNhwc;
+  // fp32 in NCHW: ATen's conv_depthwise2d, one kernel forward, data and weight backward, each
+  // K x K taps an output value at 2 taps a clock per SM (DRAM would take less).
+  const core::Model s1 = DepthwiseNet(96, 56, 3, 1);
+  const double taps = 32.0 * 96 * 56 * 56 * 9;
+  const LayerCost fp32 = cost(s1, Precision::kFp32, nchw);
+  EXPECT_EQ(fp32.fwd.algo, ConvAlgo::kDepthwiseNative);
+  EXPECT_EQ(fp32.fwd.kernels, 1);
+  EXPECT_EQ(fp32.bwd.kernels, 2);
+  EXPECT_EQ(fp32.fwd.tensor_kernels + fp32.bwd.tensor_kernels, 0);
+  EXPECT_NEAR(fp32.fwd.ns, 1e9 * taps / (2 * sm_clocks), 1.0);
+  EXPECT_NEAR(fp32.bwd.ns, 2 * fp32.fwd.ns, 1.0);
+  // tf32 and bf16 in NCHW: ATen's too (PyTorch asks cuDNN only for fp16).
+  EXPECT_EQ(cost(s1, Precision::kTf32, nchw).fwd.algo, ConvAlgo::kDepthwiseNative);
+  EXPECT_EQ(cost(s1, Precision::kBf16, nchw).fwd.algo, ConvAlgo::kDepthwiseNative);
+  // Half precision adds autocast's cast of the fp32 filter (6 bytes a value) to each pass.
+  const auto cast = [&](Precision pr) {
+    const bool half = pr == Precision::kFp16 || pr == Precision::kBf16;
+    return half ? 1e9 * 6 * 96 * 9 / (p.memory_efficiency * 2000e9) : 0.0;
+  };
+  // fp16 in NCHW at stride 1: cuDNN's, at its NCHW rate.
+  const LayerCost fp16 = cost(s1, Precision::kFp16, nchw);
+  EXPECT_EQ(fp16.fwd.algo, ConvAlgo::kDepthwiseCudnn);
+  EXPECT_NEAR(fp16.fwd.ns, 1e9 * taps / (8 * sm_clocks) + cast(Precision::kFp16), 1.0);
+  // Channels-last: cuDNN's at every precision, at its channels-last rate.
+  for (Precision pr : {Precision::kFp32, Precision::kTf32, Precision::kFp16, Precision::kBf16}) {
+    const LayerCost c = cost(s1, pr, nhwc);
+    EXPECT_EQ(c.fwd.algo, ConvAlgo::kDepthwiseCudnn) << config::PrecisionName(pr);
+    EXPECT_NEAR(c.fwd.ns, 1e9 * taps / (4 * sm_clocks) + cast(pr), 1.0)
+        << config::PrecisionName(pr);
+  }
+  // fp16 NCHW at stride 2: cuDNN's only with >= 512 channels, or >= 256 on planes >= 28 wide.
+  const auto algo = [&](int64_t c, int64_t h, int64_t k) {
+    return cost(DepthwiseNet(c, h, k, 2), Precision::kFp16, nchw).fwd.algo;
+  };
+  EXPECT_EQ(algo(96, 112, 3), ConvAlgo::kDepthwiseNative);
+  EXPECT_EQ(algo(240, 28, 5), ConvAlgo::kDepthwiseNative);
+  EXPECT_EQ(algo(256, 28, 5), ConvAlgo::kDepthwiseCudnn);
+  EXPECT_EQ(algo(256, 14, 3), ConvAlgo::kDepthwiseNative);
+  EXPECT_EQ(algo(672, 14, 5), ConvAlgo::kDepthwiseCudnn);
+  // Fewer than 32 channels, or a 7x7 filter: ATen's even at stride 1.
+  EXPECT_EQ(cost(DepthwiseNet(16, 56, 3, 1), Precision::kFp16, nchw).fwd.algo,
+            ConvAlgo::kDepthwiseNative);
+  EXPECT_EQ(cost(DepthwiseNet(64, 56, 7, 1), Precision::kFp16, nchw).fwd.algo,
+            ConvAlgo::kDepthwiseNative);
+  // A fast rate leaves DRAM to bound it: forward x, y and the filter at the values' width.
+  p.dw_cudnn_nchw = 1e6;
+  p.memory_efficiency = 0.5;
+  const double bytes = 2.0 * (32.0 * 96 * 56 * 56 * 2 + 96 * 9);
+  EXPECT_NEAR(cost(s1, Precision::kFp16, nchw).fwd.ns,
+              1e9 * bytes / (0.5 * 2000e9) + cast(Precision::kFp16), 1.0);
+  // A grouped convolution with channels per group is not depthwise: implicit GEMM, as before.
+  EXPECT_EQ(
+      FrameworkLayerCost(ConvNet(64, 56, 16).layers()[1], 32, Ampere(Precision::kFp16), p).fwd.algo,
+      ConvAlgo::kImplicitGemm);
+}
+
 TEST(FrameworkModel, BatchNormRunsPyTorchsKernelsAtTheSmsRate) {
   config::FrameworkModelParams p = FittedFrameworkParams();
   p.dispatch_us = p.launch_us = 0;
