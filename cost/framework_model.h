@@ -26,7 +26,13 @@
 //     aligned, on CUDA cores otherwise, tiled the faster of two ways: each group's GEMM its own
 //     tiles (all groups in one grid), or tiles spanning several groups' channels (CUTLASS's
 //     kMultipleGroup), which keeps 4 or 8 channels a group (ResNeXt) from filling a fraction of a
-//     tile.
+//     tile. A depthwise convolution (as many groups as input channels: MobileNet, EfficientNet)
+//     runs the kernels PyTorch picks (use_cudnn_depthwise, PyTorch >= 1.11 with cuDNN >= 8.2):
+//     cuDNN's in channels-last, and in NCHW for fp16 at stride 1 or where its stride-2 workload
+//     table says so; ATen's conv_depthwise2d otherwise. One kernel forward, two backward (data,
+//     weight), each K x K multiply-adds an output value at the busy SMs' rate for that
+//     implementation (dw_cudnn_nchw, dw_cudnn_nhwc, dw_native, a clock at the boost clock) or
+//     DRAM at the values' width, whichever is slower (docs/gpu_model.md, "v4").
 //   Fusion, as frameworks run training in eager mode: a linear layer's bias is added in its
 //     GEMM's epilogue (addmm; the bias gradient is one reduction kernel); a convolution's bias,
 //     batch norm, ReLU, GELU, residual add, dropout, layer norm and softmax are each their own
