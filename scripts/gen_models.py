@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the long, repetitive model files of scenarios/models/ (GoogLeNet, VGG, ResNet,
-EfficientNet, MobileNet v2).
+EfficientNet, MobileNet v2, Wide ResNet, ResNet-D, DenseNet, RegNet).
 
 The YAML files are the product: they are committed, and a user adds a model by writing one YAML
 file (schema: scenarios/models/README.md). This script only saves typing for the models built from
@@ -24,17 +24,78 @@ MODELS_DIR = os.path.join(ROOT, "scenarios", "models")
 
 
 class Net:
-    """Collects layers and renders them as one flow mapping per line."""
+    """Collects layers and renders them as one flow mapping per line. Given the input shape
+    (channels, height, width), it also follows each layer's output shape and adds up the
+    parameters and forward MACs the model file will have, by core::Model::Build's rules (conv:
+    out_c x out_h x out_w x in_c / groups x k x k MACs, its weight and bias; batchnorm: scale and
+    shift; fc: M x N and its bias; pools by their rounding; concat along channels), so that a
+    generated header states them and a definition that drifts from its reference fails here."""
 
-    def __init__(self):
+    def __init__(self, input_chw=None):
         self.lines = []
         self.last = None  # name of the previous layer in the file
+        self.shapes = {"data": tuple(input_chw)} if input_chw else None
+        self.params = 0
+        self.macs = 0
 
     def comment(self, text):
         self.lines.append("  # " + text)
 
+    def shape(self, name):
+        return self.shapes[name]
+
+    def _track(self, name, type_, bottom, kw):
+        if bottom is None:
+            bottoms = [self.last or "data"]
+        elif isinstance(bottom, (list, tuple)):
+            bottoms = list(bottom)
+        else:
+            bottoms = [bottom]
+        ins = [self.shapes[b] for b in bottoms]
+        c, h, w = ins[0]
+        out = (c, h, w)
+        if type_ == "conv":
+            k, s, p, g = kw["kernel"], kw.get("stride", 1), kw.get("pad", 0), kw.get("groups", 1)
+            n = kw["num_output"]
+            assert c % g == 0 and n % g == 0, (name, c, n, g)
+            out = (n, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1)
+            weight = n * (c // g) * k * k
+            self.params += weight + (n if kw.get("bias", True) else 0)
+            self.macs += weight * out[1] * out[2]
+        elif type_ == "pool":
+            if kw.get("global"):
+                out = (c, 1, 1)
+            else:
+                k, s, p = kw["kernel"], kw.get("stride", 1), kw.get("pad", 0)
+
+                def size(x):
+                    if kw.get("round", "ceil") == "floor":
+                        return (x + 2 * p - k) // s + 1
+                    o = -(-(x + 2 * p - k) // s) + 1
+                    return o - 1 if p > 0 and (o - 1) * s >= x + p else o
+                out = (c, size(h), size(w))
+        elif type_ == "batchnorm":
+            self.params += 2 * c
+        elif type_ == "concat":
+            assert all(i[1:] == (h, w) for i in ins), (name, ins)
+            out = (sum(i[0] for i in ins), h, w)
+        elif type_ == "add":
+            assert all(i == ins[0] for i in ins), (name, ins)
+        elif type_ == "mul":
+            assert ins[1] in (ins[0], (c, 1, 1)), (name, ins)
+        elif type_ == "fc":
+            m, n = c * h * w, kw["num_output"]
+            self.params += m * n + (n if kw.get("bias", True) else 0)
+            self.macs += m * n
+            out = (n, 1, 1)
+        else:
+            assert type_ in ("relu", "tanh", "dropout", "softmax_loss"), type_
+        self.shapes[name] = out
+
     def add(self, name, type_, bottom=None, note=None, **kw):
         """Appends a layer. bottom=None reads the previous layer (the schema's default)."""
+        if self.shapes is not None:
+            self._track(name, type_, bottom, kw)
         items = [("name", name), ("type", type_)]
         if bottom is not None:
             if isinstance(bottom, (list, tuple)):
@@ -191,6 +252,7 @@ def googlenet():
 
 RESNET_BLOCKS = {
     "resnet18": [2, 2, 2, 2],
+    "resnet26": [2, 2, 2, 2],
     "resnet34": [3, 4, 6, 3],
     "resnet50": [3, 4, 6, 3],
     "resnet101": [3, 4, 23, 3],
@@ -206,7 +268,7 @@ def block_names(n):
 
 
 def resnet(blocks, basic=False, cardinality=1, base_width=64, expansion=4, se_units=0,
-           se_ratio=0):
+           se_ratio=0, deep_stem=False, avg_down=False):
     """Bottleneck blocks (1x1, 3x3, 1x1; ResNet-50 and deeper), or basic blocks (two 3x3 convs;
     ResNet-18 and -34) when basic is true. A projection shortcut wherever the shape changes.
 
@@ -218,9 +280,28 @@ def resnet(blocks, basic=False, cardinality=1, base_width=64, expansion=4, se_un
     the same gate squeezed to channels / se_ratio (timm's SEModule, rd_ratio 1/16). The linear
     layers are written as 1x1 convs on the pooled 1x1 image (the same parameters and MACs; the
     schema's per-channel gate is an image Cx1x1) and the sigmoid as `tanh`, the schema's
-    saturating element-wise layer (the same shape, no parameters, priced by its bytes)."""
-    net = Net()
-    net.add("conv1", "conv", num_output=64, kernel=7, stride=2, pad=3, bias=False, note="224 -> 112")
+    saturating element-wise layer (the same shape, no parameters, priced by its bytes).
+
+    timm's ResNet-D (resnet.py stem_type='deep', stem_width=32, avg_down=True; the 'D' of Bag of
+    Tricks, He et al. 2019): deep_stem replaces the 7x7 conv with three 3x3 convs (3 -> 32,
+    stride 2; 32 -> 32; 32 -> 64), each but the last followed by its batch norm and ReLU, the
+    last by the stem's (bn_conv1, conv1_relu); avg_down makes every projection shortcut
+    downsample_avg: a 2x2 average pool, stride 2 (ceil_mode=True, count_include_pad=False; where
+    the stride is 1, in the first stage, no pool) and then the 1x1 conv with stride 1 and its
+    batch norm. The Net counts the parameters and MACs (net.params, net.macs)."""
+    net = Net((3, 224, 224))
+    if deep_stem:
+        net.add("conv1_1", "conv", num_output=32, kernel=3, stride=2, pad=1, bias=False,
+                note="224 -> 112")
+        net.add("bn_conv1_1", "batchnorm")
+        net.add("conv1_1_relu", "relu")
+        net.add("conv1_2", "conv", num_output=32, kernel=3, pad=1, bias=False)
+        net.add("bn_conv1_2", "batchnorm")
+        net.add("conv1_2_relu", "relu")
+        net.add("conv1_3", "conv", num_output=64, kernel=3, pad=1, bias=False)
+    else:
+        net.add("conv1", "conv", num_output=64, kernel=7, stride=2, pad=3, bias=False,
+                note="224 -> 112")
     net.add("bn_conv1", "batchnorm")
     net.add("conv1_relu", "relu")
     # torchvision's stem pool: pad 1 with floor rounding (Caffe's ceil rounding gives the same 56
@@ -243,10 +324,18 @@ def resnet(blocks, basic=False, cardinality=1, base_width=64, expansion=4, se_un
                 net.comment("%s: bottleneck %d -> %d -> %d%s" % (
                     r, mid, mid, out_c, ", stride %d" % stride if stride > 1 else ""))
             shortcut = top
+
+            def projection():
+                if avg_down and stride > 1:
+                    net.add(r + "_branch1_pool", "pool", bottom=top, method="avg", kernel=2,
+                            stride=stride, round="ceil")
+                    net.add(r + "_branch1", "conv", num_output=out_c, kernel=1, bias=False)
+                else:
+                    net.add(r + "_branch1", "conv", bottom=top, num_output=out_c, kernel=1,
+                            **strided, bias=False)
+                return net.add(bn + "_branch1", "batchnorm")
             if basic and (stride > 1 or in_c != out_c):
-                net.add(r + "_branch1", "conv", bottom=top, num_output=out_c, kernel=1,
-                        **strided, bias=False)
-                shortcut = net.add(bn + "_branch1", "batchnorm")
+                shortcut = projection()
             if basic:
                 net.add(r + "_branch2a", "conv", bottom=top, num_output=mid, kernel=3, **strided,
                         pad=1, bias=False)
@@ -260,9 +349,7 @@ def resnet(blocks, basic=False, cardinality=1, base_width=64, expansion=4, se_un
                 continue
             if i == 0:
                 # Projection shortcut: the channels (and, after stage 2, the size) change.
-                net.add(r + "_branch1", "conv", bottom=top, num_output=out_c, kernel=1,
-                        **strided, bias=False)
-                shortcut = net.add(bn + "_branch1", "batchnorm")
+                shortcut = projection()
             net.add(r + "_branch2a", "conv", bottom=top, num_output=mid, kernel=1, bias=False)
             net.add(bn + "_branch2a", "batchnorm")
             net.add(r + "_branch2a_relu", "relu")
@@ -561,6 +648,299 @@ EFFICIENTNET_MODELS = [
 ]
 
 
+# ---- Checked models: the generator counts them and refuses a count that is not the reference's --
+
+def wrap_header(paragraphs):
+    return [line for p in paragraphs for line in textwrap.wrap(p, 94, break_on_hyphens=False)]
+
+
+def checked_model(name, description, header, expect_params, build, size=224):
+    """A MODELS entry: a size x size x 3, 1000-class model built by build() (a Net given the
+    input shape, which counts it). header: paragraphs, wrapped here, then a line with the
+    parameters and MACs counted; the count must be the reference's (expect_params)."""
+    def make():
+        net = build()
+        if net.params != expect_params:
+            raise SystemExit("%s: %d parameters, the reference has %d" % (
+                name, net.params, expect_params))
+        paragraphs = header + ["%s parameters, %s forward MACs per image (%.3f G) at %dx%d." % (
+            "{:,}".format(net.params), "{:,}".format(net.macs), net.macs / 1e9, size, size)]
+        return render(name, description, wrap_header(paragraphs), (3, size, size), 1000, net)
+    return (name, make)
+
+
+def timm_resnet(name, description, header, expect_params, depth, **block_args):
+    """A checked_model of resnet(RESNET_BLOCKS[depth], **block_args)."""
+    return checked_model(name, description, header, expect_params,
+                         lambda: resnet(RESNET_BLOCKS[depth], **block_args))
+
+
+RESNET_D = (
+    "timm's ResNet-D (resnet.py ResNet(stem_type='deep', stem_width=32, avg_down=True); the "
+    "'D' variant of Bag of Tricks, He et al. 2019): stem of three 3x3 convs, 3 -> 32 (stride 2) "
+    "-> 32 -> 64, batch norm and ReLU after each, then the 3x3 max pool, stride 2, pad 1; every "
+    "projection shortcut is a 2x2 average pool, stride 2 (ceil_mode=True, "
+    "count_include_pad=False; none where the stride is 1, the first stage's) followed by a 1x1 "
+    "conv with stride 1 and a batch norm (downsample_avg). Otherwise torchvision's ResNet: "
+    "convs without bias, batch norm after every conv, the stride on the first 3x3 conv of a "
+    "stage, global average pool, fc 1000. torchvision has no ResNet-D. See the generator's "
+    "resnet() (deep_stem, avg_down).")
+
+
+# ---- DenseNet (Huang et al. 2017; DenseNet-BC as torchvision and timm build it) -----------------
+
+DENSENET_BLOCKS = {
+    "densenet121": (6, 12, 24, 16),
+    "densenet169": (6, 12, 32, 32),
+}
+
+
+def densenet(blocks, growth=32, bn_size=4, init=64):
+    """torchvision's DenseNet (densenet.py, memory_efficient=False) and timm's (densenet.py,
+    the same graph and count): stem 7x7 conv stride 2 to `init` channels, batch norm, ReLU, 3x3
+    max pool stride 2 pad 1; dense blocks of layers BN, ReLU, 1x1 conv to bn_size x growth, BN,
+    ReLU, 3x3 conv to growth, each layer reading the concatenation of the block input and every
+    earlier layer's new features (torch.cat(prev_features, 1) in each _DenseLayer: one `concat`
+    per layer, from the block input and all earlier layers' conv2; the first layer reads the block
+    input itself: a one-input cat is a copy, folded away as the ONNX import does), the block's
+    output the concatenation of its input and all its layers' new features (_DenseBlock's last
+    torch.cat); transitions BN, ReLU, 1x1 conv halving the channels, 2x2 average pool stride 2;
+    then BN (norm5), ReLU, global average pool, fc 1000. Convs without bias. Names are
+    torchvision's modules without the `features.` prefix."""
+    net = Net((3, 224, 224))
+    net.add("conv0", "conv", num_output=init, kernel=7, stride=2, pad=3, bias=False,
+            note="224 -> 112")
+    net.add("norm0", "batchnorm")
+    net.add("relu0", "relu")
+    top = net.add("pool0", "pool", method="max", kernel=3, stride=2, pad=1, round="floor",
+                  note="112 -> 56")
+    for b, n in enumerate(blocks, start=1):
+        p = "denseblock%d." % b
+        c_in, hw = net.shape(top)[0], net.shape(top)[1]
+        net.comment("denseblock%d: %d layers at %dx%d, %d -> %d channels (growth %d)" % (
+            b, n, hw, hw, c_in, c_in + n * growth, growth))
+        feats = [top]
+        for i in range(1, n + 1):
+            q = p + "denselayer%d." % i
+            if len(feats) > 1:
+                x = net.add(q + "cat", "concat", bottom=feats,
+                            note="%d channels" % (c_in + (i - 1) * growth))
+            else:
+                x = top
+            net.add(q + "norm1", "batchnorm", bottom=x)
+            net.add(q + "relu1", "relu")
+            net.add(q + "conv1", "conv", num_output=bn_size * growth, kernel=1, bias=False)
+            net.add(q + "norm2", "batchnorm")
+            net.add(q + "relu2", "relu")
+            feats.append(net.add(q + "conv2", "conv", num_output=growth, kernel=3, pad=1,
+                                 bias=False))
+        c_out = c_in + n * growth
+        top = net.add(p + "cat", "concat", bottom=feats, note="%d channels" % c_out)
+        if b < len(blocks):
+            t = "transition%d." % b
+            net.comment("transition%d: %d -> %d channels, %d -> %d" % (
+                b, c_out, c_out // 2, hw, hw // 2))
+            net.add(t + "norm", "batchnorm")
+            net.add(t + "relu", "relu")
+            net.add(t + "conv", "conv", num_output=c_out // 2, kernel=1, bias=False)
+            top = net.add(t + "pool", "pool", method="avg", kernel=2, stride=2, round="floor")
+    net.add("norm5", "batchnorm")
+    net.add("relu5", "relu")
+    net.add("global_pool", "pool", method="avg", **{"global": True},
+            note="%d -> 1" % net.shape(top)[1])
+    net.add("classifier", "fc", num_output=1000, note="%d -> 1000" % net.shape("norm5")[0])
+    net.add("loss", "softmax_loss")
+    return net
+
+
+def timm_densenet(name, params):
+    blocks = DENSENET_BLOCKS[name]
+    depth = name[len("densenet"):]
+    return checked_model(
+        name, "DenseNet-%s (timm %s, torchvision %s), 224x224x3" % (depth, name, name),
+        ["DenseNet-%s (Huang et al. 2017), DenseNet-BC as timm builds it (timm/models/densenet.py "
+         "%s: DenseNet(growth_rate=32, block_config=%s), bn_size 4, 64 initial features) and "
+         "torchvision's %s (the same graph and count, memory_efficient=False): stem 7x7 conv "
+         "stride 2, batch norm, ReLU, 3x3 max pool; dense blocks of %s layers (BN, ReLU, 1x1 "
+         "conv to 128, BN, ReLU, 3x3 conv to 32), each layer reading the concatenation of its "
+         "block's input and every earlier layer's 32 new channels (one `concat` per layer, as "
+         "torchvision's torch.cat(prev_features, 1); the first layer reads the block input "
+         "itself), each block's output the concatenation of all of them; transitions BN, ReLU, "
+         "1x1 conv halving the channels, 2x2 average pool; then BN, ReLU, global average pool, "
+         "fc 1000. Convs without bias. 224x224 (timm's input_size). See the generator's "
+         "densenet()."
+         % (depth, name, str(blocks), name, ", ".join(str(b) for b in blocks))],
+        params, lambda: densenet(blocks))
+
+
+# ---- RegNet (Radosavovic et al. 2020; timm's regnet.py = torchvision's regnet.py) -------------
+
+# timm's model_cfgs (regnet.py RegNetCfg / _mcfg): depth, w0, wa, wm, group width, SE ratio; the
+# same as torchvision's regnet_x_1_6gf, regnet_x_3_2gf, regnet_y_1_6gf BlockParams.
+REGNET_CFGS = {
+    "regnetx_016": (18, 80, 34.01, 2.25, 24, 0.0),
+    "regnetx_032": (25, 88, 26.31, 2.25, 48, 0.0),
+    "regnety_016": (27, 48, 20.71, 2.65, 24, 0.25),
+}
+
+
+def regnet_stages(depth, w0, wa, wm, group_w, quant=8):
+    """timm's generate_regnet and adjust_widths_groups_comp (bottleneck ratio 1): block j's width
+    w0 x wm^round(log((j x wa + w0) / w0) / log(wm)), rounded to a multiple of quant; blocks of
+    equal width form a stage; each stage's group width min(group_w, width) and its width rounded
+    to a multiple of the group width. Returns [(width, blocks, group width)] per stage."""
+    widths = []
+    for j in range(depth):
+        e = round(math.log((j * wa + w0) / w0) / math.log(wm))
+        widths.append(int(round(w0 * wm ** e / quant) * quant))
+    stages = []
+    for w in sorted(set(widths)):
+        g = min(group_w, w)
+        stages.append((int(round(w / g) * g), widths.count(w), g))
+    return stages
+
+
+def regnet(depth, w0, wa, wm, group_w, se_ratio, stem=32):
+    """timm's RegNet (regnet.py RegNet, Bottleneck; torchvision's RegNet, ResBottleneckBlock, the
+    same graph): stem 3x3 conv stride 2 to 32, BN, ReLU; stages of regnet_stages(), each block
+    1x1 conv, BN, ReLU, 3x3 conv in width / group width groups (stride 2 in a stage's first
+    block), BN, ReLU, [SE: global average pool, 1x1 conv with bias to int(round(block input
+    channels x se_ratio)), ReLU, 1x1 conv with bias back, sigmoid, the branch scaled per
+    channel], 1x1 conv, BN; the shortcut a 1x1 conv (with the stride) and BN where the shape
+    changes; the residual add, ReLU. Then global average pool, fc 1000. Convs without bias but
+    the SE's; the sigmoid written as `tanh` (as in resnet()). Names are timm's modules."""
+    net = Net((3, 224, 224))
+    net.add("stem.conv", "conv", num_output=stem, kernel=3, stride=2, pad=1, bias=False,
+            note="224 -> 112")
+    net.add("stem.bn", "batchnorm")
+    top = net.add("stem.act", "relu")
+    for s, (width, blocks, gw) in enumerate(regnet_stages(depth, w0, wa, wm, group_w), start=1):
+        for b in range(1, blocks + 1):
+            stride = 2 if b == 1 else 1
+            strided = {"stride": stride} if stride > 1 else {}
+            in_c, hw = net.shape(top)[0], net.shape(top)[1]
+            se_c = int(round(in_c * se_ratio)) if se_ratio else 0
+            p = "s%d.b%d." % (s, b)
+            net.comment("%s: bottleneck %d -> %d, 3x3 in %d groups of %d%s%s%s" % (
+                p[:-1], in_c, width, width // gw, gw,
+                ", stride 2 (%d -> %d)" % (hw, hw // 2) if stride > 1 else "",
+                ", SE %d" % se_c if se_c else "",
+                ", projection shortcut" if stride > 1 or in_c != width else ""))
+            net.add(p + "conv1.conv", "conv", bottom=top, num_output=width, kernel=1, bias=False)
+            net.add(p + "conv1.bn", "batchnorm")
+            net.add(p + "conv1.act", "relu")
+            net.add(p + "conv2.conv", "conv", num_output=width, kernel=3, **strided, pad=1,
+                    groups=width // gw, bias=False)
+            net.add(p + "conv2.bn", "batchnorm")
+            branch = net.add(p + "conv2.act", "relu")
+            if se_c:
+                net.add(p + "se.pool", "pool", method="avg", **{"global": True})
+                net.add(p + "se.fc1", "conv", num_output=se_c, kernel=1)
+                net.add(p + "se.act", "relu")
+                net.add(p + "se.fc2", "conv", num_output=width, kernel=1)
+                gate = net.add(p + "se.gate", "tanh", note="sigmoid")
+                net.add(p + "se.scale", "mul", bottom=[branch, gate])
+            net.add(p + "conv3.conv", "conv", num_output=width, kernel=1, bias=False)
+            branch = net.add(p + "conv3.bn", "batchnorm")
+            shortcut = top
+            if stride > 1 or in_c != width:
+                net.add(p + "downsample.conv", "conv", bottom=top, num_output=width, kernel=1,
+                        **strided, bias=False)
+                shortcut = net.add(p + "downsample.bn", "batchnorm")
+            net.add(p + "add", "add", bottom=[branch, shortcut])
+            top = net.add(p + "act3", "relu")
+    net.add("head.global_pool", "pool", method="avg", **{"global": True},
+            note="%d -> 1" % net.shape(top)[1])
+    net.add("head.fc", "fc", num_output=1000, note="%d -> 1000" % net.shape(top)[0])
+    net.add("loss", "softmax_loss")
+    return net
+
+
+def timm_regnet(name, torchvision_name, title, params):
+    cfg = REGNET_CFGS[name]
+    depth, w0, wa, wm, group_w, se_ratio = cfg
+    stages = regnet_stages(depth, w0, wa, wm, group_w)
+    assert all(st[2] == group_w for st in stages), stages
+    return checked_model(
+        name, "%s (timm %s, torchvision %s), 224x224x3" % (title, name, torchvision_name),
+        ["%s (Radosavovic et al. 2020) as timm builds it (timm/models/regnet.py %s: depth %d, "
+         "w0 %d, wa %s, wm %s, group width %d%s) and torchvision's %s (the same graph and "
+         "count): widths by generate_regnet and adjust_widths_groups_comp (bottleneck ratio 1), "
+         "stages of %s blocks %s channels wide, the 3x3 convs in groups of %d channels (%s "
+         "groups); stem 3x3 conv stride 2 to 32, BN, "
+         "ReLU; blocks of 1x1 conv, BN, ReLU, grouped 3x3 conv (stride 2 in a stage's first "
+         "block), BN, ReLU, %s1x1 conv, BN, the residual add (a 1x1 conv and BN on the shortcut "
+         "where the shape changes), ReLU; global average pool, fc 1000. Convs without bias%s. "
+         "224x224 (timm's input_size). See the generator's regnet()."
+         % (title, name, depth, w0, wa, wm, group_w, ", SE %s" % se_ratio if se_ratio else "",
+            torchvision_name, ", ".join(str(st[1]) for st in stages),
+            ", ".join(str(st[0]) for st in stages), stages[0][2],
+            ", ".join(str(st[0] // st[2]) for st in stages),
+            "SE (global average pool, 1x1 conv with bias to round(block input channels x %s), "
+            "ReLU, 1x1 conv with bias back, sigmoid, the branch scaled per channel), " % se_ratio
+            if se_ratio else "",
+            " but the SE's" if se_ratio else "")]
+        + (["Stand-in: the SE gate's sigmoid is written as `tanh` with `# sigmoid` (the schema "
+            "has no sigmoid; the same shape, no parameters, element-wise)."] if se_ratio else []),
+        params, lambda: regnet(*cfg))
+
+
+FAMILY_MODELS = [
+    timm_resnet(
+        "wide_resnet50_2", "Wide ResNet-50-2 (timm, torchvision), 224x224x3",
+        ["Wide ResNet-50-2 (Zagoruyko & Komodakis 2016, in torchvision's form) as timm's "
+         "wide_resnet50_2 (resnet.py: ResNet(Bottleneck, (3, 4, 6, 3), base_width=128)) and "
+         "torchvision's wide_resnet50_2 build it (the same graph and count): resnet50.yaml with "
+         "every bottleneck's 1x1 and 3x3 convs twice as wide (128 -> 128 -> 256 in stage 2, "
+         "1024 -> 1024 -> 2048 in stage 5), the outer widths unchanged; stride on the 3x3 conv "
+         "(v1.5). See the generator's resnet()."],
+        68_883_240, "resnet50", base_width=128, expansion=2),
+    timm_resnet(
+        "wide_resnet101_2", "Wide ResNet-101-2 (timm, torchvision), 224x224x3",
+        ["Wide ResNet-101-2 as timm's wide_resnet101_2 (resnet.py: ResNet(Bottleneck, (3, 4, "
+         "23, 3), base_width=128)) and torchvision's wide_resnet101_2 build it (the same graph "
+         "and count): resnet101.yaml with every bottleneck's 1x1 and 3x3 convs twice as wide, "
+         "as wide_resnet50_2.yaml. See the generator's resnet()."],
+        126_886_696, "resnet101", base_width=128, expansion=2),
+    timm_resnet(
+        "resnet26", "ResNet-26 (timm), 224x224x3",
+        ["ResNet-26 as timm builds it (resnet.py resnet26: ResNet(Bottleneck, (2, 2, 2, 2))): "
+         "resnet50.yaml with two bottlenecks per stage; the 7x7 stem, projection shortcuts where "
+         "the shape changes, stride on the 3x3 conv (v1.5). torchvision has no ResNet-26. See "
+         "the generator's resnet()."],
+        15_995_176, "resnet26"),
+    timm_resnet(
+        "resnet18d", "ResNet-18-D (timm), 224x224x3",
+        ["ResNet-18-D as timm builds it (resnet.py resnet18d: ResNet(BasicBlock, (2, 2, 2, 2), "
+         "stem_width=32, stem_type='deep', avg_down=True)): resnet18.yaml with the deep stem and "
+         "average-pool shortcuts.", RESNET_D],
+        11_708_744, "resnet18", basic=True, deep_stem=True, avg_down=True),
+    timm_resnet(
+        "resnet26d", "ResNet-26-D (timm), 224x224x3",
+        ["ResNet-26-D as timm builds it (resnet.py resnet26d: ResNet(Bottleneck, (2, 2, 2, 2), "
+         "stem_width=32, stem_type='deep', avg_down=True)): resnet26.yaml with the deep stem and "
+         "average-pool shortcuts.", RESNET_D],
+        16_014_408, "resnet26", deep_stem=True, avg_down=True),
+    timm_resnet(
+        "resnet34d", "ResNet-34-D (timm), 224x224x3",
+        ["ResNet-34-D as timm builds it (resnet.py resnet34d: ResNet(BasicBlock, (3, 4, 6, 3), "
+         "stem_width=32, stem_type='deep', avg_down=True)): resnet34.yaml with the deep stem and "
+         "average-pool shortcuts.", RESNET_D],
+        21_816_904, "resnet34", basic=True, deep_stem=True, avg_down=True),
+    timm_resnet(
+        "resnet50d", "ResNet-50-D (timm), 224x224x3",
+        ["ResNet-50-D as timm builds it (resnet.py resnet50d: ResNet(Bottleneck, (3, 4, 6, 3), "
+         "stem_width=32, stem_type='deep', avg_down=True)): resnet50.yaml with the deep stem and "
+         "average-pool shortcuts.", RESNET_D],
+        25_576_264, "resnet50", deep_stem=True, avg_down=True),
+    timm_densenet("densenet121", 7_978_856),
+    timm_densenet("densenet169", 14_149_480),
+    timm_regnet("regnetx_016", "regnet_x_1_6gf", "RegNetX-1.6GF", 9_190_136),
+    timm_regnet("regnetx_032", "regnet_x_3_2gf", "RegNetX-3.2GF", 15_296_552),
+    timm_regnet("regnety_016", "regnet_y_1_6gf", "RegNetY-1.6GF", 11_202_430),
+]
+
+
 MODELS = [
     ("googlenet", lambda: render(
         "googlenet",
@@ -675,7 +1055,7 @@ MODELS = [
          "as the oracle of the repeat expansion (tests/config/model_loader_test.cc)."],
         (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet152"])),
      os.path.join(ROOT, "tests", "data", "models", "resnet152_generated.yaml")),
-] + EFFICIENTNET_MODELS
+] + EFFICIENTNET_MODELS + FAMILY_MODELS
 
 
 def main():
