@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the long, repetitive model files of scenarios/models/ (GoogLeNet, VGG, ResNet,
-EfficientNet, MobileNet v2, Wide ResNet, ResNet-D, DenseNet, RegNet).
+EfficientNet, MobileNet v2, Wide ResNet, ResNet-D, DenseNet, RegNet, SE-ResNet, RepVGG, MnasNet,
+SPNASNet).
 
 The YAML files are the product: they are committed, and a user adds a model by writing one YAML
 file (schema: scenarios/models/README.md). This script only saves typing for the models built from
@@ -137,17 +138,24 @@ def render(name, description, header, input_chw, num_classes, net):
 
 VGG_STAGES = {
     "vgg11": [1, 1, 2, 2, 2],  # configuration A
+    "vgg13": [2, 2, 2, 2, 2],  # configuration B
     "vgg16": [2, 2, 3, 3, 3],  # configuration D
     "vgg19": [2, 2, 4, 4, 4],  # configuration E
 }
 
 
-def vgg(stages, classes):
-    net = Net()
+def vgg(stages, classes, bn=False):
+    """VGG: 3x3 convs (with bias) and ReLU, a 2x2 max pool after each stage, fc6 and fc7 (4096,
+    ReLU, dropout 0.5), fc8. bn=True puts a batch norm between every conv and its ReLU
+    (torchvision's and timm's vgg*_bn: nn.Conv2d, nn.BatchNorm2d, ReLU). The Net counts the
+    parameters and MACs."""
+    net = Net((3, 224, 224))
     channels = [64, 128, 256, 512, 512]
     for s, (n, c) in enumerate(zip(stages, channels), start=1):
         for i in range(1, n + 1):
             net.add("conv%d_%d" % (s, i), "conv", num_output=c, kernel=3, pad=1)
+            if bn:
+                net.add("bn%d_%d" % (s, i), "batchnorm")
             net.add("relu%d_%d" % (s, i), "relu")
         net.add("pool%d" % s, "pool", method="max", kernel=2, stride=2)
     net.add("fc6", "fc", num_output=4096, note="512*7*7 = 25088 -> 4096")
@@ -427,19 +435,51 @@ class Counter:
         self.params += 2 * c
 
 
+def timm_block(block):
+    """One of timm's block strings (_efficientnet_builder.py _decode_block_str), of the types
+    mbconv_net() builds: 'ds' (DepthwiseSeparableConv) or 'ir' (InvertedResidual), with r
+    (repeats), k (kernel), s (stride), e (expansion, 1 for 'ds'), c (channels), optional se
+    (ratio of the block input channels) and noskip. Returns (kernel, stride, repeats, expansion,
+    channels, se, noskip)."""
+    ops = block.split("_")
+    assert ops[0] in ("ds", "ir"), block
+    o = {"e": "1", "se": "0"}
+    for op in ops[1:]:
+        if op == "noskip":
+            o[op] = True
+        else:
+            key = "se" if op.startswith("se") else op[0]
+            o[key] = op[len(key):]
+    e = float(o["e"])
+    assert e == int(e), block
+    return (int(o["k"]), int(o["s"]), int(o["r"]), int(e), int(o["c"]), float(o["se"]),
+            o.get("noskip", False))
+
+
+def stage_rows(stage, se_ratio):
+    """A stage of mbconv_net(): a (kernel, stride, repeats, expansion, channels) tuple, SE by the
+    net's se_ratio, or a list of timm block strings (timm_block()), run one after the other."""
+    if isinstance(stage, tuple):
+        return [stage + (se_ratio, False)]
+    return [timm_block(b) for b in stage]
+
+
 def mbconv_net(stages, width, depth, stem, head, dropout, classes, input_hw, act, se_ratio=0.0,
                se_hidden=False):
     """EfficientNet (Tan & Le 2019) and MobileNet v2 (Sandler et al. 2018) as timm builds them
     (efficientnet.py EfficientNet, _efficientnet_blocks.py DepthwiseSeparableConv and
     InvertedResidual; DLE's MBConvBlock and torchvision's MBConv are the same graph). Stem 3x3
     conv stride 2 to make_divisible(stem x width); per stage `repeats` = ceil(repeats x depth)
-    blocks of make_divisible(channels x width) outputs, the first with the stage's stride:
+    blocks of make_divisible(channels x width) outputs, the first with the stage's stride (a
+    stage given as timm block strings runs each string's blocks in turn, as timm's arch_def rows
+    with more than one string; see stage_rows()):
 
       expansion 1 (timm's DepthwiseSeparableConv): depthwise kxk, BN, act, [SE], 1x1 conv, BN;
       else (InvertedResidual): 1x1 conv to in x expansion, BN, act, depthwise kxk, BN, act,
         [SE], 1x1 conv to out, BN (no activation: the linear bottleneck);
 
-    the residual add where the stride is 1 and in == out. SE (se_ratio > 0): global average
+    the residual add where the stride is 1 and in == out (and the block string has no
+    `noskip`). SE (se_ratio > 0, or a block string's se): global average
     pool, 1x1 conv with bias to int(base x se_ratio) (base: the block's input channels, timm's
     and torchvision's and DLE's plain blocks; the expanded channels with se_hidden, DLE's
     widese), act, 1x1 conv with bias back, sigmoid, the branch scaled per channel. Head: 1x1
@@ -458,14 +498,18 @@ def mbconv_net(stages, width, depth, stem, head, dropout, classes, input_hw, act
     cnt.bn(stem_c)
     net.add("bn1", "batchnorm")
     top = net.add("bn1.act", "relu", note=act)
-    for s, (k, stride0, repeats, expansion, channels) in enumerate(stages):
-        out_c = make_divisible(channels * width)
-        for i in range(int(math.ceil(repeats * depth))):
-            stride = stride0 if i == 0 else 1
+    for s, stage in enumerate(stages):
+        blocks = []
+        for k, stride0, repeats, expansion, channels, se, noskip in stage_rows(stage, se_ratio):
+            out_c = make_divisible(channels * width)
+            n = int(math.ceil(repeats * depth))
+            blocks += [(k, stride0 if i == 0 else 1, expansion, out_c, se, noskip)
+                       for i in range(n)]
+        for i, (k, stride, expansion, out_c, se, noskip) in enumerate(blocks):
             in_c, in_hw = cnt.c, cnt.hw
             mid = in_c * expansion
-            residual = stride == 1 and in_c == out_c
-            se_c = max(1, int((mid if se_hidden else in_c) * se_ratio)) if se_ratio > 0 else 0
+            residual = stride == 1 and in_c == out_c and not noskip
+            se_c = max(1, int((mid if se_hidden else in_c) * se)) if se > 0 else 0
             p = "blocks.%d.%d." % (s, i)
             strided = {"stride": stride} if stride > 1 else {}
             net.comment("%s: %s k%d%s, %d -> %s%d%s%s" % (
@@ -885,6 +929,203 @@ def timm_regnet(name, torchvision_name, title, params):
         params, lambda: regnet(*cfg))
 
 
+# ---- RepVGG (Ding et al. 2021) in its training form, as timm's byobnet.py builds it -------------
+
+# timm's model_cfgs (byobnet.py repvgg_*: _rep_vgg_bcfg(d, wf), stem_type='rep', stem_chs=64):
+# blocks per stage and width factors of (64, 128, 256, 512).
+REPVGG_CFGS = {
+    "repvgg_a2": ((2, 4, 14, 1), (1.5, 1.5, 1.5, 2.75)),
+    "repvgg_b0": ((4, 6, 16, 1), (1.0, 1.0, 1.0, 2.5)),
+    "repvgg_b1": ((4, 6, 16, 1), (2.0, 2.0, 2.0, 4.0)),
+}
+
+
+def rep_block(net, p, top, out_c, stride):
+    """timm's RepVggBlock (byobnet.py, inference_mode=False): where in == out channels and the
+    stride is 1, a batch norm of the input (`identity`); a 1x1 conv and BN (`conv_1x1`) and a 3x3
+    conv and BN (`conv_kxk`), both with the block's stride; forward: conv_1x1(x) + conv_kxk(x),
+    then += identity (two adds, as timm's forward runs them), ReLU. Convs without bias, in the
+    order of timm's forward."""
+    in_c, hw = net.shape(top)[0], net.shape(top)[1]
+    ident = in_c == out_c and stride == 1
+    strided = {"stride": stride} if stride > 1 else {}
+    net.comment("%s: rep %d -> %d%s%s" % (
+        p[:-1], in_c, out_c, ", stride %d (%d -> %d)" % (stride, hw, hw // stride)
+        if stride > 1 else "", ", identity BN" if ident else ""))
+    def source():  # the block input; the model's first layer reads data without saying so
+        return top if net.last is not None else None
+    if ident:
+        identity = net.add(p + "identity", "batchnorm", bottom=source())
+    net.add(p + "conv_1x1.conv", "conv", bottom=source(), num_output=out_c, kernel=1,
+            **strided, bias=False)
+    one = net.add(p + "conv_1x1.bn", "batchnorm")
+    net.add(p + "conv_kxk.conv", "conv", bottom=source(), num_output=out_c, kernel=3,
+            **strided, pad=1, bias=False)
+    kxk = net.add(p + "conv_kxk.bn", "batchnorm")
+    x = net.add(p + "add", "add", bottom=[one, kxk])
+    if ident:
+        x = net.add(p + "add_identity", "add", bottom=[x, identity])
+    return net.add(p + "act", "relu")
+
+
+def repvgg_widths(wf):
+    return [make_divisible(c * f) for c, f in zip((64, 128, 256, 512), wf)]
+
+
+def repvgg(depths, wf, stem=64):
+    """timm's RepVGG as trained (byobnet.py ByobNet with _rep_vgg_bcfg blocks of type 'rep'):
+    stem a rep_block() to `stem` channels, stride 2; four stages of rep_block()s, widths
+    make_divisible(c x wf) of (64, 128, 256, 512), each stage's first block with stride 2; no
+    final conv (num_features 0); head global average pool, fc 1000. Names are timm's modules."""
+    net = Net((3, 224, 224))
+    top = rep_block(net, "stem.", "data", stem, 2)
+    for s, (n, out_c) in enumerate(zip(depths, repvgg_widths(wf))):
+        for b in range(n):
+            top = rep_block(net, "stages.%d.%d." % (s, b), top, out_c, 2 if b == 0 else 1)
+    net.add("head.global_pool", "pool", method="avg", **{"global": True},
+            note="%d -> 1" % net.shape(top)[1])
+    net.add("head.fc", "fc", num_output=1000, note="%d -> 1000" % net.shape(top)[0])
+    net.add("loss", "softmax_loss")
+    return net
+
+
+def timm_repvgg(name, params):
+    depths, wf = REPVGG_CFGS[name]
+    title = "RepVGG-" + name.split("_")[1].upper()
+    return checked_model(
+        name, "%s, training form (timm %s), 224x224x3" % (title, name),
+        ["%s (Ding et al. 2021) in its training form, as timm builds it (timm/models/byobnet.py "
+         "%s: ByoModelCfg(blocks=_rep_vgg_bcfg(d=%s, wf=%s), stem_type='rep', stem_chs=64)), "
+         "not the deployed one (each block reparameterized into one 3x3 conv): timm's "
+         "benchmarks train this form. Every block, the stem's too, is timm's RepVggBlock: a 3x3 "
+         "conv and BN and a 1x1 conv and BN, both with the block's stride, and where in == out "
+         "channels and the stride is 1 a batch norm of the input (the identity branch); "
+         "conv_1x1 + conv_kxk, then += identity (two adds), ReLU. Stem to 64 channels, stride 2 "
+         "(timm's stem_chs 64; the paper's min(64, 64 x a) is 64 too); stages of %s blocks, %s "
+         "channels (make_divisible(c x wf) of 64, 128, 256, 512), each stage's first block "
+         "with stride 2; global average pool, fc 1000. Convs without bias. 224x224 (timm's "
+         "input_size). See the generator's repvgg()."
+         % (title, name, str(depths), str(wf), ", ".join(str(d) for d in depths),
+            ", ".join(str(c) for c in repvgg_widths(wf)))],
+        params, lambda: repvgg(depths, wf))
+
+
+def timm_vgg(name, config, params):
+    bn = name.endswith("_bn")
+    depth = name[3:].split("_")[0]
+    stages = VGG_STAGES["vgg" + depth]
+    return checked_model(
+        name, "VGG-%s%s (configuration %s, timm %s), 224x224x3" % (
+            depth, " with batch norm" if bn else "", config, name),
+        ["VGG-%s%s, configuration %s of Simonyan & Zisserman (2015), as timm builds it "
+         "(timm/models/vgg.py %s: cfgs['vgg%s']%s) and torchvision's %s (the same count): "
+         "stages of %s 3x3 convs with bias (64, 128, 256, 512, 512 channels), %seach followed by "
+         "a ReLU, a 2x2 max pool after each stage; then timm's ConvMlp (a 7x7 conv 512 -> 4096 "
+         "on the 7x7 map and a 1x1 conv 4096 -> 4096, with bias, each followed by a ReLU) and "
+         "fc 1000 on the pooled 1x1 map, written as fc6, fc7 and fc8, as vgg16.yaml (the same "
+         "parameters and MACs). Dropout as vgg16.yaml (torchvision's, 0.5 after fc6 and fc7; "
+         "timm's after the 7x7 conv and before the fc, at its drop_rate, 0 by default): no "
+         "parameters. 224x224 (timm's input_size). See the generator's vgg()."
+         % (depth, " with batch norm" if bn else "", config, name, depth,
+            ", norm_layer=nn.BatchNorm2d" if bn else "", name,
+            ", ".join(str(n) for n in stages),
+            "a batch norm after every conv (nn.Conv2d, nn.BatchNorm2d, ReLU), " if bn else "")],
+        params, lambda: vgg(stages, 1000, bn=bn))
+
+
+# timm's arch_def rows (efficientnet.py _gen_mnasnet_b1, _gen_mnasnet_a1, _gen_spnasnet):
+# each a list of block strings (see timm_block()).
+MNASNET_B1 = [["ds_r1_k3_s1_c16_noskip"], ["ir_r3_k3_s2_e3_c24"], ["ir_r3_k5_s2_e3_c40"],
+              ["ir_r3_k5_s2_e6_c80"], ["ir_r2_k3_s1_e6_c96"], ["ir_r4_k5_s2_e6_c192"],
+              ["ir_r1_k3_s1_e6_c320_noskip"]]
+MNASNET_A1 = [["ds_r1_k3_s1_e1_c16_noskip"], ["ir_r2_k3_s2_e6_c24"],
+              ["ir_r3_k5_s2_e3_c40_se0.25"], ["ir_r4_k3_s2_e6_c80"],
+              ["ir_r2_k3_s1_e6_c112_se0.25"], ["ir_r3_k5_s2_e6_c160_se0.25"],
+              ["ir_r1_k3_s1_e6_c320"]]
+SPNASNET = [["ds_r1_k3_s1_c16_noskip"], ["ir_r3_k3_s2_e3_c24"],
+            ["ir_r1_k5_s2_e6_c40", "ir_r3_k3_s1_e3_c40"],
+            ["ir_r1_k5_s2_e6_c80", "ir_r3_k3_s1_e3_c80"],
+            ["ir_r1_k5_s1_e6_c96", "ir_r3_k5_s1_e3_c96"],
+            ["ir_r4_k5_s2_e6_c192"], ["ir_r1_k3_s1_e6_c320_noskip"]]
+
+
+def arch_text(arch):
+    return "; ".join(", ".join(row) for row in arch)
+
+
+TIMM_MOBILE = (
+    "timm's EfficientNet class with ReLU (its default act_layer): stem 3x3 conv to 32, stride "
+    "2, BN, ReLU; depthwise separable and inverted residual blocks (1x1 expansion, depthwise "
+    "kxk, linear 1x1 projection), batch norm after every conv, convs without bias, the residual "
+    "add where the stride is 1, in == out and the string has no noskip; head 1x1 conv to 1280, "
+    "BN, ReLU, global average pool, dropout 0.2 (torchvision's MNASNet's and "
+    "mobilenetv2_100.yaml's; timm's drop_rate defaults to 0: no parameters), fc 1000. 224x224 (timm's input_size). See "
+    "the generator's mbconv_net().")
+
+
+FAMILY2_MODELS = [
+    timm_vgg("vgg13", "B", 133_047_848),
+    timm_vgg("vgg11_bn", "A", 132_868_840),
+    timm_vgg("vgg16_bn", "D", 138_365_992),
+    timm_resnet(
+        "seresnet50", "SE-ResNet-50 (timm), 224x224x3",
+        ["SE-ResNet-50 as timm builds it (resnet.py seresnet50: ResNet(Bottleneck, (3, 4, 6, 3), "
+         "block_args=dict(attn_layer='se'))): resnet50.yaml (v1.5 strides) with timm's SEModule "
+         "on every bottleneck's last batch norm, before the residual add: global average pool, "
+         "1x1 conv with bias to channels / 16 (rd_ratio 1/16, make_divisible 8: 16, 32, 64, 128), "
+         "ReLU, 1x1 conv with bias back, sigmoid, the branch scaled per channel; "
+         "seresnext50_32x4d.yaml without the groups and with the 64-wide bottlenecks. See the "
+         "generator's resnet().",
+         "Stand-in: the SE gate's sigmoid is written as `tanh` with `# sigmoid` (the schema has "
+         "no sigmoid; the same shape, no parameters, element-wise)."],
+        28_088_024, "resnet50", se_ratio=16),
+    timm_repvgg("repvgg_a2", 28_210_600),
+    timm_repvgg("repvgg_b0", 15_817_960),
+    timm_repvgg("repvgg_b1", 57_415_016),
+    mbconv_model(
+        "mnasnet_100", "MnasNet-B1 1.0 (timm mnasnet_100, torchvision mnasnet1_0), 224x224x3",
+        ["MnasNet-B1, width 1.0 (Tan et al. 2019; MnasNet without SE), as timm's mnasnet_100 "
+         "builds it (timm/models/efficientnet.py _gen_mnasnet_b1(channel_multiplier=1.0), "
+         "arch_def %s); torchvision's mnasnet1_0 is the same graph and count." % arch_text(
+             MNASNET_B1), TIMM_MOBILE],
+        224, 4_383_312, stages=MNASNET_B1, width=1.0, depth=1.0, stem=32, head=1280,
+        dropout=0.2, act=None),
+    mbconv_model(
+        "semnasnet_100", "MnasNet-A1 1.0 with SE (timm semnasnet_100), 224x224x3",
+        ["MnasNet-A1, width 1.0, with squeeze-and-excitation (Tan et al. 2019), as timm's "
+         "semnasnet_100 builds it (timm/models/efficientnet.py _gen_mnasnet_a1("
+         "channel_multiplier=1.0), arch_def %s). SE (se0.25, stages 2, 4 and 5; timm's "
+         "SqueezeExcite, se_from_exp False): global average pool, 1x1 conv with bias to block "
+         "input channels x 0.25 (timm: round(expanded channels x 0.25 / expansion)), ReLU (the "
+         "block's activation), 1x1 conv with bias back, sigmoid, the branch scaled per channel."
+         % arch_text(MNASNET_A1), TIMM_MOBILE,
+         "Stand-in: the SE gate's sigmoid is written as `tanh` with `# sigmoid` (the schema has "
+         "no sigmoid; the same shape, no parameters, element-wise)."],
+        224, 3_887_038, stages=MNASNET_A1, width=1.0, depth=1.0, stem=32, head=1280,
+        dropout=0.2, act=None),
+    mbconv_model(
+        "spnasnet_100", "Single-Path NAS, Pixel 1 (timm spnasnet_100), 224x224x3",
+        ["Single-Path NAS searched for the Pixel 1 (Stamoulis et al. 2019), as timm's "
+         "spnasnet_100 builds it (timm/models/efficientnet.py _gen_spnasnet("
+         "channel_multiplier=1.0), arch_def %s: stages 2 to 4 of two strings each, run in "
+         "turn), no SE." % arch_text(SPNASNET), TIMM_MOBILE],
+        224, 4_421_616, stages=SPNASNET, width=1.0, depth=1.0, stem=32, head=1280,
+        dropout=0.2, act=None),
+    mbconv_model(
+        "mobilenetv2_140", "MobileNet v2 1.4 (timm mobilenetv2_140), 224x224x3",
+        ["MobileNet v2, width 1.4 (Sandler et al. 2018), as timm's mobilenetv2_140 builds it "
+         "(timm/models/efficientnet.py _gen_mobilenet_v2(channel_multiplier=1.4), fix_stem_head "
+         "False): mobilenetv2_100.yaml with every width make_divisible(c x 1.4, 8): stem 48, "
+         "blocks 24, 32, 48, 88, 136, 224, 448 channels (expanded x6 but the first), head 1x1 "
+         "conv to max(1280, make_divisible(1280 x 1.4)) = 1792; global average pool, dropout 0.2 "
+         "(as mobilenetv2_100.yaml; timm's drop_rate defaults to 0: no parameters), fc 1000. "
+         "224x224 (timm's input_size). See the generator's mbconv_net().",
+         "Stand-in: ReLU6 is written as `relu` with a trailing `# ReLU6` (the schema has no "
+         "ReLU6; the same shape, no parameters, element-wise)."],
+        224, 6_108_776, stages=MOBILENETV2_STAGES, width=1.4, depth=1.0, stem=32, head=1280,
+        dropout=0.2, act="ReLU6"),
+]
+
 FAMILY_MODELS = [
     timm_resnet(
         "wide_resnet50_2", "Wide ResNet-50-2 (timm, torchvision), 224x224x3",
@@ -1055,7 +1296,7 @@ MODELS = [
          "as the oracle of the repeat expansion (tests/config/model_loader_test.cc)."],
         (3, 224, 224), 1000, resnet(RESNET_BLOCKS["resnet152"])),
      os.path.join(ROOT, "tests", "data", "models", "resnet152_generated.yaml")),
-] + EFFICIENTNET_MODELS + FAMILY_MODELS
+] + EFFICIENTNET_MODELS + FAMILY_MODELS + FAMILY2_MODELS
 
 
 def main():
