@@ -102,6 +102,7 @@ FwVec ToFwCoords(const FrameworkModelParams& p) {
           std::log(std::max(p.dispatch_us, 1e-3)),
           std::log(std::max(p.iteration_us, 1e-3)),
           std::log(std::max(p.tensor_feed_per_sm_clock, 1.0)),
+          std::log(std::max(p.tensor_tile_alpha, 1e-3)),
           std::log(std::max(p.dw_cudnn_nchw, 1e-3)),
           std::log(std::max(p.dw_cudnn_nhwc, 1e-3)),
           std::log(std::max(p.dw_native, 1e-3))};
@@ -116,9 +117,10 @@ FrameworkModelParams FromFwCoords(const FwVec& y, const FrameworkModelParams& me
   p.dispatch_us = std::exp(y[4]);
   p.iteration_us = std::exp(y[5]);
   p.tensor_feed_per_sm_clock = std::exp(y[6]);
-  p.dw_cudnn_nchw = std::exp(y[7]);
-  p.dw_cudnn_nhwc = std::exp(y[8]);
-  p.dw_native = std::exp(y[9]);
+  p.tensor_tile_alpha = std::exp(y[7]);
+  p.dw_cudnn_nchw = std::exp(y[8]);
+  p.dw_cudnn_nhwc = std::exp(y[9]);
+  p.dw_native = std::exp(y[10]);
   return p;
 }
 

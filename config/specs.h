@@ -354,6 +354,10 @@ struct FrameworkModelParams {
   // this)), so a GPU whose tensor cores do more a clock per SM (A100 2,048 FLOPs, H100 3,800,
   // B200 7,700, a GeForce Ampere at fp32 accumulate 512) reaches less of its datasheet peak.
   double tensor_feed_per_sm_clock = 4096;
+  // How a tensor-core kernel's efficiency falls with its tile's intensity (flops per byte loaded,
+  // a b / (a + b) relative to a 128 x 128 tile's), as a power: the framework model's own. Its
+  // default is the cudnn model's tile_alpha, fitted to CUDA-core sgemm of 2016 (v1 to v4 used it).
+  double tensor_tile_alpha = 1.25409;
   // Depthwise convolutions (groups = input channels; MobileNet, EfficientNet) do K x K
   // multiply-adds an output value and run on CUDA cores, in kernels of their own. Which kernels
   // is PyTorch's rule (use_cudnn_depthwise, since PyTorch 1.11 with cuDNN >= 8.2): cuDNN's in
@@ -388,6 +392,7 @@ inline constexpr const char* kFrameworkParamNames[] = {"tensor_efficiency",
                                                        "dispatch_us",
                                                        "iteration_us",
                                                        "tensor_feed_per_sm_clock",
+                                                       "tensor_tile_alpha",
                                                        "dw_cudnn_nchw",
                                                        "dw_cudnn_nhwc",
                                                        "dw_native",
@@ -396,10 +401,10 @@ inline constexpr const char* kFrameworkParamNames[] = {"tensor_efficiency",
                                                        "bn_native_nchw",
                                                        "bn_native_nhwc",
                                                        "bn_nchw_channels_per_sm"};
-inline constexpr int kNumFrameworkParams = 15;
+inline constexpr int kNumFrameworkParams = 16;
 // The first kNumFittedFrameworkParams of them are what `gpu-model fit` fits; the rest are
 // measured (a fit keeps its start's values).
-inline constexpr int kNumFittedFrameworkParams = 10;
+inline constexpr int kNumFittedFrameworkParams = 11;
 // The index of a FrameworkModelParams field by its YAML name, -1 when there is none.
 inline int FrameworkParamIndex(const std::string& name) {
   for (int i = 0; i < kNumFrameworkParams; ++i) {
@@ -415,6 +420,7 @@ inline double* FrameworkParamField(FrameworkModelParams& p, int i) {
                       &p.dispatch_us,
                       &p.iteration_us,
                       &p.tensor_feed_per_sm_clock,
+                      &p.tensor_tile_alpha,
                       &p.dw_cudnn_nchw,
                       &p.dw_cudnn_nhwc,
                       &p.dw_native,
