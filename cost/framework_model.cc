@@ -148,6 +148,15 @@ LayerCost Fp32Cost(const Ctx& c, const core::Layer& l, int64_t batch) {
   return CudnnLayerCost(l, batch, c.d, c.kp);
 }
 
+// A convolution's bias: its own kernel each pass (forward: y read and written; backward: dy
+// reduced to the bias gradient), y the output's bytes.
+void AddConvBias(const Ctx& c, double y, LayerCost* cost) {
+  cost->fwd.ns += StreamKernelNs(c, 0, 2 * y);
+  cost->bwd.ns += StreamKernelNs(c, 0, y);
+  cost->fwd.kernels += 1;
+  cost->bwd.kernels += 1;
+}
+
 // PyTorch's is_depthwise: as many groups as input channels (more than one), the output channels a
 // multiple of them.
 bool IsDepthwise(const core::Layer& l) {
@@ -204,12 +213,7 @@ LayerCost DepthwiseConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   }
   cost.fwd.gemm_kernels = 1;
   cost.bwd.gemm_kernels = cost.bwd.kernels;
-  if (s.bias) {
-    cost.fwd.ns += StreamKernelNs(c, 0, 2 * y);
-    cost.bwd.ns += StreamKernelNs(c, 0, y);
-    cost.fwd.kernels += 1;
-    cost.bwd.kernels += 1;
-  }
+  if (s.bias) AddConvBias(c, y, &cost);
   return cost;
 }
 
@@ -288,12 +292,7 @@ LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
       cost.bwd.kernels += 1;
     }
   }
-  if (s.bias) {
-    cost.fwd.ns += StreamKernelNs(c, 0, 2 * y);
-    cost.bwd.ns += StreamKernelNs(c, 0, y);
-    cost.fwd.kernels += 1;
-    cost.bwd.kernels += 1;
-  }
+  if (s.bias) AddConvBias(c, y, &cost);
   return cost;
 }
 

@@ -653,6 +653,12 @@ def dle_efficientnet(variant, width, depth, size, dropout, params, widese):
         dropout=dropout, act="SiLU", se_ratio=0.25, se_hidden=widese)
 
 
+# The stand-ins the schema needs (it has no ReLU6 or sigmoid), as the generated headers say them.
+RELU6_STANDIN = ("Stand-in: ReLU6 is written as `relu` with a trailing `# ReLU6` (the schema "
+                 "has no ReLU6; the same shape, no parameters, element-wise).")
+SIGMOID_STANDIN = ("Stand-in: the SE gate's sigmoid is written as `tanh` with `# sigmoid` (the "
+                   "schema has no sigmoid; the same shape, no parameters, element-wise).")
+
 EFFICIENTNET_MODELS = [
     timm_efficientnet("b0", 1.0, 1.0, 224, 0.2, 5_288_548,
                       "224x224: timm's input_size for efficientnet_b0 and the paper's."),
@@ -685,8 +691,7 @@ EFFICIENTNET_MODELS = [
          "the residual add where the stride is 1 and in == out; head 1x1 conv to 1280, global "
          "average pool, dropout 0.2 (torchvision's), fc 1000. 224x224 (timm's input_size). See "
          "the generator's mbconv_net().",
-         "Stand-in: ReLU6 is written as `relu` with a trailing `# ReLU6` (the schema has no "
-         "ReLU6; the same shape, no parameters, element-wise)."],
+         RELU6_STANDIN],
         224, 3_504_872, stages=MOBILENETV2_STAGES, width=1.0, depth=1.0, stem=32, head=1280,
         dropout=0.2, act="ReLU6"),
 ]
@@ -924,8 +929,7 @@ def timm_regnet(name, torchvision_name, title, params):
             "ReLU, 1x1 conv with bias back, sigmoid, the branch scaled per channel), " % se_ratio
             if se_ratio else "",
             " but the SE's" if se_ratio else "")]
-        + (["Stand-in: the SE gate's sigmoid is written as `tanh` with `# sigmoid` (the schema "
-            "has no sigmoid; the same shape, no parameters, element-wise)."] if se_ratio else []),
+        + ([SIGMOID_STANDIN] if se_ratio else []),
         params, lambda: regnet(*cfg))
 
 
@@ -1076,8 +1080,7 @@ FAMILY2_MODELS = [
          "ReLU, 1x1 conv with bias back, sigmoid, the branch scaled per channel; "
          "seresnext50_32x4d.yaml without the groups and with the 64-wide bottlenecks. See the "
          "generator's resnet().",
-         "Stand-in: the SE gate's sigmoid is written as `tanh` with `# sigmoid` (the schema has "
-         "no sigmoid; the same shape, no parameters, element-wise)."],
+         SIGMOID_STANDIN],
         28_088_024, "resnet50", se_ratio=16),
     timm_repvgg("repvgg_a2", 28_210_600),
     timm_repvgg("repvgg_b0", 15_817_960),
@@ -1099,8 +1102,7 @@ FAMILY2_MODELS = [
          "input channels x 0.25 (timm: round(expanded channels x 0.25 / expansion)), ReLU (the "
          "block's activation), 1x1 conv with bias back, sigmoid, the branch scaled per channel."
          % arch_text(MNASNET_A1), TIMM_MOBILE,
-         "Stand-in: the SE gate's sigmoid is written as `tanh` with `# sigmoid` (the schema has "
-         "no sigmoid; the same shape, no parameters, element-wise)."],
+         SIGMOID_STANDIN],
         224, 3_887_038, stages=MNASNET_A1, width=1.0, depth=1.0, stem=32, head=1280,
         dropout=0.2, act=None),
     mbconv_model(
@@ -1120,8 +1122,7 @@ FAMILY2_MODELS = [
          "conv to max(1280, make_divisible(1280 x 1.4)) = 1792; global average pool, dropout 0.2 "
          "(as mobilenetv2_100.yaml; timm's drop_rate defaults to 0: no parameters), fc 1000. "
          "224x224 (timm's input_size). See the generator's mbconv_net().",
-         "Stand-in: ReLU6 is written as `relu` with a trailing `# ReLU6` (the schema has no "
-         "ReLU6; the same shape, no parameters, element-wise)."],
+         RELU6_STANDIN],
         224, 6_108_776, stages=MOBILENETV2_STAGES, width=1.4, depth=1.0, stem=32, head=1280,
         dropout=0.2, act="ReLU6"),
 ]

@@ -157,8 +157,8 @@ TEST(FrameworkModel, APassTakesTheLongerOfItsKernelsAndTheirDispatch) {
   EXPECT_GT(big.fwd.ns, 2 * 20e3);
 }
 
-// relu -> conv(c -> c, 3x3, pad 1) -> batch norm, on h x h images.
-core::Model ConvNet(int64_t c, int64_t h, int64_t groups = 1) {
+// relu -> conv(c -> c, k x k, stride s, "same" padding) -> batch norm, on h x h images.
+core::Model ConvNet(int64_t c, int64_t h, int64_t groups = 1, int64_t k = 3, int64_t s = 1) {
   core::ModelSpec spec;
   spec.name = "convnet";
   spec.input_c = c, spec.input_h = h, spec.input_w = h;
@@ -169,8 +169,9 @@ core::Model ConvNet(int64_t c, int64_t h, int64_t groups = 1) {
   conv.name = "conv";
   conv.kind = core::LayerKind::kConv;
   conv.num_output = c;
-  conv.kernel_h = conv.kernel_w = 3;
-  conv.pad_h = conv.pad_w = 1;
+  conv.kernel_h = conv.kernel_w = k;
+  conv.stride_h = conv.stride_w = s;
+  conv.pad_h = conv.pad_w = k / 2;
   conv.groups = groups;
   conv.bias = false;
   core::LayerSpec bn;
@@ -271,25 +272,9 @@ TEST(FrameworkModel, AGroupedConvolutionIsOneKernelWithTilesSpanningGroups) {
 // Batch norm: cuDNN's kernels (one a pass) unless bf16, then ATen's (NCHW two forward and one
 // backward; channels-last two each way), bound by the busy SMs' values a clock or by DRAM at the
 // values' width; in NCHW a layer of few channels leaves SMs idle.
-// relu -> a depthwise conv (c channels, k x k, stride s, "same" padding) on h x h images.
+// ConvNet with a depthwise convolution (c groups of one channel), k x k at stride s.
 core::Model DepthwiseNet(int64_t c, int64_t h, int64_t k, int64_t s) {
-  core::ModelSpec spec;
-  spec.name = "dwnet";
-  spec.input_c = c, spec.input_h = h, spec.input_w = h;
-  core::LayerSpec relu;
-  relu.name = "relu0";
-  relu.kind = core::LayerKind::kRelu;
-  core::LayerSpec conv;
-  conv.name = "conv_dw";
-  conv.kind = core::LayerKind::kConv;
-  conv.num_output = c;
-  conv.kernel_h = conv.kernel_w = k;
-  conv.stride_h = conv.stride_w = s;
-  conv.pad_h = conv.pad_w = k / 2;
-  conv.groups = c;
-  conv.bias = false;
-  spec.layers = {relu, conv};
-  return core::Model::Build(spec);
+  return ConvNet(c, h, c, k, s);
 }
 
 TEST(FrameworkModel, DepthwiseConvolutionsRunTheKernelsPyTorchPicksAtTheirTapRate) {
