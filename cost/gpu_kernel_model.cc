@@ -281,9 +281,9 @@ const char* ConvAlgoName(ConvAlgo a) {
     case ConvAlgo::kWinogradNonfused: return "winograd_nf";
     case ConvAlgo::kFft: return "fft";
     case ConvAlgo::kDepthwiseCudnn:
-      return "depthwise_cudnn";
+      return "dw_cudnn";
     case ConvAlgo::kDepthwiseNative:
-      return "depthwise_aten";
+      return "dw_aten";
   }
   return "?";
 }
