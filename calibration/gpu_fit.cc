@@ -94,33 +94,25 @@ Pred Predict(const GpuCase& c, const KernelModelParams& p, config::DeviceCompute
 // (batch norm's rates) ride along from the start.
 using FwVec = std::array<double, config::kNumFittedFrameworkParams>;
 
+// The first three fitted constants are fractions (logit coordinates); the rest are positive
+// (log coordinates).
+constexpr int kNumFractionParams = 3;
+
 FwVec ToFwCoords(const FrameworkModelParams& p) {
-  return {Logit(std::min(p.tensor_efficiency, 0.999)),
-          Logit(std::min(p.gemm_efficiency, 0.999)),
-          Logit(std::min(p.memory_efficiency, 0.999)),
-          std::log(std::max(p.launch_us, 1e-3)),
-          std::log(std::max(p.dispatch_us, 1e-3)),
-          std::log(std::max(p.iteration_us, 1e-3)),
-          std::log(std::max(p.tensor_feed_per_sm_clock, 1.0)),
-          std::log(std::max(p.tensor_tile_alpha, 1e-3)),
-          std::log(std::max(p.dw_cudnn_nchw, 1e-3)),
-          std::log(std::max(p.dw_cudnn_nhwc, 1e-3)),
-          std::log(std::max(p.dw_native, 1e-3))};
+  FrameworkModelParams q = p;
+  FwVec y{};
+  for (int i = 0; i < config::kNumFittedFrameworkParams; ++i) {
+    const double v = *config::FrameworkParamField(q, i);
+    y[i] = i < kNumFractionParams ? Logit(std::min(v, 0.999)) : std::log(std::max(v, 1e-3));
+  }
+  return y;
 }
 
 FrameworkModelParams FromFwCoords(const FwVec& y, const FrameworkModelParams& measured) {
   FrameworkModelParams p = measured;
-  p.tensor_efficiency = Logistic(y[0]);
-  p.gemm_efficiency = Logistic(y[1]);
-  p.memory_efficiency = Logistic(y[2]);
-  p.launch_us = std::exp(y[3]);
-  p.dispatch_us = std::exp(y[4]);
-  p.iteration_us = std::exp(y[5]);
-  p.tensor_feed_per_sm_clock = std::exp(y[6]);
-  p.tensor_tile_alpha = std::exp(y[7]);
-  p.dw_cudnn_nchw = std::exp(y[8]);
-  p.dw_cudnn_nhwc = std::exp(y[9]);
-  p.dw_native = std::exp(y[10]);
+  for (int i = 0; i < config::kNumFittedFrameworkParams; ++i) {
+    *config::FrameworkParamField(p, i) = i < kNumFractionParams ? Logistic(y[i]) : std::exp(y[i]);
+  }
   return p;
 }
 

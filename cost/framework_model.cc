@@ -196,7 +196,8 @@ LayerCost DepthwiseConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   const double x = vb * b * static_cast<double>(in.c * in.h * in.w);
   const double y = vb * b * static_cast<double>(l.out.c * l.out.h * l.out.w);
   const double w = vb * static_cast<double>(l.out.c * s.kernel_h * s.kernel_w);
-  const double taps = y / vb * static_cast<double>(s.kernel_h * s.kernel_w);
+  const double taps =
+      b * static_cast<double>(l.out.c * l.out.h * l.out.w * s.kernel_h * s.kernel_w);
   const bool cudnn = CudnnRunsDepthwise(c, l, batch);
   const double per_clock = !cudnn ? c.p.dw_native : c.nchw ? c.p.dw_cudnn_nchw : c.p.dw_cudnn_nhwc;
   const double rate = per_clock * static_cast<double>(c.d.sm_count) * c.d.boost_clock_mhz * 1e6;
