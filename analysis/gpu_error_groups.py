@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """The framework model's errors grouped by the GPU's memory (HBM or GDDR, from the device file's
 description) and the model's family (transformer: a model file with an `attention` layer; CNN
-otherwise), from `poseidon gpu-model check --csv` output.
+otherwise), or with --by architecture by the GPU's generation (the device file's `architecture`)
+and the precision as the row labels it, from `poseidon gpu-model check --csv` output.
 
     poseidon gpu-model check --compute-model framework --csv FILES... > check.csv
-    /usr/bin/python3 analysis/gpu_error_groups.py check.csv [--devices scenarios/devices]
-        [--models scenarios/models]
+    /usr/bin/python3 analysis/gpu_error_groups.py check.csv [--by memory|architecture]
+        [--devices scenarios/devices] [--models scenarios/models]
 
 Prints, per group: rows, the median signed error (+ = predicted slow), the median and largest
 |error|, and how many rows are predicted slow. Standard library only.
@@ -41,6 +42,13 @@ def memory_kind(devices_dir, device):
     return "HBM" if "HBM" in desc else "GDDR" if "GDDR" in desc else "?"
 
 
+def architecture(devices_dir, device):
+    """The device file's `architecture` (volta, ampere, hopper, ...), or '?' without one."""
+    text = _text(devices_dir, device)
+    m = re.search(r"^architecture:\s*(\w+)", text, re.M) if text is not None else None
+    return m.group(1) if m else "?"
+
+
 def family(models_dir, model):
     """'transformer' when the model file has an attention layer, else 'cnn'; '?' without one."""
     text = _text(models_dir, model)
@@ -49,15 +57,19 @@ def family(models_dir, model):
     return "transformer" if re.search(r"type:\s*attention\b", text) else "cnn"
 
 
-def groups(rows, devices_dir, models_dir):
-    """{(memory, family): [signed errors]}, plus ('all', 'all')."""
+def groups(rows, devices_dir, models_dir, by="memory"):
+    """{(memory, family): [signed errors]}, or {(architecture, precision): ...} when `by` is
+    'architecture', plus ('all', 'all')."""
     out = collections.defaultdict(list)
     for r in rows:
         try:
             e = float(r["error"])
         except (KeyError, ValueError):
             continue
-        key = (memory_kind(devices_dir, r["device"]), family(models_dir, r["model"]))
+        if by == "architecture":
+            key = (architecture(devices_dir, r["device"]), r.get("precision", "?"))
+        else:
+            key = (memory_kind(devices_dir, r["device"]), family(models_dir, r["model"]))
         out[key].append(e)
         out[("all", "all")].append(e)
     return out
@@ -73,21 +85,25 @@ def summary(errors):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv", help="poseidon gpu-model check --csv output")
+    ap.add_argument("--by", choices=["memory", "architecture"], default="memory",
+                    help="group by memory and model family (default), or by GPU generation and "
+                         "precision")
     ap.add_argument("--devices", default=os.path.join(ROOT, "scenarios", "devices"))
     ap.add_argument("--models", default=os.path.join(ROOT, "scenarios", "models"))
     a = ap.parse_args(argv)
     with open(a.csv) as f:
         rows = list(csv.DictReader(f))
-    g = groups(rows, a.devices, a.models)
+    g = groups(rows, a.devices, a.models, a.by)
     if not g:
         print("%s: no rows with an error column" % a.csv, file=sys.stderr)
         return 1
-    print("%-6s %-12s %5s %14s %11s %9s %6s" % ("memory", "family", "rows", "signed median",
-                                                  "|e| median", "|e| max", "slow"))
-    for (mem, fam), errors in sorted(g.items()):
+    heads = ("architecture", "precision") if a.by == "architecture" else ("memory", "family")
+    print("%-12s %-12s %5s %14s %11s %9s %6s" % (heads + ("rows", "signed median", "|e| median",
+                                                        "|e| max", "slow")))
+    for (first, second), errors in sorted(g.items()):
         s = summary(errors)
-        print("%-6s %-12s %5d %+13.1f%% %10.1f%% %8.1f%% %6d" % (
-            mem, fam, s["rows"], 100 * s["signed_median"], 100 * s["abs_median"],
+        print("%-12s %-12s %5d %+13.1f%% %10.1f%% %8.1f%% %6d" % (
+            first, second, s["rows"], 100 * s["signed_median"], 100 * s["abs_median"],
             100 * s["abs_max"], s["slow"]))
     return 0
 

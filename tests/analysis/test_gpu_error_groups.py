@@ -24,13 +24,13 @@ class GroupsTest(unittest.TestCase):
         os.makedirs(os.path.join(d, "devices"))
         os.makedirs(os.path.join(d, "models"))
         files = {
-            "devices/hbm.yaml": 'name: hbm\ndescription: "X (HBM2e)"\n',
-            "devices/gddr.yaml": 'name: gddr\ndescription: "Y (GDDR6X)"\n',
+            "devices/hbm.yaml": 'name: hbm\ndescription: "X (HBM2e)"\narchitecture: hopper\n',
+            "devices/gddr.yaml": 'name: gddr\ndescription: "Y (GDDR6X)"\narchitecture: ampere\n',
             "models/cnn.yaml": "layers:\n  - {name: c, type: conv}\n",
             "models/tx.yaml": "layers:\n  - {name: a, type: attention, heads: 2}\n",
-            "check.csv": "set,model,device,error\n"
-                         "fit,cnn,gddr,0.30\nheldout,cnn,gddr,0.50\nfit,cnn,gddr,-0.10\n"
-                         "fit,tx,hbm,-0.05\nfit,cnn,hbm,0.10\nfit,cnn,unknown,0.2\n",
+            "check.csv": "set,model,device,precision,error\n"
+                         "fit,cnn,gddr,fp16,0.30\nheldout,cnn,gddr,fp32,0.50\nfit,cnn,gddr,fp16,-0.10\n"
+                         "fit,tx,hbm,fp16,-0.05\nfit,cnn,hbm,fp16,0.10\nfit,cnn,unknown,fp16,0.2\n",
         }
         for name, text in files.items():
             with open(os.path.join(d, name), "w") as f:
@@ -58,6 +58,30 @@ class GroupsTest(unittest.TestCase):
         self.assertAlmostEqual(s["abs_median"], 0.30)
         self.assertAlmostEqual(s["abs_max"], 0.50)
         self.assertEqual(s["slow"], 2)
+
+    def test_rows_are_grouped_by_architecture_and_precision(self):
+        d = self.tmp.name
+        self.assertEqual(gpu_error_groups.architecture(os.path.join(d, "devices"), "hbm"), "hopper")
+        self.assertEqual(gpu_error_groups.architecture(os.path.join(d, "devices"), "nope"), "?")
+        import csv
+        with open(os.path.join(d, "check.csv")) as f:
+            rows = list(csv.DictReader(f))
+        g = gpu_error_groups.groups(rows, os.path.join(d, "devices"), os.path.join(d, "models"),
+                                    by="architecture")
+        self.assertEqual(sorted(g[("ampere", "fp16")]), [-0.10, 0.30])
+        self.assertEqual(g[("ampere", "fp32")], [0.50])
+        self.assertEqual(sorted(g[("hopper", "fp16")]), [-0.05, 0.10])
+        self.assertEqual(g[("?", "fp16")], [0.2])
+        self.assertEqual(len(g[("all", "all")]), 6)
+        out = io.StringIO()
+        with redirect_stdout(out):
+            rc = gpu_error_groups.main([os.path.join(d, "check.csv"), "--by", "architecture",
+                                        "--devices", os.path.join(d, "devices"), "--models",
+                                        os.path.join(d, "models")])
+        self.assertEqual(rc, 0)
+        lines = out.getvalue().splitlines()
+        self.assertTrue(lines[0].startswith("architecture"))
+        self.assertEqual(len(lines), 1 + 5)  # header, ?/fp16, all, ampere/fp16, ampere/fp32, hopper
 
     def test_the_command_prints_one_line_per_group(self):
         d = self.tmp.name
