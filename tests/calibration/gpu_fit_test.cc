@@ -190,6 +190,15 @@ TEST(GpuFit, TheFamiliesSetsArePricedAsTheDocsSay) {
   ExpectSetPricedAs("families2_2026-12-07/timm_rtx3090_families2.yaml", 66, 0.1072, 0.3661);
 }
 
+// The SSD300 set (Lambda's v1 and v2 campaigns, one GPU each of Volta, Turing, Ampere, Ada,
+// Hopper and Blackwell, fp32/tf32 and AMP; docs/gpu_model.md, "v5 judged on SSD300"), recorded
+// at e6a9097 before the ssd300 model file existed and priced once, with v5 frozen: held out, v1
+// campaign median 9.0%, max 41.9%; v2 campaign 16.5%, 19.2%.
+TEST(GpuFit, TheSsdSetIsPricedAsTheDocsSay) {
+  ExpectSetPricedAs("ssd_2026-12-07/lambda_ssd_v1.yaml", 24, 0.0897, 0.4188);
+  ExpectSetPricedAs("ssd_2026-12-07/lambda_ssd_v2.yaml", 12, 0.1647, 0.1922);
+}
+
 // The first H200 set (scenarios/devices/measurements/measured/, PyTorch on a lent H200, held out
 // for the model of cfef734: median 20.8%, max 63.9%). The model of now was fitted on it too
 // (--all-rows): in sample, median 18.8%, max 45.3% (v3: 16.4%, 46.5%; v2: 11.8%, 43.1%), as
