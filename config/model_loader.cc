@@ -106,7 +106,9 @@ std::vector<std::string> LayerKeys(core::LayerKind kind) {
     case core::LayerKind::kEmbedding: add({"vocab", "num_output"}); break;
     case core::LayerKind::kPosEmbedding: add({"max_len"}); break;
     case core::LayerKind::kLinear: add({"num_output", "bias", "tie"}); break;
-    case core::LayerKind::kAttention: add({"heads", "causal", "bias"}); break;
+    case core::LayerKind::kAttention:
+      add({"heads", "causal", "bias", "memory", "relative"});
+      break;
     case core::LayerKind::kPatchEmbed: add({"num_output", "patch", "bias"}); break;
     case core::LayerKind::kTokenPool: add({"method"}); break;
     case core::LayerKind::kModule: add({"params", "linear"}); break;
@@ -297,6 +299,8 @@ core::LayerSpec ReadLayer(const YAML::Node& node, const std::string& file, const
       l.heads = r.PositiveInt("heads");
       l.causal = r.Bool("causal", false);
       l.bias = r.Bool("bias", true);
+      l.memory = NonNegativeInt(r, "memory", 0);
+      l.relative = r.Bool("relative", false);
       break;
     case core::LayerKind::kPatchEmbed:
       l.num_output = r.PositiveInt("num_output");

@@ -372,23 +372,39 @@ void InferLayer(Layer& layer, const std::vector<Layer>& built, std::vector<std::
       // Q_h K_h^T / sqrt(dh) (S x S), softmax, context P_h V_h (S x dh); output = context Wo.
       // A causal mask sets the upper triangle to -inf before the softmax; dense kernels still
       // compute the full score and context matmuls, so it changes no count here.
+      // With `memory: M` (Transformer-XL) the keys and values span the M tokens kept from the
+      // previous segment and the S of this one, L = S + M: Q, K and V are projected from all L
+      // rows in one GEMM (the queries of the memory rows are computed and dropped, as
+      // DeepLearningExamples' and Hugging Face's implementations do), the scores are S x L.
+      // With `relative` the position embeddings of the L offsets are projected by Wr {D, D} (once
+      // a batch, not an example: the cost models price it, this per-example count leaves it out)
+      // and a second score term (Q + v) R^T (S x L) is shifted and added to the first
+      // (Q + u) K^T; the learned biases u and v are Transformer-XL's, shared by every layer,
+      // and not counted here (2 D parameters a model).
       RequireBottoms(l, in.size(), 1, 1);
       RequireRank(l, in[0], 2);
       const Shape& x = in[0];
-      const int64_t s = x.h, d = x.w;
+      const int64_t s = x.h, d = x.w, kl = s + l.memory;
       if (l.heads <= 0 || d % l.heads != 0) {
         FailLayer(l, "heads must be positive and divide the model width D, but heads is " +
                          Str(l.heads) + " and its input " + Gives(l, 0, x) +
                          "; set 'heads' to a divisor of " + Str(d));
       }
       layer.out = x;
-      for (const char* p : {"q", "k", "v", "o"}) {
+      std::vector<const char*> projections = {"q", "k", "v", "o"};
+      if (l.relative) projections.push_back("r");
+      for (const char* p : projections) {
         layer.blobs.push_back(MakeBlob(l.name + "." + p + ".weight", {d, d}));
         if (l.bias) layer.blobs.push_back(MakeBlob(l.name + "." + p + ".bias", {d}));
       }
-      layer.fwd_macs = 4 * s * d * d + 2 * s * s * d;  // projections; scores and context
-      // Softmax over heads x S x S scores: scale, max-subtract and exp, sum, divide.
-      layer.fwd_flops = 2 * layer.fwd_macs + (l.bias ? 4 * s * d : 0) + 4 * l.heads * s * s;
+      // Rows projected: Q, K, V and O over S without memory, Q, K, V over L and O over S with.
+      const int64_t proj_rows = l.memory > 0 ? 3 * kl + s : 4 * s;
+      // Projections; scores and context (and with `relative` the second score term).
+      layer.fwd_macs = proj_rows * d * d + (l.relative ? 3 : 2) * s * kl * d;
+      // Softmax over heads x S x L scores: scale, max-subtract and exp, sum, divide; `relative`
+      // adds u and v to the queries and sums the two score terms.
+      layer.fwd_flops = 2 * layer.fwd_macs + (l.bias ? proj_rows * d : 0) + 4 * l.heads * s * kl +
+                        (l.relative ? 2 * s * d + l.heads * s * kl : 0);
       break;
     }
     case LayerKind::kGelu:
@@ -497,9 +513,12 @@ void InferLayer(Layer& layer, const std::vector<Layer>& built, std::vector<std::
   layer.out_bytes = layer.out.count() * kBytesPerValue;
   if (l.kind == LayerKind::kAttention) {
     // What the forward pass writes and the backward pass reads: Q, K, V, the scores and the
-    // probabilities (heads x S x S each), the context, and the output.
-    const int64_t s = layer.out.h, d = layer.out.w;
-    layer.out_bytes = (5 * s * d + 2 * l.heads * s * s) * kBytesPerValue;
+    // probabilities (heads x S x L each, L = S + memory), the context, and the output; with
+    // `relative` also the second score term and the two biased queries.
+    const int64_t s = layer.out.h, d = layer.out.w, kl = s + l.memory;
+    layer.out_bytes = (3 * s * d + 2 * kl * d + 2 * l.heads * s * kl +
+                       (l.relative ? l.heads * s * kl + 2 * s * d : 0)) *
+                      kBytesPerValue;
   }
   for (const Shape& s : in) layer.in_bytes += s.count() * kBytesPerValue;
 }

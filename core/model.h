@@ -138,8 +138,13 @@ struct LayerSpec {
   int64_t vocab = 0;
   int64_t max_len = 0;
   // attention: heads (dividing D); causal masks the scores but changes no count (see model.cc).
+  // memory: tokens of the previous segment that the keys and values also span (Transformer-XL's
+  // mems, carried without gradient); relative: Transformer-XL's relative positions (a position
+  // projection {D, D} and a second score term; see model.cc).
   int64_t heads = 0;
   bool causal = false;
+  int64_t memory = 0;
+  bool relative = false;
   // patch_embed: the patch size in pixels (kernel = stride = patch).
   int64_t patch = 0;
   // token_pool: mean over the tokens, or the first token (BERT's pooler, ViT's class token).

@@ -318,21 +318,70 @@ LayerCost FcCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   return cost;
 }
 
+// Transformer-XL's terms on top of AttentionCost's (Dai et al. 2019; DeepLearningExamples'
+// RelPartialLearnableMultiHeadAttn, as Hugging Face's TransfoXL): with memory, Q, K and V are
+// projected from the L = S + M rows of the memory and the segment (forward, and the data and
+// weight gradients), and each forward pass copies L rows twice (the concatenation the keys are
+// projected from, and the next segment's memory); with `relative`, the position projection of the
+// L offsets (one GEMM a batch; backward its weight gradient only, the positions being constants),
+// the second score term (Q + v) R^T (one GEMM over heads, the batch's S rows as M; backward two),
+// its shift (a padded copy) and its sum with the first, and Q + u, Q + v (backward: the shift's
+// copy back and the two biases' reductions).
+void AddTransformerXlTerms(const Ctx& c, const core::Layer& l, int64_t batch, double proj,
+                           double proj_weight, LayerCost* cost) {
+  const double bt = static_cast<double>(batch);
+  const double s = static_cast<double>(l.out.h), dm = static_cast<double>(l.out.w);
+  const double heads = static_cast<double>(l.spec.heads), dh = dm / heads;
+  const double kl = s + static_cast<double>(l.spec.memory);
+  const double rows = bt * s, vb = c.value_bytes;
+  const bool data = !l.bottoms.empty();
+  if (l.spec.memory > 0) {
+    const double kproj = GemmKernelNs(c, 1, bt * kl, dm, dm);
+    const double kproj_weight = GemmKernelNs(c, 1, dm, dm, bt * kl);
+    cost->fwd.ns += 3 * (kproj - proj) + 2 * StreamKernelNs(c, 0, 2 * vb * bt * kl * dm);
+    cost->fwd.kernels += 2;
+    cost->bwd.ns += 3 * (kproj_weight - proj_weight) + (data ? 3 * (kproj - proj) : 0.0);
+  }
+  if (!l.spec.relative) return;
+  const double elems = bt * heads * s * kl;
+  const double scores = vb * elems;
+  const double queries = vb * rows * dm;
+  PassCost fwd, bwd;
+  const double r_proj = GemmKernelNs(c, 1, kl, dm, dm, &fwd);
+  const double bd = GemmKernelNs(c, heads, rows, kl, dh, &fwd);
+  cost->fwd.ns += r_proj + bd + StreamKernelNs(c, 0, 2 * scores) +
+                  StreamKernelNs(c, elems, 3 * scores) +
+                  2 * StreamKernelNs(c, rows * dm, 2 * queries);
+  cost->fwd.kernels += 2 + 4;
+  const double r_weight = GemmKernelNs(c, 1, dm, dm, kl, &bwd);
+  const double bd_query = GemmKernelNs(c, heads, rows, dh, kl, &bwd);
+  const double bd_pos = GemmKernelNs(c, heads, kl, dh, rows, &bwd);
+  cost->bwd.ns += r_weight + bd_query + bd_pos + StreamKernelNs(c, 0, 2 * scores) +
+                  2 * StreamKernelNs(c, rows * dm, queries);
+  cost->bwd.kernels += 3 + 3;
+  for (auto [pass, gemms] : {std::pair{&cost->fwd, &fwd}, std::pair{&cost->bwd, &bwd}}) {
+    pass->gemm_kernels += gemms->gemm_kernels;
+    pass->tensor_kernels += gemms->tensor_kernels;
+  }
+}
+
 // Self-attention as eager frameworks run it: four projections, the score and context batched
 // GEMMs over batch x heads, and over the scores a scale-and-mask, a softmax and a dropout kernel
-// (backward: the three again, the softmax's reading two tensors).
+// (backward: the three again, the softmax's reading two tensors). The keys span L = S + memory
+// tokens; Transformer-XL's terms are AddTransformerXlTerms'.
 LayerCost AttentionCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   const double bt = static_cast<double>(batch);
   const double s = static_cast<double>(l.out.h), dm = static_cast<double>(l.out.w);
   const double heads = static_cast<double>(l.spec.heads), dh = dm / heads;
+  const double kl = s + static_cast<double>(l.spec.memory);
   const double rows = bt * s;
-  const double scores = c.value_bytes * bt * heads * s * s;
-  const double elems = bt * heads * s * s;
+  const double scores = c.value_bytes * bt * heads * s * kl;
+  const double elems = bt * heads * s * kl;
   // The GEMMs once each, counted into `shapes` (then scaled to the pass's kernels below).
   PassCost shapes;
   const double proj = GemmKernelNs(c, 1, rows, dm, dm, &shapes);
-  const double score = GemmKernelNs(c, bt * heads, s, s, dh, &shapes);
-  const double context = GemmKernelNs(c, bt * heads, s, dh, s, &shapes);
+  const double score = GemmKernelNs(c, bt * heads, s, kl, dh, &shapes);
+  const double context = GemmKernelNs(c, bt * heads, s, dh, kl, &shapes);
   PassCost weight;
   const double proj_weight = GemmKernelNs(c, 1, dm, dm, rows, &weight);
   const bool proj_tc = shapes.tensor_kernels > 0 && BestGemmPlan(c, 1, rows, dm, dm).tensor_cores;
@@ -352,6 +401,9 @@ LayerCost AttentionCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   if (l.spec.bias) {
     cost.bwd.ns += 4 * StreamKernelNs(c, 0, c.value_bytes * rows * dm);
     cost.bwd.kernels += 4;
+  }
+  if (l.spec.memory > 0 || l.spec.relative) {
+    AddTransformerXlTerms(c, l, batch, proj, proj_weight, &cost);
   }
   return cost;
 }

@@ -189,16 +189,20 @@ LayerCost FcCost(const core::Layer& l, double batch, const config::DeviceSpec& d
 // batch x heads (as cuBLAS's strided-batched GEMM and the CUDA backend run them); the softmax
 // over the scores streams them. Backward: two GEMMs per forward GEMM (data and weight
 // gradients; the first layer's data gradient is skipped as for fc), the softmax gradient streamed.
+// With memory the keys span L = S + memory tokens, and Q, K and V are projected from L rows;
+// `relative` adds the position projection (L rows, once a batch) and the second score term, one
+// batched GEMM over heads (backward: the position projection's weight gradient and two GEMMs).
 LayerCost AttentionCost(const core::Layer& l, double batch, const config::DeviceSpec& d,
                         const KernelModelParams& p) {
   const double s = static_cast<double>(l.out.h), dm = static_cast<double>(l.out.w);
   const double heads = static_cast<double>(l.spec.heads), dh = dm / heads;
+  const double kl = s + static_cast<double>(l.spec.memory);
   const double rows = batch * s;
-  const double scores_bytes = 4 * batch * heads * s * s;
+  const double scores_bytes = 4 * batch * heads * s * kl;
   LayerCost cost;
   const double proj = GemmNs(rows, dm, dm, d, p);
-  const double score = BatchedGemmNs(batch * heads, s, s, dh, d, p);
-  const double context = BatchedGemmNs(batch * heads, s, dh, s, d, p);
+  const double score = BatchedGemmNs(batch * heads, s, kl, dh, d, p);
+  const double context = BatchedGemmNs(batch * heads, s, dh, kl, d, p);
   cost.fwd = {4 * proj + score + context + StreamNs(5 * scores_bytes / 4, 2 * scores_bytes, d, p),
               7, ConvAlgo::kNone};
   const double proj_bwd = GemmNs(dm, dm, rows, d, p) + (l.bottoms.empty() ? 0.0 : proj);
@@ -208,6 +212,19 @@ LayerCost AttentionCost(const core::Layer& l, double batch, const config::Device
   if (l.spec.bias) {
     cost.fwd.ns += 4 * StreamNs(0, 2 * 4 * rows * dm, d, p);
     cost.bwd.ns += 4 * StreamNs(0, 4 * rows * dm, d, p);
+  }
+  if (l.spec.memory > 0) {
+    const double kproj = GemmNs(batch * kl, dm, dm, d, p);
+    cost.fwd.ns += 3 * (kproj - proj);
+    cost.bwd.ns += 3 * (GemmNs(dm, dm, batch * kl, d, p) - GemmNs(dm, dm, rows, d, p)) +
+                   (l.bottoms.empty() ? 0.0 : 3 * (kproj - proj));
+  }
+  if (l.spec.relative) {
+    const double bd = BatchedGemmNs(heads, rows, kl, dh, d, p);
+    cost.fwd.ns += GemmNs(kl, dm, dm, d, p) + bd;
+    cost.fwd.kernels += 2;
+    cost.bwd.ns += GemmNs(dm, dm, kl, d, p) + 2 * bd;
+    cost.bwd.kernels += 3;
   }
   return cost;
 }

@@ -64,6 +64,12 @@ Net::Net(const core::Model& model, Backend backend, int64_t batch, uint64_t seed
   layers_.resize(ls.size());
   int64_t total = 0;
   for (const core::Layer& l : ls) {
+    if (l.kind == core::LayerKind::kAttention && (l.spec.memory > 0 || l.spec.relative)) {
+      throw KernelError("layer '" + l.name +
+                        "': attention with 'memory' or 'relative' (Transformer-XL) is priced by "
+                        "the simulator but has no live kernel; simulate this model, or train one "
+                        "whose attention has neither key");
+    }
     for (size_t i = 0; i < l.bottoms.size(); ++i) {
       // Two bottoms from one layer would share its scratch gradient buffer.
       for (size_t j = i + 1; j < l.bottoms.size(); ++j) {

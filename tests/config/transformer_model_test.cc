@@ -195,6 +195,72 @@ TEST(TransformerModelTest, EachTextLayerByHand) {
   EXPECT_EQ(core::SfbThreshold(L("head"), 2), 0.0);
 }
 
+// Transformer-XL's attention: keys and values over the segment and a memory of M tokens (Q, K, V
+// projected from all L = S + M rows, O from S), and relative positions (a position projection
+// {D, D}, a second score term, u and v added to the queries); by hand, with a plain layer of
+// the same width beside it.
+TEST(TransformerModelTest, MemoryAndRelativeAttentionByHand) {
+  const core::Model m = BuildText(R"(schema_version: 1
+name: tiny_xl
+input: {tokens: 8}
+num_classes: 100
+layers:
+  - {name: emb, type: embedding, vocab: 100, num_output: 16}
+  - {name: plain, type: attention, heads: 4, causal: true, bias: false}
+  - {name: mem, type: attention, heads: 4, causal: true, bias: false, memory: 8}
+  - {name: xl, type: attention, heads: 4, causal: true, bias: false, memory: 8, relative: true}
+  - {name: head, type: linear, num_output: 100}
+  - {name: loss, type: softmax_loss}
+)");
+  const int64_t s = 8, d = 16, h = 4, kl = 16;
+  const core::Layer& plain = *m.FindLayer("plain");
+  const core::Layer& mem = *m.FindLayer("mem");
+  const core::Layer& xl = *m.FindLayer("xl");
+  EXPECT_EQ(plain.fwd_macs, 4 * s * d * d + 2 * s * s * d);
+  EXPECT_EQ(mem.out, (core::Shape{1, s, d, 2}));
+  EXPECT_EQ(mem.params, plain.params);  // the memory is carried, not learned
+  EXPECT_EQ(mem.fwd_macs, (3 * kl + s) * d * d + 2 * s * kl * d);
+  EXPECT_EQ(mem.fwd_flops, 2 * mem.fwd_macs + 4 * h * s * kl);
+  EXPECT_EQ(mem.out_bytes, (3 * s * d + 2 * kl * d + 2 * h * s * kl) * 4);
+  EXPECT_EQ(xl.params, 5 * d * d);  // Wq, Wk, Wv, Wo and the position projection Wr
+  EXPECT_EQ(xl.blobs.back().name, "xl.r.weight");
+  EXPECT_EQ(xl.fwd_macs, (3 * kl + s) * d * d + 3 * s * kl * d);
+  EXPECT_EQ(xl.fwd_flops, 2 * xl.fwd_macs + 4 * h * s * kl + 2 * s * d + h * s * kl);
+  EXPECT_EQ(xl.out_bytes, (3 * s * d + 2 * kl * d + 3 * h * s * kl + 2 * s * d) * 4);
+}
+
+TEST(TransformerModelTest, AMemoryOrRelativeKeyOfTheWrongKindIsLocated) {
+  const std::string neg = R"(schema_version: 1
+name: bad
+input: {tokens: 8}
+num_classes: 10
+layers:
+  - {name: emb, type: embedding, vocab: 10, num_output: 16}
+  - {name: attn, type: attention, heads: 4, memory: -2}
+)";
+  const std::string msg = BuildError(neg);
+  EXPECT_CONTAINS(msg, "tf.yaml:" + PosOf(neg, "-2"));
+  EXPECT_CONTAINS(msg, "'memory' must not be negative, got -2");
+  const std::string word = R"(schema_version: 1
+name: bad
+input: {tokens: 8}
+num_classes: 10
+layers:
+  - {name: emb, type: embedding, vocab: 10, num_output: 16}
+  - {name: attn, type: attention, heads: 4, relative: sometimes}
+)";
+  EXPECT_CONTAINS(BuildError(word), "relative");
+  const std::string other = R"(schema_version: 1
+name: bad
+input: {tokens: 8}
+num_classes: 10
+layers:
+  - {name: emb, type: embedding, vocab: 10, num_output: 16}
+  - {name: fc, type: linear, num_output: 4, memory: 3}
+)";
+  EXPECT_CONTAINS(BuildError(other), "memory");
+}
+
 TEST(TransformerModelTest, PatchEmbedClassTokenAndFirstTokenByHand) {
   const core::Model m = BuildText(R"(schema_version: 1
 name: tiny_vit

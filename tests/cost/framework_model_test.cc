@@ -547,6 +547,54 @@ TEST(FrameworkModel, AutocastCastsEachParameterTensorOncePerPass) {
   EXPECT_NEAR(bf16.fwd.ns, gemm + cast, 1e-6 * cast);
 }
 
+// embedding -> attention (S tokens of width D, 8 heads) with Transformer-XL's memory and relative
+// keys as given.
+core::Model AttentionNet(int64_t s, int64_t d, int64_t memory, bool relative) {
+  core::ModelSpec spec;
+  spec.name = "attnnet";
+  spec.input_c = 1, spec.input_h = 1, spec.input_w = s;
+  spec.input_rank = 1;
+  core::LayerSpec emb;
+  emb.name = "emb";
+  emb.kind = core::LayerKind::kEmbedding;
+  emb.vocab = 1000;
+  emb.num_output = d;
+  core::LayerSpec attn;
+  attn.name = "attn";
+  attn.kind = core::LayerKind::kAttention;
+  attn.heads = 8;
+  attn.bias = false;
+  attn.memory = memory;
+  attn.relative = relative;
+  spec.layers = {emb, attn};
+  return core::Model::Build(spec);
+}
+
+// A memory lengthens the keys and the K, V projections, and costs its two copies; relative
+// positions add a position projection, a second score GEMM and its shift; without either key the
+// layer is priced as before (both equal to a layer whose keys were never given).
+TEST(FrameworkModel, TransformerXlAttentionPaysForItsMemoryAndPositions) {
+  const config::DeviceSpec d = Ampere(Precision::kFp16);
+  const config::FrameworkModelParams p = FittedFrameworkParams();
+  const auto cost = [&](int64_t memory, bool relative) {
+    const core::Model m = AttentionNet(192, 512, memory, relative);
+    return FrameworkLayerCost(m.layers()[1], 256, d, p);
+  };
+  const LayerCost plain = cost(0, false), mem = cost(192, false), xl = cost(192, true);
+  EXPECT_GT(mem.fwd.ns, 1.3 * plain.fwd.ns);
+  EXPECT_GT(mem.bwd.ns, 1.3 * plain.bwd.ns);
+  EXPECT_EQ(mem.fwd.kernels, plain.fwd.kernels + 2);  // the two concatenations
+  EXPECT_EQ(mem.fwd.gemm_kernels, plain.fwd.gemm_kernels);
+  EXPECT_GT(xl.fwd.ns, mem.fwd.ns);
+  EXPECT_GT(xl.bwd.ns, mem.bwd.ns);
+  EXPECT_EQ(xl.fwd.gemm_kernels, mem.fwd.gemm_kernels + 2);  // Wr's projection, the BD term
+  EXPECT_EQ(xl.bwd.gemm_kernels, mem.bwd.gemm_kernels + 3);
+  EXPECT_EQ(xl.fwd.tensor_kernels, xl.fwd.gemm_kernels);  // every GEMM is aligned
+  // The memory's rows are projected: at a memory as long as the segment, K, V and Q cost about
+  // twice theirs without it, so the forward pass grows by well under 3x.
+  EXPECT_LT(mem.fwd.ns, 3 * plain.fwd.ns);
+}
+
 TEST(FrameworkModel, TheOptimizerStepIsOnePassOverParametersAndState) {
   config::FrameworkModelParams p = FittedFrameworkParams();
   p.launch_us = 0;

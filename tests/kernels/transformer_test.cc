@@ -355,6 +355,27 @@ TEST(TransformerNet, TiedHeadGetsBothGradients) {
   CheckNetGradients(m, {0, 4, 4, 2, 1, 0}, {4, 1}, 2);
 }
 
+// Transformer-XL's attention (memory, relative positions) is priced by the simulator only: a
+// live Net refuses it, naming the layer and the keys, before it allocates anything.
+TEST(TransformerNet, AttentionWithMemoryOrRelativePositionsIsRefusedByName) {
+  for (const bool relative : {false, true}) {
+    LayerSpec attn = Spec("xl_attn", LayerKind::kAttention);
+    attn.heads = 2;
+    attn.memory = relative ? 0 : 4;
+    attn.relative = relative;
+    LayerSpec pool = Spec("pool", LayerKind::kTokenPool);
+    core::Model m = Seq(3, 4, {attn, pool, Spec("loss", LayerKind::kSoftmaxLoss)});
+    try {
+      Net net(m, Backend::kReference, 2, 1);
+      ADD_FAILURE() << "expected a KernelError";
+    } catch (const KernelError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("layer 'xl_attn'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("'memory' or 'relative'"), std::string::npos) << msg;
+    }
+  }
+}
+
 // A linear layer with its own weight has sufficient factors over its batch x tokens rows
 // (core::SfbFactorRows); rebuilding its weight gradient from them gives Backward's.
 TEST(TransformerNet, LinearSufficientFactorsRebuildItsGradient) {
