@@ -229,6 +229,20 @@ layers:
   EXPECT_EQ(xl.out_bytes, (3 * s * d + 2 * kl * d + 3 * h * s * kl + 2 * s * d) * 4);
 }
 
+// The Transformer-XL files: DeepLearningExamples' count less the two attention biases (u, v: 2 D)
+// its layers share, which the schema's attention does not count; every attention layer spans a
+// memory as long as its segment.
+TEST(TransformerLibraryTest, TheTransformerXlFilesCountDeepLearningExamplesLessTheSharedBiases) {
+  const core::Model base = BuildFile("transformer_xl_base");
+  const core::Model large = BuildFile("transformer_xl_large");
+  EXPECT_EQ(base.total_params(), 191'948'759 - 2 * 512);
+  EXPECT_EQ(large.total_params(), 519'963'095 - 2 * 1024);
+  EXPECT_TRUE(base.warnings().empty());
+  EXPECT_EQ(base.FindLayer("l15_attn")->spec.memory, 192);
+  EXPECT_TRUE(large.FindLayer("l17_attn")->spec.relative);
+  EXPECT_EQ(base.FindLayer("crit")->tied_to, base.FindLayer("word_emb")->id);
+}
+
 TEST(TransformerModelTest, AMemoryOrRelativeKeyOfTheWrongKindIsLocated) {
   const std::string neg = R"(schema_version: 1
 name: bad
