@@ -199,6 +199,14 @@ TEST(GpuFit, TheSsdSetIsPricedAsTheDocsSay) {
   ExpectSetPricedAs("ssd_2026-12-07/lambda_ssd_v2.yaml", 12, 0.1647, 0.1922);
 }
 
+// The Transformer-XL set (Lambda's v1 campaign, base and large, one GPU each of Volta, Turing,
+// Ampere, Ada and Hopper, fp32/tf32 and fp16; docs/gpu_model.md, "v5 judged on Transformer-XL"),
+// recorded at eff3e56 before the schema could say its attention and before its model files, and
+// priced once with v5 frozen: held out, median 14.9%, max 106.3% (A100's output layer).
+TEST(GpuFit, TheTransformerXlSetIsPricedAsTheDocsSay) {
+  ExpectSetPricedAs("transformer_xl_2026-12-07/lambda_transformer_xl_v1.yaml", 48, 0.1489, 1.0630);
+}
+
 // The first H200 set (scenarios/devices/measurements/measured/, PyTorch on a lent H200, held out
 // for the model of cfef734: median 20.8%, max 63.9%). The model of now was fitted on it too
 // (--all-rows): in sample, median 18.8%, max 45.3% (v3: 16.4%, 46.5%; v2: 11.8%, 43.1%), as
