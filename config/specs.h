@@ -358,6 +358,12 @@ struct FrameworkModelParams {
   // a b / (a + b) relative to a 128 x 128 tile's), as a power: the framework model's own. Its
   // default is the cudnn model's tile_alpha, fitted to CUDA-core sgemm of 2016 (v1 to v4 used it).
   double tensor_tile_alpha = 1.25409;
+  // A GEMM whose N or K is not a multiple of the tensor cores' alignment (8 values in half
+  // precision, 4 in tf32: 16 bytes) runs, from cuBLAS 11.0 on, on tensor cores too, in kernels
+  // whose operand loads are as narrow as the dimensions allow; what an SM feeds such a kernel,
+  // FLOPs a clock, bounds it as tensor_feed_per_sm_clock bounds an aligned one. 0: such a GEMM
+  // runs on CUDA cores (cuBLAS before 11.0; the framework model's rule until v6).
+  double unaligned_feed_per_sm_clock = 0;
   // Depthwise convolutions (groups = input channels; MobileNet, EfficientNet) do K x K
   // multiply-adds an output value and run on CUDA cores, in kernels of their own. Which kernels
   // is PyTorch's rule (use_cudnn_depthwise, since PyTorch 1.11 with cuDNN >= 8.2): cuDNN's in
@@ -393,6 +399,7 @@ inline constexpr const char* kFrameworkParamNames[] = {"tensor_efficiency",
                                                        "iteration_us",
                                                        "tensor_feed_per_sm_clock",
                                                        "tensor_tile_alpha",
+                                                       "unaligned_feed_per_sm_clock",
                                                        "dw_cudnn_nchw",
                                                        "dw_cudnn_nhwc",
                                                        "dw_native",
@@ -401,10 +408,10 @@ inline constexpr const char* kFrameworkParamNames[] = {"tensor_efficiency",
                                                        "bn_native_nchw",
                                                        "bn_native_nhwc",
                                                        "bn_nchw_channels_per_sm"};
-inline constexpr int kNumFrameworkParams = 16;
+inline constexpr int kNumFrameworkParams = 17;
 // The first kNumFittedFrameworkParams of them are what `gpu-model fit` fits; the rest are
 // measured (a fit keeps its start's values).
-inline constexpr int kNumFittedFrameworkParams = 11;
+inline constexpr int kNumFittedFrameworkParams = 12;
 // The index of a FrameworkModelParams field by its YAML name, -1 when there is none.
 inline int FrameworkParamIndex(const std::string& name) {
   for (int i = 0; i < kNumFrameworkParams; ++i) {
@@ -421,6 +428,7 @@ inline double* FrameworkParamField(FrameworkModelParams& p, int i) {
                       &p.iteration_us,
                       &p.tensor_feed_per_sm_clock,
                       &p.tensor_tile_alpha,
+                      &p.unaligned_feed_per_sm_clock,
                       &p.dw_cudnn_nchw,
                       &p.dw_cudnn_nhwc,
                       &p.dw_native,

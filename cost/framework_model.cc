@@ -32,6 +32,11 @@ constexpr FrameworkModelParams kFitted = {
     .iteration_us = 7.74219e-06,
     .tensor_feed_per_sm_clock = 2537.48,
     .tensor_tile_alpha = 1.30539e-10,
+    // v6 (unaligned GEMMs on tensor cores, cuBLAS 11.0 and later): v5's other constants held, the
+    // objective over every seen PyTorch row (v5's 538, the SSD300 and Transformer-XL sets) scanned
+    // on a 10-FLOP grid (below ~100 the CUDA-core plan wins and the objective is flat, so the
+    // simplex cannot start from the default): least at 290 (23.666, against 27.712 without).
+    .unaligned_feed_per_sm_clock = 290,
     // v4 (depthwise convolutions): fitted with v3's seven constants held, on timm's RTX 3090 rows
     // of EfficientNet and MobileNet v2 (depthwise_2026-12-07/timm_rtx3090_pt111.yaml and
     // _pt110_pt112.yaml). dw_native from PyTorch 1.10's NCHW rows, whose rule ran every 5x5
@@ -51,6 +56,7 @@ struct Ctx {
   double value_bytes = 4;    // activations and their gradients
   double tensor_peak = 0;    // FLOP/s of the half/tf32 path; 0 = fp32 on CUDA cores only
   double align = 1;          // values a tensor-core GEMM's N and K must be a multiple of
+  double unaligned_peak = 0;  // FLOP/s of a tensor-core GEMM whose N or K is not; 0: CUDA cores
   double fp32_peak = 0;
   double memory_Bps = 0;
   double bn_values_per_s = 0;  // batch norm's per-SM bound: values a second over all SMs
@@ -90,6 +96,11 @@ Ctx MakeCtx(const DeviceSpec& d, const FrameworkModelParams& p) {
     const double feed =
         p.tensor_feed_per_sm_clock * static_cast<double>(d.sm_count) * d.boost_clock_mhz * 1e6;
     c.tensor_peak = 1 / (1 / it->second + 1 / feed);
+    if (p.unaligned_feed_per_sm_clock > 0) {
+      const double narrow =
+          p.unaligned_feed_per_sm_clock * static_cast<double>(d.sm_count) * d.boost_clock_mhz * 1e6;
+      c.unaligned_peak = 1 / (1 / c.tensor_peak + 1 / narrow);
+    }
   } else if (pr == Precision::kFp16 && d.fp16_flops > 0) {
     c.tensor_peak = d.fp16_flops;  // half2 on CUDA cores (P100)
   } else if (pr == Precision::kFp16) {
@@ -115,14 +126,17 @@ double StreamKernelNs(const Ctx& c, double flops, double bytes) {
   return KernelNs(c, flops, c.fp32_peak, bytes);
 }
 
-// The faster of a GEMM's tensor-core plan (when aligned) and its CUDA-core plan, as cuBLAS's and
-// cuDNN's heuristics pick (on GeForce Ampere the tf32 tensor rate is no faster than fp32's).
+// The faster of a GEMM's tensor-core plan and its CUDA-core plan, as cuBLAS's and cuDNN's
+// heuristics pick (on GeForce Ampere the tf32 tensor rate is no faster than fp32's). An unaligned
+// GEMM's tensor-core plan runs at the narrow loads' rate (unaligned_peak), when the model has one.
 GemmPlan BestGemmPlan(const Ctx& c, double count, double m, double n, double k) {
   GemmPlan plan = PlanGemmTiles(m, n, k, count, c.d.sm_count, c.fp32_peak, c.p.gemm_efficiency,
                                 c.kp.tile_alpha, 4);
-  if (Aligned(c, n, k)) {
-    GemmPlan tc = PlanGemmTiles(m, n, k, count, c.d.sm_count, c.tensor_peak, c.p.tensor_efficiency,
-                                c.p.tensor_tile_alpha, 4);
+  const bool aligned = Aligned(c, n, k);
+  if (aligned || c.unaligned_peak > 0) {
+    GemmPlan tc =
+        PlanGemmTiles(m, n, k, count, c.d.sm_count, aligned ? c.tensor_peak : c.unaligned_peak,
+                      c.p.tensor_efficiency, c.p.tensor_tile_alpha, 4);
     tc.tensor_cores = true;
     if (tc.rate > plan.rate) plan = tc;
   }

@@ -16,10 +16,13 @@
 //     tiles, tile quantization, wave quantization and split-K as the cudnn model's, with its fitted
 //     tile_alpha), where the fed peak is 1 / (1 / datasheet peak + 1 / (SMs x boost clock x
 //     tensor_feed_per_sm_clock)): what the SMs' operand paths can feed tensor cores that do more
-//     a clock per SM with each generation. Alignment: a GEMM runs on tensor cores only when its N
-//     and K (a convolution: its input and output channels per group) are multiples of 8 values for
-//     fp16/bf16 and 4 for tf32; otherwise it runs on CUDA cores at the fp32 rate (as cuBLAS and
-//     cuDNN fall back). Convolutions on tensor cores run implicit GEMM (no Winograd or FFT); in
+//     a clock per SM with each generation. Alignment: a convolution runs on tensor cores only when
+//     its input and output channels per group are multiples of 8 values for fp16/bf16 and 4 for
+//     tf32, on CUDA cores at the fp32 rate otherwise. A GEMM whose N or K is not such a multiple
+//     runs (cuBLAS 11.0 and later, docs/gpu_model.md "v6") on tensor cores too, at a peak fed by
+//     SMs x boost clock x unaligned_feed_per_sm_clock (its narrow operand loads), or on CUDA
+//     cores if that is faster; with unaligned_feed_per_sm_clock 0 (v5) always on CUDA cores.
+//     Convolutions on tensor cores run implicit GEMM (no Winograd or FFT); in
 //     fp32 cuDNN's Winograd and FFT remain as in the cudnn model. A grouped convolution is one
 //     cuDNN call (cudnnSetConvolutionGroupCount, as PyTorch, TensorFlow and MXNet make it since
 //     cuDNN 7): one kernel a pass, implicit GEMM on tensor cores when its channels per group are
@@ -55,6 +58,12 @@
 //     boost clock, or DRAM at the values' width, whichever is slower. In NCHW a layer of C
 //     channels keeps min(1, C / (bn_nchw_channels_per_sm x SMs)) of the SMs busy. The rates
 //     were measured on H200 kernel profiles (analysis/bn_rates.py), not fitted.
+//   Attention (one layer: Q, K, V and output projections, the score and context GEMMs batched over
+//     batch x heads, scale-and-mask, softmax and dropout over the scores). With memory
+//     (Transformer-XL) the keys span the previous segment's tokens too, Q, K and V are projected
+//     from all those rows, and each forward pass copies them twice (the concatenation and the next
+//     memory); with relative positions, the position projection (once a batch), the second score
+//     term, its shift and its sum, and the two biased queries.
 //   Autocast (fp16 / bf16): each layer that runs on tensor cores casts its fp32 parameter tensors
 //     to half in the forward pass and their half gradients back to fp32 in the backward pass, a
 //     kernel per tensor and pass (6 bytes a parameter each).

@@ -88,24 +88,39 @@ TEST(FrameworkModel, AFasterTensorCoreIsHarderToFeed) {
   EXPECT_NEAR(fed / unfed, 1 + 312e12 / (2048 * 108 * 1410e6), 0.02);
 }
 
-TEST(FrameworkModel, AnUnalignedGemmRunsOnCudaCores) {
-  const config::FrameworkModelParams p = FittedFrameworkParams();
+// cuBLAS before 11.0 (unaligned_feed_per_sm_clock 0, v5's rule): an unaligned GEMM runs on CUDA
+// cores. From 11.0 on (v6's constants) on tensor cores too, at the narrow loads' feed: slower
+// than the aligned GEMM, faster than CUDA cores, and bounded by SMs x clock x that feed.
+TEST(FrameworkModel, AnUnalignedGemmRunsOnTensorCoresAtTheNarrowLoadsFeed) {
+  config::FrameworkModelParams before = FittedFrameworkParams();
+  before.unaligned_feed_per_sm_clock = 0;
   const config::DeviceSpec half = Ampere(Precision::kFp16);
-  // N = 30522 (BERT's vocabulary) is not a multiple of 8: no tensor cores; 30528 is.
-  const double unaligned = FrameworkGemmNs(4096, 30522, 1024, half, p);
-  const double aligned = FrameworkGemmNs(4096, 30528, 1024, half, p);
+  // N = 30522 (BERT's vocabulary) is not a multiple of 8; 30528 is.
+  const double unaligned = FrameworkGemmNs(4096, 30522, 1024, half, before);
+  const double aligned = FrameworkGemmNs(4096, 30528, 1024, half, before);
   EXPECT_GT(unaligned / aligned, 5.0);
   // Where each pass ran (what `gpu-model show` prints).
-  const LayerCost cu = FrameworkLayerCost(FcNet(1024, 30522).layers()[1], 4096, half, p);
-  const LayerCost tc = FrameworkLayerCost(FcNet(1024, 30528).layers()[1], 4096, half, p);
+  const LayerCost cu = FrameworkLayerCost(FcNet(1024, 30522).layers()[1], 4096, half, before);
+  const LayerCost tc = FrameworkLayerCost(FcNet(1024, 30528).layers()[1], 4096, half, before);
   EXPECT_EQ(cu.fwd.gemm_kernels, 1);
   EXPECT_EQ(cu.fwd.tensor_kernels, 0);
   EXPECT_EQ(tc.fwd.tensor_kernels, 1);
   EXPECT_EQ(tc.bwd.gemm_kernels, 2);  // weight and data gradients
   EXPECT_EQ(tc.bwd.tensor_kernels, 2);
   // The same unaligned GEMM in fp32 does the same arithmetic, but moves twice the bytes.
-  const double fp32 = FrameworkGemmNs(4096, 30522, 1024, Ampere(Precision::kFp32), p);
+  const double fp32 = FrameworkGemmNs(4096, 30522, 1024, Ampere(Precision::kFp32), before);
   EXPECT_GE(fp32, unaligned);
+
+  const config::FrameworkModelParams v6 = FittedFrameworkParams();
+  ASSERT_GT(v6.unaligned_feed_per_sm_clock, 0);
+  const double narrow = FrameworkGemmNs(4096, 30522, 1024, half, v6);
+  EXPECT_LT(narrow, unaligned);
+  EXPECT_GT(narrow, 1.5 * FrameworkGemmNs(4096, 30528, 1024, half, v6));
+  const double flops = 2.0 * 4096 * 30522 * 1024;
+  EXPECT_GT(narrow * 1e-9, flops / (v6.unaligned_feed_per_sm_clock * 108 * 1410e6));
+  const LayerCost now = FrameworkLayerCost(FcNet(1024, 30522).layers()[1], 4096, half, v6);
+  EXPECT_EQ(now.fwd.tensor_kernels, 1);
+  EXPECT_EQ(now.bwd.tensor_kernels, 2);
 }
 
 TEST(FrameworkModel, TheFasterPlanWinsWhereTensorCoresAreNoFaster) {
