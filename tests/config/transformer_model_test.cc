@@ -243,36 +243,23 @@ TEST(TransformerLibraryTest, TheTransformerXlFilesCountDeepLearningExamplesLessT
   EXPECT_EQ(base.FindLayer("crit")->tied_to, base.FindLayer("word_emb")->id);
 }
 
+// A model of an embedding and the one layer given (a flow-map line).
+std::string EmbeddingThen(const std::string& layer) {
+  return "schema_version: 1\nname: bad\ninput: {tokens: 8}\nnum_classes: 10\nlayers:\n"
+         "  - {name: emb, type: embedding, vocab: 10, num_output: 16}\n  - " +
+         layer + "\n";
+}
+
 TEST(TransformerModelTest, AMemoryOrRelativeKeyOfTheWrongKindIsLocated) {
-  const std::string neg = R"(schema_version: 1
-name: bad
-input: {tokens: 8}
-num_classes: 10
-layers:
-  - {name: emb, type: embedding, vocab: 10, num_output: 16}
-  - {name: attn, type: attention, heads: 4, memory: -2}
-)";
+  const std::string neg = EmbeddingThen("{name: attn, type: attention, heads: 4, memory: -2}");
   const std::string msg = BuildError(neg);
   EXPECT_CONTAINS(msg, "tf.yaml:" + PosOf(neg, "-2"));
   EXPECT_CONTAINS(msg, "'memory' must not be negative, got -2");
-  const std::string word = R"(schema_version: 1
-name: bad
-input: {tokens: 8}
-num_classes: 10
-layers:
-  - {name: emb, type: embedding, vocab: 10, num_output: 16}
-  - {name: attn, type: attention, heads: 4, relative: sometimes}
-)";
-  EXPECT_CONTAINS(BuildError(word), "relative");
-  const std::string other = R"(schema_version: 1
-name: bad
-input: {tokens: 8}
-num_classes: 10
-layers:
-  - {name: emb, type: embedding, vocab: 10, num_output: 16}
-  - {name: fc, type: linear, num_output: 4, memory: 3}
-)";
-  EXPECT_CONTAINS(BuildError(other), "memory");
+  EXPECT_CONTAINS(
+      BuildError(EmbeddingThen("{name: attn, type: attention, heads: 4, relative: sometimes}")),
+      "relative");
+  EXPECT_CONTAINS(BuildError(EmbeddingThen("{name: fc, type: linear, num_output: 4, memory: 3}")),
+                  "memory");
 }
 
 TEST(TransformerModelTest, PatchEmbedClassTokenAndFirstTokenByHand) {
