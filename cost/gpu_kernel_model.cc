@@ -205,7 +205,8 @@ LayerCost AttentionCost(const core::Layer& l, double batch, const config::Device
   const double context = BatchedGemmNs(batch * heads, s, dh, kl, d, p);
   cost.fwd = {4 * proj + score + context + StreamNs(5 * scores_bytes / 4, 2 * scores_bytes, d, p),
               7, ConvAlgo::kNone};
-  const double proj_bwd = GemmNs(dm, dm, rows, d, p) + (l.bottoms.empty() ? 0.0 : proj);
+  const double proj_weight = GemmNs(dm, dm, rows, d, p);
+  const double proj_bwd = proj_weight + (l.bottoms.empty() ? 0.0 : proj);
   cost.bwd = {4 * proj_bwd + 2 * score + 2 * context +
                   StreamNs(3 * scores_bytes / 4, 3 * scores_bytes, d, p),
               13, ConvAlgo::kNone};
@@ -216,7 +217,7 @@ LayerCost AttentionCost(const core::Layer& l, double batch, const config::Device
   if (l.spec.memory > 0) {
     const double kproj = GemmNs(batch * kl, dm, dm, d, p);
     cost.fwd.ns += 3 * (kproj - proj);
-    cost.bwd.ns += 3 * (GemmNs(dm, dm, batch * kl, d, p) - GemmNs(dm, dm, rows, d, p)) +
+    cost.bwd.ns += 3 * (GemmNs(dm, dm, batch * kl, d, p) - proj_weight) +
                    (l.bottoms.empty() ? 0.0 : 3 * (kproj - proj));
   }
   if (l.spec.relative) {
