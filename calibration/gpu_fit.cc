@@ -229,7 +229,7 @@ std::vector<GpuCase> LoadGpuCases(const config::PublishedTimings& timings,
     config::DeviceSpec device = config::LoadDeviceFile(device_file);
     if (!row.library.empty()) {
       // The algorithms of the cuDNN the row was measured with.
-      device.cudnn_version = config::ParseCudnnVersion(row.library);
+      device.cudnn_version = config::ParseMajorMinor(row.library);
       if (device.cudnn_version == 0) {
         config::FailAt(row.loc, fmt::format("cudnn '{}' is not MAJOR.MINOR[.PATCH]; write the "
                                             "version as published, for example \"5.1.05\"",
@@ -246,8 +246,10 @@ std::vector<GpuCase> LoadGpuCases(const config::PublishedTimings& timings,
       device.optimizer = row.optimizer;
       device.memory_format = row.memory_format;
       device.batchnorm_fusion = row.batchnorm_fusion;
+      device.cuda_version = row.cuda_version;
       std::string why = config::FrameworkFiguresMissing(device);
       if (why.empty()) why = config::PrecisionUnsupported(device, device.precision);
+      if (why.empty()) why = config::CudaVersionUnsupported(device);
       if (!why.empty()) config::FailAt(row.loc, why);
     }
     cases.push_back({row, std::move(model), std::move(device)});

@@ -89,7 +89,7 @@ void CheckMisspeltKeys(const MapReader& r, const std::vector<std::string>& keys)
 
 }  // namespace
 
-int ParseCudnnVersion(const std::string& text) {
+int ParseMajorMinor(const std::string& text) {
   int major = 0, minor = 0;
   const char* p = text.data();
   const char* end = p + text.size();
@@ -130,11 +130,23 @@ BatchNormFusion ReadBatchNormFusion(MapReader& r, const std::string& key) {
 
 int ReadCudnnVersion(MapReader& r) {
   const std::string v = r.String("cudnn_version");
-  const int version = ParseCudnnVersion(v);
+  const int version = ParseMajorMinor(v);
   if (version == 0) {
     r.FailKey("cudnn_version", fmt::format("cudnn_version '{}' is not MAJOR.MINOR (for example "
                                            "\"5.1\", or \"2.0\" for cuDNN R2)",
                                            v));
+  }
+  return version;
+}
+
+int ReadCudaVersion(MapReader& r, const std::string& key) {
+  const std::string v = r.String(key);
+  const int version = ParseMajorMinor(v);
+  if (version == 0) {
+    r.FailKey(key, fmt::format("{} '{}' is not a CUDA release MAJOR.MINOR (for example \"10.2\" "
+                               "or \"11.8\"); write the CUDA version the framework was built "
+                               "with",
+                               key, v));
   }
   return version;
 }
@@ -544,5 +556,37 @@ std::string PrecisionUnsupported(const DeviceSpec& d, Precision precision) {
                      d.name, PrecisionName(precision), what, hint);
 }
 
+std::string CudaVersionUnsupported(const DeviceSpec& d) {
+  if (d.cuda_version == 0) return "";
+  // The first CUDA release of each architecture (NVIDIA's CUDA toolkit release notes).
+  int first = 0;
+  switch (d.architecture) {
+    case GpuArchitecture::kVolta:
+      first = 90;
+      break;
+    case GpuArchitecture::kTuring:
+      first = 100;
+      break;
+    case GpuArchitecture::kAmpere:
+      first = 110;
+      break;
+    case GpuArchitecture::kAda:
+    case GpuArchitecture::kHopper:
+      first = 118;
+      break;
+    case GpuArchitecture::kBlackwell:
+      first = 128;
+      break;
+    default:
+      break;
+  }
+  auto release = [](int v) { return fmt::format("{}.{}", v / 10, v % 10); };
+  // (tf32 and bf16 need 11.0 too, but only Ampere and later have them, and they need 11.0.)
+  if (d.cuda_version >= first) return "";
+  return fmt::format(
+      "device '{}' needs CUDA {} or later, but cuda_version is {}; write the release "
+      "the run used",
+      d.name, release(first), release(d.cuda_version));
+}
 
 }  // namespace poseidon::config

@@ -73,15 +73,18 @@ DeviceSpec ParseDeviceYaml(const std::string& text, const std::string& name);
 std::string FindDeviceFile(const std::string& name_or_path, const std::string& devices_dir,
                            const core::SourceLoc& where = {});
 
-// "5.1", "5.1.05", "4" -> 51, 51, 40 (major * 10 + minor); 0 for anything else.
-int ParseCudnnVersion(const std::string& text);
+// "5.1", "5.1.05", "4" -> 51, 51, 40 (major * 10 + minor, a minor above 9 as 9); 0 for anything
+// else. Library releases (cuDNN, CUDA) are written this way.
+int ParseMajorMinor(const std::string& text);
 
 // The keys a device file and a scenario's cluster share (both readers call these): `compute_model`
-// (cudnn | roofline, default cudnn) and `cudnn_version` (ParseCudnnVersion; a value it refuses is
+// (cudnn | roofline, default cudnn) and `cudnn_version` (ParseMajorMinor; a value it refuses is
 // a located ConfigError). The caller checks r.Has(key) first.
 class MapReader;
 DeviceComputeModel ReadComputeModel(MapReader& r);
 int ReadCudnnVersion(MapReader& r);
+// `key` as a CUDA release ("10.2", "11.8"; ParseMajorMinor), a located ConfigError otherwise.
+int ReadCudaVersion(MapReader& r, const std::string& key);
 // cluster.precision, cluster.optimizer and the like (fp32 | tf32 | fp16 | bf16; sgd | adam |
 // adamw | rmsprop | lamb), as Choice errors: located, with the choices.
 Precision ReadPrecision(MapReader& r, const std::string& key);
@@ -94,6 +97,10 @@ BatchNormFusion ReadBatchNormFusion(MapReader& r, const std::string& key);
 // Why `device` cannot run `precision` (empty when it can): tf32 and bf16 need the tensor-core
 // figure of that precision (Ampere and later); fp16 a tensor-core or fp16_tflops figure.
 std::string PrecisionUnsupported(const DeviceSpec& device, Precision precision);
+// Why `device` cannot have run with CUDA device.cuda_version (empty when it can, or when the
+// version is 0, a current release): its architecture needs a later release (Volta 9.0, Turing
+// 10.0, Ampere 11.0, Ada and Hopper 11.8, Blackwell 12.8).
+std::string CudaVersionUnsupported(const DeviceSpec& device);
 // Whether the device file has what the cudnn compute model needs (sm_count, architecture).
 inline bool HasCudnnFigures(const DeviceSpec& d) {
   return d.sm_count > 0 && d.architecture != GpuArchitecture::kUnknown;

@@ -58,6 +58,7 @@ PublishedTimings Read(const YamlFile& f) {
   t.fp32_runs_tf32 = r.Bool("fp32_runs_tf32", false);
   if (r.Has("memory_format")) t.memory_format = ReadMemoryFormat(r, "memory_format");
   if (r.Has("batchnorm_fusion")) t.batchnorm_fusion = ReadBatchNormFusion(r, "batchnorm_fusion");
+  if (r.Has("cuda_version")) t.cuda_version = ReadCudaVersion(r, "cuda_version");
   const YAML::Node rows = r.Node("measurements");
   if (!rows.IsSequence() || rows.size() == 0) {
     FailAt(rows, f.path(), "'measurements' must be a non-empty list of rows; add one mapping "
@@ -77,6 +78,7 @@ PublishedTimings Read(const YamlFile& f) {
         m.Has("memory_format") ? ReadMemoryFormat(m, "memory_format") : t.memory_format;
     row.batchnorm_fusion =
         m.Has("batchnorm_fusion") ? ReadBatchNormFusion(m, "batchnorm_fusion") : t.batchnorm_fusion;
+    row.cuda_version = m.Has("cuda_version") ? ReadCudaVersion(m, "cuda_version") : t.cuda_version;
     ReadRowTime(m, &row);
     if (m.Has("bwd_from_total")) {
       const double total = m.PositiveNumber("bwd_from_total");

@@ -27,7 +27,8 @@
 // memory_format (nchw | nhwc, default nchw), in the file or a row (the row's wins): the layout
 // the convolutions ran in (config::MemoryFormat); batchnorm_fusion (none | bn_relu | bn_add_relu,
 // default none), likewise: what the benchmark's code fused into batch norm
-// (config::BatchNormFusion).
+// (config::BatchNormFusion); cuda_version ("10.2", default a current release), likewise: the
+// CUDA release the framework's cuBLAS and cuDNN were built for (config::DeviceSpec::cuda_version).
 #pragma once
 
 #include <cstdint>
@@ -55,6 +56,7 @@ struct PublishedTiming {
   int64_t tokens = 0;  // 0 = the model file's sequence length
   MemoryFormat memory_format = MemoryFormat::kNchw;  // the row's, else the file's
   BatchNormFusion batchnorm_fusion = BatchNormFusion::kNone;  // the row's, else the file's
+  int cuda_version = 0;  // the row's, else the file's; 0: a current release
   std::string ref;
   bool fit = false;  // `set: fit` (else held out)
   core::SourceLoc loc;
@@ -65,6 +67,7 @@ struct PublishedTimings {
   bool fp32_runs_tf32 = false;
   MemoryFormat memory_format = MemoryFormat::kNchw;
   BatchNormFusion batchnorm_fusion = BatchNormFusion::kNone;
+  int cuda_version = 0;
   std::vector<PublishedTiming> rows;
   core::SourceLoc loc;
 };

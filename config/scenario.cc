@@ -279,14 +279,16 @@ void ReadInterconnect(MapReader& c, ScenarioSpec* s) {
   }
 }
 
-// cluster.precision, cluster.optimizer, cluster.memory_format and cluster.batchnorm_fusion: what
-// the `framework` compute model prices (any of them implies that model; another model named with it
-// is an error, as is a precision the device cannot run).
+// cluster.precision, cluster.optimizer, cluster.memory_format, cluster.batchnorm_fusion and
+// cluster.cuda_version: what the `framework` compute model prices (any of them implies that model;
+// another model named with it is an error, as is a precision the device cannot run, or a CUDA
+// release it or the precision cannot have run with).
 void ReadPrecisionKeys(MapReader& c, ScenarioSpec* s) {
-  const std::string key = c.Has("precision")       ? "precision"
-                          : c.Has("optimizer")     ? "optimizer"
-                          : c.Has("memory_format") ? "memory_format"
-                                                   : "batchnorm_fusion";
+  const std::string key = c.Has("precision")          ? "precision"
+                          : c.Has("optimizer")        ? "optimizer"
+                          : c.Has("memory_format")    ? "memory_format"
+                          : c.Has("batchnorm_fusion") ? "batchnorm_fusion"
+                                                      : "cuda_version";
   if (!s->device) {
     c.FailKey(key, fmt::format("'{}' prices a 'device' without a profile; add 'device: NAME' or "
                                "remove '{}'",
@@ -312,6 +314,11 @@ void ReadPrecisionKeys(MapReader& c, ScenarioSpec* s) {
   if (c.Has("memory_format")) s->device->memory_format = ReadMemoryFormat(c, "memory_format");
   if (c.Has("batchnorm_fusion")) {
     s->device->batchnorm_fusion = ReadBatchNormFusion(c, "batchnorm_fusion");
+  }
+  if (c.Has("cuda_version")) {
+    s->device->cuda_version = ReadCudaVersion(c, "cuda_version");
+    const std::string why = CudaVersionUnsupported(*s->device);
+    if (!why.empty()) c.FailKey("cuda_version", fmt::format("{} ({})", why, s->device_file));
   }
 }
 
@@ -484,7 +491,7 @@ ScenarioSpec ParseScenario(const YAML::Node& root, const std::string& file) {
     }
   }
   if (c.Has("precision") || c.Has("optimizer") || c.Has("memory_format") ||
-      c.Has("batchnorm_fusion")) {
+      c.Has("batchnorm_fusion") || c.Has("cuda_version")) {
     ReadPrecisionKeys(c, &s);
   }
   if (c.Has("cudnn_version")) {

@@ -40,6 +40,8 @@
 //                                  # (channels_last): CNN activations' layout
 //     batchnorm_fusion: bn_add_relu  # optional, framework model: none (default) | bn_relu |
 //                                  # bn_add_relu: what the framework fuses into batch norm
+//     cuda_version: "11.8"         # optional, framework model: the CUDA release of the
+//                                  # framework's libraries (default: a current one)
 //     cudnn_version: "2.0"         # optional: the cuDNN release whose algorithms cudnn may use
 //     profile: ../profiles/x.yaml  # ... or measured per-layer times (wins when given)
 //     server_update_gbs: 10        # host memory bandwidth for the shards' SGD update

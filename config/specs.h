@@ -551,6 +551,12 @@ struct DeviceSpec {
   OptimizerKind optimizer = OptimizerKind::kSgd;
   MemoryFormat memory_format = MemoryFormat::kNchw;  // cluster.memory_format
   BatchNormFusion batchnorm_fusion = BatchNormFusion::kNone;  // cluster.batchnorm_fusion
+  // The CUDA release the framework's cuBLAS and cuDNN were built for, as major * 10 + minor (102 =
+  // 10.2); 0 = a current release (cluster.cuda_version, measurement files' cuda_version). Before
+  // 11.0 cuBLAS runs a GEMM whose N or K is not aligned on CUDA cores only, and has no tf32 or
+  // bf16 (cost/framework_model.h); an architecture needs the release that first supports it
+  // (config::CudaVersionUnsupported).
+  int cuda_version = 0;
   std::map<std::string, double> framework_model;
   core::SourceLoc loc;
 };

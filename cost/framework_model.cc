@@ -96,7 +96,9 @@ Ctx MakeCtx(const DeviceSpec& d, const FrameworkModelParams& p) {
     const double feed =
         p.tensor_feed_per_sm_clock * static_cast<double>(d.sm_count) * d.boost_clock_mhz * 1e6;
     c.tensor_peak = 1 / (1 / it->second + 1 / feed);
-    if (p.unaligned_feed_per_sm_clock > 0) {
+    // cuBLAS before 11.0 (device.cuda_version) has no tensor-core plan for an unaligned GEMM.
+    const bool unaligned_tc = d.cuda_version == 0 || d.cuda_version >= 110;
+    if (p.unaligned_feed_per_sm_clock > 0 && unaligned_tc) {
       const double narrow =
           p.unaligned_feed_per_sm_clock * static_cast<double>(d.sm_count) * d.boost_clock_mhz * 1e6;
       c.unaligned_peak = 1 / (1 / c.tensor_peak + 1 / narrow);

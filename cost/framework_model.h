@@ -21,7 +21,8 @@
 //     tf32, on CUDA cores at the fp32 rate otherwise. A GEMM whose N or K is not such a multiple
 //     runs (cuBLAS 11.0 and later, docs/gpu_model.md "v6") on tensor cores too, at a peak fed by
 //     SMs x boost clock x unaligned_feed_per_sm_clock (its narrow operand loads), or on CUDA
-//     cores if that is faster; with unaligned_feed_per_sm_clock 0 (v5) always on CUDA cores.
+//     cores if that is faster; with unaligned_feed_per_sm_clock 0 (v5), or a device.cuda_version
+//     before 11.0 (the run's libraries: cuBLAS 10), always on CUDA cores.
 //     Convolutions on tensor cores run implicit GEMM (no Winograd or FFT); in
 //     fp32 cuDNN's Winograd and FFT remain as in the cudnn model. A grouped convolution is one
 //     cuDNN call (cudnnSetConvolutionGroupCount, as PyTorch, TensorFlow and MXNet make it since

@@ -34,6 +34,7 @@ struct GpuModelCommands {
   std::string optimizer = "sgd";
   std::string memory_format = "nchw";
   std::string batchnorm_fusion = "none";
+  std::string cuda_version;  // empty: a current release
   bool csv = false;
   bool all_rows = false;
   std::vector<std::string> hold;  // NAME=VALUE: framework constants measured, not fitted
@@ -362,21 +363,34 @@ int Show(const GpuModelCommands& c) {
     d.optimizer = config::OptimizerFromName(c.optimizer);
     d.memory_format = config::MemoryFormatFromName(c.memory_format);
     d.batchnorm_fusion = config::BatchNormFusionFromName(c.batchnorm_fusion);
+    if (!c.cuda_version.empty()) {
+      d.cuda_version = config::ParseMajorMinor(c.cuda_version);
+      if (d.cuda_version == 0) {
+        throw config::ConfigError(
+            fmt::format("--cuda-version '{}' is not a CUDA release "
+                        "MAJOR.MINOR (for example 10.2 or 11.8)",
+                        c.cuda_version));
+      }
+    }
     std::string why = config::FrameworkFiguresMissing(d);
     if (why.empty()) why = config::PrecisionUnsupported(d, d.precision);
+    if (why.empty()) why = config::CudaVersionUnsupported(d);
     if (!why.empty()) throw config::ConfigError(fmt::format("{}: error: {}", device_file, why));
   }
   const config::KernelModelParams p = cost::KernelParamsFor(d);
   const config::FrameworkModelParams fp = cost::FrameworkParamsFor(d);
   std::cout << fmt::format(
       "{} on {} ({}), batch {}, {}\n", m.name(), d.name, d.description, c.batch,
-      framework ? fmt::format("framework compute model, precision {}, {}{}",
-                              config::PrecisionName(d.precision),
-                              config::MemoryFormatName(d.memory_format),
-                              d.batchnorm_fusion == config::BatchNormFusion::kNone
-                                  ? ""
-                                  : std::string(", batch norm fused: ") +
-                                        config::BatchNormFusionName(d.batchnorm_fusion))
+      framework ? fmt::format(
+                      "framework compute model, precision {}, {}{}{}",
+                      config::PrecisionName(d.precision), config::MemoryFormatName(d.memory_format),
+                      d.batchnorm_fusion == config::BatchNormFusion::kNone
+                          ? ""
+                          : std::string(", batch norm fused: ") +
+                                config::BatchNormFusionName(d.batchnorm_fusion),
+                      d.cuda_version == 0
+                          ? ""
+                          : fmt::format(", CUDA {}.{}", d.cuda_version / 10, d.cuda_version % 10))
                 : std::string("cudnn compute model"));
   std::cout << fmt::format("{:<28} {:<12} {:<18} {:>10} {:<18} {:>10} {:>7}\n", "layer", "type",
                            "fwd kernel", "fwd_ms", "bwd kernel", "bwd_ms", "kernels");
@@ -520,6 +534,9 @@ std::shared_ptr<GpuModelCommands> AddGpuModelCommands(CLI::App& app, const std::
                    "or bn_add_relu")
       ->check(CLI::IsMember({"none", "bn_relu", "bn_add_relu"}))
       ->capture_default_str();
+  c->show->add_option("--cuda-version", c->cuda_version,
+                      "the CUDA release of the framework's libraries (e.g. 10.2: cuBLAS 10 runs "
+                      "unaligned GEMMs on CUDA cores); default a current one");
   c->show->add_option("--compute-model", c->compute_model,
                       "auto (the device file's, framework for a precision), cudnn or framework")
       ->check(CLI::IsMember({"auto", "cudnn", "framework"}))

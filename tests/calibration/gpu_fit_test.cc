@@ -266,6 +266,9 @@ TEST(PublishedTimings, BadRowsAreLocated) {
       {"  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, "
        "batchnorm_fusion: bn_gelu, set: fit}\n",
        "unknown batchnorm_fusion 'bn_gelu'"},
+      {"  - {model: resnet50, device: a100, batch: 256, samples_per_s: 900, "
+       "cuda_version: eleven, set: fit}\n",
+       "cuda_version 'eleven' is not a CUDA release MAJOR.MINOR"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.row);
@@ -299,6 +302,38 @@ TEST(PublishedTimings, BadRowsAreLocated) {
   EXPECT_EQ(fused.rows[0].batchnorm_fusion, config::BatchNormFusion::kBnRelu);
   EXPECT_EQ(fused.rows[1].batchnorm_fusion, config::BatchNormFusion::kBnAddRelu);
   EXPECT_EQ(layouts.rows[0].batchnorm_fusion, config::BatchNormFusion::kNone);
+  // cuda_version likewise (major * 10 + minor); without it a current release (0).
+  const auto cuda = two_rows("cuda_version: \"11.2\"", "cuda_version: \"10.2.89\"");
+  ASSERT_EQ(cuda.rows.size(), 2u);
+  EXPECT_EQ(cuda.rows[0].cuda_version, 112);
+  EXPECT_EQ(cuda.rows[1].cuda_version, 102);
+  EXPECT_EQ(layouts.rows[0].cuda_version, 0);
+  // A row the named release cannot have run (an A100 under CUDA 10.2, a V100 under 8.0), located
+  // at its row.
+  for (const std::string& row :
+       {std::string("{model: resnet50, device: a100, batch: 256, samples_per_s: 900, "
+                    "precision: fp16, cuda_version: \"10.2\", set: fit}"),
+        std::string("{model: resnet50, device: v100, batch: 256, samples_per_s: 900, "
+                    "precision: fp16, cuda_version: \"8.0\", set: fit}")}) {
+    SCOPED_TRACE(row);
+    try {
+      LoadGpuCases(config::ParsePublishedTimings(head + "  - " + row + "\n", "m.yaml"), kData);
+      ADD_FAILURE() << "expected a ConfigError";
+    } catch (const config::ConfigError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind("m.yaml:4:", 0), 0u) << msg;
+      EXPECT_NE(msg.find("needs CUDA"), std::string::npos) << msg;
+    }
+  }
+  // The V100 under CUDA 10.2 at fp16 is a row it can price.
+  EXPECT_EQ(LoadGpuCases(config::ParsePublishedTimings(
+                             head + "  - {model: resnet50, device: v100, batch: 256, "
+                                    "samples_per_s: 900, precision: fp16, cuda_version: \"10.2\", "
+                                    "set: fit}\n",
+                             "m.yaml"),
+                         kData)
+                .size(),
+            1u);
   EXPECT_THROW(config::ParsePublishedTimings("schema_version: 1\nmeasurements: []\n", "m.yaml"),
                config::ConfigError);  // no source
   const auto t = config::ParsePublishedTimings(

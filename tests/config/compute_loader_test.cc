@@ -288,12 +288,12 @@ TEST(DeviceYamlTest, TensorCoreFiguresParseAndSayWhatADeviceCanRun) {
 }
 
 TEST(DeviceYamlTest, CudnnVersionsParse) {
-  EXPECT_EQ(ParseCudnnVersion("5.1.05"), 51);
-  EXPECT_EQ(ParseCudnnVersion("4"), 40);
-  EXPECT_EQ(ParseCudnnVersion("8.9"), 89);
-  EXPECT_EQ(ParseCudnnVersion("five"), 0);
-  EXPECT_EQ(ParseCudnnVersion("5.x"), 0);
-  EXPECT_EQ(ParseCudnnVersion(""), 0);
+  EXPECT_EQ(ParseMajorMinor("5.1.05"), 51);
+  EXPECT_EQ(ParseMajorMinor("4"), 40);
+  EXPECT_EQ(ParseMajorMinor("8.9"), 89);
+  EXPECT_EQ(ParseMajorMinor("five"), 0);
+  EXPECT_EQ(ParseMajorMinor("5.x"), 0);
+  EXPECT_EQ(ParseMajorMinor(""), 0);
 }
 
 TEST(DeviceYamlTest, BadInputIsLocated) {

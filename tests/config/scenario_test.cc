@@ -519,6 +519,28 @@ TEST_F(ScenarioFile, BatchNormFusionIsTheFrameworkModels) {
       << e;
 }
 
+// cluster.cuda_version: the CUDA release of the framework's libraries (a current one by default).
+TEST_F(ScenarioFile, CudaVersionIsTheFrameworkModels) {
+  const auto on = OnH100;
+  ScenarioSpec s = LoadScenarioFile(Write(on("  precision: fp16\n  cuda_version: \"11.8\"\n")));
+  EXPECT_EQ(s.device->cuda_version, 118);
+  EXPECT_EQ(LoadScenarioFile(Write(on("  precision: fp16\n"))).device->cuda_version, 0);
+  s = LoadScenarioFile(Write(on("  cuda_version: \"12.4\"\n")));
+  EXPECT_EQ(s.device->compute_model, DeviceComputeModel::kFramework);
+  std::string e = Error(on("  cuda_version: \"11.x\"\n"));
+  EXPECT_NE(e.find("s.yaml:7:17: error: cuda_version '11.x' is not a CUDA release"),
+            std::string::npos)
+      << e;
+  // An H100 under CUDA 11.2: Hopper needs 11.8.
+  e = Error(on("  precision: bf16\n  cuda_version: \"11.2\"\n"));
+  EXPECT_NE(e.find("device 'h100' needs CUDA 11.8 or later, but cuda_version is 11.2"),
+            std::string::npos)
+      << e;
+  e = Error(on("  compute_model: cudnn\n  cuda_version: \"11.8\"\n"));
+  EXPECT_NE(e.find("'cuda_version' is priced by the framework compute model"), std::string::npos)
+      << e;
+}
+
 TEST_F(ScenarioFile, UnreadableFile) {
   try {
     LoadScenarioFile((dir_ / "missing.yaml").string());

@@ -121,6 +121,21 @@ TEST(FrameworkModel, AnUnalignedGemmRunsOnTensorCoresAtTheNarrowLoadsFeed) {
   const LayerCost now = FrameworkLayerCost(FcNet(1024, 30522).layers()[1], 4096, half, v6);
   EXPECT_EQ(now.fwd.tensor_kernels, 1);
   EXPECT_EQ(now.bwd.tensor_kernels, 2);
+
+  // The run's libraries decide it (device.cuda_version): cuBLAS 10.2 has no tensor-core plan for
+  // it, so v6 prices it as v5 did; 11.0 and a current release (0) as v6.
+  config::DeviceSpec cublas10 = half;
+  cublas10.cuda_version = 102;
+  EXPECT_EQ(FrameworkGemmNs(4096, 30522, 1024, cublas10, v6), unaligned);
+  const LayerCost old = FrameworkLayerCost(FcNet(1024, 30522).layers()[1], 4096, cublas10, v6);
+  EXPECT_EQ(old.fwd.tensor_kernels, 0);
+  EXPECT_EQ(old.bwd.tensor_kernels, 1);  // the weight gradient's N and K (1024, 4096) align
+  // An aligned GEMM is on tensor cores under either release, at the same time.
+  EXPECT_EQ(FrameworkGemmNs(4096, 30528, 1024, cublas10, v6),
+            FrameworkGemmNs(4096, 30528, 1024, half, v6));
+  config::DeviceSpec cublas11 = half;
+  cublas11.cuda_version = 110;
+  EXPECT_EQ(FrameworkGemmNs(4096, 30522, 1024, cublas11, v6), narrow);
 }
 
 TEST(FrameworkModel, TheFasterPlanWinsWhereTensorCoresAreNoFaster) {
