@@ -358,6 +358,11 @@ int Show(const GpuModelCommands& c) {
                                           "--compute-model framework",
                                           c.precision, c.compute_model));
   }
+  if (!framework && !c.cuda_version.empty()) {
+    throw config::ConfigError(
+        "--cuda-version is read by the framework compute model; give "
+        "--precision or --compute-model framework");
+  }
   if (framework) {
     d.precision = config::PrecisionFromName(c.precision);
     d.optimizer = config::OptimizerFromName(c.optimizer);

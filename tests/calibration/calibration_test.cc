@@ -951,6 +951,30 @@ TEST(GpuModelCommand, CompareShowAndCheckRun) {
   EXPECT_NE(out.find("v100.yaml: error: device 'v100' cannot run precision bf16"),
             std::string::npos)
       << out;
+  // --cuda-version: cuBLAS 10 runs Transformer-XL's 267,735-word output GEMM on CUDA cores; a
+  // current release on tensor cores. A release older than the device, or no release, is refused.
+  const std::string txl =
+      " gpu-model show transformer_xl_base --device v100 --batch 40 "
+      "--precision fp16";
+  out = RunCapture(bin + txl + " --cuda-version 10.2 2>&1", &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("precision fp16, nchw, CUDA 10.2"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\n[a-z_]+ +linear +gemm cuda "))) << out;
+  out = RunCapture(bin + txl + " 2>&1", &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_FALSE(std::regex_search(out, std::regex("\\n[a-z_]+ +linear +gemm cuda "))) << out;
+  out = RunCapture(bin +
+                       " gpu-model show resnet50 --device h100 --batch 8 --precision bf16 "
+                       "--cuda-version 11.2 2>&1",
+                   &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("h100.yaml: error: device 'h100' needs CUDA 11.8 or later, but cuda_version "
+                     "is 11.2"),
+            std::string::npos)
+      << out;
+  out = RunCapture(bin + txl + " --cuda-version ten 2>&1", &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("--cuda-version 'ten' is not a CUDA release"), std::string::npos) << out;
   fs::path dir = TempDir("gpucmp");
   const std::string bad = (dir / "p.yaml").string();
   std::ofstream(bad) << "schema_version: 1\nmodel: fmnist_cnn\nbatch: 64\ndevice: x\n"

@@ -209,6 +209,14 @@ TEST(GpuFit, TheTransformerXlSetIsPricedAsTheDocsSay) {
   ExpectSetPricedAs("transformer_xl_2026-12-07/lambda_transformer_xl_v1.yaml", 48, 0.0866, 0.3625);
 }
 
+// The v0 campaign's Transformer-XL set (NGC 20.01 / 20.10 / 21.x; docs/gpu_model.md, "v6 judged
+// on the v0 campaign's Transformer-XL"), recorded at 94dc6fd after v6 was frozen, its rows'
+// cuda_version added before any was priced, and priced once by v6 with cuBLAS 10's rule: held out,
+// median 11.5%, max 44.2% (an A40 in TF32, predicted fast).
+TEST(GpuFit, TheV0TransformerXlSetIsPricedAsTheDocsSay) {
+  ExpectSetPricedAs("transformer_xl_2026-12-07/lambda_transformer_xl_v0.yaml", 50, 0.1147, 0.4421);
+}
+
 // The first H200 set (scenarios/devices/measurements/measured/, PyTorch on a lent H200, held out
 // for the model of cfef734: median 20.8%, max 63.9%). The model of now was fitted on it too
 // (--all-rows): in sample, median 18.8%, max 45.3% (v3: 16.4%, 46.5%; v2: 11.8%, 43.1%), as
