@@ -558,31 +558,22 @@ std::string PrecisionUnsupported(const DeviceSpec& d, Precision precision) {
 
 std::string CudaVersionUnsupported(const DeviceSpec& d) {
   if (d.cuda_version == 0) return "";
-  // The first CUDA release of each architecture (NVIDIA's CUDA toolkit release notes).
+  // The first CUDA release of each architecture (NVIDIA's CUDA toolkit release notes), as
+  // major * 10 + minor. (tf32 and bf16 need 11.0 too, but only Ampere and later have them.)
+  struct FirstRelease {
+    GpuArchitecture arch;
+    int first;
+  };
+  constexpr FirstRelease kFirst[] = {
+      {GpuArchitecture::kVolta, 90},   {GpuArchitecture::kTuring, 100},
+      {GpuArchitecture::kAmpere, 110}, {GpuArchitecture::kAda, 118},
+      {GpuArchitecture::kHopper, 118}, {GpuArchitecture::kBlackwell, 128}};
   int first = 0;
-  switch (d.architecture) {
-    case GpuArchitecture::kVolta:
-      first = 90;
-      break;
-    case GpuArchitecture::kTuring:
-      first = 100;
-      break;
-    case GpuArchitecture::kAmpere:
-      first = 110;
-      break;
-    case GpuArchitecture::kAda:
-    case GpuArchitecture::kHopper:
-      first = 118;
-      break;
-    case GpuArchitecture::kBlackwell:
-      first = 128;
-      break;
-    default:
-      break;
+  for (const FirstRelease& f : kFirst) {
+    if (f.arch == d.architecture) first = f.first;
   }
-  auto release = [](int v) { return fmt::format("{}.{}", v / 10, v % 10); };
-  // (tf32 and bf16 need 11.0 too, but only Ampere and later have them, and they need 11.0.)
   if (d.cuda_version >= first) return "";
+  auto release = [](int v) { return fmt::format("{}.{}", v / 10, v % 10); };
   return fmt::format(
       "device '{}' needs CUDA {} or later, but cuda_version is {}; write the release "
       "the run used",
