@@ -33,9 +33,10 @@ constexpr FrameworkModelParams kFitted = {
     .tensor_feed_per_sm_clock = 2537.48,
     .tensor_tile_alpha = 1.30539e-10,
     // v6 (unaligned GEMMs on tensor cores, cuBLAS 11.0 and later): v5's other constants held, the
-    // objective over every seen PyTorch row (v5's 538, the SSD300 and Transformer-XL sets) scanned
-    // on a 10-FLOP grid (below ~100 the CUDA-core plan wins and the objective is flat, so the
-    // simplex cannot start from the default): least at 290 (23.666, against 27.712 without).
+    // objective over every seen PyTorch row (v5's 538, the second families set, the SSD300 and
+    // Transformer-XL sets) scanned on a 10-FLOP grid (below ~100 the CUDA-core plan wins and the
+    // objective is flat, so the simplex cannot start from the default): least at 290 (23.666,
+    // against 27.712 without).
     .unaligned_feed_per_sm_clock = 290,
     // v4 (depthwise convolutions): fitted with v3's seven constants held, on timm's RTX 3090 rows
     // of EfficientNet and MobileNet v2 (depthwise_2026-12-07/timm_rtx3090_pt111.yaml and
