@@ -46,6 +46,14 @@ CLASSES = (
 )
 
 
+def is_annotation(name, user_annotation=False):
+    """Whether a GPU-side profiler event is a range, not a kernel. torch.profiler puts the ranges a
+    step's code marks (the optimizer's `Optimizer.step#AdamW.step`, `ProfilerStep#N`,
+    record_function's) on the GPU's timeline too, spanning the kernels they launched; counted as
+    kernels they count those kernels twice."""
+    return user_annotation or name.startswith(("Optimizer.", "ProfilerStep#"))
+
+
 def kernel_class(name):
     low = name.lower()
     for cls, keys in CLASSES:
@@ -77,6 +85,8 @@ def profile_row(torch, row, device, warmup, steps):
     for ev in prof.events():
         if device == "cuda":
             if ev.device_type != torch.autograd.DeviceType.CUDA:
+                continue
+            if is_annotation(ev.name, bool(getattr(ev, "is_user_annotation", False))):
                 continue
         elif ev.cpu_parent is not None:
             continue  # on the CPU: top-level operators only

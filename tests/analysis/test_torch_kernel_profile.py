@@ -37,6 +37,16 @@ class ClassTest(unittest.TestCase):
             self.assertEqual(torch_kernel_profile.kernel_class(name), cls, name)
 
 
+class AnnotationTest(unittest.TestCase):
+    def test_ranges_are_not_kernels(self):
+        # The optimizer's range would class as "optimizer" and count its kernels twice.
+        self.assertTrue(torch_kernel_profile.is_annotation("Optimizer.step#AdamW.step"))
+        self.assertTrue(torch_kernel_profile.is_annotation("ProfilerStep#3"))
+        self.assertTrue(torch_kernel_profile.is_annotation("my_region", user_annotation=True))
+        self.assertFalse(torch_kernel_profile.is_annotation(
+            "void at::native::multi_tensor_apply_kernel<TensorListMetadata<4>, ...>"))
+
+
 class CpuRunTest(unittest.TestCase):
     def test_tiny_on_the_cpu(self):
         with tempfile.TemporaryDirectory() as d:
