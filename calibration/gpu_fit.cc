@@ -203,16 +203,10 @@ std::vector<GpuCase> LoadGpuCases(const config::PublishedTimings& timings,
     }
     core::ModelSpec spec = config::LoadModelFile(model_file);
     if (row.input > 0) spec.input_h = spec.input_w = row.input;
-    if (row.tokens > 0) {
-      if (spec.input_rank == 1) {
-        spec.input_w = row.tokens;
-      } else if (spec.input_rank == 2) {
-        spec.input_h = row.tokens;
-      } else {
-        config::FailAt(row.loc, fmt::format("'tokens' applies to a model of token ids or "
-                                            "sequences; '{}' takes images",
-                                            row.model));
-      }
+    if (row.tokens > 0 && !config::SetSequenceLength(&spec, row.tokens)) {
+      config::FailAt(row.loc, fmt::format("'tokens' applies to a model of token ids or "
+                                          "sequences; '{}' takes images",
+                                          row.model));
     }
     core::BuildOptions options;
     options.without_groups = row.without;

@@ -664,4 +664,15 @@ std::string FindModelFile(const std::string& name_or_path, const std::string& mo
       known.empty() ? "(none found in " + models_dir + ")" : Join(known)));
 }
 
+bool SetSequenceLength(core::ModelSpec* spec, int64_t tokens) {
+  if (spec->input_rank == 1) {
+    spec->input_w = tokens;
+  } else if (spec->input_rank == 2) {
+    spec->input_h = tokens;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace poseidon::config

@@ -34,6 +34,10 @@ core::ModelSpec LoadModelFile(const std::string& path);
 // Same, from text; `name` stands for the file name in messages (for tests and generated models).
 core::ModelSpec LoadModelText(const std::string& yaml, const std::string& name);
 
+// Runs a model of token ids or sequences at `tokens` tokens (its length; > 0). Returns false, and
+// changes nothing, for a model that takes images.
+bool SetSequenceLength(core::ModelSpec* spec, int64_t tokens);
+
 // A path ending in ".yaml" is returned as is; otherwise `name_or_path` is a model name and the
 // result is models_dir/NAME.yaml. An unknown name throws ConfigError listing the known models.
 std::string FindModelFile(const std::string& name_or_path, const std::string& models_dir);

@@ -231,6 +231,8 @@ LayerCost DepthwiseConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   }
   cost.fwd.gemm_kernels = 1;
   cost.bwd.gemm_kernels = cost.bwd.kernels;
+  cost.fwd.gemm_ns = cost.fwd.ns;
+  cost.bwd.gemm_ns = cost.bwd.ns;
   if (s.bias) AddConvBias(c, y, &cost);
   return cost;
 }
@@ -254,6 +256,8 @@ LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
     LayerCost fp32 = Fp32Cost(c, l, batch);
     fp32.fwd.gemm_kernels = 1;
     fp32.bwd.gemm_kernels = l.bottoms.empty() ? 1 : 2;
+    fp32.fwd.gemm_ns = fp32.fwd.ns;  // cuDNN's fp32 algorithms, bias kernels included
+    fp32.bwd.gemm_ns = fp32.bwd.ns;
     return fp32;
   }
   const double peak = aligned ? c.tensor_peak : c.fp32_peak;
@@ -289,6 +293,8 @@ LayerCost ConvCost(const Ctx& c, const core::Layer& l, int64_t batch) {
     cost.bwd.kernels += 1;
   }
   const int gemms = l.bottoms.empty() ? 1 : 2;
+  cost.fwd.gemm_ns = cost.fwd.ns;
+  cost.bwd.gemm_ns = cost.bwd.ns;
   cost.fwd.gemm_kernels = 1;
   cost.bwd.gemm_kernels = gemms;
   cost.fwd.tensor_kernels = aligned ? 1 : 0;
@@ -328,6 +334,8 @@ LayerCost FcCost(const Ctx& c, const core::Layer& l, int64_t batch) {
     cost.bwd.ns += GemmKernelNs(c, 1, b, m_in, n_out, &cost.bwd);
     cost.bwd.kernels += 1;
   }
+  cost.fwd.gemm_ns = cost.fwd.ns;
+  cost.bwd.gemm_ns = cost.bwd.ns;
   if (l.spec.bias) {
     cost.bwd.ns += StreamKernelNs(c, 0, c.value_bytes * b * n_out);
     cost.bwd.kernels += 1;
@@ -355,9 +363,13 @@ void AddTransformerXlTerms(const Ctx& c, const core::Layer& l, int64_t batch, do
   if (l.spec.memory > 0) {
     const double kproj = GemmKernelNs(c, 1, bt * kl, dm, dm);
     const double kproj_weight = GemmKernelNs(c, 1, dm, dm, bt * kl);
-    cost->fwd.ns += 3 * (kproj - proj) + 2 * StreamKernelNs(c, 0, 2 * vb * bt * kl * dm);
+    const double fwd_gemms = 3 * (kproj - proj);
+    const double bwd_gemms = 3 * (kproj_weight - proj_weight) + (data ? 3 * (kproj - proj) : 0.0);
+    cost->fwd.ns += fwd_gemms + 2 * StreamKernelNs(c, 0, 2 * vb * bt * kl * dm);
+    cost->fwd.gemm_ns += fwd_gemms;
     cost->fwd.kernels += 2;
-    cost->bwd.ns += 3 * (kproj_weight - proj_weight) + (data ? 3 * (kproj - proj) : 0.0);
+    cost->bwd.ns += bwd_gemms;
+    cost->bwd.gemm_ns += bwd_gemms;
   }
   if (!l.spec.relative) return;
   const double elems = bt * heads * s * kl;
@@ -369,12 +381,14 @@ void AddTransformerXlTerms(const Ctx& c, const core::Layer& l, int64_t batch, do
   cost->fwd.ns += r_proj + bd + StreamKernelNs(c, 0, 2 * scores) +
                   StreamKernelNs(c, elems, 3 * scores) +
                   2 * StreamKernelNs(c, rows * dm, 2 * queries);
+  cost->fwd.gemm_ns += r_proj + bd;
   cost->fwd.kernels += 2 + 4;
   const double r_weight = GemmKernelNs(c, 1, dm, dm, kl, &bwd);
   const double bd_query = GemmKernelNs(c, heads, rows, dh, kl, &bwd);
   const double bd_pos = GemmKernelNs(c, heads, kl, dh, rows, &bwd);
   cost->bwd.ns += r_weight + bd_query + bd_pos + StreamKernelNs(c, 0, 2 * scores) +
                   2 * StreamKernelNs(c, rows * dm, queries);
+  cost->bwd.gemm_ns += r_weight + bd_query + bd_pos;
   cost->bwd.kernels += 3 + 3;
   for (auto [pass, gemms] : {std::pair{&cost->fwd, &fwd}, std::pair{&cost->bwd, &bwd}}) {
     pass->gemm_kernels += gemms->gemm_kernels;
@@ -404,14 +418,16 @@ LayerCost AttentionCost(const Ctx& c, const core::Layer& l, int64_t batch) {
   const bool proj_tc = shapes.tensor_kernels > 0 && BestGemmPlan(c, 1, rows, dm, dm).tensor_cores;
   const int batched_tc = shapes.tensor_kernels - (proj_tc ? 1 : 0);
   LayerCost cost;
-  cost.fwd.ns = 4 * proj + score + context + StreamKernelNs(c, 5 * elems, 2 * scores) +
+  cost.fwd.gemm_ns = 4 * proj + score + context;
+  cost.fwd.ns = cost.fwd.gemm_ns + StreamKernelNs(c, 5 * elems, 2 * scores) +
                 2 * StreamKernelNs(c, elems, 2 * scores);
   cost.fwd.kernels = 9;
   cost.fwd.gemm_kernels = 6;
   cost.fwd.tensor_kernels = 4 * (proj_tc ? 1 : 0) + batched_tc;
   const bool data = !l.bottoms.empty();
-  cost.bwd.ns = 4 * (proj_weight + (data ? proj : 0.0)) + 2 * score + 2 * context +
-                StreamKernelNs(c, 3 * elems, 3 * scores) + 2 * StreamKernelNs(c, elems, 2 * scores);
+  cost.bwd.gemm_ns = 4 * (proj_weight + (data ? proj : 0.0)) + 2 * score + 2 * context;
+  cost.bwd.ns = cost.bwd.gemm_ns + StreamKernelNs(c, 3 * elems, 3 * scores) +
+                2 * StreamKernelNs(c, elems, 2 * scores);
   cost.bwd.kernels = 15;
   cost.bwd.gemm_kernels = 4 + (data ? 4 : 0) + 4;
   cost.bwd.tensor_kernels = 4 * weight.tensor_kernels + (data && proj_tc ? 4 : 0) + 2 * batched_tc;
@@ -580,6 +596,7 @@ void AddAutocastCasts(const Ctx& c, const core::Layer& l, LayerCost* cost) {
 // An eager framework's CPU issues a pass's kernels one after another, dispatch_us each, while the
 // GPU runs what it was given: a pass takes the longer of the two.
 void DispatchFloor(const Ctx& c, PassCost* pass) {
+  pass->kernel_ns = pass->ns;
   pass->ns = std::max(pass->ns, pass->kernels * c.p.dispatch_us * 1e3);
 }
 

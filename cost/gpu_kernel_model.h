@@ -78,6 +78,11 @@ struct PassCost {
   // The framework model: how many of the pass's GEMM-like kernels ran on tensor cores, of how
   // many GEMM-like kernels (0 of 0 for a memory-bound layer, and always for the cudnn model).
   int tensor_kernels = 0, gemm_kernels = 0;
+  // The framework model (0 for the cudnn model): of the pass's GPU time, its GEMM-like kernels'
+  // (GEMMs, and convolutions' implicit GEMM, depthwise and fp32 cuDNN kernels), and the pass's GPU
+  // time before the dispatch floor (ns is the longer of it and the CPU's dispatch). What a kernel
+  // profile's classes can be compared with: `gpu-model show`, analysis/profile_vs_model.py.
+  double gemm_ns = 0, kernel_ns = 0;
 };
 
 struct LayerCost {

@@ -44,6 +44,7 @@ struct GpuModelCommands {
   std::string model, device;
   std::vector<std::string> without;
   int64_t batch = 0;
+  int64_t tokens = 0;  // show: 0 = the model file's sequence length
 };
 
 namespace {
@@ -344,7 +345,14 @@ int Show(const GpuModelCommands& c) {
   const std::string path = config::FindModelFile(c.model, *c.data_dir + "/models");
   core::BuildOptions options;
   options.without_groups = std::set<std::string>(c.without.begin(), c.without.end());
-  const core::Model m = core::Model::Build(config::LoadModelFile(path), options);
+  core::ModelSpec spec = config::LoadModelFile(path);
+  if (c.tokens > 0 && !config::SetSequenceLength(&spec, c.tokens)) {
+    throw config::ConfigError(
+        fmt::format("--tokens applies to a model of token ids or sequences; "
+                    "'{}' takes images",
+                    c.model));
+  }
+  const core::Model m = core::Model::Build(spec, options);
   const std::string device_file = config::FindDeviceFile(c.device, *c.data_dir + "/devices");
   config::DeviceSpec d = config::LoadDeviceFile(device_file);
   // A precision other than the default, or --compute-model framework, is the framework model.
@@ -399,7 +407,7 @@ int Show(const GpuModelCommands& c) {
                 : std::string("cudnn compute model"));
   std::cout << fmt::format("{:<28} {:<12} {:<18} {:>10} {:<18} {:>10} {:>7}\n", "layer", "type",
                            "fwd kernel", "fwd_ms", "bwd kernel", "bwd_ms", "kernels");
-  double fwd = 0, bwd = 0;
+  double fwd = 0, bwd = 0, gemm = 0, gpu = 0;
   // The framework model says where a pass's GEMM-like kernels ran: tensor cores, CUDA cores, or
   // some of each ("tc 4/6").
   auto choice = [framework](const cost::PassCost& pass) {
@@ -418,6 +426,8 @@ int Show(const GpuModelCommands& c) {
         framework ? fused[static_cast<size_t>(l.id)] : cost::CudnnLayerCost(l, c.batch, d, p);
     fwd += cost.fwd.ns;
     bwd += cost.bwd.ns;
+    gemm += cost.fwd.gemm_ns + cost.bwd.gemm_ns;
+    gpu += cost.fwd.kernel_ns + cost.bwd.kernel_ns;
     std::cout << fmt::format("{:<28} {:<12} {:<18} {:>10.3f} {:<18} {:>10.3f} {:>7}\n", l.name,
                              core::LayerKindName(l.kind), choice(cost.fwd), cost.fwd.ns / 1e6,
                              choice(cost.bwd), cost.bwd.ns / 1e6,
@@ -432,6 +442,12 @@ int Show(const GpuModelCommands& c) {
                              config::kOptimizerNames[static_cast<int>(d.optimizer)], opt / 1e6,
                              fp.iteration_us / 1e3, iter / 1e6,
                              static_cast<double>(c.batch) * 1e9 / iter);
+    // The GPU's kernel time by kind, as a kernel profile classes it (the passes' longer CPU
+    // dispatch aside): analysis/profile_vs_model.py reads this line.
+    std::cout << fmt::format(
+        "GPU kernels: GEMMs and convolutions {:.2f} ms, the rest {:.2f} ms, "
+        "optimizer step {:.2f} ms\n",
+        gemm / 1e6, (gpu - gemm) / 1e6, opt / 1e6);
   }
   return 0;
 }
@@ -517,6 +533,10 @@ std::shared_ptr<GpuModelCommands> AddGpuModelCommands(CLI::App& app, const std::
   c->show->add_option("--device", c->device, "device name or file")->required();
   c->show->add_option("--batch", c->batch, "images per pass")
       ->required()
+      ->check(CLI::PositiveNumber);
+  c->show
+      ->add_option("--tokens", c->tokens,
+                   "a transformer's sequence length (default: its model file's)")
       ->check(CLI::PositiveNumber);
   c->show->add_option("--without", c->without, "groups of the model to leave out");
   c->show->add_option("--precision", c->precision,

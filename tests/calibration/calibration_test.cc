@@ -937,6 +937,24 @@ TEST(GpuModelCommand, CompareShowAndCheckRun) {
   EXPECT_NE(out.find("optimizer step (adam)"), std::string::npos) << out;
   EXPECT_TRUE(std::regex_search(out, std::regex("l0_fc1 +linear +gemm tc ")))
       << "the per-layer choice: " << out;
+  // The GPU's kernel time by kind, which analysis/profile_vs_model.py reads.
+  EXPECT_TRUE(std::regex_search(out, std::regex("\nGPU kernels: GEMMs and convolutions [0-9.]+ "
+                                                "ms, the rest [0-9.]+ ms, optimizer step [0-9.]+ "
+                                                "ms\n")))
+      << out;
+  // --tokens: a transformer at another length; an image model refuses it.
+  const std::string at512 = RunCapture(bin +
+                                           " gpu-model show bert_large --device h100 --batch 64 "
+                                           "--precision bf16 --tokens 512 2>&1",
+                                       &st);
+  EXPECT_EQ(st, 0) << at512;
+  EXPECT_NE(at512, out);
+  out = RunCapture(bin + " gpu-model show resnet50 --device h100 --batch 8 --tokens 12 2>&1", &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("--tokens applies to a model of token ids or sequences; 'resnet50' takes "
+                     "images"),
+            std::string::npos)
+      << out;
   // ResNet-50's first convolution has 3 input channels: not aligned for tensor cores.
   out = RunCapture(bin + " gpu-model show resnet50 --device a100 --batch 64 --precision fp16 2>&1",
                    &st);

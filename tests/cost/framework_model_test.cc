@@ -625,6 +625,47 @@ TEST(FrameworkModel, TransformerXlAttentionPaysForItsMemoryAndPositions) {
   EXPECT_LT(mem.fwd.ns, 3 * plain.fwd.ns);
 }
 
+// What a kernel profile can be compared with: of each pass's GPU time (kernel_ns, before the
+// dispatch floor), the GEMM-like kernels' (gemm_ns). Layouts, biases, casts and memory-bound
+// layers are the rest.
+TEST(FrameworkModel, EachPassSaysWhatOfItsGpuTimeIsGemms) {
+  const config::FrameworkModelParams p = FittedFrameworkParams();
+  const int64_t b = 32;
+  // An FC layer without bias in fp32: all GEMM; in half precision autocast's casts are the rest.
+  const core::Model fc = FcNet(4096, 4096);
+  const LayerCost f32 = FrameworkLayerCost(fc.layers()[1], b, Ampere(Precision::kFp32), p);
+  EXPECT_GT(f32.fwd.gemm_ns, 0);
+  EXPECT_EQ(f32.fwd.gemm_ns, f32.fwd.kernel_ns);
+  EXPECT_EQ(f32.bwd.gemm_ns, f32.bwd.kernel_ns);
+  EXPECT_GE(f32.fwd.ns, f32.fwd.kernel_ns);  // the dispatch floor only adds
+  const LayerCost f16 = FrameworkLayerCost(fc.layers()[1], b, Ampere(Precision::kFp16), p);
+  EXPECT_GT(f16.fwd.gemm_ns, 0);
+  EXPECT_LT(f16.fwd.gemm_ns, f16.fwd.kernel_ns);
+  // A tensor-core convolution: in NHWC all GEMM but the casts, in NCHW the transposes are not.
+  const core::Model conv = ConvNet(64, 56);
+  const config::DeviceSpec nchw = WithLayout(Ampere(Precision::kTf32), config::MemoryFormat::kNchw);
+  const config::DeviceSpec nhwc = WithLayout(Ampere(Precision::kTf32), config::MemoryFormat::kNhwc);
+  const LayerCost cn = FrameworkLayerCost(conv.layers()[1], b, nchw, p);
+  const LayerCost cc = FrameworkLayerCost(conv.layers()[1], b, nhwc, p);
+  EXPECT_EQ(cc.fwd.gemm_ns, cc.fwd.kernel_ns);
+  EXPECT_EQ(cn.fwd.gemm_ns, cc.fwd.gemm_ns);
+  EXPECT_LT(cn.fwd.gemm_ns, cn.fwd.kernel_ns);
+  // A memory-bound layer has none; the cudnn model leaves both 0.
+  const LayerCost relu = FrameworkLayerCost(conv.layers()[0], b, nhwc, p);
+  EXPECT_EQ(relu.fwd.gemm_ns, 0);
+  EXPECT_GT(relu.fwd.kernel_ns, 0);
+  // Attention: its projections' and the batched score and context GEMMs, not the softmax.
+  const core::Model att = AttentionNet(192, 512, 0, false);
+  const LayerCost a = FrameworkLayerCost(att.layers()[1], 64, Ampere(Precision::kFp16), p);
+  EXPECT_GT(a.fwd.gemm_ns, 0.5 * a.fwd.kernel_ns);
+  EXPECT_LT(a.fwd.gemm_ns, a.fwd.kernel_ns);
+  const LayerCost xl = FrameworkLayerCost(AttentionNet(192, 512, 192, true).layers()[1], 64,
+                                          Ampere(Precision::kFp16), p);
+  EXPECT_GT(xl.fwd.gemm_ns, a.fwd.gemm_ns);
+  EXPECT_GT(xl.bwd.gemm_ns, a.bwd.gemm_ns);
+  EXPECT_LT(xl.bwd.gemm_ns, xl.bwd.kernel_ns);
+}
+
 TEST(FrameworkModel, TheOptimizerStepIsOnePassOverParametersAndState) {
   config::FrameworkModelParams p = FittedFrameworkParams();
   p.launch_us = 0;
