@@ -2,10 +2,12 @@
 """The framework model's errors grouped by the GPU's memory (HBM or GDDR, from the device file's
 description) and the model's family (transformer: a model file with an `attention` layer; CNN
 otherwise), or with --by architecture by the GPU's generation (the device file's `architecture`)
-and the precision as the row labels it, from `poseidon gpu-model check --csv` output.
+and the precision as the row labels it, or with --by release by generation and the CUDA release
+the row ran (the CSV's cuda_version; "current" where the row does not say), then family and the
+precision it was priced at, from `poseidon gpu-model check --csv` output.
 
     poseidon gpu-model check --compute-model framework --csv FILES... > check.csv
-    /usr/bin/python3 analysis/gpu_error_groups.py check.csv [--by memory|architecture]
+    /usr/bin/python3 analysis/gpu_error_groups.py check.csv [--by memory|architecture|release]
         [--devices scenarios/devices] [--models scenarios/models]
 
 Prints, per group: rows, the median signed error (+ = predicted slow), the median and largest
@@ -59,7 +61,8 @@ def family(models_dir, model):
 
 def groups(rows, devices_dir, models_dir, by="memory"):
     """{(memory, family): [signed errors]}, or {(architecture, precision): ...} when `by` is
-    'architecture', plus ('all', 'all')."""
+    'architecture', or {('architecture release', 'family priced_as'): ...} when it is 'release',
+    plus ('all', 'all')."""
     out = collections.defaultdict(list)
     for r in rows:
         try:
@@ -68,6 +71,11 @@ def groups(rows, devices_dir, models_dir, by="memory"):
             continue
         if by == "architecture":
             key = (architecture(devices_dir, r["device"]), r.get("precision", "?"))
+        elif by == "release":
+            key = ("%s %s" % (architecture(devices_dir, r["device"]),
+                              r.get("cuda_version") or "current"),
+                   "%s %s" % (family(models_dir, r["model"]),
+                              r.get("priced_as") or r.get("precision", "?")))
         else:
             key = (memory_kind(devices_dir, r["device"]), family(models_dir, r["model"]))
         out[key].append(e)
@@ -85,9 +93,9 @@ def summary(errors):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv", help="poseidon gpu-model check --csv output")
-    ap.add_argument("--by", choices=["memory", "architecture"], default="memory",
-                    help="group by memory and model family (default), or by GPU generation and "
-                         "precision")
+    ap.add_argument("--by", choices=["memory", "architecture", "release"], default="memory",
+                    help="group by memory and model family (default), by GPU generation and "
+                         "precision, or by generation, CUDA release, family and priced precision")
     ap.add_argument("--devices", default=os.path.join(ROOT, "scenarios", "devices"))
     ap.add_argument("--models", default=os.path.join(ROOT, "scenarios", "models"))
     a = ap.parse_args(argv)
@@ -97,12 +105,13 @@ def main(argv):
     if not g:
         print("%s: no rows with an error column" % a.csv, file=sys.stderr)
         return 1
-    heads = ("architecture", "precision") if a.by == "architecture" else ("memory", "family")
-    print("%-12s %-12s %5s %14s %11s %9s %6s" % (heads + ("rows", "signed median", "|e| median",
+    heads = {"architecture": ("architecture", "precision"),
+             "release": ("arch release", "family prec")}.get(a.by, ("memory", "family"))
+    print("%-16s %-16s %5s %14s %11s %9s %6s" % (heads + ("rows", "signed median", "|e| median",
                                                         "|e| max", "slow")))
     for (first, second), errors in sorted(g.items()):
         s = summary(errors)
-        print("%-12s %-12s %5d %+13.1f%% %10.1f%% %8.1f%% %6d" % (
+        print("%-16s %-16s %5d %+13.1f%% %10.1f%% %8.1f%% %6d" % (
             first, second, s["rows"], 100 * s["signed_median"], 100 * s["abs_median"],
             100 * s["abs_max"], s["slow"]))
     return 0

@@ -168,7 +168,7 @@ void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& 
   if (c.csv) {
     out << "set,file,model,device,precision,priced_as,batch,tokens,optimizer,memory_format,"
            "iteration_ms,"
-           "pred_iteration_ms,pred_fwd_ms,pred_bwd_ms,error\n";
+           "pred_iteration_ms,pred_fwd_ms,pred_bwd_ms,error,cuda_version\n";
   } else {
     out << fmt::format("{} compute model against the whole-iteration rows of {} files\n",
                        KindName(kind), files.size());
@@ -182,12 +182,15 @@ void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& 
     const std::string set = r.fit ? "fit" : "heldout";
     const std::string priced = config::PrecisionName(e.c->device.precision);
     if (c.csv) {
-      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.4f}\n",
+      // cuda_version: the row's CUDA release as MAJOR.MINOR, empty for a current one.
+      const std::string cuda =
+          r.cuda_version == 0 ? "" : fmt::format("{}.{}", r.cuda_version / 10, r.cuda_version % 10);
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.4f},{}\n",
                          set, std::filesystem::path(r.loc.file).filename().string(), r.model,
                          r.device, config::PrecisionName(r.precision), priced, r.batch, r.tokens,
                          config::kOptimizerNames[static_cast<int>(r.optimizer)],
-                         config::MemoryFormatName(r.memory_format), r.iteration_ms,
-                         e.iteration_ms, e.fwd_ms, e.bwd_ms, e.total_err);
+                         config::MemoryFormatName(r.memory_format), r.iteration_ms, e.iteration_ms,
+                         e.fwd_ms, e.bwd_ms, e.total_err, cuda);
     } else {
       out << fmt::format("{:<8} {:<11} {:<14} {:<6} {:<4} {:>5} {:>5} {:>11.2f} {:>11.2f} {:>8}\n",
                          set, r.model, r.device, PricedPrecision(*e.c),

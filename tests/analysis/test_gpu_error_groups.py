@@ -83,6 +83,20 @@ class GroupsTest(unittest.TestCase):
         self.assertTrue(lines[0].startswith("architecture"))
         self.assertEqual(len(lines), 1 + 5)  # header, ?/fp16, all, ampere/fp16, ampere/fp32, hopper
 
+    def test_rows_are_grouped_by_release(self):
+        d = self.tmp.name
+        rows = [{"model": "cnn", "device": "hbm", "precision": "fp32", "priced_as": "tf32",
+                 "cuda_version": "11.8", "error": "0.10"},
+                {"model": "cnn", "device": "hbm", "precision": "fp32", "priced_as": "tf32",
+                 "cuda_version": "11.8", "error": "0.20"},
+                {"model": "tx", "device": "hbm", "precision": "fp16", "priced_as": "fp16",
+                 "cuda_version": "", "error": "-0.05"}]
+        g = gpu_error_groups.groups(rows, os.path.join(d, "devices"), os.path.join(d, "models"),
+                                    by="release")
+        self.assertEqual(g[("hopper 11.8", "cnn tf32")], [0.10, 0.20])
+        self.assertEqual(g[("hopper current", "transformer fp16")], [-0.05])
+        self.assertEqual(len(g[("all", "all")]), 3)
+
     def test_the_command_prints_one_line_per_group(self):
         d = self.tmp.name
         out = io.StringIO()
