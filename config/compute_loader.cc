@@ -139,6 +139,10 @@ int ReadCudnnVersion(MapReader& r) {
   return version;
 }
 
+std::string MajorMinorName(int version) {
+  return version == 0 ? "" : fmt::format("{}.{}", version / 10, version % 10);
+}
+
 int ReadCudaVersion(MapReader& r, const std::string& key) {
   const std::string v = r.String(key);
   const int version = ParseMajorMinor(v);
@@ -573,11 +577,10 @@ std::string CudaVersionUnsupported(const DeviceSpec& d) {
     if (f.arch == d.architecture) first = f.first;
   }
   if (d.cuda_version >= first) return "";
-  auto release = [](int v) { return fmt::format("{}.{}", v / 10, v % 10); };
   return fmt::format(
       "device '{}' needs CUDA {} or later, but cuda_version is {}; write the release "
       "the run used",
-      d.name, release(first), release(d.cuda_version));
+      d.name, MajorMinorName(first), MajorMinorName(d.cuda_version));
 }
 
 }  // namespace poseidon::config

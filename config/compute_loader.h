@@ -83,6 +83,8 @@ int ParseMajorMinor(const std::string& text);
 class MapReader;
 DeviceComputeModel ReadComputeModel(MapReader& r);
 int ReadCudnnVersion(MapReader& r);
+// A release as ParseMajorMinor gives it, back as text: 102 -> "10.2"; 0 (a current one) -> "".
+std::string MajorMinorName(int version);
 // `key` as a CUDA release ("10.2", "11.8"; ParseMajorMinor), a located ConfigError otherwise.
 int ReadCudaVersion(MapReader& r, const std::string& key);
 // cluster.precision, cluster.optimizer and the like (fp32 | tf32 | fp16 | bf16; sgd | adam |

@@ -182,15 +182,12 @@ void CheckIterations(const GpuModelCommands& c, const std::vector<std::string>& 
     const std::string set = r.fit ? "fit" : "heldout";
     const std::string priced = config::PrecisionName(e.c->device.precision);
     if (c.csv) {
-      // cuda_version: the row's CUDA release as MAJOR.MINOR, empty for a current one.
-      const std::string cuda =
-          r.cuda_version == 0 ? "" : fmt::format("{}.{}", r.cuda_version / 10, r.cuda_version % 10);
       out << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.4f},{}\n",
                          set, std::filesystem::path(r.loc.file).filename().string(), r.model,
                          r.device, config::PrecisionName(r.precision), priced, r.batch, r.tokens,
                          config::kOptimizerNames[static_cast<int>(r.optimizer)],
                          config::MemoryFormatName(r.memory_format), r.iteration_ms, e.iteration_ms,
-                         e.fwd_ms, e.bwd_ms, e.total_err, cuda);
+                         e.fwd_ms, e.bwd_ms, e.total_err, config::MajorMinorName(r.cuda_version));
     } else {
       out << fmt::format("{:<8} {:<11} {:<14} {:<6} {:<4} {:>5} {:>5} {:>11.2f} {:>11.2f} {:>8}\n",
                          set, r.model, r.device, PricedPrecision(*e.c),
@@ -404,9 +401,7 @@ int Show(const GpuModelCommands& c) {
                           ? ""
                           : std::string(", batch norm fused: ") +
                                 config::BatchNormFusionName(d.batchnorm_fusion),
-                      d.cuda_version == 0
-                          ? ""
-                          : fmt::format(", CUDA {}.{}", d.cuda_version / 10, d.cuda_version % 10))
+                      d.cuda_version == 0 ? "" : ", CUDA " + config::MajorMinorName(d.cuda_version))
                 : std::string("cudnn compute model"));
   std::cout << fmt::format("{:<28} {:<12} {:<18} {:>10} {:<18} {:>10} {:>7}\n", "layer", "type",
                            "fwd kernel", "fwd_ms", "bwd kernel", "bwd_ms", "kernels");
