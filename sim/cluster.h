@@ -17,7 +17,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -38,6 +37,7 @@
 #include "cost/jitter.h"
 #include "sim/engine.h"
 #include "sim/network/network_model.h"
+#include "sim/task_fifo.h"
 
 namespace poseidon::sim {
 
@@ -168,7 +168,7 @@ class SimJob {
  private:
   class ActorHost;
   struct StreamState {
-    std::deque<core::ComputeTask> queue;
+    TaskFifo queue;
     bool busy = false;
     TimeNs started = 0;
     TimeNs last_end = 0;  // the previous task's end (NetworkSpec::host_wakeup_ns)
