@@ -1,6 +1,7 @@
 #include "sim/network/flow_network.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -22,8 +23,11 @@ constexpr double kMaxDurationNs = 4e18;
 // flows: those loops wait on cache misses. They ask for the record kAhead iterations early (both
 // ends: a 48-byte record may straddle two cache lines), once the slots outgrow the caches
 // (prefetch_): below that the requests only cost (the flow benchmark's small cases lost 20-30%
-// to them; the 1,024-worker AlexNet run gained about 6% of its time).
-constexpr size_t kAhead = 8;
+// to them; the 1,024-worker AlexNet run gained about 6% of its time). An iteration that hits the
+// cache takes a few ns and a miss ~100 ns, so the request goes 32 iterations ahead: against 8, the
+// 2,048 x 8 H100 bf16 ResNet-50 run took 7.9-8.1 s of user time instead of 8.3-9.4 (three runs
+// each, docs/performance.md), AlexNet 2,048 x 8 and K20 ResNet-50 1,024 x 8 alike or slightly less.
+constexpr size_t kAhead = 32;
 constexpr size_t kPrefetchSlots = size_t{1} << 15;  // 4.7 MB of slot records
 // A loop over n flows prefetches while its index is below this.
 inline size_t AheadEnd(bool prefetch, size_t n) { return prefetch && n > kAhead ? n - kAhead : 0; }
@@ -403,17 +407,16 @@ void FlowNetwork::Solve(TimeNs now) {
   // Commit: only flows whose rate moved get a new finish time. In a group being rebuilt (the
   // usual case of an incast), a flow that stays there has its key set in place.
   PlanCommit();
-  const size_t nfree = free_flows_.size();
-  for (size_t k = 0, ahead_end = AheadEnd(prefetch_, nfree); k < nfree; ++k) {
+  CollectMoved();
+  const size_t nmoved = moved_.size();
+  for (size_t k = 0, ahead_end = AheadEnd(prefetch_, nmoved); k < nmoved; ++k) {
     if (k < ahead_end) {
-      const size_t next = static_cast<size_t>(free_flows_[k + kAhead]);
+      const size_t next = static_cast<size_t>(moved_[k + kAhead]);
       Prefetch(hot_[next]);
       Prefetch(flows_[next]);
     }
-    const int32_t f = free_flows_[k];
+    const int32_t f = moved_[k];
     Hot& h = hot_[static_cast<size_t>(f)];
-    h.bottleneck = h.new_bottleneck;
-    if (!RateChanged(h)) continue;
     Flow& fl = flows_[static_cast<size_t>(f)];
     if (h.rate > 0) {
       fl.remaining -= h.rate * static_cast<double>(now - fl.last_t) * 1e-9;
@@ -439,6 +442,21 @@ void FlowNetwork::Solve(TimeNs now) {
     changed_.push_back(Changed{f, to, from});
   }
   CommitFinishTimes();
+}
+
+void FlowNetwork::CollectMoved() {
+  moved_.clear();
+  if (alpha_ > 0) {
+    for (int32_t f : free_flows_) {
+      if (RateChanged(hot_[static_cast<size_t>(f)])) moved_.push_back(f);
+    }
+    return;
+  }
+  for (size_t w = 0; w < moved_bits_.size(); ++w) {
+    for (uint64_t bits = moved_bits_[w]; bits != 0; bits &= bits - 1) {
+      moved_.push_back(free_flows_[w * 64 + static_cast<size_t>(std::countr_zero(bits))]);
+    }
+  }
 }
 
 void FlowNetwork::Touch(int32_t gi) {
@@ -717,7 +735,6 @@ void FlowNetwork::SolveAlphaFair() {
   for (int32_t f : free_flows_) {
     Hot& h = hot_[static_cast<size_t>(f)];
     h.new_rate = rate_of(FlowPrice(ForwardPrice(f), BackPrice(f))) * af_unit_;
-    h.new_bottleneck = -1;
   }
   for (int32_t l : af_links_) {
     double load = 0;
@@ -737,6 +754,7 @@ bool FlowNetwork::FillRound() {
     round_epoch_ = 1;
   }
   free_flows_.clear();
+  moved_bits_.clear();
   fill_heap_.clear();
   restart_ = false;
   water_ = 0;
@@ -756,7 +774,7 @@ bool FlowNetwork::FillRound() {
       if (h.stamp != round_epoch_) {
         h.stamp = round_epoch_;
         h.flags = (h.bottleneck < 0 || InRegion(h.bottleneck)) ? kFree : 0;
-        if (h.flags & kFree) free_flows_.push_back(f);
+        if (h.flags & kFree) AddFree(f, h);
       }
       load += h.rate;
       if (h.flags & kFree) {
@@ -820,7 +838,7 @@ bool FlowNetwork::FillRound() {
       if ((h.flags & (kFree | kFrozen)) != kFree) continue;
       h.flags |= kFrozen;
       h.new_rate = share;
-      h.new_bottleneck = l;
+      h.bottleneck = l;
       ++s.frozen;
       for (int i = 0; i < h.nlinks; ++i) {
         const int32_t m = h.link[i];
@@ -832,6 +850,7 @@ bool FlowNetwork::FillRound() {
       // (a) Its rate moved, so the load of every link it crosses moved: bring those that are or
       // become saturated into R.
       if (RateChanged(h)) {
+        MarkMoved(h);
         for (int i = 0; i < h.nlinks; ++i) {
           const int32_t m = h.link[i];
           if (!InRegion(m) && MustJoin(m, share - h.rate)) ActivateLink(m);
@@ -877,11 +896,11 @@ void FlowNetwork::ActivateLink(int32_t link) {
       // First seen this round: none of its other links is in R.
       h.stamp = round_epoch_;
       h.flags = (h.bottleneck < 0 || InRegion(h.bottleneck)) ? kFree : 0;
-      if (h.flags & kFree) free_flows_.push_back(f);
+      if (h.flags & kFree) AddFree(f, h);
     } else if (!(h.flags & kFree) && h.bottleneck == link) {
       // Fixed so far, but its bottleneck just joined R: it turns free on its other R-links.
       h.flags = kFree;
-      free_flows_.push_back(f);
+      AddFree(f, h);
       for (int i = 0; i < h.nlinks; ++i) {
         const int32_t m = h.link[i];
         if (m == link || !InRegion(m)) continue;

@@ -145,8 +145,11 @@ class FlowNetwork final : public NetworkModel {
   struct Hot {
     double rate = 0;          // bytes/s since Flow::last_t; 0: new, not solved yet
     double new_rate = 0;      // scratch: result of the current solve
-    int32_t bottleneck = -1;  // a saturated link where this flow's rate is the largest; -1: none
-    int32_t new_bottleneck = -1;
+    // A saturated link where this flow's rate is the largest; -1: none. A free flow's is set when
+    // the solve freezes it (rounds that start over classify it free again either way: its old and
+    // its new bottleneck both lie in R, which only grows).
+    int32_t bottleneck = -1;
+    int32_t free_pos = 0;  // max-min: its index in free_flows_ (valid while kFree this round)
     uint32_t stamp = 0;  // round in which kFree/kFrozen are valid
     uint8_t flags = 0;
     uint8_t nlinks = 0;
@@ -356,6 +359,23 @@ class FlowNetwork final : public NetworkModel {
   bool restart_ = false;
   std::vector<int32_t> region_;
   std::vector<int32_t> free_flows_;
+  // Max-min: bit i set when free_flows_[i] froze at a rate that moved (RateChanged) in this round.
+  // The commit visits only those, in free_flows_ order (the order link_load_'s sums take them):
+  // in dense traffic most free flows come out at their old rate.
+  std::vector<uint64_t> moved_bits_;
+  std::vector<int32_t> moved_;  // the commit's flows whose rate moved, in free_flows_ order
+  void AddFree(int32_t f, Hot& h) {
+    h.free_pos = static_cast<int32_t>(free_flows_.size());
+    free_flows_.push_back(f);
+  }
+  void MarkMoved(const Hot& h) {
+    const size_t w = static_cast<size_t>(h.free_pos) >> 6;
+    if (w >= moved_bits_.size()) moved_bits_.resize(w + 1, 0);
+    moved_bits_[w] |= uint64_t{1} << (h.free_pos & 63);
+  }
+  // The commit's flows (moved_): max-min, those MarkMoved marked; alpha-fair, every flow whose
+  // rate moved.
+  void CollectMoved();
   // Flows whose finish time moved in this solve, with the group their entry goes to and the one
   // it is in (-1: none).
   struct Changed {
