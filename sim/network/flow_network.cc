@@ -21,7 +21,7 @@ constexpr double kMaxDurationNs = 4e18;
 
 // The solver visits flows in link-list order, a random order over slot arrays of 10^5 to 10^6
 // flows: those loops wait on cache misses. They ask for the record kAhead iterations early (both
-// ends: a 48-byte record may straddle two cache lines), once the slots outgrow the caches
+// ends: a 56-byte record may straddle two cache lines), once the slots outgrow the caches
 // (prefetch_): below that the requests only cost (the flow benchmark's small cases lost 20-30%
 // to them; the 1,024-worker AlexNet run gained about 6% of its time). An iteration that hits the
 // cache takes a few ns and a miss ~100 ns, so the request goes 32 iterations ahead: against 8, the

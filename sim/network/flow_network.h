@@ -35,7 +35,7 @@
 // counts as unchanged and is left alone (no new finish time). Starts at the same ns, and ends at
 // the same ns, are batched into one solve.
 //
-// Memory: flows live in slot vectors with a free list (the solver's 48-byte working set apart from
+// Memory: flows live in slot vectors with a free list (the solver's 56-byte working set apart from
 // the rest), links in flat arrays; the per-solve scratch vectors are reused, so the hot path
 // allocates nothing once warm (but a completion group that empties frees its heap).
 //
